@@ -1,0 +1,146 @@
+"""The decoder: token + position embeddings, a stack of pre-LayerNorm blocks, a tied LM head.
+
+Letters used in shape comments: B batch, T time, C channels (n_embd), V vocabulary, L layers.
+"""
+
+import math
+from dataclasses import dataclass
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+from model.attention import CausalSelfAttention, KVCache
+
+
+@dataclass
+class GPTConfig:
+    vocab_size: int = 50304
+    block_size: int = 256
+    n_layer: int = 4
+    n_head: int = 4
+    n_embd: int = 128
+    dropout: float = 0.0
+    bias: bool = True
+
+    def __post_init__(self):
+        for name in ("vocab_size", "block_size", "n_layer", "n_head", "n_embd"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+                raise ValueError(f"{name} must be a positive integer, got {value!r}")
+        if self.n_embd % self.n_head != 0:
+            raise ValueError(
+                f"n_embd ({self.n_embd}) must be divisible by n_head ({self.n_head}): "
+                "each head gets n_embd / n_head channels"
+            )
+        if not 0.0 <= self.dropout < 1.0:
+            raise ValueError(f"dropout must be in [0, 1), got {self.dropout!r}")
+
+
+class MLP(nn.Module):
+    def __init__(self, config):
+        super().__init__()
+        self.w_in = nn.Linear(config.n_embd, 4 * config.n_embd, bias=config.bias)
+        self.w_out = nn.Linear(4 * config.n_embd, config.n_embd, bias=config.bias)
+        self.dropout = nn.Dropout(config.dropout)
+
+    def forward(self, x):
+        return self.dropout(self.w_out(F.gelu(self.w_in(x))))
+
+
+class Block(nn.Module):
+    """x + attention(LN(x)), then x + MLP(LN(x)): normalise before each sub-layer (GPT-2)."""
+
+    def __init__(self, config):
+        super().__init__()
+        self.ln_1 = nn.LayerNorm(config.n_embd, bias=config.bias)
+        self.attn = CausalSelfAttention(
+            config.n_embd, config.n_head, config.block_size, config.dropout, config.bias
+        )
+        self.ln_2 = nn.LayerNorm(config.n_embd, bias=config.bias)
+        self.mlp = MLP(config)
+
+    def forward(self, x, return_weights=False, cache=None):
+        a, weights = self.attn(self.ln_1(x), return_weights=return_weights, cache=cache)
+        x = x + a
+        x = x + self.mlp(self.ln_2(x))
+        return x, weights
+
+
+class GPT(nn.Module):
+    def __init__(self, config):
+        super().__init__()
+        self.config = config
+        self.tok_emb = nn.Embedding(config.vocab_size, config.n_embd)
+        self.pos_emb = nn.Embedding(config.block_size, config.n_embd)
+        self.drop = nn.Dropout(config.dropout)
+        self.blocks = nn.ModuleList(Block(config) for _ in range(config.n_layer))
+        self.ln_f = nn.LayerNorm(config.n_embd, bias=config.bias)
+        self.lm_head = nn.Linear(config.n_embd, config.vocab_size, bias=False)
+        self.lm_head.weight = self.tok_emb.weight  # tied: one matrix reads and writes tokens
+        # Positions 0 .. block_size-1, built once rather than on every forward.
+        self.register_buffer("positions", torch.arange(config.block_size), persistent=False)
+        self.reset_parameters()
+
+    def reset_parameters(self):
+        """GPT-2 init: N(0, 0.02) everywhere, zero biases, and the projections that write into
+        the residual stream scaled by 1/√(2·n_layer), since 2·n_layer of them add up there."""
+        for module in self.modules():
+            if isinstance(module, (nn.Linear, nn.Embedding)):
+                nn.init.normal_(module.weight, mean=0.0, std=0.02)
+            if isinstance(module, nn.Linear) and module.bias is not None:
+                nn.init.zeros_(module.bias)
+        residual_std = 0.02 / math.sqrt(2 * self.config.n_layer)
+        for block in self.blocks:
+            nn.init.normal_(block.attn.w_out.weight, mean=0.0, std=residual_std)
+            nn.init.normal_(block.mlp.w_out.weight, mean=0.0, std=residual_std)
+
+    def forward(self, idx, return_attention=False, caches=None):
+        """idx (B, T) token ids -> logits (B, T, V) for every position.
+
+        return_attention=True runs the explicit attention path and returns (logits, attn),
+        attn a list with one (B, H, T, S) tensor per layer. `caches` (one KVCache per layer,
+        from `new_caches`) makes idx the continuation of the positions already cached.
+        """
+        B, T = idx.shape
+        start = caches[0].length if caches is not None else 0
+        if start + T > self.config.block_size:
+            raise ValueError(
+                f"input of {start + T} tokens is longer than block_size "
+                f"({self.config.block_size}); crop it to the last block_size tokens"
+            )
+        x = self.tok_emb(idx) + self.pos_emb(self.positions[start : start + T])  # (B, T, C)
+        x = self.drop(x)
+        attn = []
+        for i, block in enumerate(self.blocks):
+            x, weights = block(x, return_attention, caches[i] if caches is not None else None)
+            attn.append(weights)
+        logits = self.lm_head(self.ln_f(x))  # (B, T, C) -> (B, T, V)
+        return (logits, attn) if return_attention else logits
+
+    def new_caches(self, batch_size):
+        """One empty KVCache per layer, on the model's device and dtype."""
+        c = self.config
+        p = self.tok_emb.weight
+        return [
+            KVCache(batch_size, c.n_head, c.block_size, c.n_embd // c.n_head, p.device, p.dtype)
+            for _ in range(c.n_layer)
+        ]
+
+    def num_params(self, non_embedding=True):
+        """Parameter count; by default without the position table, which does no matmul.
+        (The token table is counted: tied to the LM head, it does the largest matmul.)"""
+        n = sum(p.numel() for p in self.parameters())
+        return n - self.pos_emb.weight.numel() if non_embedding else n
+
+    def flops_per_token(self, seq_len=None):
+        """Training FLOPs (forward + backward) per token at context seq_len (default block_size):
+        6 per parameter-token for the matmuls, plus 12·L·C·T for QKᵀ and weights·V."""
+        T = seq_len or self.config.block_size
+        c = self.config
+        return 6 * self.num_params() + 12 * c.n_layer * c.n_embd * T
+
+
+def lm_loss(logits, targets):
+    """Mean cross-entropy of logits (B, T, V) against next-token targets (B, T)."""
+    return F.cross_entropy(logits.reshape(-1, logits.size(-1)), targets.reshape(-1))
