@@ -1,0 +1,162 @@
+"""Attention maps as text: one line per head of where the query word looks, and a token grid.
+
+Pure rendering: functions take words and weights and return strings, so tests check the exact
+output. A weight w in [0, 1] is drawn as a shade ( ░▒▓█, w rounded to quarters) and printed
+with two decimals (".61", "1.0"); the most attended word of each head is marked ▲. With
+`colour` set, the cell's background is a heat colour instead of a shade, and the top word is
+bold and underlined (the ▲ stays, so piping or copying loses nothing).
+"""
+
+import unicodedata
+
+SHADES = " ░▒▓█"
+MARK = "▲"
+RESET = "\x1b[0m"
+TOP = "\x1b[1;4m"  # bold + underline
+COLD, HOT = (20, 20, 50), (255, 210, 60)  # heat colours for weight 0 and weight 1
+MAX_WORD = 12  # longest word label before it is cut with …
+MAX_TOKEN = 8  # longest token label in the grid
+
+
+def colour_mode(stream, environ):
+    """"truecolor", "256" or None (plain text) for writing to `stream`.
+
+    Colour only reaches a terminal: never when output is piped, NO_COLOR is set (any value,
+    see no-color.org) or TERM is dumb. 24-bit colour only where COLORTERM says the terminal
+    has it; other terminals get the 256-colour palette.
+    """
+    if "NO_COLOR" in environ or environ.get("TERM") == "dumb":
+        return None
+    isatty = getattr(stream, "isatty", None)
+    if isatty is None or not isatty():
+        return None
+    return "truecolor" if environ.get("COLORTERM", "").lower() in ("truecolor", "24bit") else "256"
+
+
+def shade(w):
+    return SHADES[min(4, max(0, int(w * 4 + 0.5)))]
+
+
+def format_weight(w):
+    """Three characters: ".61", ".05", "1.0"."""
+    text = f"{min(max(w, 0.0), 1.0):.2f}"
+    return "1.0" if text == "1.00" else text[1:]
+
+
+def heat(w):
+    """(r, g, b) between COLD (w = 0) and HOT (w = 1)."""
+    w = min(max(w, 0.0), 1.0)
+    return tuple(round(c + (h - c) * w) for c, h in zip(COLD, HOT))
+
+
+def sgr_colours(w, colour):
+    """ANSI escape setting the background to heat(w) and a foreground readable on it."""
+    fg = (0, 0, 0) if w >= 0.5 else (255, 255, 255)
+    if colour == "truecolor":
+        return "\x1b[48;2;{};{};{}m\x1b[38;2;{};{};{}m".format(*heat(w), *fg)
+    cube = lambda rgb: 16 + sum(round(c / 255 * 5) * m for c, m in zip(rgb, (36, 6, 1)))
+    return f"\x1b[48;5;{cube(heat(w))}m\x1b[38;5;{cube(fg)}m"
+
+
+def display_token(text, limit=None, spaces=True):
+    """`text` made visible on one line: space ␣ (unless spaces=False), newline ↵, tab ⇥, other
+    control characters as \\xNN or \\uNNNN; cut to `limit` characters with … when longer."""
+    visible = {" ": "␣" if spaces else " ", "\n": "↵", "\t": "⇥"}
+    out = []
+    for ch in text:
+        if ch in visible:
+            out.append(visible[ch])
+        elif unicodedata.category(ch).startswith("C"):
+            out.append(f"\\x{ord(ch):02x}" if ord(ch) < 256 else f"\\u{ord(ch):04x}")
+        else:
+            out.append(ch)
+    text = "".join(out)
+    return text if limit is None or len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _cell(w, is_top, colour):
+    """Five characters wide: shade and number, then ▲ on the most attended word."""
+    mark = MARK if is_top else " "
+    if colour is None:
+        return shade(w) + format_weight(w) + mark
+    number = (TOP if is_top else "") + format_weight(w)
+    return sgr_colours(w, colour) + " " + number + RESET + mark
+
+
+def render_word_rows(words, rows, colour=None, width=100):
+    """A table: the words as column headers, then one line per (label, weights) in `rows`.
+
+    Columns that do not fit in `width` characters wrap into further blocks, each with its own
+    header. Each line marks its largest weight (the first, on a tie).
+    """
+    labels = [display_token(w, MAX_WORD) for w in words]
+    col_widths = [max(len(label), 5) for label in labels]
+    label_width = max(len(label) for label, _ in rows)
+    tops = [max(range(len(weights)), key=lambda i: weights[i]) for _, weights in rows]
+
+    blocks, start = [], 0
+    while start < len(words):
+        end, used = start + 1, label_width + 2 + col_widths[start]
+        while end < len(words) and used + 1 + col_widths[end] <= width:
+            used += 1 + col_widths[end]
+            end += 1
+        cols = range(start, end)
+        lines = [(" " * (label_width + 2) + " ".join(labels[i].ljust(col_widths[i]) for i in cols)).rstrip()]
+        for (label, weights), top in zip(rows, tops):
+            cells = []
+            for i in cols:
+                pad = " " * (col_widths[i] - 5)
+                cells.append(_cell(weights[i], i == top, colour) + pad)
+            lines.append((label.ljust(label_width) + "  " + " ".join(cells)).rstrip())
+        blocks.append("\n".join(lines))
+        start = end
+    return "\n\n".join(blocks)
+
+
+def render_token_grid(tokens, weights, colour=None, width=100):
+    """The full (T, T) map of one head: row i is query token i, column j key token j.
+
+    Row labels are the tokens; column labels are the same tokens written downwards. A cell is
+    two characters wide when the grid fits in `width`, else one. Keys a query may see (j <= i)
+    but gives under 1/8 of its attention show as · (plain) or a dark cell (colour), so the
+    causal triangle stays visible; future keys are blank.
+    """
+    T = len(tokens)
+    labels = [display_token(t, MAX_TOKEN) for t in tokens]
+    label_width = max(len(label) for label in labels)
+    cell = 2 if label_width + 1 + 2 * T <= width else 1
+    lines = []
+    for k in range(max(len(label) for label in labels)):  # column labels, one character a line
+        chars = (label[k] if k < len(label) else " " for label in labels)
+        lines.append((" " * (label_width + 1) + "".join(c.ljust(cell) for c in chars)).rstrip())
+    for i in range(T):
+        row = []
+        for j in range(T):
+            w = float(weights[i][j])
+            if j > i:
+                row.append(" " * cell)
+            elif colour is not None:
+                row.append(sgr_colours(w, colour) + " " * cell + RESET)
+            else:
+                row.append(shade(w) * cell if shade(w) != " " else "·".ljust(cell))
+        lines.append((labels[i].ljust(label_width) + " " + "".join(row)).rstrip())
+    return "\n".join(lines)
+
+
+def render_sentence(sa, colour=None, width=100, layer=None, head=None):
+    """Everything shown for one analysed sentence (an analysis.words.SentenceAttention): the
+    sentence, the query, one line per layer and head, and the grid of `layer`/`head` if given."""
+    query = sa.words[sa.query_word]
+    parts = [
+        display_token(sa.text, spaces=False),
+        f'attention of "{query}" (its last token, #{sa.query_token}) over the words up to it; '
+        f"each word sums its tokens, {MARK} marks the largest",
+    ]
+    rows = [(f"L{l} H{h}", weights) for l, layer_rows in enumerate(sa.rows)
+            for h, weights in enumerate(layer_rows)]
+    parts.append(render_word_rows(sa.words, rows, colour, width))
+    if layer is not None:
+        parts.append(f"\nL{layer} H{head}, token by token (row: query, column: key; "
+                     f"weight {SHADES[1:]} by quarters, · under 1/8)")
+        parts.append(render_token_grid(sa.tokens, sa.weights[layer][head], colour, width))
+    return "\n".join(parts)

@@ -1,0 +1,144 @@
+"""From token attention to word attention: where does the pronoun look?
+
+A model attends over tokens; a person reads words. Here a sentence is cut into words, each
+token is given to one word, and a query word's attention over the words up to it is the sum of
+its attention over their tokens.
+
+Words: a maximal run of letters, digits and apostrophes ("hungry", "it's", "42"), or a maximal
+run of other non-space characters (",", "...", ")."). Whitespace belongs to no word: a token's
+leading spaces (BPE's " animal") belong to the word that follows. If one token spans two words
+("(the" in a BPE vocabulary), the two are shown as one word, so no attention is ever split or
+lost. Offsets come from the tokenizer's encode_with_offsets.
+
+The query is the LAST token of the pronoun: in a causal model it is the first position that has
+seen the whole word, and where the model must decide what comes next.
+"""
+
+import re
+from dataclasses import dataclass
+
+import torch
+
+PRONOUNS = ("it", "he", "she", "they")
+WORD_RE = re.compile(r"(?:[^\W_]|['’])+|[^\w\s]+|_+")
+
+
+def split_words(text):
+    """(start, end) character spans of the words of `text`, in order (end exclusive)."""
+    return [m.span() for m in WORD_RE.finditer(text)]
+
+
+def find_query_span(text, word=None):
+    """(start, end) of the first occurrence of `word` in `text` as a whole word, case-insensitive;
+    with word None, of the first pronoun (it, he, she or they). ValueError if there is none."""
+    if not text.strip():
+        raise ValueError("the sentence is empty; give a sentence with a pronoun in it")
+    if word is not None and not word.strip():
+        raise ValueError("--word is empty; give the word whose attention to show")
+    targets = PRONOUNS if word is None else (word.strip(),)
+    # Whole word: no letter or digit just before or after ("it" matches in "it's", not in
+    # "hit"); a target that starts or ends with punctuation needs no boundary on that side.
+    alnum = re.compile(r"[^\W_]")
+    alternatives = "|".join(
+        ("(?<![^\\W_])" if alnum.match(t[0]) else "") + re.escape(t)
+        + ("(?![^\\W_])" if alnum.match(t[-1]) else "")
+        for t in targets
+    )
+    m = re.search(alternatives, text, flags=re.IGNORECASE)
+    if m is None:
+        if word is None:
+            raise ValueError(
+                f"no pronoun ({', '.join(PRONOUNS)}) in {text!r}; name the query word with --word"
+            )
+        raise ValueError(f"the word {word!r} is not in {text!r}; pick a word of the sentence")
+    return m.span()
+
+
+def token_spans(text, starts):
+    """(start, end) character span of each token from its start offset. Byte-level tokens that
+    split one character share its offset; each still gets that character (spans may overlap)."""
+    ends = list(starts[1:]) + [len(text)]
+    return [(s, max(e, s + 1) if s < len(text) else s) for s, e in zip(starts, ends)]
+
+
+def group_tokens(text, starts):
+    """Words of `text` and the word of each token.
+
+    Returns (words, word_spans, token_word): word texts, their (start, end) spans, and for every
+    token the index of its word. See the module docstring for the rules.
+    """
+    spans = split_words(text)
+    if not spans:
+        raise ValueError(f"{text!r} has no words; give a sentence")
+    # Each token reaches from its first to its last non-space character; it joins every word it
+    # touches. A token that is all whitespace belongs to the next word (or the last one).
+    parent = list(range(len(spans)))  # word i is merged into word parent[i] <= i
+    reach = []
+    for s, e in token_spans(text, starts):
+        touched = [i for i, (ws, we) in enumerate(spans) if ws < e and s < we]
+        if not touched:
+            later = [i for i, (ws, _) in enumerate(spans) if ws >= s]
+            touched = [later[0] if later else len(spans) - 1]
+        reach.append(touched)
+        for i in range(touched[0] + 1, touched[-1] + 1):
+            parent[i] = parent[touched[0]]
+    roots = sorted(set(parent))
+    group_of_word = [roots.index(parent[i]) for i in range(len(spans))]
+    word_spans = []
+    for g, root in enumerate(roots):
+        members = [spans[i] for i in range(len(spans)) if group_of_word[i] == g]
+        word_spans.append((members[0][0], members[-1][1]))
+    words = [text[s:e] for s, e in word_spans]
+    token_word = [group_of_word[touched[-1]] for touched in reach]
+    return words, word_spans, token_word
+
+
+def word_weights(token_weights, token_word, n_words):
+    """Sum one query's attention over tokens (a sequence of floats) into its words."""
+    totals = [0.0] * n_words
+    for w, word in zip(token_weights, token_word):
+        totals[word] += float(w)
+    return totals
+
+
+@dataclass
+class SentenceAttention:
+    """One sentence through the model. weights[l][h] is head h of layer l as a (T, T) tensor;
+    `words` are the words up to and including the query word, `rows[l][h]` its attention over
+    them; query_token is the index of the query word's last token."""
+
+    text: str
+    tokens: list  # each token decoded alone, for labels
+    words: list
+    query_word: int
+    query_token: int
+    weights: list
+    rows: list
+
+
+def sentence_attention(model, tokenizer, text, word=None):
+    """Run `text` through `model` and gather its query word's attention per layer and head."""
+    q_start, q_end = find_query_span(text, word)
+    ids, starts = tokenizer.encode_with_offsets(text)
+    block_size = model.config.block_size
+    if len(ids) > block_size:
+        raise ValueError(
+            f"the sentence is {len(ids)} tokens, longer than the model's block_size "
+            f"({block_size}); shorten it"
+        )
+    words, word_spans, token_word = group_tokens(text, starts)
+    spans = token_spans(text, starts)
+    query_token = max(i for i, (s, e) in enumerate(spans) if s < q_end and q_start < e)
+    query_word = token_word[query_token]
+    device = next(model.parameters()).device
+    with torch.no_grad():
+        _, attn = model(torch.tensor([ids], device=device), return_attention=True)
+    weights = [[head.cpu() for head in layer[0]] for layer in attn]  # per layer, per head (T, T)
+    rows = [
+        [word_weights(head[query_token].tolist(), token_word, len(words))[: query_word + 1]
+         for head in layer]
+        for layer in weights
+    ]
+    tokens = [tokenizer.decode([i]) for i in ids]
+    return SentenceAttention(text, tokens, words[: query_word + 1], query_word, query_token,
+                             weights, rows)

@@ -1,0 +1,240 @@
+"""The training config: typed dataclasses, one per YAML section, loaded strictly.
+
+Each field is documented once, here, in its `help`; `python train.py --help` prints it.
+Values are converted by the field's type (no eval, no exec); an unknown key is an error with a
+did-you-mean; every error names the file, the key path and the reason.
+"""
+
+import difflib
+import typing
+from dataclasses import MISSING, asdict, dataclass, field, fields
+from pathlib import Path
+
+import yaml
+
+from model.gpt import GPTConfig
+
+
+def opt(default, help, choices=None):
+    return field(default=default, metadata={"help": help, "choices": choices})
+
+
+@dataclass
+class DataConfig:
+    source: str = opt("pronouns", "a .txt file, a folder of .txt files, or a named corpus: pronouns, tinyshakespeare")
+    val_fraction: float = opt(0.1, "share of the text, cut on a line boundary at the end, held out for validation")
+    cache_dir: str = opt(".cache", "where downloaded corpora and prepared token files are kept")
+
+
+@dataclass
+class TokenizerConfig:
+    kind: str = opt("bpe", "char, bpe (trained on the corpus) or gpt2 (tiktoken's)", ("char", "bpe", "gpt2"))
+    vocab_size: typing.Optional[int] = opt(1024, "bpe vocabulary size (ignored by char and gpt2)")
+
+
+@dataclass
+class ModelConfig:
+    block_size: int = opt(64, "context length in tokens")
+    n_layer: int = opt(2, "number of transformer blocks")
+    n_head: int = opt(4, "attention heads per block")
+    n_embd: int = opt(128, "width of the residual stream; divisible by n_head")
+    dropout: float = opt(0.0, "dropout probability in [0, 1)")
+    bias: bool = opt(True, "biases in linear layers and LayerNorms")
+
+
+@dataclass
+class TrainConfig:
+    batch_size: int = opt(32, "sequences per micro-batch, per process")
+    grad_accum_steps: int = opt(1, "micro-batches per optimizer step, summed over all processes")
+    max_iters: int = opt(1000, "optimizer steps in the whole run")
+    lr: float = opt(3e-3, "peak learning rate")
+    min_lr: float = opt(3e-4, "learning rate at the end of the cosine decay")
+    warmup_iters: int = opt(50, "steps of linear warmup from 0 to lr")
+    weight_decay: float = opt(0.1, "AdamW weight decay, on weights of 2 or more dimensions only")
+    beta1: float = opt(0.9, "AdamW beta1")
+    beta2: float = opt(0.99, "AdamW beta2")
+    grad_clip: float = opt(1.0, "clip the gradient's global norm to this; 0 turns clipping off")
+    eval_interval: int = opt(200, "steps between evaluations (and checkpoints)")
+    eval_iters: int = opt(20, "batches per split in each evaluation")
+    log_interval: int = opt(10, "steps between log lines in metrics.jsonl")
+    device: str = opt("auto", "auto (cuda, then mps, then cpu), cpu, cuda, cuda:N or mps")
+    dtype: str = opt("auto", "auto, float32, bfloat16 or float16 (autocast on CUDA)", ("auto", "float32", "bfloat16", "float16"))
+    compile: bool = opt(False, "torch.compile the model")
+    resume: str = opt("auto", "auto: continue from out_dir/ckpt.pt if there is one; never: start fresh", ("auto", "never"))
+    peak_flops: typing.Optional[float] = opt(None, "FLOP/s taken as 100% MFU; default: the GPU's bf16 peak, or a measured CPU matmul peak")
+
+
+@dataclass
+class Config:
+    out_dir: str = opt("out/default", "run folder: checkpoint, config, tokenizer, metrics, loss.png")
+    seed: int = opt(1337, "seed for initialisation, data order and dropout")
+    data: DataConfig = field(default_factory=DataConfig)
+    tokenizer: TokenizerConfig = field(default_factory=TokenizerConfig)
+    model: ModelConfig = field(default_factory=ModelConfig)
+    train: TrainConfig = field(default_factory=TrainConfig)
+
+
+class ConfigError(ValueError):
+    pass
+
+
+SECTIONS = {f.name: f.type for f in fields(Config) if f.name in ("data", "tokenizer", "model", "train")}
+
+
+def _is_section(tp):
+    return isinstance(tp, type) and hasattr(tp, "__dataclass_fields__")
+
+
+def _convert(value, tp, choices, where):
+    """Convert a YAML value to the field type `tp`, or raise ConfigError saying why."""
+    if typing.get_origin(tp) is typing.Union:  # Optional[X]
+        if value is None or (isinstance(value, str) and value.lower() in ("none", "null")):
+            return None
+        tp = next(t for t in typing.get_args(tp) if t is not type(None))
+    try:
+        if tp is bool:
+            if isinstance(value, bool):
+                return value
+            if isinstance(value, str) and value.lower() in ("true", "yes", "on", "1", "false", "no", "off", "0"):
+                return value.lower() in ("true", "yes", "on", "1")
+            raise ValueError
+        if tp is int:
+            if isinstance(value, bool) or (isinstance(value, float) and not value.is_integer()):
+                raise ValueError
+            return int(value) if not isinstance(value, str) else int(value.replace("_", ""))
+        if tp is float:
+            if isinstance(value, bool):
+                raise ValueError
+            return float(value)
+        if tp is str:
+            if isinstance(value, (dict, list)) or value is None:
+                raise ValueError
+            value = str(value)
+            if choices and value not in choices:
+                raise ConfigError(f"{where}: {value!r} is not one of {', '.join(choices)}")
+            return value
+    except (TypeError, ValueError) as e:
+        if isinstance(e, ConfigError):
+            raise
+        raise ConfigError(f"{where}: expected {tp.__name__}, got {value!r}") from None
+    raise AssertionError(f"unsupported field type {tp}")
+
+
+def _unknown(key, valid, where):
+    close = difflib.get_close_matches(key, valid, n=1)
+    hint = f"; did you mean {close[0]!r}?" if close else ""
+    return ConfigError(f"{where}: unknown key {key!r}{hint} Valid keys: {', '.join(valid)}")
+
+
+def _build(cls, raw, origin, prefix=""):
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{origin}: {prefix.rstrip('.') or 'top level'} must be a mapping, got {raw!r}")
+    hints = typing.get_type_hints(cls)
+    valid = [f.name for f in fields(cls)]
+    kwargs = {}
+    for key, value in raw.items():
+        path = f"{prefix}{key}"
+        if key not in valid:
+            raise _unknown(str(key), valid, f"{origin}: {path}")
+        f = next(f for f in fields(cls) if f.name == key)
+        if _is_section(hints[key]):
+            kwargs[key] = _build(hints[key], value or {}, origin, path + ".")
+        else:
+            kwargs[key] = _convert(value, hints[key], f.metadata.get("choices"), f"{origin}: {path}")
+    return cls(**kwargs)
+
+
+def _set_override(raw, override):
+    """Apply one `key.path=value` to the raw nested dict (the value parsed as YAML)."""
+    if "=" not in override:
+        raise ConfigError(f"override {override!r}: expected key.path=value, e.g. train.lr=1e-3")
+    path, text = override.split("=", 1)
+    keys = path.strip().split(".")
+    cls, node = Config, raw
+    for i, key in enumerate(keys):
+        valid = [f.name for f in fields(cls)]
+        where = f"override {path}"
+        if key not in valid:
+            raise _unknown(key, valid, where)
+        tp = typing.get_type_hints(cls)[key]
+        last = i == len(keys) - 1
+        if _is_section(tp):
+            if last:
+                raise ConfigError(f"{where}: {key!r} is a section; set one of its keys, e.g. {key}.{fields(tp)[0].name}=...")
+            if not isinstance(node.get(key), dict):
+                node[key] = {}
+            node, cls = node[key], tp
+        elif not last:
+            raise ConfigError(f"{where}: {key!r} is not a section")
+        else:
+            node[key] = yaml.safe_load(text) if text.strip() else ""
+
+
+def load_config(path=None, overrides=()):
+    """Read a YAML config (None: all defaults) and apply `key.path=value` overrides."""
+    raw, origin = {}, "defaults"
+    if path is not None:
+        origin = str(path)
+        if not Path(path).is_file():
+            raise ConfigError(f"{origin}: no such config file")
+        try:
+            raw = yaml.safe_load(Path(path).read_text()) or {}
+        except yaml.YAMLError as e:
+            mark = getattr(e, "problem_mark", None)
+            where = f" at line {mark.line + 1}" if mark else ""
+            raise ConfigError(f"{origin}: not valid YAML{where}: {getattr(e, 'problem', e)}") from None
+    for override in overrides:
+        _set_override(raw, override)
+    config = _build(Config, raw, origin)
+    check(config, origin)
+    return config
+
+
+def check(config, origin):
+    """Value ranges that a type alone cannot say."""
+    t, d = config.train, config.data
+    positive = {"train.batch_size": t.batch_size, "train.grad_accum_steps": t.grad_accum_steps,
+                "train.max_iters": t.max_iters, "train.eval_interval": t.eval_interval,
+                "train.eval_iters": t.eval_iters, "train.log_interval": t.log_interval}
+    for key, value in positive.items():
+        if value <= 0:
+            raise ConfigError(f"{origin}: {key}: must be a positive integer, got {value}")
+    if not 0.0 < d.val_fraction < 1.0:
+        raise ConfigError(f"{origin}: data.val_fraction: must be in (0, 1), got {d.val_fraction}")
+    if t.lr <= 0 or t.min_lr < 0 or t.min_lr > t.lr:
+        raise ConfigError(f"{origin}: train.lr / train.min_lr: need 0 <= min_lr <= lr and lr > 0")
+    if t.warmup_iters < 0 or t.grad_clip < 0 or t.weight_decay < 0:
+        raise ConfigError(f"{origin}: train.warmup_iters, grad_clip and weight_decay must be >= 0")
+    if not (0 <= t.beta1 < 1 and 0 <= t.beta2 < 1):
+        raise ConfigError(f"{origin}: train.beta1 / train.beta2: must be in [0, 1)")
+    try:  # the model's own checks, before any data is prepared
+        GPTConfig(vocab_size=1, **asdict(config.model))
+    except ValueError as e:
+        raise ConfigError(f"{origin}: model.{e}") from None
+
+
+def to_yaml(config):
+    return yaml.safe_dump(asdict(config), sort_keys=False)
+
+
+def describe():
+    """Every key with its type, default and description, for --help."""
+    lines = []
+
+    def walk(cls, prefix):
+        hints = typing.get_type_hints(cls)
+        for f in fields(cls):
+            tp = hints[f.name]
+            if _is_section(tp):
+                walk(tp, f"{prefix}{f.name}.")
+                continue
+            name = getattr(tp, "__name__", None) or str(tp).replace("typing.", "")
+            if typing.get_origin(tp) is typing.Union:
+                name = typing.get_args(tp)[0].__name__ + " or null"
+            default = f.default if f.default is not MISSING else None
+            choices = f.metadata.get("choices")
+            kind = "|".join(choices) if choices else name
+            lines.append(f"  {prefix}{f.name:<{24 - len(prefix)}} {kind:<22} default {default!r:<14} {f.metadata['help']}")
+
+    walk(Config, "")
+    return "\n".join(lines)

@@ -1,0 +1,258 @@
+"""Text to token files: a source becomes train.bin / val.bin, a tokenizer file and meta.json.
+
+Everything for one (source content, tokenizer kind, vocab size, val_fraction) lives in one folder,
+`<cache_dir>/prepared/<kind>-<vocab size or auto>-<key>/`, where key hashes those inputs with the
+SHA-256 of the text, so an edited corpus or another tokenizer prepares anew and the same inputs
+reuse the folder. The folder is built under a temporary name and renamed when complete, so a
+folder with the final name is always whole; a failed prepare leaves nothing behind.
+
+Memory stays bounded whatever the corpus size; the text is streamed three times:
+  1. hash it (SHA-256) and count its characters, to find the cache folder;
+  2. on a cache miss: check it is UTF-8, find the val split, and gather what the tokenizer trains
+     on: the character set (char), or the first BPE_SAMPLE_CHARS characters (bpe);
+  3. encode it in chunks of about ENCODE_CHUNK_CHARS cut at line ends, appending to the .bin files.
+
+The val split is the last val_fraction of the characters, moved forward to just after the first
+newline at or past the cut point, so no line is split between train and val. If no newline after
+the cut leaves val non-empty, the split moves back to just after the last newline before the cut;
+a text without any usable newline is cut at the character at the cut point.
+"""
+
+import hashlib
+import json
+import os
+import shutil
+import sys
+import tempfile
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+from tqdm import tqdm
+
+from data.sources import Source, open_source
+from data.tokenizer import KINDS, Tokenizer, load_tokenizer, train_tokenizer
+
+# Bump when prepare's output changes for the same inputs, so old cache folders are not reused.
+FORMAT_VERSION = 1
+# BPE trains in pure Python; a 10 MB prefix holds plenty of merges for a small vocabulary and
+# keeps training time and memory bounded for any corpus size.
+BPE_SAMPLE_CHARS = 10_000_000
+# encode() returns a Python list (8 bytes per id, plus ~28 per id above 256) that numpy then
+# copies, so chunks of 64K characters keep the transient cost to a few MB at no loss of speed.
+ENCODE_CHUNK_CHARS = 1 << 16
+
+
+@dataclass
+class Prepared:
+    """A prepared corpus: `dir` holds train.bin, val.bin (flat ids of meta["dtype"]), the
+    tokenizer file meta["tokenizer_file"] and meta.json; `tokenizer` is loaded from that file."""
+
+    dir: Path
+    meta: dict
+    tokenizer: Tokenizer
+    train_path: Path
+    val_path: Path
+
+
+def token_dtype(vocab_size: int) -> np.dtype:
+    """The smallest unsigned dtype that holds every id in [0, vocab_size)."""
+    return np.dtype(np.uint16) if vocab_size <= 1 << 16 else np.dtype(np.uint32)
+
+
+def prepare(source: str, tokenizer_kind: str, vocab_size: int | None = None,
+            val_fraction: float = 0.1, cache_dir: str | os.PathLike = ".cache",
+            block_size: int | None = None) -> Prepared:
+    """Tokenise `source` (see data.sources.open_source) into train/val token files, or reuse them.
+
+    vocab_size: bpe only (None: the tokenizer's default); char and gpt2 fix their own.
+    val_fraction: share of the text, in characters, that goes to val (0 < val_fraction < 1).
+    block_size: if given, each split must hold at least block_size + 1 tokens (one training
+    window plus its shifted target), else ValueError saying what to change.
+    """
+    if tokenizer_kind not in KINDS:
+        raise ValueError(f"unknown tokenizer kind {tokenizer_kind!r}; choose one of "
+                         f"{', '.join(KINDS)}")
+    if not 0.0 < val_fraction < 1.0:
+        raise ValueError(f"val_fraction must be between 0 and 1 (exclusive), got {val_fraction}; "
+                         f"0.1 is usual")
+    if block_size is not None and (isinstance(block_size, bool) or not isinstance(block_size, int)
+                                   or block_size < 1):
+        raise ValueError(f"block_size must be a positive integer, got {block_size!r}")
+    src = open_source(source, cache_dir)
+    sha256, n_chars = _fingerprint(src)
+    inputs = json.dumps([FORMAT_VERSION, sha256, tokenizer_kind, vocab_size, float(val_fraction)])
+    key = hashlib.sha256(inputs.encode()).hexdigest()[:16]
+    out = Path(cache_dir) / "prepared" / f"{tokenizer_kind}-{vocab_size or 'auto'}-{key}"
+    if not (out / "meta.json").exists():
+        _build(src, sha256, n_chars, tokenizer_kind, vocab_size, float(val_fraction), out)
+    meta = json.loads((out / "meta.json").read_text())
+    prepared = Prepared(dir=out, meta=meta, tokenizer=load_tokenizer(out / meta["tokenizer_file"]),
+                        train_path=out / "train.bin", val_path=out / "val.bin")
+    if block_size is not None:
+        _check_long_enough(meta, block_size)
+    return prepared
+
+
+def _fingerprint(src: Source) -> tuple[str, int]:
+    """SHA-256 of the text's bytes and its length in characters (UTF-8 lead bytes)."""
+    digest, n_chars = hashlib.sha256(), 0
+    for chunk in src.iter_bytes():
+        digest.update(chunk)
+        # Every character has exactly one byte that is not a continuation byte (0b10xxxxxx).
+        n_chars += int(np.count_nonzero((np.frombuffer(chunk, np.uint8) & 0xC0) != 0x80))
+    return digest.hexdigest(), n_chars
+
+
+def _build(src: Source, sha256: str, n_chars: int, kind: str, vocab_size: int | None,
+           val_fraction: float, out: Path) -> None:
+    """Write the prepared folder `out`: built in a temp folder beside it, renamed when complete."""
+    if n_chars < 2:
+        raise ValueError(f"corpus {src.name} has {n_chars} character(s); train and val each "
+                         f"need text, so give a longer corpus")
+    split, training_text = _scan(src, n_chars, val_fraction, kind)
+    tokenizer = train_tokenizer(kind, training_text, vocab_size)
+    del training_text
+    dtype = token_dtype(tokenizer.vocab_size)
+    tokenizer_file = "tokenizer.bpe" if kind == "bpe" else "tokenizer.json"
+
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(dir=out.parent, prefix=f".tmp-{out.name}-"))
+    try:
+        os.chmod(tmp, 0o755)  # mkdtemp makes it private; the finished folder is an ordinary one
+        tokenizer.save(tmp / tokenizer_file)
+        counts = _encode(src, tokenizer, split, n_chars, dtype, tmp)
+        meta = {
+            "format_version": FORMAT_VERSION,
+            "source": src.name,
+            "source_sha256": sha256,
+            "source_chars": n_chars,
+            "tokenizer_kind": kind,
+            "tokenizer_file": tokenizer_file,
+            "vocab_size": tokenizer.vocab_size,
+            "requested_vocab_size": vocab_size,
+            "tokenizer_trained_on_chars": min(n_chars, BPE_SAMPLE_CHARS) if kind == "bpe" else None,
+            "dtype": dtype.name,
+            "val_fraction": val_fraction,
+            "split_char": split,
+            "train_tokens": counts["train"],
+            "val_tokens": counts["val"],
+        }
+        (tmp / "meta.json").write_text(json.dumps(meta, indent=2) + "\n")
+        for path in tmp.iterdir():
+            with open(path, "rb") as f:
+                os.fsync(f.fileno())
+        try:
+            os.rename(tmp, out)
+        except OSError:
+            # Another process finished the same folder first; its copy is as good as ours.
+            if not (out / "meta.json").exists():
+                raise
+            shutil.rmtree(tmp)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+
+
+def _scan(src: Source, n_chars: int, val_fraction: float, kind: str) -> tuple[int, str]:
+    """One pass: the val split (character index where val starts) and the tokenizer's text."""
+    cut = min(max(int(n_chars * (1.0 - val_fraction)), 1), n_chars - 1)
+    last_before = first_after = -1  # newline positions around the cut
+    charset: set[str] = set()
+    sample: list[str] = []
+    pos = 0
+    for piece in src.iter_text():  # raises on invalid UTF-8
+        if pos < cut:
+            i = piece.rfind("\n", 0, cut - pos)
+            if i >= 0:
+                last_before = pos + i
+        if first_after < 0 and pos + len(piece) > cut:
+            i = piece.find("\n", max(cut - pos, 0))
+            if i >= 0:
+                first_after = pos + i
+        if kind == "char":
+            charset.update(piece)
+        elif kind == "bpe" and pos < BPE_SAMPLE_CHARS:
+            sample.append(piece[:BPE_SAMPLE_CHARS - pos])
+        pos += len(piece)
+    if pos != n_chars:
+        raise ValueError(f"corpus {src.name} changed while it was being prepared; run again")
+
+    if 0 <= first_after < n_chars - 1:
+        split = first_after + 1
+    elif last_before >= 0:
+        split = last_before + 1
+    else:
+        split = cut
+    if kind == "char":
+        return split, "".join(sorted(charset))
+    return split, "".join(sample)
+
+
+def _encode(src: Source, tokenizer: Tokenizer, split: int, n_chars: int, dtype: np.dtype,
+            folder: Path) -> dict[str, int]:
+    """Append the ids of text[:split] to train.bin and of text[split:] to val.bin; token counts."""
+    counts = {"train": 0, "val": 0}
+    # delay: quick runs print nothing; a long one shows its rate and time left.
+    with open(folder / "train.bin", "wb") as train_file, \
+            open(folder / "val.bin", "wb") as val_file, \
+            tqdm(total=n_chars, unit="char", unit_scale=True, delay=3.0, file=sys.stderr,
+                 desc=f"tokenising {src.name}") as bar:
+        files = {"train": train_file, "val": val_file}
+        for name, text in _chunks(src, split):
+            ids = np.asarray(tokenizer.encode(text), dtype=dtype)
+            ids.tofile(files[name])
+            counts[name] += len(ids)
+            bar.update(len(text))
+    return counts
+
+
+def _chunks(src: Source, split: int) -> Iterator[tuple[str, str]]:
+    """("train" | "val", text) pieces of about ENCODE_CHUNK_CHARS characters, in order.
+
+    Pieces end at a newline where one is in reach, so tokens rarely straddle a cut (a cut can
+    change how BPE groups the text around it, never what decodes back). No piece crosses split.
+    """
+    name, carry, pos = "train", "", 0  # pos: characters of the source moved into carry
+    for piece in src.iter_text(ENCODE_CHUNK_CHARS):
+        if name == "train" and pos + len(piece) >= split:
+            head, piece = piece[:split - pos], piece[split - pos:]
+            pos += len(head)
+            yield from _cut_lines("train", carry + head, final=True)
+            name, carry = "val", ""
+        carry += piece
+        pos += len(piece)
+        carry = yield from _cut_lines(name, carry, final=False)
+    yield from _cut_lines(name, carry, final=True)
+
+
+def _cut_lines(name: str, text: str, final: bool) -> Iterator[tuple[str, str]]:
+    """Yield pieces of at most ENCODE_CHUNK_CHARS while more than that is left (everything if
+    final); return the rest, which the next text may continue."""
+    start, limit = 0, ENCODE_CHUNK_CHARS
+    while len(text) - start > limit:
+        # After the last newline in reach; else before the last space (BPE keeps a word's
+        # leading space with it); else anywhere, for text with no whitespace at all.
+        end = text.rfind("\n", start, start + limit) + 1
+        if end <= start:
+            end = text.rfind(" ", start + 1, start + limit)
+            if end <= start:
+                end = start + limit
+        yield name, text[start:end]
+        start = end
+    if final:
+        if start < len(text):
+            yield name, text[start:]
+        return ""
+    return text[start:]
+
+
+def _check_long_enough(meta: dict, block_size: int) -> None:
+    """ValueError unless both splits hold one window of block_size tokens plus its target."""
+    for name, fix in (("train", "a smaller val_fraction"), ("val", "a larger val_fraction")):
+        n = meta[f"{name}_tokens"]
+        if n < block_size + 1:
+            raise ValueError(f"the {name} split of {meta['source']} has {n} tokens, fewer than "
+                             f"block_size + 1 = {block_size + 1}; give more text, a smaller "
+                             f"block_size, or {fix}")

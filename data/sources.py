@@ -1,0 +1,223 @@
+"""Where training text comes from: a file, a folder of .txt files, or a named corpus.
+
+`open_source(source, cache_dir)` turns a `data.source` value into a `Source`, a list of files
+read as one UTF-8 text. Named corpora are materialised as files under `<cache_dir>/corpora/`
+first, so everything downstream only ever reads files:
+
+    tinyshakespeare   downloaded once from TINYSHAKESPEARE_URL, checked against its SHA-256
+    pronouns          the embedded labelled corpus (data.pronouns.corpus_text), written once
+
+Files are streamed in chunks, never read whole, so a corpus may be larger than memory.
+"""
+
+import codecs
+import contextlib
+import hashlib
+import http.client
+import os
+import tempfile
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+TINYSHAKESPEARE_URL = (
+    "https://raw.githubusercontent.com/karpathy/char-rnn/master/data/tinyshakespeare/input.txt"
+)
+TINYSHAKESPEARE_SHA256 = "86c4e6aa9db7c042ec79f339dcb96d42b0075e16b8fc2e86bf0ca57e2dc565ed"
+NAMED_CORPORA = ("pronouns", "tinyshakespeare")
+# Small enough that a chunk and its decoded text cost little next to the output, large enough
+# that per-chunk overhead is negligible.
+READ_CHUNK_BYTES = 1 << 18
+DOCUMENT_SEPARATOR = b"\n"  # between the files of a folder source
+
+
+@dataclass(frozen=True)
+class Source:
+    """A corpus: `files` read in order as one text, DOCUMENT_SEPARATOR between consecutive files.
+
+    `name` is the `data.source` value the user gave (a path or a corpus name).
+    """
+
+    name: str
+    files: tuple[Path, ...]
+
+    @property
+    def n_bytes(self) -> int:
+        """Length of the joined text in UTF-8 bytes (file sizes plus separators)."""
+        sizes = sum(path.stat().st_size for path in self.files)
+        return sizes + len(DOCUMENT_SEPARATOR) * (len(self.files) - 1)
+
+    def iter_bytes(self, chunk_bytes: int = READ_CHUNK_BYTES) -> Iterator[bytes]:
+        """The joined text as raw byte chunks of at most chunk_bytes (not checked as UTF-8)."""
+        for index, path in enumerate(self.files):
+            if index > 0:
+                yield DOCUMENT_SEPARATOR
+            with open(path, "rb") as f:
+                while chunk := f.read(chunk_bytes):
+                    yield chunk
+
+    def iter_text(self, chunk_bytes: int = READ_CHUNK_BYTES) -> Iterator[str]:
+        """The joined text as str chunks, each decoded from at most chunk_bytes bytes.
+
+        Raises ValueError naming the file and the byte offset of its first invalid UTF-8 byte.
+        """
+        for index, path in enumerate(self.files):
+            if index > 0:
+                yield DOCUMENT_SEPARATOR.decode()
+            # An incremental decoder, because a chunk may end inside a multi-byte character.
+            decoder = codecs.getincrementaldecoder("utf-8")()
+            offset = 0  # bytes of this file read before the current chunk
+            with open(path, "rb") as f:
+                while True:
+                    chunk = f.read(chunk_bytes)
+                    pending = len(decoder.getstate()[0])
+                    try:
+                        text = decoder.decode(chunk, final=not chunk)
+                    except UnicodeDecodeError as e:
+                        # e.start counts from the start of the pending bytes + this chunk.
+                        raise ValueError(
+                            f"{path} is not valid UTF-8 (first bad byte at offset "
+                            f"{offset - pending + e.start}); convert it to UTF-8, "
+                            f"e.g. with iconv -f <its encoding> -t UTF-8"
+                        ) from None
+                    if text:
+                        yield text
+                    if not chunk:
+                        break
+                    offset += len(chunk)
+
+    def read_text(self) -> str:
+        """The whole text in memory; for small corpora and tests only."""
+        return "".join(self.iter_text())
+
+
+def open_source(source: str, cache_dir: str | os.PathLike = ".cache") -> Source:
+    """Resolve a `data.source` value: a corpus name, a UTF-8 text file, or a folder of .txt files.
+
+    Corpus names win over paths; write ./tinyshakespeare to mean a local file of that name.
+    A folder contributes its own *.txt files (not subfolders), sorted by file name.
+    """
+    source = str(source)
+    if source == "tinyshakespeare":
+        files = (tinyshakespeare_path(cache_dir),)
+    elif source == "pronouns":
+        files = (pronouns_path(cache_dir),)
+    else:
+        files = _files_at(source)
+    opened = Source(name=source, files=files)
+    if all(path.stat().st_size == 0 for path in files):
+        raise ValueError(f"corpus {source} is empty; give a source that contains text")
+    return opened
+
+
+def _files_at(source: str) -> tuple[Path, ...]:
+    path = Path(source).expanduser()
+    if path.is_dir():
+        files = sorted((p for p in path.iterdir() if p.suffix == ".txt" and p.is_file()),
+                       key=lambda p: p.name)
+        if not files:
+            raise ValueError(f"folder {path} has no .txt files; put the corpus in *.txt files "
+                             f"there, or give the path of a text file")
+        return tuple(files)
+    if path.is_file():
+        return (path,)
+    # A bare word that is not on disk was most likely meant as a corpus name.
+    if os.sep not in source and "/" not in source and not path.suffix:
+        raise ValueError(f"unknown corpus name {source!r}; the named corpora are "
+                         f"{', '.join(NAMED_CORPORA)}, or give a path to a text file or folder")
+    raise FileNotFoundError(f"no such file or folder: {path}; give a path to a UTF-8 text file, "
+                            f"a folder of .txt files, or one of {', '.join(NAMED_CORPORA)}")
+
+
+def tinyshakespeare_path(cache_dir: str | os.PathLike, url: str = TINYSHAKESPEARE_URL,
+                         sha256: str = TINYSHAKESPEARE_SHA256) -> Path:
+    """`<cache_dir>/corpora/tinyshakespeare.txt`, downloaded and verified on first use."""
+    dest = Path(cache_dir) / "corpora" / "tinyshakespeare.txt"
+    if dest.exists():
+        # The file may have been put there by hand, so it is checked like a download.
+        actual = file_sha256(dest)
+        if actual != sha256:
+            raise ValueError(f"{dest} has SHA-256 {actual}, expected {sha256}; delete it to "
+                             f"download it again, or replace it with the right file")
+        return dest
+    return download(url, dest, sha256)
+
+
+def pronouns_path(cache_dir: str | os.PathLike, seed: int = 0) -> Path:
+    """The embedded pronouns corpus, written once to `<cache_dir>/corpora/pronouns-seed<N>.txt`."""
+    dest = Path(cache_dir) / "corpora" / f"pronouns-seed{seed}.txt"
+    if not dest.exists():
+        # Imported here: only this corpus needs the generator.
+        from data.pronouns import corpus_text
+
+        _write_atomically(dest, corpus_text(seed=seed).encode("utf-8"))
+    return dest
+
+
+def download(url: str, dest: str | os.PathLike, sha256: str, timeout: float = 30.0) -> Path:
+    """Download url to dest, keeping it only if complete and its SHA-256 equals sha256.
+
+    The body streams into a temp file beside dest, which is fsynced and verified (size against
+    Content-Length, then checksum) before os.replace puts it in place; the temp file is deleted
+    on any failure, so dest is either absent, the old file untouched, or the verified new one.
+    Raises ValueError (one line, saying where to put the file by hand) on any failure.
+    """
+    dest = Path(dest)
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    by_hand = f"put the file there by hand: {dest} (its SHA-256 must be {sha256})"
+    fd, tmp_name = tempfile.mkstemp(dir=dest.parent, prefix=f".{dest.name}.", suffix=".part")
+    try:
+        digest, received, announced = hashlib.sha256(), 0, None
+        with os.fdopen(fd, "wb") as tmp:
+            try:
+                with urllib.request.urlopen(url, timeout=timeout) as response:
+                    announced = response.headers.get("Content-Length")
+                    while chunk := response.read(1 << 16):
+                        tmp.write(chunk)
+                        digest.update(chunk)
+                        received += len(chunk)
+            except (urllib.error.URLError, http.client.HTTPException, OSError) as e:
+                reason = " ".join(str(getattr(e, "reason", e) or type(e).__name__).split())
+                raise ValueError(f"could not download {url} ({reason}); {by_hand}") from None
+            tmp.flush()
+            os.fsync(tmp.fileno())
+        # urllib returns a short body without complaint when the server closes early.
+        if announced is not None and received != int(announced):
+            raise ValueError(f"download of {url} stopped after {received} of {announced} bytes; "
+                             f"try again, or {by_hand}")
+        if digest.hexdigest() != sha256:
+            raise ValueError(f"{url} has SHA-256 {digest.hexdigest()}, not the expected one; "
+                             f"nothing was saved; check the URL, or {by_hand}")
+        os.replace(tmp_name, dest)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp_name)
+        raise
+    return dest
+
+
+def file_sha256(path: str | os.PathLike) -> str:
+    """Hex SHA-256 of a file, read in chunks."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        while chunk := f.read(READ_CHUNK_BYTES):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def _write_atomically(dest: Path, data: bytes) -> None:
+    """Write data to dest via a fsynced temp file and os.replace: readers never see half a file."""
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp_name = tempfile.mkstemp(dir=dest.parent, prefix=f".{dest.name}.", suffix=".part")
+    try:
+        with os.fdopen(fd, "wb") as tmp:
+            tmp.write(data)
+            tmp.flush()
+            os.fsync(tmp.fileno())
+        os.replace(tmp_name, dest)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp_name)
+        raise

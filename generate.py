@@ -1,0 +1,199 @@
+"""Sample text from a trained run, or show where its pronouns look.
+
+    python generate.py --prompt "The owl" --num-samples 3 --max-new-tokens 100 --top-p 0.9
+    python generate.py --attention                      # the built-in pronoun sentences
+    python generate.py --attention "The dog ate because it was hungry." --layer 1 --head 2
+
+Errors are one line on stderr (`error: ...`) and exit code 2.
+"""
+
+import argparse
+import os
+import shutil
+import sys
+from pathlib import Path
+
+import torch
+import yaml
+
+from model.checkpoint import load_run
+from model.sampling import generate
+from training.runtime import pick_device
+
+ROOT = Path(__file__).resolve().parent
+DEFAULT_CONFIG = ROOT / "configs" / "default.yaml"
+
+
+class OneLineErrorParser(argparse.ArgumentParser):
+    """argparse prints usage plus the error; the house style is one `error:` line, exit 2."""
+
+    def error(self, message):
+        self.exit(2, f"error: {message} (see --help)\n")
+
+
+def default_out_dir(config_path=DEFAULT_CONFIG):
+    """The default config's out_dir, so `generate.py` finds what `train.py` wrote by default."""
+    try:
+        out_dir = (yaml.safe_load(Path(config_path).read_text()) or {}).get("out_dir")
+    except (OSError, yaml.YAMLError, AttributeError):
+        out_dir = None
+    return out_dir or "out/default"
+
+
+def build_parser():
+    p = OneLineErrorParser(description="Sample from a trained run, or print its attention maps.")
+    p.add_argument("--ckpt", default=None, metavar="DIR",
+                   help="run folder written by train.py (default: out_dir of configs/default.yaml)")
+    p.add_argument("--device", default="auto", help="auto (cuda, then mps, then cpu), cpu, cuda, cuda:N or mps")
+    sampling = p.add_argument_group("sampling")
+    sampling.add_argument("--prompt", default="\n", help="text to continue (default: a newline)")
+    sampling.add_argument("--num-samples", type=int, default=1, help="samples to draw, one after another")
+    sampling.add_argument("--max-new-tokens", type=int, default=200, help="tokens to add per sample")
+    sampling.add_argument("--temperature", type=float, default=0.8, help="0 is greedy; above 1 is wilder")
+    sampling.add_argument("--top-k", type=int, default=None, help="sample from the k most likely tokens only")
+    sampling.add_argument("--top-p", type=float, default=None,
+                          help="sample from the smallest set of tokens whose probability reaches p, in (0, 1]")
+    sampling.add_argument("--seed", type=int, default=None, help="seed for reproducible samples (default: random)")
+    sampling.add_argument("--no-cache", action="store_true",
+                          help="recompute the whole context every token instead of using the KV cache")
+    maps = p.add_argument_group("attention maps")
+    maps.add_argument("--attention", nargs="*", metavar="SENTENCE", default=None,
+                      help="print each head's attention from a pronoun to the words before it "
+                           "(default sentences: data.pronouns.ATTENTION_EXAMPLES)")
+    maps.add_argument("--word", default=None, help="the query word (default: the first it/he/she/they)")
+    maps.add_argument("--layer", type=int, default=None, help="with --head: also print that head's token-by-token map")
+    maps.add_argument("--head", type=int, default=None, help="with --layer: see --layer")
+    return p
+
+
+def check_args(args):
+    """ValueError for values argparse's types let through."""
+    if args.num_samples < 1:
+        raise ValueError(f"--num-samples must be at least 1, got {args.num_samples}")
+    if args.max_new_tokens < 0:
+        raise ValueError(f"--max-new-tokens must be 0 or more, got {args.max_new_tokens}")
+    if args.temperature < 0:
+        raise ValueError(f"--temperature must be 0 (greedy) or more, got {args.temperature}")
+    if args.top_k is not None and args.top_k < 1:
+        raise ValueError(f"--top-k must be at least 1, got {args.top_k}")
+    if args.top_p is not None and not 0 < args.top_p <= 1:
+        raise ValueError(f"--top-p must be in (0, 1], got {args.top_p}")
+    if (args.layer is None) != (args.head is None):
+        raise ValueError("give --layer and --head together to print one head's token-by-token map")
+    if args.attention is None and (args.word, args.layer, args.head) != (None, None, None):
+        raise ValueError("--word, --layer and --head go with --attention")
+
+
+def resolve_device(name):
+    """training.runtime.pick_device, with a one-line error for a device this machine lacks."""
+    try:
+        device = pick_device(name)
+    except RuntimeError:
+        raise ValueError(f"unknown --device {name!r}; use auto, cpu, cuda, cuda:N or mps") from None
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise ValueError("--device cuda asked for, but no CUDA GPU is available; use --device cpu")
+    if device.type == "mps" and not torch.backends.mps.is_available():
+        raise ValueError("--device mps asked for, but MPS is not available; use --device cpu")
+    return device
+
+
+class TextStream:
+    """Decode tokens as they come. A token may end in the middle of a UTF-8 character (byte
+    BPE), which decodes to U+FFFD until the rest arrives, so such a tail is held back."""
+
+    def __init__(self, tokenizer):
+        self.tokenizer = tokenizer
+        self.pending = []
+
+    def push(self, token_id):
+        """Text that is now complete (maybe "")."""
+        self.pending.append(token_id)
+        text = self.tokenizer.decode(self.pending)
+        if text.endswith("\ufffd"):
+            return ""
+        self.pending = []
+        return text
+
+    def flush(self):
+        """Whatever is held back, as it decodes (with U+FFFD for bytes that never completed)."""
+        text = self.tokenizer.decode(self.pending) if self.pending else ""
+        self.pending = []
+        return text
+
+
+def sample(run, args, device, out, err):
+    """Stream args.num_samples samples of the prompt's continuation to `out`."""
+    if not args.prompt:
+        raise ValueError("--prompt is empty; give some text to continue (the default is a newline)")
+    ids = run.tokenizer.encode(args.prompt)
+    block_size = run.model.config.block_size
+    if len(ids) > block_size:
+        err.write(f"note: the prompt is {len(ids)} tokens; the model sees only its last "
+                  f"{block_size} (block_size)\n")
+    generator = torch.Generator(device=device)
+    if args.seed is None:
+        generator.seed()
+    else:
+        generator.manual_seed(args.seed)
+    idx = torch.tensor([ids], dtype=torch.long, device=device)
+    for n in range(args.num_samples):
+        if n > 0:
+            out.write("---\n")
+        out.write(args.prompt)
+        stream, text = TextStream(run.tokenizer), args.prompt
+        for next_ids in generate(run.model, idx, args.max_new_tokens, args.temperature, args.top_k,
+                                 args.top_p, generator, use_cache=not args.no_cache):
+            piece = stream.push(next_ids.item())
+            out.write(piece)
+            out.flush()
+            text += piece
+        tail = stream.flush()
+        out.write(tail + ("" if (text + tail).endswith("\n") else "\n"))
+        out.flush()
+
+
+def show_attention(run, args, out):
+    """Attention maps for args.attention (or the built-in sentences), checked before printing."""
+    from analysis.terminal import colour_mode, render_sentence
+    from analysis.words import sentence_attention
+
+    sentences = args.attention
+    if not sentences:
+        from data.pronouns import ATTENTION_EXAMPLES
+        sentences = ATTENTION_EXAMPLES
+    config = run.model.config
+    if args.layer is not None:
+        if not 0 <= args.layer < config.n_layer:
+            raise ValueError(f"--layer must be in 0..{config.n_layer - 1} (the model has {config.n_layer} layers), got {args.layer}")
+        if not 0 <= args.head < config.n_head:
+            raise ValueError(f"--head must be in 0..{config.n_head - 1} (the model has {config.n_head} heads), got {args.head}")
+    analysed = [sentence_attention(run.model, run.tokenizer, s, args.word) for s in sentences]
+    colour = colour_mode(out, os.environ)
+    width = shutil.get_terminal_size((100, 24)).columns if colour else 100
+    text = "\n\n".join(render_sentence(a, colour, width, args.layer, args.head) for a in analysed)
+    out.write(text + "\n")
+
+
+def main(argv=None, out=None, err=None):
+    out = out or sys.stdout
+    err = err or sys.stderr
+    args = build_parser().parse_args(argv)
+    try:
+        check_args(args)
+        device = resolve_device(args.device)
+        run = load_run(args.ckpt or default_out_dir(), device)
+        if args.attention is not None:
+            show_attention(run, args, out)
+        else:
+            sample(run, args, device, out, err)
+    except (ValueError, FileNotFoundError) as e:
+        err.write(f"error: {e}\n")
+        return 2
+    except BrokenPipeError:  # `generate.py | head`: the reader left; stop quietly
+        sys.stdout = open(os.devnull, "w")  # so the flush at exit does not complain
+        return 0
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,110 @@
+"""The YAML config: strict loading, typed conversion, overrides, and the CLI's error contract."""
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from configs.schema import ConfigError, describe, load_config, to_yaml
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def write(tmp_path, text):
+    path = tmp_path / "c.yaml"
+    path.write_text(text)
+    return path
+
+
+def test_every_shipped_config_loads():
+    paths = sorted((ROOT / "configs").glob("*.yaml"))
+    assert {p.name for p in paths} >= {"default.yaml", "shakespeare_char.yaml", "shakespeare_char_cpu.yaml",
+                                       "shakespeare_bpe.yaml", "gpt2_124m.yaml"}
+    for path in paths:
+        config = load_config(path)
+        assert config.model.n_embd % config.model.n_head == 0, path
+
+
+def test_values_are_converted_by_field_type(tmp_path):
+    path = write(tmp_path, "train:\n  lr: 1e-3\n  max_iters: '200'\n  compile: 'yes'\nseed: 7\n")
+    config = load_config(path, ["model.dropout=0.25", "tokenizer.vocab_size=null", "out_dir=out/x"])
+    assert config.train.lr == 1e-3 and isinstance(config.train.lr, float)  # YAML reads 1e-3 as a string
+    assert config.train.max_iters == 200 and config.train.compile is True and config.seed == 7
+    assert config.model.dropout == 0.25 and config.tokenizer.vocab_size is None and config.out_dir == "out/x"
+
+
+def test_unknown_key_lists_valid_keys_and_suggests(tmp_path):
+    path = write(tmp_path, "train:\n  learning_rate: 0.1\n")
+    with pytest.raises(ConfigError) as e:
+        load_config(path)
+    msg = str(e.value)
+    assert str(path) in msg and "train.learning_rate" in msg and "max_iters" in msg
+    with pytest.raises(ConfigError, match=r"override train\.lrr: unknown key 'lrr'; did you mean 'lr'\?"):
+        load_config(None, ["train.lrr=3"])
+    with pytest.raises(ConfigError, match="did you mean 'model'"):
+        load_config(None, ["modle.n_layer=3"])
+
+
+@pytest.mark.parametrize(
+    "text, where",
+    [
+        ("train:\n  max_iters: 2.5\n", "train.max_iters: expected int"),
+        ("train:\n  lr: fast\n", "train.lr: expected float"),
+        ("train:\n  compile: maybe\n", "train.compile: expected bool"),
+        ("tokenizer:\n  kind: words\n", "tokenizer.kind: 'words' is not one of char, bpe, gpt2"),
+        ("train:\n  batch_size: 0\n", "train.batch_size: must be a positive integer"),
+        ("model:\n  n_embd: 30\n  n_head: 4\n", "model.n_embd"),
+        ("model:\n  dropout: 1.5\n", "model.dropout"),
+        ("data:\n  val_fraction: 1.0\n", "data.val_fraction"),
+        ("train: [1, 2]\n", "train must be a mapping"),
+        ("train:\n  lr: [\n", "not valid YAML at line"),
+    ],
+)
+def test_errors_name_file_key_and_reason(tmp_path, text, where):
+    path = write(tmp_path, text)
+    with pytest.raises(ConfigError) as e:
+        load_config(path)
+    assert str(path) in str(e.value) and where in str(e.value)
+
+
+def test_override_of_a_section_or_through_a_leaf_is_an_error():
+    with pytest.raises(ConfigError, match="is a section"):
+        load_config(None, ["train=3"])
+    with pytest.raises(ConfigError, match="is not a section"):
+        load_config(None, ["seed.x=3"])
+    with pytest.raises(ConfigError, match="key.path=value"):
+        load_config(None, ["train.lr"])
+
+
+def test_print_config_round_trips(tmp_path):
+    config = load_config(ROOT / "configs" / "default.yaml", ["train.lr=0.01"])
+    again = load_config(write(tmp_path, to_yaml(config)))
+    assert again == config and again.train.lr == 0.01
+
+
+def test_help_lists_every_key_with_type_default_and_description():
+    text = describe()
+    for key in ["out_dir", "seed", "data.source", "tokenizer.kind", "model.n_embd", "train.grad_accum_steps",
+                "train.resume", "train.beta2"]:
+        line = next(line for line in text.splitlines() if line.split()[0] == key)
+        assert "default" in line and len(line.split("default", 1)[1].split()) >= 2, line
+
+
+def run_cli(*args):
+    return subprocess.run([sys.executable, "train.py", *args], cwd=ROOT, capture_output=True, text=True, timeout=60)
+
+
+def test_cli_errors_are_one_line_exit_2(tmp_path):
+    for args in (["train.lrr=1"], [str(tmp_path / "missing.yaml")], ["model.n_head=3"]):
+        r = run_cli(*args)
+        assert r.returncode == 2, r
+        assert r.stderr.startswith("error: ") and r.stderr.count("\n") == 1 and "Traceback" not in r.stderr
+
+
+def test_cli_print_config_and_help():
+    r = run_cli("--print-config", "train.max_iters=7")
+    assert r.returncode == 0 and yaml.safe_load(r.stdout)["train"]["max_iters"] == 7
+    r = run_cli("--help")
+    assert r.returncode == 0 and "train.warmup_iters" in r.stdout and "torchrun" not in r.stderr

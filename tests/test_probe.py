@@ -1,0 +1,281 @@
+"""Probe tests against a stand-in model whose attention is known exactly, plus one real GPT.
+
+The stand-in reads a char tokenizer's ids and builds each head's attention row by a rule:
+- sink: all weight on token 0;
+- caps: 0.9 spread evenly over the visible UPPERCASE characters (we write the antecedent, or on
+  purpose a distractor, in capitals), 0.1 on token 0;
+- pos4: all weight on token 4, the first letter of the first candidate in "the xxx ...";
+- uniform: every visible token alike.
+So every cand@1, mass and baseline below is worked out by hand.
+"""
+
+import json
+import re
+from types import SimpleNamespace
+
+import pytest
+import torch
+
+from analysis.probe import candidate_scores, format_report, run_probe, token_indices
+from analysis.words import token_spans
+from data.pronouns import Example
+from data.tokenizer import train_tokenizer
+
+TOKENIZER = train_tokenizer("char", "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ ,.")
+UPPER = {TOKENIZER.encode(c)[0] for c in "ABCDEFGHIJKLMNOPQRSTUVWXYZ"}
+
+
+def sink(ids, t):
+    return {0: 1.0}
+
+
+def caps(ids, t):
+    upper = [i for i in range(t + 1) if ids[i] in UPPER]
+    if not upper:
+        return {0: 1.0}
+    return {0: 0.1, **{i: 0.9 / len(upper) for i in upper}}
+
+
+def pos4(ids, t):
+    return {4: 1.0} if t >= 4 else {0: 1.0}
+
+
+def uniform(ids, t):
+    return {i: 1 / (t + 1) for i in range(t + 1)}
+
+
+class KnownModel:
+    """Callable like GPT: model(idx, return_attention=True) -> (logits, [per layer (B,H,T,T)])."""
+
+    def __init__(self, layers, block_size=64):
+        self.layers = layers
+        self.config = SimpleNamespace(
+            block_size=block_size, n_layer=len(layers), n_head=len(layers[0])
+        )
+
+    def __call__(self, idx, return_attention=False):
+        B, T = idx.shape
+        attn = []
+        for heads in self.layers:
+            a = torch.zeros(B, len(heads), T, T)
+            for b in range(B):
+                ids = idx[b].tolist()
+                for h, rule in enumerate(heads):
+                    for t in range(T):
+                        for j, w in rule(ids, t).items():
+                            a[b, h, t, j] = w
+            attn.append(a)
+        return torch.zeros(B, T, TOKENIZER.vocab_size), attn
+
+
+MODEL = KnownModel([[sink, caps], [pos4, uniform]])
+
+
+def item(text, antecedent, *distractors, pronoun="it"):
+    """An Example from words: each word's first occurrence (pronoun: its last)."""
+    span = lambda w: (text.index(w), text.index(w) + len(w))
+    p = text.rindex(f" {pronoun} ") + 1
+    return Example(text, (p, p + len(pronoun)), span(antecedent), [span(d) for d in distractors])
+
+
+# Dev: the antecedent is always the first candidate; one distractor in capitals fools caps.
+DEV = [
+    item("the DOG saw the cat so it ran.", "DOG", "cat"),
+    item("the HORSE saw the cat so it ran.", "HORSE", "cat"),
+    item("the cow saw the PIG so it ran.", "cow", "PIG"),
+    item("the eel saw the bee so it ran.", "eel", "bee"),
+]
+# Test: caps is always right; the first candidate is right once; "ox" in t4 follows the pronoun.
+TEST = [
+    item("the cat saw the DOG so it ran.", "DOG", "cat"),
+    item("the cow saw the HORSE so it ran.", "HORSE", "cow"),
+    item("the HEN saw the ox, then it ran.", "HEN", "ox"),
+    item("the cat and the PIG ran so it saw the ox.", "PIG", "cat", "ox"),
+]
+
+
+@pytest.fixture(scope="module")
+def result():
+    return run_probe(MODEL, TOKENIZER, DEV, TEST, permutations=200, seed=0)
+
+
+def grid(result, key):
+    return {(h["layer"], h["head"]): h[key] for h in result["heads"]}
+
+
+def test_token_indices_map_spans_to_every_overlapping_token():
+    # "the dog saw" as ["the", " d", "og", " saw"]: "dog" (4, 7) is two tokens, space and all.
+    spans = token_spans("the dog saw", [0, 3, 5, 7])
+    assert token_indices(spans, (4, 7)) == [1, 2]
+    assert token_indices(spans, (0, 3)) == [0]
+    assert token_indices(spans, (8, 11)) == [3]
+    # "aéb" with é split into two byte-level pieces that share its offset: both belong to é.
+    spans = token_spans("a\u00e9b", [0, 1, 1, 2])
+    assert token_indices(spans, (1, 2)) == [1, 2]
+    assert token_indices(spans, (2, 3)) == [3]
+
+
+def test_candidate_scores_sum_multi_token_spans_and_order_candidates_by_text():
+    cs = candidate_scores(MODEL, TOKENIZER, TEST)
+    assert cs.scores.shape == (4, 2, 2, 3)
+    assert cs.valid.tolist() == [[True, True, False]] * 3 + [[True, True, True]]
+    assert cs.label.tolist() == [1, 1, 0, 1]  # text order: "cat" before "DOG", ...
+    assert cs.nearest.tolist() == [1, 1, 1, 1]  # t4: "ox" follows the pronoun, so "PIG"
+    # caps head: 0.9 over the three tokens of "DOG" sums back to 0.9; "ox" is unseen, so 0.
+    assert cs.scores[0, 0, 1].tolist() == pytest.approx([0.0, 0.9, 0.0])
+    assert cs.scores[3, 0, 1].tolist() == pytest.approx([0.0, 0.9, 0.0])
+    # uniform head: a candidate's share is its token count over the visible tokens.
+    q = TEST[0].pronoun[1] - 1
+    assert cs.scores[0, 1, 1, :2].tolist() == pytest.approx([3 / (q + 1), 3 / (q + 1)])
+    assert cs.first[:, 0, 0].tolist() == [1.0] * 4
+
+
+def test_cand_at_1_per_head_is_exact_with_ties_as_misses(result):
+    # sink: every candidate 0, a tie, so always a miss; uniform: equal-length candidates tie.
+    assert grid(result, "dev") == {(0, 0): 0.0, (0, 1): 0.5, (1, 0): 1.0, (1, 1): 0.25}
+    assert grid(result, "test") == {(0, 0): 0.0, (0, 1): 1.0, (1, 0): 0.25, (1, 1): 0.5}
+
+
+def test_masses_on_antecedent_distractors_and_first_token(result):
+    keys = ("mass_antecedent", "mass_distractors", "mass_first_token")
+    ante, distr, first = (grid(result, k) for k in keys)
+    assert (ante[0, 0], distr[0, 0], first[0, 0]) == (0.0, 0.0, 1.0)
+    assert (ante[0, 1], distr[0, 1], first[0, 1]) == pytest.approx((0.9, 0.0, 0.1))
+    assert (ante[1, 0], distr[1, 0], first[1, 0]) == pytest.approx((0.25, 0.75, 0.0))
+    # uniform: (antecedent tokens) / (tokens up to the query), averaged over the test items.
+    seen = [ex.pronoun[1] for ex in TEST]
+    expected = sum((ex.antecedent[1] - ex.antecedent[0]) / n for ex, n in zip(TEST, seen)) / 4
+    assert ante[1, 1] == pytest.approx(expected, abs=1e-6)  # masses are rounded to 6 places
+
+
+def test_best_head_is_chosen_on_dev_and_reported_on_test(result):
+    # On test the caps head scores 100%; choosing there would report it. Dev picks pos4.
+    assert result["best_head"] == {"layer": 1, "head": 0, "dev": 1.0, "test": 0.25}
+    assert result["selection"] == "dev"
+
+
+def test_baselines_random_first_nearest_and_position(result):
+    b = result["baselines"]
+    assert b["random"]["test"] == pytest.approx((1 / 2 + 1 / 2 + 1 / 2 + 1 / 3) / 4)
+    assert b["first"] == {"dev": 1.0, "test": 0.25}
+    assert b["nearest"] == {"dev": 0.0, "test": 0.75}  # t3: "ox" is nearer than "HEN"
+    assert b["position"] == {"rule": "first", "dev": 1.0, "test": 0.25}
+
+
+def test_position_rule_is_chosen_on_dev():
+    def three(a, b, c, ante):
+        others = [w for w in (a, b, c) if w != ante]
+        return item(f"the {a} saw the {b} and the {c} so it ran.", ante, *others)
+
+    dev = [three("cat", "dog", "cow", "dog"), three("owl", "bee", "hen", "bee")]
+    test = [three("cat", "dog", "cow", "cow"), three("owl", "bee", "hen", "bee")]
+    b = run_probe(MODEL, TOKENIZER, dev, test, permutations=10)["baselines"]
+    assert b["position"] == {"rule": "left 2", "dev": 1.0, "test": 0.5}
+    assert b["nearest"]["test"] == 0.5 and b["first"]["test"] == 0.0
+
+
+def pairs(n, offset):
+    """n two-candidate items, the antecedent in capitals and first in every other item."""
+    words = ["cat", "dog", "cow", "owl", "bee", "hen", "pig", "eel", "ant", "yak"]
+    out = []
+    for i in range(offset, offset + n):
+        # (3i + 1) and i always differ mod 10, so the two words differ.
+        a, d = words[i % 10].upper(), words[(3 * i + 1) % 10]
+        x, y = (a, d) if i % 2 == 0 else (d, a)
+        out.append(item(f"the {x} saw the {y} so it ran.", a, d))
+    return out
+
+
+def test_permutation_p_value_small_for_a_perfect_head_large_for_an_uninformative_one():
+    dev, test = pairs(40, 0), pairs(40, 7)
+    perfect = run_probe(KnownModel([[sink, caps]]), TOKENIZER, dev, test, permutations=1000)
+    assert perfect["best_head"]["test"] == 1.0
+    assert perfect["p_value"] == 1 / 1001  # no shuffle reaches 40/40
+    blind = run_probe(KnownModel([[sink, pos4]]), TOKENIZER, dev, test, permutations=1000)
+    assert blind["best_head"]["test"] == 0.5  # pos4 picks the first candidate: chance
+    assert blind["p_value"] > 0.3
+    again = run_probe(KnownModel([[sink, pos4]]), TOKENIZER, dev, test, permutations=1000)
+    assert again["p_value"] == blind["p_value"]  # seeded
+
+
+def test_one_set_of_examples_says_head_was_chosen_and_scored_on_it():
+    r = run_probe(MODEL, TOKENIZER, TEST, permutations=50)
+    assert r["selection"] == "same data"
+    assert r["best_head"]["layer"] == 0 and r["best_head"]["head"] == 1
+    report = format_report(r)
+    assert "chosen and scored on the same data" in report
+
+
+def test_long_and_unencodable_examples_are_skipped_and_counted():
+    short = KnownModel([[sink, caps]], block_size=32)
+    too_long = item("the cat and the PIG ran so it saw the ox.", "PIG", "cat")  # 41 chars
+    odd = Example("the DOG saw the cat, so it ran!", (24, 26), (4, 7), [(16, 19)])  # "!" unknown
+    r = run_probe(short, TOKENIZER, TEST[:3] + [too_long, odd], permutations=10)
+    assert r["counts"]["dev"] == {
+        "examples": 5, "used": 3, "skipped_too_long": 1, "skipped_unencodable": 1
+    }
+    with pytest.raises(ValueError, match="none of the 1 examples fits"):
+        run_probe(short, TOKENIZER, [too_long])
+
+
+def test_result_is_json_with_the_documented_keys(result):
+    back = json.loads(json.dumps(result))
+    assert {"best_head", "baselines", "p_value", "heads", "counts"} <= set(back)
+    assert set(back["baselines"]) == {"random", "first", "nearest", "position"}
+    assert len(back["heads"]) == 4
+    assert set(back["heads"][0]) == {"layer", "head", "dev", "test", "mass_antecedent",
+                                     "mass_distractors", "mass_first_token"}
+
+
+def test_report_has_table_ranking_baselines_p_value_and_published_context(result):
+    report = format_report(result)
+    assert "test cand@1 by layer" in report
+    assert "L1 H0" in report and "100.0%" in report
+    assert "random 45.8%" in report and "nearest before the pronoun 75.0%" in report
+    assert "p = " in report and "chosen on dev and are reported on test" in report
+    assert "Clark et al. 2019" in report and "other models and data" in report
+
+
+def test_real_gpt_scores_match_a_direct_sum_over_its_attention():
+    from model.gpt import GPT, GPTConfig
+
+    torch.manual_seed(0)
+    config = GPTConfig(vocab_size=TOKENIZER.vocab_size, block_size=64, n_layer=2, n_head=2, n_embd=16)
+    model = GPT(config).eval()
+    cs = candidate_scores(model, TOKENIZER, TEST)
+    ex = TEST[3]
+    ids = torch.tensor([TOKENIZER.encode(ex.text)])
+    with torch.no_grad():
+        _, attn = model(ids, return_attention=True)
+    q = ex.pronoun[1] - 1
+    s, e = ex.antecedent
+    direct = attn[1][0, 0, q, s:e].sum().item()  # "PIG" is one token per character
+    assert cs.scores[3, 1, 0, 1].item() == pytest.approx(direct, abs=1e-6)
+    assert cs.first[3, 0, 1].item() == pytest.approx(attn[0][0, 1, q, 0].item(), abs=1e-6)
+    assert cs.scores[3, :, :, 2].abs().max().item() == 0.0  # "ox" comes after the pronoun
+
+
+class PiecesTokenizer:
+    """One letter per token, with a leading space attached as BPE tokens carry theirs."""
+
+    vocab_size = 64
+
+    def encode_with_offsets(self, text):
+        pieces = list(re.finditer(r" ?[A-Za-z]|.", text))
+        return [ord(p.group()[-1]) % 64 for p in pieces], [p.start() for p in pieces]
+
+
+def test_multi_token_candidates_with_leading_spaces_sum_their_tokens_in_a_real_gpt():
+    from model.gpt import GPT, GPTConfig
+
+    torch.manual_seed(1)
+    model = GPT(GPTConfig(vocab_size=64, block_size=32, n_layer=1, n_head=2, n_embd=16)).eval()
+    ex = TEST[0]  # "the cat saw the DOG so it ran." -> t|h|e| c|a|t| s|a|w| t|h|e| D|O|G| s|o| i|t|..
+    cs = candidate_scores(model, PiecesTokenizer(), [ex])
+    ids, _ = PiecesTokenizer().encode_with_offsets(ex.text)
+    with torch.no_grad():
+        _, attn = model(torch.tensor([ids]), return_attention=True)
+    row = attn[0][0, :, 18]  # (H, T): the query is "t", the last of the pronoun's " i", "t"
+    cat, dog = row[:, [3, 4, 5]].sum(-1), row[:, [12, 13, 14]].sum(-1)  # " c" a t, " D" O G
+    assert cs.scores[0, 0, :, 0].tolist() == pytest.approx(cat.tolist())
+    assert cs.scores[0, 0, :, 1].tolist() == pytest.approx(dog.tolist())

@@ -1,0 +1,209 @@
+"""train.py end to end on a tiny corpus: schedule, accumulation, checkpoints, resume, faults, DDP."""
+
+import json
+import math
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+
+from configs.schema import load_config
+from model.checkpoint import atomic_save, load_checkpoint
+from model.gpt import GPT, GPTConfig, lm_loss
+from training import loop
+from training.loop import TrainingStopped, train
+from training.optim import lr_at
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory):
+    """A small deterministic text and a shared data cache, so data is prepared once."""
+    d = tmp_path_factory.mktemp("corpus")
+    words = "the cat sat on a mat while one dog ran to the old red barn and it barked".split()
+    lines = [" ".join(words[(i * 7 + j * 3) % len(words)] for j in range(9)) + "." for i in range(400)]
+    (d / "text.txt").write_text("\n".join(lines) + "\n")
+    return d
+
+
+def tiny_config(corpus, out_dir, *overrides):
+    return load_config(None, [
+        f"out_dir={out_dir}", f"data.source={corpus / 'text.txt'}", f"data.cache_dir={corpus / 'cache'}",
+        "tokenizer.kind=char", "model.block_size=16", "model.n_layer=2", "model.n_head=2", "model.n_embd=32",
+        "train.batch_size=4", "train.max_iters=20", "train.warmup_iters=2", "train.eval_interval=10",
+        "train.eval_iters=2", "train.log_interval=5", "train.device=cpu", "train.peak_flops=1e12", *overrides,
+    ])
+
+
+def test_lr_schedule_warmup_then_cosine():
+    kw = dict(lr=1.0, min_lr=0.1, warmup_iters=10, max_iters=110)
+    assert lr_at(0, **kw) == pytest.approx(0.1) and lr_at(4, **kw) == pytest.approx(0.5)
+    assert lr_at(9, **kw) == pytest.approx(1.0) and lr_at(10, **kw) == pytest.approx(1.0)
+    assert lr_at(60, **kw) == pytest.approx(0.55)  # halfway down the cosine: (1 + 0.1) / 2
+    assert lr_at(110, **kw) == pytest.approx(0.1) and lr_at(500, **kw) == pytest.approx(0.1)
+    values = [lr_at(s, **kw) for s in range(10, 111)]
+    assert all(a >= b for a, b in zip(values, values[1:]))
+
+
+def test_accumulated_micro_batches_give_the_big_batch_gradient():
+    torch.manual_seed(0)
+    model = GPT(GPTConfig(vocab_size=20, block_size=8, n_layer=1, n_head=2, n_embd=16))
+    x, y = torch.randint(0, 20, (12, 8)), torch.randint(0, 20, (12, 8))
+    lm_loss(model(x), y).backward()
+    big = [p.grad.clone() for p in model.parameters()]
+    model.zero_grad()
+    k = 3
+    for xs, ys in zip(x.chunk(k), y.chunk(k)):
+        (lm_loss(model(xs), ys) / k).backward()  # what the loop does with grad_accum_steps=k
+    for g_big, p in zip(big, model.parameters()):
+        torch.testing.assert_close(p.grad, g_big, atol=1e-6, rtol=1e-5)
+
+
+def test_end_to_end_run_writes_a_complete_run_folder(corpus, tmp_path):
+    out = tmp_path / "run"
+    result = train(tiny_config(corpus, out))
+    assert result["step"] == 20
+    assert {"ckpt.pt", "config.yaml", "meta.json", "tokenizer.json", "metrics.jsonl", "loss.png"} <= {p.name for p in out.iterdir()}
+    assert (out / "loss.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    records = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    logs, evals = [r for r in records if "loss" in r], [r for r in records if "val_loss" in r]
+    assert [r["step"] for r in logs] == [5, 10, 15, 20] and [r["step"] for r in evals] == [10, 20]
+    assert all({"lr", "tokens_per_sec", "mfu"} <= r.keys() for r in logs)
+    assert all({"train_loss", "val_loss", "val_bpb", "val_ppl"} <= r.keys() for r in evals)
+    vocab = json.loads((out / "meta.json").read_text())["vocab_size"]
+    assert evals[-1]["val_loss"] < math.log(vocab) - 0.5  # learned something beyond uniform
+    ckpt = load_checkpoint(out)
+    assert ckpt["step"] == 20 and ckpt["best_val_loss"] == pytest.approx(min(r["val_loss"] for r in evals))
+    assert not any(k.startswith("_orig_mod.") for k in ckpt["model"])
+
+
+def test_resume_continues_exactly_like_an_uninterrupted_run(corpus, tmp_path):
+    train(tiny_config(corpus, tmp_path / "whole"))
+    assert train(tiny_config(corpus, tmp_path / "split"), stop_after=10)["stopped"]
+    assert load_checkpoint(tmp_path / "split")["step"] == 10
+    train(tiny_config(corpus, tmp_path / "split"))
+
+    def losses(name):
+        return [(r["step"], r.get("loss"), r.get("val_loss")) for r in
+                map(json.loads, (tmp_path / name / "metrics.jsonl").read_text().splitlines())]
+
+    whole, split = losses("whole"), losses("split")
+    assert [s for s, *_ in whole] == [s for s, *_ in split]
+    for (step, a, va), (_, b, vb) in zip(whole, split):
+        assert a == pytest.approx(b, abs=1e-6) if a is not None else va == pytest.approx(vb, abs=1e-6), step
+
+
+def test_resume_never_refuses_and_changed_shape_is_clear(corpus, tmp_path):
+    out = tmp_path / "run"
+    train(tiny_config(corpus, out, "train.max_iters=5", "train.eval_interval=5"))
+    with pytest.raises(ValueError, match="--force"):
+        train(tiny_config(corpus, out, "train.resume=never"))
+    with pytest.raises(ValueError, match=r"another shape \(n_layer 2 -> 3\)"):
+        train(tiny_config(corpus, out, "model.n_layer=3"))
+    result = train(tiny_config(corpus, out, "train.resume=never", "train.max_iters=5", "train.eval_interval=5"), force=True)
+    assert result["step"] == 5
+
+
+def test_non_finite_loss_stops_and_keeps_last_good_checkpoint(corpus, tmp_path, monkeypatch):
+    out = tmp_path / "run"
+    calls = {"n": 0}
+    real = loop.lm_loss
+
+    def failing_after_12_steps(logits, targets):
+        calls["n"] += 1
+        loss = real(logits, targets)
+        # Training calls come one per step; evaluation's (eval_iters x 2) come at step 10.
+        return loss * float("nan") if calls["n"] > 12 + 4 else loss
+
+    monkeypatch.setattr(loop, "lm_loss", failing_after_12_steps)
+    with pytest.raises(TrainingStopped, match="last good checkpoint"):
+        train(tiny_config(corpus, out))
+    ckpt = load_checkpoint(out)
+    assert ckpt["step"] == 10 and all(torch.isfinite(v).all() for v in ckpt["model"].values())
+
+
+def test_atomic_save_survives_kill_9(tmp_path):
+    path = tmp_path / "ckpt.pt"
+    writer = (
+        "import sys, torch; sys.path.insert(0, %r)\n"
+        "from model.checkpoint import atomic_save\n"
+        "i = 0\n"
+        "while True:\n"
+        "    atomic_save({'i': i, 'w': torch.full((2_000_000,), float(i))}, %r); i += 1\n"
+        "    print(i, flush=True)\n"
+    ) % (str(ROOT), str(path))
+    for delay in (0.05, 0.13, 0.21, 0.34):
+        proc = subprocess.Popen([sys.executable, "-c", writer], stdout=subprocess.PIPE, text=True)
+        proc.stdout.readline()  # one save is complete; kill somewhere in the following ones
+        time.sleep(delay)
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+        proc.stdout.close()
+        ckpt = load_checkpoint(path)  # never torn: always one whole save
+        assert torch.all(ckpt["w"] == float(ckpt["i"]))
+
+
+def test_failed_save_leaves_the_old_file_and_no_temp(tmp_path, monkeypatch):
+    path = tmp_path / "ckpt.pt"
+    atomic_save({"i": 1}, path)
+
+    def broken_save(obj, f):
+        f.write(b"half a checkpoint")
+        raise OSError("disk full")
+
+    monkeypatch.setattr(torch, "save", broken_save)
+    with pytest.raises(OSError):
+        atomic_save({"i": 2}, path)
+    monkeypatch.undo()
+    assert load_checkpoint(path) == {"i": 1} and [p.name for p in tmp_path.iterdir()] == ["ckpt.pt"]
+
+
+def write_yaml(config, path):
+    from configs.schema import to_yaml
+    path.write_text(to_yaml(config))
+    return path
+
+
+def test_ctrl_c_saves_and_the_same_command_resumes(corpus, tmp_path):
+    out = tmp_path / "run"
+    cfg = write_yaml(tiny_config(corpus, out, "train.max_iters=100000", "train.log_interval=1"), tmp_path / "c.yaml")
+    proc = subprocess.Popen([sys.executable, "train.py", str(cfg)], cwd=ROOT, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + 60
+    while time.time() < deadline and not ((out / "metrics.jsonl").exists() and (out / "metrics.jsonl").read_text()):
+        time.sleep(0.2)
+    proc.send_signal(signal.SIGINT)
+    stdout, stderr = proc.communicate(timeout=60)
+    assert proc.returncode == 130, stderr
+    assert "interrupted: checkpoint of step" in stdout and "Traceback" not in stderr
+    step = load_checkpoint(out)["step"]
+    assert step >= 1
+    r = subprocess.run([sys.executable, "train.py", str(cfg), f"train.max_iters={step + 2}"], cwd=ROOT,
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0 and f"resuming from step {step}" in r.stdout
+    assert load_checkpoint(out)["step"] == step + 2
+
+
+def test_torchrun_two_processes_match_one_process(corpus, tmp_path):
+    # Same global batch: 2 processes x 1 micro-batch vs 1 process x 2 micro-batches.
+    single = tiny_config(corpus, tmp_path / "single", "train.grad_accum_steps=2", "train.max_iters=10")
+    train(single)
+    cfg = write_yaml(tiny_config(corpus, tmp_path / "ddp", "train.grad_accum_steps=2", "train.max_iters=10"),
+                     tmp_path / "ddp.yaml")
+    env = dict(os.environ, OMP_NUM_THREADS="1")
+    r = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
+                        "train.py", str(cfg)], cwd=ROOT, capture_output=True, text=True, timeout=300, env=env)
+    assert r.returncode == 0, r.stderr[-2000:]
+    a = [json.loads(line) for line in (tmp_path / "single" / "metrics.jsonl").read_text().splitlines()]
+    b = [json.loads(line) for line in (tmp_path / "ddp" / "metrics.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in a] == [r["step"] for r in b]
+    for ra, rb in zip(a, b):
+        for key in ("loss", "train_loss", "val_loss"):
+            if key in ra:
+                assert rb[key] == pytest.approx(ra[key], abs=1e-4), (ra["step"], key)

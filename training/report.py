@@ -1,0 +1,67 @@
+"""What a run leaves behind for people: metrics.jsonl, loss.png and a closing summary."""
+
+import json
+import math
+from pathlib import Path
+
+
+class Metrics:
+    """metrics.jsonl: one JSON object per line, each with `step`.
+
+    On resume, lines from steps after the checkpoint (work the interruption threw away) are
+    dropped, so the file always describes one consistent run.
+    """
+
+    def __init__(self, path, resume_step=None):
+        self.path = Path(path)
+        lines = []
+        if resume_step is not None and self.path.exists():
+            for line in self.path.read_text().splitlines():
+                try:
+                    record = json.loads(line)
+                except json.JSONDecodeError:  # a line torn by a kill
+                    continue
+                if record.get("step", math.inf) <= resume_step:
+                    lines.append(line)
+        self.path.write_text("".join(line + "\n" for line in lines))
+
+    def log(self, **record):
+        with open(self.path, "a") as f:
+            f.write(json.dumps(record) + "\n")
+
+    def records(self):
+        return [json.loads(line) for line in self.path.read_text().splitlines()]
+
+
+def plot_losses(records, png_path):
+    """Train (every log line) and train/val (every evaluation) loss against step."""
+    import matplotlib
+
+    matplotlib.use("Agg")  # files only, no display needed
+    import matplotlib.pyplot as plt
+
+    logs = [r for r in records if "loss" in r]
+    evals = [r for r in records if "val_loss" in r]
+    fig, ax = plt.subplots(figsize=(7, 4), dpi=100)
+    if logs:
+        ax.plot([r["step"] for r in logs], [r["loss"] for r in logs], lw=1, alpha=0.5, label="train (batch)")
+    if evals:
+        ax.plot([r["step"] for r in evals], [r["train_loss"] for r in evals], "o-", label="train (eval)")
+        ax.plot([r["step"] for r in evals], [r["val_loss"] for r in evals], "o-", label="val")
+    ax.set_xlabel("step")
+    ax.set_ylabel("cross-entropy (nats/token)")
+    ax.grid(alpha=0.3)
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(png_path)
+    plt.close(fig)
+
+
+def summary(final, tokens_seen, seconds, out_dir):
+    ppl = math.exp(final["val_loss"]) if final["val_loss"] < 50 else math.inf
+    bpb = f", {final['val_bpb']:.3f} bits/byte" if final.get("val_bpb") is not None else ""
+    return (
+        f"done: train loss {final['train_loss']:.4f}, val loss {final['val_loss']:.4f} "
+        f"(perplexity {ppl:.2f}{bpb}); {tokens_seen:,} tokens in {seconds:.1f} s "
+        f"({tokens_seen / max(seconds, 1e-9):,.0f} tokens/s); run folder {out_dir}"
+    )
