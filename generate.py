@@ -16,6 +16,9 @@ from pathlib import Path
 import torch
 import yaml
 
+from analysis.terminal import colour_mode, render_sentence
+from analysis.words import sentence_attention
+from data.pronouns import ATTENTION_EXAMPLES
 from model.checkpoint import load_run
 from model.sampling import generate
 from training.runtime import pick_device
@@ -41,28 +44,36 @@ def default_out_dir(config_path=DEFAULT_CONFIG):
 
 
 def build_parser():
+    """The flags, in groups; a new mode adds its group here and its branch in main()."""
     p = OneLineErrorParser(description="Sample from a trained run, or print its attention maps.")
-    p.add_argument("--ckpt", default=None, metavar="DIR",
-                   help="run folder written by train.py (default: out_dir of configs/default.yaml)")
-    p.add_argument("--device", default="auto", help="auto (cuda, then mps, then cpu), cpu, cuda, cuda:N or mps")
-    sampling = p.add_argument_group("sampling")
-    sampling.add_argument("--prompt", default="\n", help="text to continue (default: a newline)")
-    sampling.add_argument("--num-samples", type=int, default=1, help="samples to draw, one after another")
-    sampling.add_argument("--max-new-tokens", type=int, default=200, help="tokens to add per sample")
-    sampling.add_argument("--temperature", type=float, default=0.8, help="0 is greedy; above 1 is wilder")
-    sampling.add_argument("--top-k", type=int, default=None, help="sample from the k most likely tokens only")
-    sampling.add_argument("--top-p", type=float, default=None,
-                          help="sample from the smallest set of tokens whose probability reaches p, in (0, 1]")
-    sampling.add_argument("--seed", type=int, default=None, help="seed for reproducible samples (default: random)")
-    sampling.add_argument("--no-cache", action="store_true",
-                          help="recompute the whole context every token instead of using the KV cache")
-    maps = p.add_argument_group("attention maps")
-    maps.add_argument("--attention", nargs="*", metavar="SENTENCE", default=None,
-                      help="print each head's attention from a pronoun to the words before it "
-                           "(default sentences: data.pronouns.ATTENTION_EXAMPLES)")
-    maps.add_argument("--word", default=None, help="the query word (default: the first it/he/she/they)")
-    maps.add_argument("--layer", type=int, default=None, help="with --head: also print that head's token-by-token map")
-    maps.add_argument("--head", type=int, default=None, help="with --layer: see --layer")
+    add = p.add_argument
+    add("--ckpt", metavar="DIR",
+        help="run folder written by train.py (default: out_dir of configs/default.yaml)")
+    add("--device", default="auto", metavar="D",
+        help="auto (cuda, then mps, then cpu), cpu, cuda, cuda:N or mps")
+
+    add = p.add_argument_group("sampling").add_argument
+    add("--prompt", default="\n", metavar="TEXT", help="text to continue (default: a newline)")
+    add("--num-samples", type=int, default=1, metavar="N",
+        help="samples to draw, one after another (default 1)")
+    add("--max-new-tokens", type=int, default=200, metavar="N",
+        help="tokens to add per sample (default 200)")
+    add("--temperature", type=float, default=0.8, metavar="T",
+        help="0 is greedy, above 1 is wilder (default 0.8)")
+    add("--top-k", type=int, metavar="K", help="sample from the k most likely tokens only")
+    add("--top-p", type=float, metavar="P",
+        help="sample from the smallest set of tokens whose probability reaches p, in (0, 1]")
+    add("--seed", type=int, metavar="S", help="seed for reproducible samples (default: random)")
+    add("--no-cache", action="store_true",
+        help="recompute the whole context every token instead of using the KV cache")
+
+    add = p.add_argument_group("attention maps").add_argument
+    add("--attention", nargs="*", metavar="SENTENCE",
+        help="print each head's attention from a pronoun to the words before it "
+             "(default sentences: data.pronouns.ATTENTION_EXAMPLES)")
+    add("--word", help="the query word (default: the first it/he/she/they)")
+    add("--layer", type=int, metavar="L", help="with --head: also print that head's token map")
+    add("--head", type=int, metavar="H", help="with --layer: see --layer")
     return p
 
 
@@ -140,33 +151,28 @@ def sample(run, args, device, out, err):
         if n > 0:
             out.write("---\n")
         out.write(args.prompt)
-        stream, text = TextStream(run.tokenizer), args.prompt
+        stream, last = TextStream(run.tokenizer), args.prompt
         for next_ids in generate(run.model, idx, args.max_new_tokens, args.temperature, args.top_k,
                                  args.top_p, generator, use_cache=not args.no_cache):
             piece = stream.push(next_ids.item())
             out.write(piece)
             out.flush()
-            text += piece
+            last = piece or last
         tail = stream.flush()
-        out.write(tail + ("" if (text + tail).endswith("\n") else "\n"))
+        out.write(tail + ("" if (tail or last).endswith("\n") else "\n"))
         out.flush()
 
 
 def show_attention(run, args, out):
     """Attention maps for args.attention (or the built-in sentences), checked before printing."""
-    from analysis.terminal import colour_mode, render_sentence
-    from analysis.words import sentence_attention
-
-    sentences = args.attention
-    if not sentences:
-        from data.pronouns import ATTENTION_EXAMPLES
-        sentences = ATTENTION_EXAMPLES
-    config = run.model.config
-    if args.layer is not None:
-        if not 0 <= args.layer < config.n_layer:
-            raise ValueError(f"--layer must be in 0..{config.n_layer - 1} (the model has {config.n_layer} layers), got {args.layer}")
-        if not 0 <= args.head < config.n_head:
-            raise ValueError(f"--head must be in 0..{config.n_head - 1} (the model has {config.n_head} heads), got {args.head}")
+    sentences = args.attention or ATTENTION_EXAMPLES
+    n_layer, n_head = run.model.config.n_layer, run.model.config.n_head
+    if args.layer is not None and not 0 <= args.layer < n_layer:
+        raise ValueError(f"--layer must be in 0..{n_layer - 1} (the model has {n_layer} layers), "
+                         f"got {args.layer}")
+    if args.head is not None and not 0 <= args.head < n_head:
+        raise ValueError(f"--head must be in 0..{n_head - 1} (the model has {n_head} heads), "
+                         f"got {args.head}")
     analysed = [sentence_attention(run.model, run.tokenizer, s, args.word) for s in sentences]
     colour = colour_mode(out, os.environ)
     width = shutil.get_terminal_size((100, 24)).columns if colour else 100

@@ -35,7 +35,7 @@ from data.sources import Source, open_source
 from data.tokenizer import KINDS, Tokenizer, load_tokenizer, train_tokenizer
 
 # Bump when prepare's output changes for the same inputs, so old cache folders are not reused.
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
 # BPE trains in pure Python; a 10 MB prefix holds plenty of merges for a small vocabulary and
 # keeps training time and memory bounded for any corpus size.
 BPE_SAMPLE_CHARS = 10_000_000
@@ -132,12 +132,13 @@ def _build(src: Source, sha256: str, n_chars: int, kind: str, vocab_size: int | 
             "tokenizer_file": tokenizer_file,
             "vocab_size": tokenizer.vocab_size,
             "requested_vocab_size": vocab_size,
-            "tokenizer_trained_on_chars": min(n_chars, BPE_SAMPLE_CHARS) if kind == "bpe" else None,
+            # gpt2 is pretrained (None); bpe sees a prefix; char sees every character.
+            "tokenizer_trained_on_chars": {"bpe": min(n_chars, BPE_SAMPLE_CHARS),
+                                           "char": n_chars}.get(kind),
             "dtype": dtype.name,
             "val_fraction": val_fraction,
             "split_char": split,
-            "train_tokens": counts["train"],
-            "val_tokens": counts["val"],
+            **counts,
         }
         (tmp / "meta.json").write_text(json.dumps(meta, indent=2) + "\n")
         for path in tmp.iterdir():
@@ -192,8 +193,9 @@ def _scan(src: Source, n_chars: int, val_fraction: float, kind: str) -> tuple[in
 
 def _encode(src: Source, tokenizer: Tokenizer, split: int, n_chars: int, dtype: np.dtype,
             folder: Path) -> dict[str, int]:
-    """Append the ids of text[:split] to train.bin and of text[split:] to val.bin; token counts."""
-    counts = {"train": 0, "val": 0}
+    """Append the ids of text[:split] to train.bin and of text[split:] to val.bin; return the
+    token and UTF-8 byte counts of each split (bytes make losses comparable across tokenizers)."""
+    counts = {"train_tokens": 0, "val_tokens": 0, "train_bytes": 0, "val_bytes": 0}
     # delay: quick runs print nothing; a long one shows its rate and time left.
     with open(folder / "train.bin", "wb") as train_file, \
             open(folder / "val.bin", "wb") as val_file, \
@@ -203,7 +205,8 @@ def _encode(src: Source, tokenizer: Tokenizer, split: int, n_chars: int, dtype: 
         for name, text in _chunks(src, split):
             ids = np.asarray(tokenizer.encode(text), dtype=dtype)
             ids.tofile(files[name])
-            counts[name] += len(ids)
+            counts[f"{name}_tokens"] += len(ids)
+            counts[f"{name}_bytes"] += len(text.encode("utf-8"))
             bar.update(len(text))
     return counts
 

@@ -146,8 +146,12 @@ def tinyshakespeare_path(cache_dir: str | os.PathLike, url: str = TINYSHAKESPEAR
 
 
 def pronouns_path(cache_dir: str | os.PathLike, seed: int = 0) -> Path:
-    """The embedded pronouns corpus, written once to `<cache_dir>/corpora/pronouns-seed<N>.txt`."""
-    dest = Path(cache_dir) / "corpora" / f"pronouns-seed{seed}.txt"
+    """The embedded pronouns corpus, written once to
+    `<cache_dir>/corpora/pronouns-seed<N>-<version>.txt`, where version hashes the generator's
+    source files: an edited generator writes a new corpus instead of reusing a stale one."""
+    generator_files = [Path(__file__).with_name(n) for n in ("pronouns.py", "pronoun_words.py")]
+    version = hashlib.sha256(b"".join(p.read_bytes() for p in generator_files)).hexdigest()[:12]
+    dest = Path(cache_dir) / "corpora" / f"pronouns-seed{seed}-{version}.txt"
     if not dest.exists():
         # Imported here: only this corpus needs the generator.
         from data.pronouns import corpus_text
@@ -166,7 +170,7 @@ def download(url: str, dest: str | os.PathLike, sha256: str, timeout: float = 30
     """
     dest = Path(dest)
     dest.parent.mkdir(parents=True, exist_ok=True)
-    by_hand = f"put the file there by hand: {dest} (its SHA-256 must be {sha256})"
+    by_hand = f"put the file there by hand: {dest.absolute()} (its SHA-256 must be {sha256})"
     fd, tmp_name = tempfile.mkstemp(dir=dest.parent, prefix=f".{dest.name}.", suffix=".part")
     try:
         digest, received, announced = hashlib.sha256(), 0, None

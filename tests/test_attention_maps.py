@@ -127,7 +127,8 @@ def test_no_attention_is_lost_with_a_real_bpe_tokenizer():
     text = "The soldiers followed the dog until they marched."
     tokenizer = train_tokenizer("bpe", text * 20, 280)
     torch.manual_seed(1)
-    model = GPT(GPTConfig(vocab_size=tokenizer.vocab_size, block_size=64, n_layer=1, n_head=2, n_embd=16)).eval()
+    config = GPTConfig(vocab_size=tokenizer.vocab_size, block_size=64, n_layer=1, n_head=2, n_embd=16)
+    model = GPT(config).eval()
     sa = sentence_attention(model, tokenizer, text)
     assert sa.words == ["The", "soldiers", "followed", "the", "dog", "until", "they"]
     for row in sa.rows[0]:

@@ -14,7 +14,8 @@ import data.prepare as prepare_module
 from data.prepare import prepare, token_dtype
 
 ROOT = Path(__file__).resolve().parent.parent
-WORDS = ["the", "owl", "hooted", "naïve", "café", "über", "—", "it", "was", "hungry", "42", "✓"]
+WORDS = ["the", "owl", "hooted", "naïve", "café", "über", "—", "it", "was", "hungry", "42",
+         "✓"]
 
 
 def corpus(n_lines: int, seed: int = 0) -> str:
@@ -59,6 +60,19 @@ def test_round_trip_and_meta(tmp_path, kind, vocab_size):
     assert prepared.dir.parent == tmp_path / "cache" / "prepared"
     assert sorted(p.name for p in prepared.dir.iterdir()) == sorted(
         ["meta.json", "train.bin", "val.bin", meta["tokenizer_file"]])
+
+
+def test_gpt2_round_trip(tmp_path):
+    from data.tokenizer import gpt2_tokenizer
+
+    try:
+        gpt2_tokenizer()
+    except ValueError:
+        pytest.skip("tiktoken's gpt2 files are not cached and there is no network")
+    text = corpus(100)
+    prepared = prepare(write(tmp_path / "t.txt", text), "gpt2", cache_dir=tmp_path / "cache")
+    assert "".join(split_texts(prepared)) == text
+    assert prepared.meta["vocab_size"] == 50257 and prepared.meta["dtype"] == "uint16"
 
 
 def test_dtype_rule():

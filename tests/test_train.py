@@ -76,6 +76,8 @@ def test_end_to_end_run_writes_a_complete_run_folder(corpus, tmp_path):
     assert [r["step"] for r in logs] == [5, 10, 15, 20] and [r["step"] for r in evals] == [10, 20]
     assert all({"lr", "tokens_per_sec", "mfu"} <= r.keys() for r in logs)
     assert all({"train_loss", "val_loss", "val_bpb", "val_ppl"} <= r.keys() for r in evals)
+    # ASCII text with the char tokenizer: one token per byte, so bits/byte = nats/token / ln 2.
+    assert evals[-1]["val_bpb"] == pytest.approx(evals[-1]["val_loss"] / math.log(2))
     vocab = json.loads((out / "meta.json").read_text())["vocab_size"]
     assert evals[-1]["val_loss"] < math.log(vocab) - 0.5  # learned something beyond uniform
     ckpt = load_checkpoint(out)

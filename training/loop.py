@@ -110,7 +110,8 @@ def _train(config, rt, force, stop_after):
 
     torch.manual_seed(config.seed)
     raw_model = GPT(gpt_config).to(rt.device)
-    optimizer = make_optimizer(raw_model, t.lr, t.weight_decay, (t.beta1, t.beta2), rt.device.type)
+    optimizer = make_optimizer(raw_model, t.optimizer, t.lr, t.weight_decay, (t.beta1, t.beta2),
+                               rt.device.type, t.muon_lr, t.muon_momentum)
     scaler = torch.amp.GradScaler(rt.device.type, enabled=rt.dtype == torch.float16)
     step, best_val = 0, math.inf
     if ckpt is not None:
@@ -159,8 +160,8 @@ def _train(config, rt, force, stop_after):
     try:
         while step < t.max_iters:
             lr = lr_at(step, t.lr, t.min_lr, t.warmup_iters, t.max_iters)
-            for group in optimizer.param_groups:
-                group["lr"] = lr
+            for group in optimizer.param_groups:  # every group follows the schedule's shape
+                group["lr"] = group["peak_lr"] * lr / t.lr
             for a in range(accum):
                 g = micro_batch_generator(config.seed, step, rt.rank * accum + a)
                 x, y = get_batch(prepared.train_path, prepared.meta["dtype"], t.batch_size,

@@ -4,6 +4,8 @@ import math
 
 import torch
 
+from training.muon import Muon
+
 
 def lr_at(step, lr, min_lr, warmup_iters, max_iters):
     """Learning rate for optimizer step `step` (0-based): linear warmup from lr/warmup_iters up
@@ -16,12 +18,31 @@ def lr_at(step, lr, min_lr, warmup_iters, max_iters):
     return min_lr + 0.5 * (1.0 + math.cos(math.pi * progress)) * (lr - min_lr)
 
 
-def make_optimizer(model, lr, weight_decay, betas, device_type):
-    """AdamW with weight decay on matrices and embeddings only (2+ dimensions): decaying
-    biases and LayerNorm gains toward zero only hurts. Fused kernels on CUDA."""
+def make_optimizer(model, kind, lr, weight_decay, betas, device_type, muon_lr=0.02, muon_momentum=0.95):
+    """The optimizer named `kind`; every param group carries its peak learning rate in
+    "peak_lr", which the schedule scales.
+
+    adamw: AdamW with weight decay on matrices and embeddings only (2+ dimensions): decaying
+    biases and LayerNorm gains toward zero only hurts. Fused kernels on CUDA.
+    muon: Muon for the matrices inside the blocks, AdamW (same rule) for everything else.
+    """
     params = [p for p in model.parameters() if p.requires_grad]
-    groups = [
-        {"params": [p for p in params if p.dim() >= 2], "weight_decay": weight_decay},
-        {"params": [p for p in params if p.dim() < 2], "weight_decay": 0.0},
-    ]
-    return torch.optim.AdamW(groups, lr=lr, betas=betas, fused=device_type == "cuda")
+    matrices = [p for p in params if p.dim() >= 2]
+    others = [p for p in params if p.dim() < 2]
+    if kind == "adamw":
+        groups = [
+            {"params": matrices, "weight_decay": weight_decay, "peak_lr": lr},
+            {"params": others, "weight_decay": 0.0, "peak_lr": lr},
+        ]
+        return torch.optim.AdamW(groups, lr=lr, betas=betas, fused=device_type == "cuda")
+    if kind == "muon":
+        hidden = {id(p) for block in model.blocks for p in block.parameters() if p.dim() >= 2}
+        groups = [
+            {"params": [p for p in matrices if id(p) in hidden], "use_muon": True,
+             "lr": muon_lr, "peak_lr": muon_lr, "momentum": muon_momentum, "weight_decay": 0.0},
+            {"params": [p for p in matrices if id(p) not in hidden], "weight_decay": weight_decay,
+             "lr": lr, "peak_lr": lr, "betas": betas},
+            {"params": others, "weight_decay": 0.0, "lr": lr, "peak_lr": lr, "betas": betas},
+        ]
+        return Muon(groups)
+    raise ValueError(f"unknown optimizer {kind!r}; use adamw or muon")
