@@ -3,11 +3,14 @@
     python generate.py --prompt "The owl" --num-samples 3 --max-new-tokens 100 --top-p 0.9
     python generate.py --attention                      # the built-in pronoun sentences
     python generate.py --attention "The dog ate because it was hungry." --layer 1 --head 2
+    python generate.py --attention --html attention.html   # the same maps as a page
+    python generate.py --probe [FILE.jsonl] [--json]       # which head finds the antecedent?
 
 Errors are one line on stderr (`error: ...`) and exit code 2.
 """
 
 import argparse
+import json
 import os
 import shutil
 import sys
@@ -16,9 +19,11 @@ from pathlib import Path
 import torch
 import yaml
 
+from analysis.html import write_html
+from analysis.probe import format_report, run_probe
 from analysis.terminal import colour_mode, render_sentence
 from analysis.words import sentence_attention
-from data.pronouns import ATTENTION_EXAMPLES
+from data.pronouns import ATTENTION_EXAMPLES, examples, read_jsonl
 from model.checkpoint import load_run
 from model.sampling import generate
 from training.runtime import pick_device
@@ -74,6 +79,16 @@ def build_parser():
     add("--word", help="the query word (default: the first it/he/she/they)")
     add("--layer", type=int, metavar="L", help="with --head: also print that head's token map")
     add("--head", type=int, metavar="H", help="with --layer: see --layer")
+    add("--html", metavar="FILE", help="with --attention: also write every head's map to one "
+        "self-contained page, the probe's best head marked")
+
+    add = p.add_argument_group("coreference probe").add_argument
+    add("--probe", nargs="?", const="", metavar="FILE",
+        help="score every head: how often does the pronoun attend most to its antecedent? "
+             "(default: the built-in dev and test sets; FILE: your JSONL examples)")
+    add("--json", action="store_true", help="with --probe: print one JSON object")
+    add("--permutations", type=int, default=1000, metavar="N",
+        help="label shuffles for the probe's p-value (default 1000)")
     return p
 
 
@@ -91,8 +106,14 @@ def check_args(args):
         raise ValueError(f"--top-p must be in (0, 1], got {args.top_p}")
     if (args.layer is None) != (args.head is None):
         raise ValueError("give --layer and --head together to print one head's token-by-token map")
-    if args.attention is None and (args.word, args.layer, args.head) != (None, None, None):
-        raise ValueError("--word, --layer and --head go with --attention")
+    if args.attention is None and (args.word, args.layer, args.head, args.html) != (None,) * 4:
+        raise ValueError("--word, --layer, --head and --html go with --attention")
+    if args.probe is not None and args.attention is not None:
+        raise ValueError("--probe and --attention are separate runs; give one of them")
+    if args.json and args.probe is None:
+        raise ValueError("--json goes with --probe")
+    if args.permutations < 1:
+        raise ValueError(f"--permutations must be at least 1, got {args.permutations}")
 
 
 def resolve_device(name):
@@ -178,6 +199,22 @@ def show_attention(run, args, out):
     width = shutil.get_terminal_size((100, 24)).columns if colour else 100
     text = "\n\n".join(render_sentence(a, colour, width, args.layer, args.head) for a in analysed)
     out.write(text + "\n")
+    if args.html:
+        best = probe(run, "", permutations=1)["best_head"]
+        pages = [{"tokens": a.tokens, "pronoun": a.query_token,
+                  "attention": torch.stack([torch.stack(layer) for layer in a.weights])}
+                 for a in analysed]
+        write_html(args.html, pages, best_head=best)
+        out.write(f"wrote {args.html} (best head on the probe's dev set: "
+                  f"layer {best['layer']} head {best['head']})\n")
+
+
+def probe(run, path, permutations=1000):
+    """The coreference probe on a user's JSONL file, or on the built-in dev and test sets."""
+    if path:
+        return run_probe(run.model, run.tokenizer, read_jsonl(path), permutations=permutations)
+    return run_probe(run.model, run.tokenizer, examples("dev"), examples("test"),
+                     permutations=permutations)
 
 
 def main(argv=None, out=None, err=None):
@@ -188,7 +225,10 @@ def main(argv=None, out=None, err=None):
         check_args(args)
         device = resolve_device(args.device)
         run = load_run(args.ckpt or default_out_dir(), device)
-        if args.attention is not None:
+        if args.probe is not None:
+            result = probe(run, args.probe, args.permutations)
+            out.write((json.dumps(result) if args.json else format_report(result)) + "\n")
+        elif args.attention is not None:
             show_attention(run, args, out)
         else:
             sample(run, args, device, out, err)

@@ -105,7 +105,9 @@ class CausalSelfAttention(nn.Module):
             weights = None
             if start == 0:
                 out = F.scaled_dot_product_attention(q, k, v, dropout_p=dropout_p, is_causal=True)
-            else:  # a decoding step: the mask is not the square lower triangle
+            elif T == 1:  # one new position sees every cached key: nothing to mask
+                out = F.scaled_dot_product_attention(q, k, v, dropout_p=dropout_p)
+            else:  # several new positions after a cache: not the square lower triangle
                 out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p)
         out = out.transpose(1, 2).contiguous().view(B, T, C)  # (B, H, T, D) -> (B, T, C): concat heads
         return self.resid_dropout(self.w_out(out)), weights

@@ -69,8 +69,12 @@ def load_checkpoint(path, map_location="cpu"):
 
 def build_model(ckpt, device="cpu"):
     """A GPT with the checkpoint's shape and weights, in eval mode."""
-    model = GPT(GPTConfig(**ckpt["model_config"]))
-    model.load_state_dict(ckpt["model"])
+    try:
+        model = GPT(GPTConfig(**ckpt["model_config"]))
+        model.load_state_dict(ckpt["model"])
+    except (KeyError, TypeError, RuntimeError) as e:
+        what = f"missing {e}" if isinstance(e, KeyError) else str(e).strip().splitlines()[0]
+        raise ValueError(f"the checkpoint does not hold a model this code can build ({what})") from None
     return model.to(device).eval()
 
 
@@ -91,6 +95,11 @@ def load_run(out_dir, device="cpu"):
     meta_path = out_dir / "meta.json"
     if not meta_path.is_file():
         raise FileNotFoundError(f"{meta_path} is missing; the run folder {out_dir} is incomplete")
-    meta = json.loads(meta_path.read_text())
-    tokenizer = load_tokenizer(out_dir / meta["tokenizer_file"])
+    try:
+        meta = json.loads(meta_path.read_text())
+        tokenizer_path = out_dir / meta["tokenizer_file"]
+    except (json.JSONDecodeError, KeyError, TypeError):
+        raise ValueError(f"{meta_path} is not valid run metadata (it needs a tokenizer_file); "
+                         "train again to rewrite it") from None
+    tokenizer = load_tokenizer(tokenizer_path)
     return Run(build_model(ckpt, device), tokenizer, meta, ckpt)
