@@ -59,6 +59,7 @@ class TrainConfig:
     grad_clip: float = opt(1.0, "clip the gradient's global norm to this; 0 turns clipping off")
     eval_interval: int = opt(200, "steps between evaluations (and checkpoints)")
     eval_iters: int = opt(20, "batches per split in each evaluation")
+    final_full_eval: bool = opt(True, "at the end, also measure the loss on the whole val split (not a few batches)")
     log_interval: int = opt(10, "steps between log lines in metrics.jsonl")
     device: str = opt("auto", "auto (cuda, then mps, then cpu), cpu, cuda, cuda:N or mps")
     dtype: str = opt("auto", "auto, float32, bfloat16 or float16 (autocast on CUDA)", ("auto", "float32", "bfloat16", "float16"))

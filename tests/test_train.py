@@ -209,3 +209,24 @@ def test_torchrun_two_processes_match_one_process(corpus, tmp_path):
         for key in ("loss", "train_loss", "val_loss"):
             if key in ra:
                 assert rb[key] == pytest.approx(ra[key], abs=1e-4), (ra["step"], key)
+
+
+def test_full_val_loss_averages_every_window_of_the_val_split(corpus, tmp_path):
+    import numpy as np
+
+    from data.prepare import prepare
+    from model.checkpoint import build_model
+    from training.loop import full_val_loss
+    from training.runtime import Runtime
+
+    out = tmp_path / "run"
+    result = train(tiny_config(corpus, out, "train.max_iters=5", "train.eval_interval=5"))
+    model = build_model(load_checkpoint(out))
+    prepared = prepare(str(corpus / "text.txt"), "char", None, 0.1, corpus / "cache")
+    data = torch.from_numpy(np.fromfile(prepared.val_path, dtype=prepared.meta["dtype"]).astype(np.int64))
+    n = (len(data) - 1) // 16
+    windows = torch.stack([data[i * 16 : i * 16 + 17] for i in range(n)])
+    expected = lm_loss(model(windows[:, :-1]), windows[:, 1:]).item()
+    rt = Runtime(torch.device("cpu"), torch.float32)
+    assert full_val_loss(model, prepared, 16, 3, rt) == pytest.approx(expected, rel=1e-5)  # 3: a ragged last batch
+    assert result["final"]["val_loss_full"] == pytest.approx(expected, rel=1e-5)

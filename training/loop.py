@@ -7,8 +7,10 @@ import time
 from dataclasses import asdict
 from pathlib import Path
 
+import numpy as np
 import torch
 import torch.distributed as dist
+import torch.nn.functional as F
 from torch.nn.parallel import DistributedDataParallel as DDP
 from tqdm import tqdm
 
@@ -53,6 +55,24 @@ def evaluate(model, prepared, config, rt):
         out[f"{split}_loss"] = (all_sum(total, rt) / t.eval_iters).item()
     model.train()
     return out
+
+
+@torch.no_grad()
+def full_val_loss(model, prepared, block_size, batch_size, rt):
+    """Mean next-token loss over the whole val split, cut into non-overlapping block_size
+    windows (each process takes every world_size-th batch)."""
+    data = np.memmap(prepared.val_path, dtype=np.dtype(prepared.meta["dtype"]), mode="r")
+    starts = np.arange((len(data) - 1) // block_size) * block_size
+    total = torch.zeros((), dtype=torch.float64, device=rt.device)
+    model.eval()
+    for i in range(rt.rank * batch_size, len(starts), rt.world_size * batch_size):
+        windows = np.stack([data[s : s + block_size + 1] for s in starts[i : i + batch_size]])
+        windows = torch.from_numpy(windows.astype(np.int64)).to(rt.device)  # (B, T + 1)
+        with rt.autocast():
+            logits = model(windows[:, :-1])
+        total += F.cross_entropy(logits.float().flatten(0, 1), windows[:, 1:].flatten(), reduction="sum")
+    model.train()
+    return (all_sum(total, rt) / (len(starts) * block_size)).item()
 
 
 def bits_per_byte(loss, meta):
@@ -219,6 +239,11 @@ def _train(config, rt, force, stop_after):
     bar.close()
     seconds = time.perf_counter() - clock
     tokens = tokens_per_step * (step - start_step)
+    if final is not None and t.final_full_eval:
+        final["val_loss_full"] = full_val_loss(model, prepared, config.model.block_size, t.batch_size, rt)
+        final["val_bpb_full"] = bits_per_byte(final["val_loss_full"], prepared.meta)
+        if rt.is_main:
+            metrics.log(step=step, val_loss_full=final["val_loss_full"], val_bpb_full=final["val_bpb_full"])
     if rt.is_main and final is not None:
         plot_losses(metrics.records(), out_dir / "loss.png")
         say(summary(final, tokens, seconds, out_dir))

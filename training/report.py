@@ -60,8 +60,9 @@ def plot_losses(records, png_path):
 def summary(final, tokens_seen, seconds, out_dir):
     ppl = math.exp(final["val_loss"]) if final["val_loss"] < 50 else math.inf
     bpb = f", {final['val_bpb']:.3f} bits/byte" if final.get("val_bpb") is not None else ""
+    full = f"; whole val split {final['val_loss_full']:.4f}" if "val_loss_full" in final else ""
     return (
         f"done: train loss {final['train_loss']:.4f}, val loss {final['val_loss']:.4f} "
-        f"(perplexity {ppl:.2f}{bpb}); {tokens_seen:,} tokens in {seconds:.1f} s "
+        f"(perplexity {ppl:.2f}{bpb}){full}; {tokens_seen:,} tokens in {seconds:.1f} s "
         f"({tokens_seen / max(seconds, 1e-9):,.0f} tokens/s); run folder {out_dir}"
     )
