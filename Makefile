@@ -17,8 +17,16 @@ test: $(STAMP)
 	@$(PY) -m pytest -q tests; rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "make test: pytest collected no tests" >&2; exit 1; fi; exit $$rc
 
+# The main job on the built-in corpus, offline: train (or resume), sample, show and measure attention.
 demo: $(STAMP)
-	$(PY) -c 'import torch; from model.gpt import GPT, GPTConfig; m = GPT(GPTConfig(vocab_size=64, block_size=32, n_layer=2, n_head=2, n_embd=32)); print("model:", m.num_params(), "parameters")'
+	$(PY) train.py configs/default.yaml
+	@echo; echo "== three samples =="
+	$(PY) generate.py --prompt "The owl" --num-samples 3 --max-new-tokens 60 --temperature 0.8 --seed 1
+	@echo; echo "== where does the pronoun look? =="
+	$(PY) generate.py --attention --html out/default/attention.html
+	@echo; echo "== the coreference probe =="
+	$(PY) generate.py --probe
+	@echo; echo "written: out/default/attention.html (open it in a browser), out/default/loss.png"
 
 clean:
 	rm -rf $(VENV) .pytest_cache

@@ -12,3 +12,16 @@ def test_math_table_line_numbers_match_attention_py():
     assert len(rows) >= 5
     for number, code in rows:
         assert code in source[int(number) - 1], f"README says line {number} holds {code!r}"
+
+
+def test_jsonl_example_in_readme_is_valid_and_points_at_its_words(tmp_path):
+    from data.pronouns import read_jsonl
+
+    blocks = re.findall(r"```json\n(.*?)\n```", (ROOT / "README.md").read_text(), re.S)
+    assert blocks
+    path = tmp_path / "example.jsonl"
+    path.write_text(blocks[0] + "\n")
+    (example,) = read_jsonl(path)
+    word = lambda span: example.text[span[0] : span[1]]
+    assert word(example.pronoun) == "it" and word(example.antecedent) == "dog"
+    assert [word(d) for d in example.distractors] == ["bell"]

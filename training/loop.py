@@ -244,6 +244,8 @@ def _train(config, rt, force, stop_after):
         final["val_bpb_full"] = bits_per_byte(final["val_loss_full"], prepared.meta)
         if rt.is_main:
             metrics.log(step=step, val_loss_full=final["val_loss_full"], val_bpb_full=final["val_bpb_full"])
+    if start_step >= t.max_iters:
+        say(f"{out_dir} is already trained to train.max_iters={t.max_iters}; raise it to train on")
     if rt.is_main and final is not None:
         plot_losses(metrics.records(), out_dir / "loss.png")
         say(summary(final, tokens, seconds, out_dir))
