@@ -4,7 +4,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: test demo clean
+.PHONY: test demo clean gpu-check
 
 $(STAMP): requirements.txt
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 10) else "Python >= 3.10 is needed; set PYTHON=/path/to/python3.x")'
@@ -30,3 +30,7 @@ demo: $(STAMP)
 
 clean:
 	rm -rf $(VENV) .pytest_cache
+
+# On a machine with one CUDA GPU: one table (tests on CUDA, baby GPT speed and loss, GPT-2 MFU).
+gpu-check: $(STAMP)
+	$(PY) bench.py gpu-check

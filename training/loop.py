@@ -227,6 +227,7 @@ def _train(config, rt, force, stop_after):
                 if rt.is_main:
                     metrics.log(step=step, **final)
                 save()
+                last_log = time.perf_counter()  # tokens/s measures training, not evaluation
             if stop_after is not None and step - start_step >= stop_after and step < t.max_iters:
                 save()
                 bar.close()

@@ -1,0 +1,261 @@
+"""Benchmarks: timings live here, never in tests. Compare two things in one run, report ratios.
+
+    python bench.py                      # every CPU benchmark, a table
+    python bench.py --json               # the same, one JSON object
+    python bench.py train --nanogpt DIR  # our loop against a nanoGPT checkout, same recipe, same run
+    python bench.py profile              # where one training step's time goes (torch.profiler)
+    python bench.py gpu-check            # `make gpu-check`: the GPU table (needs one CUDA GPU)
+
+Machines are shared and noisy: every comparison runs both sides in the same invocation, and
+the ratio is the number to quote.
+"""
+
+import argparse
+import json
+import os
+import re
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import asdict
+from pathlib import Path
+
+import torch
+import yaml
+
+ROOT = Path(__file__).resolve().parent
+CPU_RECIPE = "configs/shakespeare_char_cpu.yaml"
+# nanoGPT's documented CPU recipe (its README), the same shape and batch as CPU_RECIPE.
+NANOGPT_CPU = ["config/train_shakespeare_char.py", "--device=cpu", "--compile=False", "--eval_iters=20",
+               "--log_interval=1", "--block_size=64", "--batch_size=12", "--n_layer=4", "--n_head=4",
+               "--n_embd=128", "--lr_decay_iters=2000", "--dropout=0.0"]
+
+
+def run_ours(iters, *overrides, config=CPU_RECIPE):
+    """Our train.py as a user runs it; returns (median ms per step, final record, seconds)."""
+    out = Path(tempfile.mkdtemp(prefix="bench-"))
+    cmd = [sys.executable, "train.py", config, f"out_dir={out}", f"train.max_iters={iters}",
+           "train.resume=never", "train.log_interval=10", *overrides]
+    start = time.perf_counter()
+    subprocess.run(cmd, cwd=ROOT, check=True, capture_output=True, text=True)
+    seconds = time.perf_counter() - start
+    records = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    resolved = yaml.safe_load((out / "config.yaml").read_text())
+    t = resolved["train"]
+    tok_step = t["batch_size"] * t["grad_accum_steps"] * resolved["model"]["block_size"]
+    windows = [r["tokens_per_sec"] for r in records if "tokens_per_sec" in r][1:]  # skip warm-up
+    ms = statistics.median(tok_step / tps * 1000 for tps in windows)
+    final = next((r for r in reversed(records) if "val_loss_full" in r), {})
+    return ms, final, seconds, statistics.median(windows)
+
+
+def run_nanogpt(path, iters):
+    """nanoGPT's train.py from a checkout (data/shakespeare_char prepared there); median ms/iter
+    of the iterations that did not evaluate, and its last val loss."""
+    cmd = [sys.executable, "train.py", *NANOGPT_CPU, f"--max_iters={iters}",
+           f"--out_dir={tempfile.mkdtemp(prefix='bench-nanogpt-')}"]
+    out = subprocess.run(cmd, cwd=path, check=True, capture_output=True, text=True).stdout
+    times = {int(i): float(t) for i, t in re.findall(r"iter (\d+): loss [\d.]+, time ([\d.]+)ms", out)}
+    evals = {int(s) for s in re.findall(r"step (\d+): train loss", out)}
+    steady = [t for i, t in times.items() if i > 10 and i not in evals]
+    val = re.findall(r"val loss ([\d.]+)", out)
+    return statistics.median(steady), float(val[-1]) if val else None
+
+
+def bench_train(args):
+    ours, final, seconds, tps = run_ours(args.iters)
+    row = {"train ms/step (ours)": ours, "train tokens/s (ours)": tps, "train wall s": seconds}
+    if final:
+        row["val loss, whole split"] = final["val_loss_full"]
+    if args.nanogpt:
+        theirs, val = run_nanogpt(args.nanogpt, args.iters)
+        row.update({"train ms/step (nanoGPT)": theirs, "speed-up vs nanoGPT": theirs / ours,
+                    "val loss (nanoGPT, 20 batches)": val})
+    return row
+
+
+def bench_generation(args):
+    from model.gpt import GPT, GPTConfig
+    from model.sampling import generate
+
+    torch.manual_seed(0)
+    model = GPT(GPTConfig(vocab_size=1024, block_size=512, n_layer=2, n_head=4, n_embd=128)).eval()
+    prompt = torch.randint(0, 1024, (1, 256))
+    rates = {}
+    for use_cache in (True, False, True, False):  # interleaved, best of two each
+        start = time.perf_counter()
+        for _ in generate(model, prompt, 64, temperature=0.0, use_cache=use_cache):
+            pass
+        rate = 64 / (time.perf_counter() - start)
+        rates[use_cache] = max(rate, rates.get(use_cache, 0.0))
+    return {"generate tok/s at 256 context, KV cache": rates[True],
+            "generate tok/s at 256 context, no cache": rates[False],
+            "KV-cache speed-up": rates[True] / rates[False]}
+
+
+def bench_tokenizer(args):
+    from data.sources import open_source
+    from data.tokenizer import train_tokenizer
+
+    text = open_source(args.text, ROOT / ".cache").read_text()
+    start = time.perf_counter()
+    tok = train_tokenizer("bpe", text, 4096)
+    train_s = time.perf_counter() - start
+    start = time.perf_counter()
+    n = len(tok.encode(text))
+    encode_s = time.perf_counter() - start
+    mb = len(text.encode()) / 1e6
+    return {f"BPE-4096 train s ({args.text})": train_s, "BPE bytes/token": mb * 1e6 / n,
+            "BPE encode MB/s": mb / encode_s}
+
+
+def bench_prepare(args):
+    from data.pronouns import corpus_text
+    from data.prepare import prepare
+
+    with tempfile.TemporaryDirectory() as d:
+        path = Path(d) / "corpus.txt"
+        path.write_text(corpus_text(seed=1, n_bytes=20_000_000))
+        start = time.perf_counter()
+        prepare(str(path), "char", None, 0.1, Path(d) / "cache")
+        seconds = time.perf_counter() - start
+    return {"prepare MB/s (char, 20 MB, includes hashing)": 20 / seconds}
+
+
+def bench_profile(args):
+    """One training step of the CPU recipe under torch.profiler, split into kinds of work."""
+    from torch.profiler import ProfilerActivity, profile
+
+    from configs.schema import load_config
+    from data.loader import get_batch
+    from data.prepare import prepare
+    from model.gpt import GPT, GPTConfig, lm_loss
+    from training.optim import make_optimizer
+
+    cfg = load_config(CPU_RECIPE)
+    data = prepare(cfg.data.source, "char", None, cfg.data.val_fraction, cfg.data.cache_dir)
+    model = GPT(GPTConfig(vocab_size=data.tokenizer.vocab_size, **asdict(cfg.model)))
+    opt = make_optimizer(model, "adamw", 1e-3, 0.1, (0.9, 0.99), "cpu")
+    g = torch.Generator().manual_seed(0)
+    spans = {"data": 0.0, "forward+backward": 0.0, "clip": 0.0, "optimizer": 0.0}
+
+    def step():
+        t0 = time.perf_counter()
+        x, y = get_batch(data.train_path, data.meta["dtype"], 12, 64, "cpu", g)
+        t1 = time.perf_counter()
+        lm_loss(model(x), y).backward()
+        t2 = time.perf_counter()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        t3 = time.perf_counter()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        t4 = time.perf_counter()
+        return t1 - t0, t2 - t1, t3 - t2, t4 - t3
+
+    for _ in range(10):
+        step()
+    n = 30
+    with profile(activities=[ProfilerActivity.CPU]) as prof:
+        for _ in range(n):
+            for key, dt in zip(spans, step()):
+                spans[key] += dt / n
+    total = sum(spans.values())
+    ops = {e.key: e.self_cpu_time_total / n / 1e6 for e in prof.key_averages()}
+    mm = sum(v for k, v in ops.items() if k in ("aten::mm", "aten::addmm", "aten::bmm"))
+    attn = sum(v for k, v in ops.items() if "scaled_dot_product" in k)
+    row = {"step ms (profiled)": total * 1e3}
+    row.update({f"{k} %": 100 * v / total for k, v in spans.items()})
+    row["matmuls % (in fwd+bwd)"] = 100 * mm / total
+    row["attention kernels %"] = 100 * attn / total
+    row["rest of fwd+bwd % (elementwise, LayerNorm, GELU, Python)"] = (
+        100 * (spans["forward+backward"] - mm - attn) / total)
+    return row
+
+
+def gpu_check(args):
+    """One table on one CUDA GPU, in about five minutes: the test suite on CUDA, the baby GPT with
+    bf16 + compile + fused AdamW, and GPT-2 small's MFU on random tokens."""
+    if not torch.cuda.is_available():
+        sys.exit("error: gpu-check needs a CUDA GPU; on a CPU run `python bench.py` instead")
+    from model.gpt import GPT, GPTConfig, lm_loss
+    from training.optim import make_optimizer
+    from training.runtime import peak_flops
+
+    device = torch.device("cuda")
+    row = {"GPU": torch.cuda.get_device_name(device), "bf16 peak TFLOP/s": peak_flops(device) / 1e12}
+    tests = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests"],
+                           cwd=ROOT, capture_output=True, text=True)
+    row["test suite (CUDA tests run, CPU ones too)"] = (tests.stdout.strip().splitlines() or ["no output"])[-1]
+
+    # The baby GPT: a fixed number of steps, its schedule fitted to them, evaluated at the end.
+    ms, final, seconds, tps = run_ours(args.gpu_iters, "train.eval_interval=100000", "train.compile=true",
+                                       "train.dtype=bfloat16", "train.device=cuda",
+                                       config="configs/shakespeare_char.yaml")
+    flops = GPT(GPTConfig(vocab_size=65, block_size=256, n_layer=6, n_head=6, n_embd=384)).flops_per_token()
+    row.update({f"shakespeare_char {args.gpu_iters} steps: wall s (with compile, eval)": seconds,
+                "shakespeare_char tokens/s": tps, "shakespeare_char MFU": flops * tps / peak_flops(device),
+                "shakespeare_char val loss (whole split)": final.get("val_loss_full")})
+
+    # GPT-2 small on random tokens: the model, optimizer and precision of gpt2_124m.yaml.
+    torch.backends.cuda.matmul.allow_tf32 = True
+    torch.manual_seed(0)
+    config = GPTConfig(vocab_size=50304, block_size=1024, n_layer=12, n_head=12, n_embd=768, bias=True)
+    raw = GPT(config).to(device)
+    model = torch.compile(raw)
+    opt = make_optimizer(raw, "adamw", 6e-4, 0.1, (0.9, 0.95), "cuda")
+    B = 16
+    x = torch.randint(0, 50257, (B, 1024), device=device)
+    y = torch.randint(0, 50257, (B, 1024), device=device)
+
+    def step():
+        with torch.autocast("cuda", dtype=torch.bfloat16):
+            loss = lm_loss(model(x), y)
+        loss.backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+
+    for _ in range(5):  # compile and warm up
+        step()
+    torch.cuda.synchronize()
+    start, n = time.perf_counter(), 20
+    for _ in range(n):
+        step()
+    torch.cuda.synchronize()
+    tps = n * B * 1024 / (time.perf_counter() - start)
+    row["gpt2_124m tokens/s (random tokens, bf16, compile)"] = tps
+    row["gpt2_124m MFU"] = raw.flops_per_token() * tps / peak_flops(device)
+    return row
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("what", nargs="*", default=[], help="train, generate, tokenizer, prepare, profile, gpu-check")
+    p.add_argument("--json", action="store_true")
+    p.add_argument("--iters", type=int, default=300, help="training steps per timed run (default 300)")
+    p.add_argument("--nanogpt", metavar="DIR", help="a nanoGPT checkout with data/shakespeare_char prepared")
+    p.add_argument("--text", default="tinyshakespeare", help="corpus for the tokenizer benchmark")
+    p.add_argument("--gpu-iters", type=int, default=2500, help="gpu-check: steps of shakespeare_char")
+    args = p.parse_args()
+    benches = {"train": bench_train, "generate": bench_generation, "tokenizer": bench_tokenizer,
+               "prepare": bench_prepare, "profile": bench_profile, "gpu-check": gpu_check}
+    chosen = args.what or ["train", "generate", "tokenizer", "prepare"]
+    unknown = [w for w in chosen if w not in benches]
+    if unknown:
+        p.exit(2, f"error: unknown benchmark {unknown[0]!r}; choose from {', '.join(benches)}\n")
+    results = {"machine": f"{os.cpu_count()} CPUs, torch {torch.__version__}, {torch.get_num_threads()} threads"}
+    for name in chosen:
+        results.update(benches[name](args))
+    results["peak RSS MB"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    if args.json:
+        print(json.dumps(results))
+    else:
+        width = max(map(len, results))
+        for key, value in results.items():
+            print(f"{key:<{width}}  {value:,.3f}" if isinstance(value, float) else f"{key:<{width}}  {value}")
+
+
+if __name__ == "__main__":
+    main()
