@@ -66,14 +66,29 @@ def run_nanogpt(path, iters):
 
 
 def bench_train(args):
-    ours, final, seconds, tps = run_ours(args.iters)
-    row = {"train ms/step (ours)": ours, "train tokens/s (ours)": tps, "train wall s": seconds}
+    """Our loop on nanoGPT's CPU recipe (eager, and compiled with --compile), and nanoGPT itself
+    with --nanogpt, alternating so that both see the same machine."""
+    row, ours, theirs, compiled = {}, [], [], []
+    for _ in range(args.repeat):
+        ms, final, seconds, tps = run_ours(args.iters)
+        ours.append(ms)
+        row.update({"train tokens/s (ours)": tps, "train wall s (ours, incl. start-up)": seconds})
+        if args.compile:
+            compiled.append(run_ours(args.iters, "train.compile=true")[0])
+        if args.nanogpt:
+            ms_n, val = run_nanogpt(args.nanogpt, args.iters)
+            theirs.append(ms_n)
+    row["train ms/step (ours)"] = statistics.median(ours)
+    if compiled:
+        row["train ms/step (ours, torch.compile)"] = statistics.median(compiled)
+    if theirs:
+        row["train ms/step (nanoGPT)"] = statistics.median(theirs)
+        row["speed-up vs nanoGPT (eager)"] = row["train ms/step (nanoGPT)"] / row["train ms/step (ours)"]
+        if compiled:
+            row["speed-up vs nanoGPT (compiled)"] = (row["train ms/step (nanoGPT)"]
+                                                     / row["train ms/step (ours, torch.compile)"])
     if final:
-        row["val loss, whole split"] = final["val_loss_full"]
-    if args.nanogpt:
-        theirs, val = run_nanogpt(args.nanogpt, args.iters)
-        row.update({"train ms/step (nanoGPT)": theirs, "speed-up vs nanoGPT": theirs / ours,
-                    "val loss (nanoGPT, 20 batches)": val})
+        row["val loss, whole split (ours)"] = final["val_loss_full"]
     return row
 
 
@@ -236,6 +251,8 @@ def main():
     p.add_argument("--json", action="store_true")
     p.add_argument("--iters", type=int, default=300, help="training steps per timed run (default 300)")
     p.add_argument("--nanogpt", metavar="DIR", help="a nanoGPT checkout with data/shakespeare_char prepared")
+    p.add_argument("--compile", action="store_true", help="train: also time our loop with torch.compile")
+    p.add_argument("--repeat", type=int, default=1, help="train: alternate the timed runs this many times")
     p.add_argument("--text", default="tinyshakespeare", help="corpus for the tokenizer benchmark")
     p.add_argument("--gpu-iters", type=int, default=2500, help="gpu-check: steps of shakespeare_char")
     args = p.parse_args()

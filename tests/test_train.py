@@ -108,6 +108,8 @@ def test_resume_never_refuses_and_changed_shape_is_clear(corpus, tmp_path):
         train(tiny_config(corpus, out, "train.resume=never"))
     with pytest.raises(ValueError, match=r"another shape \(n_layer 2 -> 3\)"):
         train(tiny_config(corpus, out, "model.n_layer=3"))
+    with pytest.raises(ValueError, match=r"another optimizer \(train.optimizer=adamw\)"):
+        train(tiny_config(corpus, out, "train.optimizer=muon", "train.max_iters=6"))
     result = train(tiny_config(corpus, out, "train.resume=never", "train.max_iters=5", "train.eval_interval=5"), force=True)
     assert result["step"] == 5
 

@@ -136,7 +136,12 @@ def _train(config, rt, force, stop_after):
     step, best_val = 0, math.inf
     if ckpt is not None:
         raw_model.load_state_dict(ckpt["model"])
-        optimizer.load_state_dict(ckpt["optimizer"])
+        try:
+            optimizer.load_state_dict(ckpt["optimizer"])
+        except ValueError:
+            raise ValueError(f"{ckpt_path} was trained with another optimizer (train.optimizer="
+                             f"{ckpt['config']['train']['optimizer']}); resume with that one, or use "
+                             "another out_dir") from None
         scaler.load_state_dict(ckpt["scaler"])
         step, best_val = ckpt["step"], ckpt["best_val_loss"]
         torch.set_rng_state(ckpt["rng"]["torch"].cpu())
