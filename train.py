@@ -28,7 +28,7 @@ def build_parser():
 
 
 def main(argv=None):
-    args = build_parser().parse_args(argv)
+    args = build_parser().parse_intermixed_args(argv)
     path = DEFAULT_CONFIG
     overrides = list(args.args)
     if overrides and "=" not in overrides[0]:

@@ -106,5 +106,7 @@ def test_cli_errors_are_one_line_exit_2(tmp_path):
 def test_cli_print_config_and_help():
     r = run_cli("--print-config", "train.max_iters=7")
     assert r.returncode == 0 and yaml.safe_load(r.stdout)["train"]["max_iters"] == 7
+    r = run_cli("configs/shakespeare_char_cpu.yaml", "--print-config", "train.lr=0.5")  # flags anywhere
+    assert r.returncode == 0 and yaml.safe_load(r.stdout)["train"]["lr"] == 0.5
     r = run_cli("--help")
     assert r.returncode == 0 and "train.warmup_iters" in r.stdout and "torchrun" not in r.stderr

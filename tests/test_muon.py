@@ -52,3 +52,11 @@ def test_muon_trains_and_checkpoints():
     again.load_state_dict(opt.state_dict())
     p = next(p for g in again.param_groups if g["use_muon"] for p in g["params"])
     assert torch.equal(again.state[p]["momentum"], opt.state[p]["momentum"])
+
+
+def test_a_stack_is_orthogonalised_matrix_by_matrix():
+    torch.manual_seed(0)
+    stack = torch.randn(3, 40, 24)
+    batched = orthogonalize(stack)
+    for g, o in zip(stack, batched):
+        torch.testing.assert_close(o, orthogonalize(g), atol=1e-5, rtol=1e-4)

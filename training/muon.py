@@ -15,16 +15,16 @@ NS_COEFFS = (3.4445, -4.7750, 2.0315)
 
 
 def orthogonalize(g, steps=5):
-    """Approximately U·Vᵀ for g = U·S·Vᵀ (g 2-D)."""
+    """Approximately U·Vᵀ for g = U·S·Vᵀ; g is (..., m, n), a stack of matrices done together."""
     a, b, c = NS_COEFFS
-    x = g / (g.norm() + 1e-7)  # spectral norm <= Frobenius norm <= 1
-    transposed = x.size(0) > x.size(1)
+    x = g / (g.norm(dim=(-2, -1), keepdim=True) + 1e-7)  # spectral norm <= Frobenius norm <= 1
+    transposed = x.size(-2) > x.size(-1)
     if transposed:  # iterate on the smaller Gram matrix x·xᵀ
-        x = x.T
+        x = x.mT
     for _ in range(steps):
-        gram = x @ x.T
+        gram = x @ x.mT
         x = a * x + (b * gram + c * gram @ gram) @ x
-    return x.T if transposed else x
+    return x.mT if transposed else x
 
 
 class Muon(torch.optim.Optimizer):
@@ -49,27 +49,37 @@ class Muon(torch.optim.Optimizer):
     def step(self, closure=None):
         for group in self.param_groups:
             lr, wd = group["lr"], group["weight_decay"]
-            for p in group["params"]:
-                if p.grad is None:
-                    continue
-                state = self.state[p]
-                if wd:
+            params = [p for p in group["params"] if p.grad is not None]
+            if wd:
+                for p in params:
                     p.mul_(1 - lr * wd)  # decoupled weight decay, as in AdamW
-                if group["use_muon"]:
-                    self._muon(p, state, lr, group["momentum"])
-                else:
-                    self._adam(p, state, lr, *group["betas"], group["eps"])
+            if group["use_muon"]:
+                self._muon(params, lr, group["momentum"])
+            else:
+                for p in params:
+                    self._adam(p, self.state[p], lr, *group["betas"], group["eps"])
 
-    @staticmethod
-    def _muon(p, state, lr, mu):
-        if "momentum" not in state:
-            state["momentum"] = torch.zeros_like(p)
-        buf = state["momentum"]
-        buf.mul_(mu).add_(p.grad)
-        update = orthogonalize(p.grad.add(buf, alpha=mu))  # Nesterov momentum, then orth
-        # An orthogonal (m, n) update has RMS 1/sqrt(max(m, n)); rescaling tall matrices makes
-        # the step size mean the same whatever the shape.
-        p.add_(update, alpha=-lr * max(1.0, p.size(0) / p.size(1)) ** 0.5)
+    def _muon(self, params, lr, mu):
+        updates = []
+        for p in params:
+            state = self.state[p]
+            if "momentum" not in state:
+                state["momentum"] = torch.zeros_like(p)
+            buf = state["momentum"]
+            buf.mul_(mu).add_(p.grad)
+            updates.append(p.grad.add(buf, alpha=mu))  # Nesterov momentum
+        # Matrices of one shape (the same weight in every block) are orthogonalised as one stack:
+        # a few batched matmuls instead of many small ones.
+        by_shape = {}
+        for p, u in zip(params, updates):
+            by_shape.setdefault(p.shape, []).append((p, u))
+        for shape, pairs in by_shape.items():
+            orth = orthogonalize(torch.stack([u for _, u in pairs]))
+            # An orthogonal (m, n) update has RMS 1/sqrt(max(m, n)); rescaling tall matrices
+            # makes the step size mean the same whatever the shape.
+            scale = max(1.0, shape[0] / shape[1]) ** 0.5
+            for (p, _), o in zip(pairs, orth):
+                p.add_(o, alpha=-lr * scale)
 
     @staticmethod
     def _adam(p, state, lr, beta1, beta2, eps):
