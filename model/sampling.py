@@ -75,14 +75,14 @@ class ContextWindow:
         self.tokens = idx[:, -self.block_size :]  # (B, T) with T <= N
         self.logits = self._encode_window()  # (B, V)
 
-    @torch.no_grad()
+    @torch.inference_mode()
     def _encode_window(self):
         if self.use_cache:
             self.caches = self.model.new_caches(self.tokens.size(0))
             return self.model(self.tokens, caches=self.caches)[:, -1]
         return self.model(self.tokens)[:, -1]
 
-    @torch.no_grad()
+    @torch.inference_mode()
     def push(self, next_ids):
         """Append next_ids (B,) to every row; return the new next-token logits (B, V)."""
         next_ids = next_ids.view(-1, 1)  # (B,) -> (B, 1)
