@@ -75,21 +75,28 @@ class ContextWindow:
         self.tokens = idx[:, -self.block_size :]  # (B, T) with T <= N
         self.logits = self._encode_window()  # (B, V)
 
-    @torch.inference_mode()
+    def _run(self, idx, caches=None):
+        """Next-token logits (B, V) for the last position of idx. The forward pass runs in
+        inference mode (far less per-op overhead than no_grad, which decoding's many tiny ops
+        feel); the logits are cloned out of it so callers get an ordinary tensor."""
+        with torch.inference_mode():
+            logits = self.model(idx, caches=caches)[:, -1]
+        return logits.clone()
+
     def _encode_window(self):
         if self.use_cache:
-            self.caches = self.model.new_caches(self.tokens.size(0))
-            return self.model(self.tokens, caches=self.caches)[:, -1]
-        return self.model(self.tokens)[:, -1]
+            with torch.inference_mode():  # the cache lives and is used only in inference mode
+                self.caches = self.model.new_caches(self.tokens.size(0))
+            return self._run(self.tokens, self.caches)
+        return self._run(self.tokens)
 
-    @torch.inference_mode()
     def push(self, next_ids):
         """Append next_ids (B,) to every row; return the new next-token logits (B, V)."""
         next_ids = next_ids.view(-1, 1)  # (B,) -> (B, 1)
         slides = self.tokens.size(1) == self.block_size
         self.tokens = torch.cat([self.tokens, next_ids], dim=1)[:, -self.block_size :]
         if self.use_cache and not slides:
-            self.logits = self.model(next_ids, caches=self.caches)[:, -1]
+            self.logits = self._run(next_ids, self.caches)
         else:
             self.logits = self._encode_window()
         return self.logits
