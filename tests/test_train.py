@@ -177,8 +177,11 @@ def write_yaml(config, path):
 def test_ctrl_c_saves_and_the_same_command_resumes(corpus, tmp_path):
     out = tmp_path / "run"
     cfg = write_yaml(tiny_config(corpus, out, "train.max_iters=100000", "train.log_interval=1"), tmp_path / "c.yaml")
+    # A shell that starts jobs in the background (nohup ... &, some CI runners) leaves SIGINT
+    # ignored, and Python then never raises KeyboardInterrupt; a terminal's Ctrl-C is the default.
     proc = subprocess.Popen([sys.executable, "train.py", str(cfg)], cwd=ROOT, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
+                            stderr=subprocess.PIPE, text=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     deadline = time.time() + 60
     while time.time() < deadline and not ((out / "metrics.jsonl").exists() and (out / "metrics.jsonl").read_text()):
         time.sleep(0.2)
