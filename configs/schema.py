@@ -113,15 +113,13 @@ def _convert(value, tp, choices, where):
         if tp is str:
             if isinstance(value, (dict, list)) or value is None:
                 raise ValueError
-            value = str(value)
-            if choices and value not in choices:
-                raise ConfigError(f"{where}: {value!r} is not one of {', '.join(choices)}")
-            return value
-    except (TypeError, ValueError) as e:
-        if isinstance(e, ConfigError):
-            raise
+            text = str(value)
+    except (TypeError, ValueError):
         raise ConfigError(f"{where}: expected {tp.__name__}, got {value!r}") from None
-    raise AssertionError(f"unsupported field type {tp}")
+    assert tp is str, f"unsupported field type {tp}"
+    if choices and text not in choices:
+        raise ConfigError(f"{where}: {text!r} is not one of {', '.join(choices)}")
+    return text
 
 
 def _unknown(key, valid, where):
