@@ -32,7 +32,7 @@ from typing import NamedTuple
 
 import torch
 
-from analysis.words import token_spans
+from analysis.words import token_indices, token_spans
 
 BATCH_SIZE = 64
 PUBLISHED = (
@@ -50,12 +50,6 @@ class CandidateScores(NamedTuple):
     nearest: torch.Tensor  # (N,) index of the closest candidate before the pronoun, -1 if none
     skipped_too_long: int  # longer than block_size
     skipped_unencodable: int  # the tokenizer refused the text (a char vocabulary without a letter)
-
-
-def token_indices(spans: list[tuple[int, int]], span: tuple[int, int]) -> list[int]:
-    """Indices of the tokens whose character spans (analysis.words.token_spans) overlap `span`
-    (start, end exclusive): a BPE token " dog" belongs to the candidate "dog"."""
-    return [i for i, (a, b) in enumerate(spans) if a < span[1] and b > span[0]]
 
 
 class _Item(NamedTuple):

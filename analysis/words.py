@@ -61,6 +61,12 @@ def token_spans(text, starts):
     return [(s, max(e, s + 1) if s < len(text) else s) for s, e in zip(starts, ends)]
 
 
+def token_indices(spans, span):
+    """Indices of the tokens whose character spans (from token_spans) overlap `span` (start, end
+    exclusive): a BPE token " dog" belongs to the word "dog"."""
+    return [i for i, (a, b) in enumerate(spans) if a < span[1] and b > span[0]]
+
+
 def group_tokens(text, starts):
     """Words of `text` and the word of each token.
 
@@ -118,7 +124,7 @@ class SentenceAttention:
 
 def sentence_attention(model, tokenizer, text, word=None):
     """Run `text` through `model` and gather its query word's attention per layer and head."""
-    q_start, q_end = find_query_span(text, word)
+    query_span = find_query_span(text, word)
     ids, starts = tokenizer.encode_with_offsets(text)
     block_size = model.config.block_size
     if len(ids) > block_size:
@@ -128,7 +134,7 @@ def sentence_attention(model, tokenizer, text, word=None):
         )
     words, word_spans, token_word = group_tokens(text, starts)
     spans = token_spans(text, starts)
-    query_token = max(i for i, (s, e) in enumerate(spans) if s < q_end and q_start < e)
+    query_token = token_indices(spans, query_span)[-1]
     query_word = token_word[query_token]
     device = next(model.parameters()).device
     with torch.no_grad():
