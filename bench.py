@@ -35,7 +35,8 @@ NANOGPT_CPU = ["config/train_shakespeare_char.py", "--device=cpu", "--compile=Fa
 
 
 def run_ours(iters, *overrides, config=CPU_RECIPE):
-    """Our train.py as a user runs it; returns (median ms per step, final record, seconds)."""
+    """Our train.py as a user runs it; returns (median ms per step, final record, seconds,
+    median tokens/s, median MFU as the loop logged it)."""
     out = Path(tempfile.mkdtemp(prefix="bench-"))
     cmd = [sys.executable, "train.py", config, f"out_dir={out}", f"train.max_iters={iters}",
            "train.resume=never", "train.log_interval=10", *overrides]
@@ -46,10 +47,11 @@ def run_ours(iters, *overrides, config=CPU_RECIPE):
     resolved = yaml.safe_load((out / "config.yaml").read_text())
     t = resolved["train"]
     tok_step = t["batch_size"] * t["grad_accum_steps"] * resolved["model"]["block_size"]
-    windows = [r["tokens_per_sec"] for r in records if "tokens_per_sec" in r][1:]  # skip warm-up
+    logs = [r for r in records if "tokens_per_sec" in r][1:]  # skip the warm-up window
+    windows = [r["tokens_per_sec"] for r in logs]
     ms = statistics.median(tok_step / tps * 1000 for tps in windows)
     final = next((r for r in reversed(records) if "val_loss_full" in r), {})
-    return ms, final, seconds, statistics.median(windows)
+    return ms, final, seconds, statistics.median(windows), statistics.median(r["mfu"] for r in logs)
 
 
 def run_nanogpt(path, iters):
@@ -70,7 +72,7 @@ def bench_train(args):
     with --nanogpt, alternating so that both see the same machine."""
     row, ours, theirs, compiled = {}, [], [], []
     for _ in range(args.repeat):
-        ms, final, seconds, tps = run_ours(args.iters)
+        ms, final, seconds, tps, _ = run_ours(args.iters)
         ours.append(ms)
         row.update({"train tokens/s (ours)": tps, "train wall s (ours, incl. start-up)": seconds})
         if args.compile:
@@ -206,12 +208,11 @@ def gpu_check(args):
     row["test suite (CUDA tests run, CPU ones too)"] = (tests.stdout.strip().splitlines() or ["no output"])[-1]
 
     # The baby GPT: a fixed number of steps, its schedule fitted to them, evaluated at the end.
-    ms, final, seconds, tps = run_ours(args.gpu_iters, "train.eval_interval=100000", "train.compile=true",
+    ms, final, seconds, tps, mfu = run_ours(args.gpu_iters, "train.eval_interval=100000", "train.compile=true",
                                        "train.dtype=bfloat16", "train.device=cuda",
                                        config="configs/shakespeare_char.yaml")
-    flops = GPT(GPTConfig(vocab_size=65, block_size=256, n_layer=6, n_head=6, n_embd=384)).flops_per_token()
     row.update({f"shakespeare_char {args.gpu_iters} steps: wall s (with compile, eval)": seconds,
-                "shakespeare_char tokens/s": tps, "shakespeare_char MFU": flops * tps / peak_flops(device),
+                "shakespeare_char tokens/s": tps, "shakespeare_char MFU": mfu,
                 "shakespeare_char val loss (whole split)": final.get("val_loss_full")})
 
     # GPT-2 small on random tokens: the model, optimizer and precision of gpt2_124m.yaml.
