@@ -13,11 +13,14 @@ the ratio is the number to quote.
 import argparse
 import json
 import os
+import random
 import re
 import resource
+import shutil
 import statistics
 import subprocess
 import sys
+import sysconfig
 import tempfile
 import time
 from dataclasses import asdict
@@ -41,7 +44,7 @@ def run_ours(iters, *overrides, config=CPU_RECIPE):
     cmd = [sys.executable, "train.py", config, f"out_dir={out}", f"train.max_iters={iters}",
            "train.resume=never", "train.log_interval=10", *overrides]
     start = time.perf_counter()
-    subprocess.run(cmd, cwd=ROOT, check=True, capture_output=True, text=True)
+    run_or_explain(cmd, ROOT)
     seconds = time.perf_counter() - start
     records = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
     resolved = yaml.safe_load((out / "config.yaml").read_text())
@@ -51,7 +54,17 @@ def run_ours(iters, *overrides, config=CPU_RECIPE):
     windows = [r["tokens_per_sec"] for r in logs]
     ms = statistics.median(tok_step / tps * 1000 for tps in windows)
     final = next((r for r in reversed(records) if "val_loss_full" in r), {})
-    return ms, final, seconds, statistics.median(windows), statistics.median(r["mfu"] for r in logs)
+    mfus = [r["mfu"] for r in logs if r.get("mfu") is not None]
+    return ms, final, seconds, statistics.median(windows), statistics.median(mfus) if mfus else None
+
+
+def run_or_explain(cmd, cwd):
+    """subprocess.run that, when the command fails, exits with the tail of its stderr."""
+    r = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True)
+    if r.returncode != 0:
+        tail = "\n".join((r.stderr or r.stdout).strip().splitlines()[-15:])
+        sys.exit(f"error: `{' '.join(map(str, cmd))}` failed (exit {r.returncode}):\n{tail}")
+    return r
 
 
 def run_nanogpt(path, iters):
@@ -59,7 +72,7 @@ def run_nanogpt(path, iters):
     of the iterations that did not evaluate, and its last val loss."""
     cmd = [sys.executable, "train.py", *NANOGPT_CPU, f"--max_iters={iters}",
            f"--out_dir={tempfile.mkdtemp(prefix='bench-nanogpt-')}"]
-    out = subprocess.run(cmd, cwd=path, check=True, capture_output=True, text=True).stdout
+    out = run_or_explain(cmd, path).stdout
     times = {int(i): float(t) for i, t in re.findall(r"iter (\d+): loss [\d.]+, time ([\d.]+)ms", out)}
     evals = {int(s) for s in re.findall(r"step (\d+): train loss", out)}
     steady = [t for i, t in times.items() if i > 10 and i not in evals]
@@ -126,7 +139,22 @@ def bench_tokenizer(args):
     encode_s = time.perf_counter() - start
     mb = len(text.encode()) / 1e6
     return {f"BPE-4096 train s ({args.text})": train_s, "BPE bytes/token": mb * 1e6 / n,
-            "BPE encode MB/s": mb / encode_s}
+            "BPE encode MB/s": mb / encode_s, **bench_bpe_without_whitespace()}
+
+
+def bench_bpe_without_whitespace():
+    """Random ACGT (fixed seed), which GPT-4's split pattern leaves as one giant piece: 5 MB,
+    and 1 MB of it, whose time ratio shows whether training grows linearly with the text."""
+    from data.tokenizer import train_tokenizer
+
+    dna = "".join(random.Random(0).choices("ACGT", k=5_000_000))
+    seconds = {}
+    for mb in (1, 5):
+        start = time.perf_counter()
+        train_tokenizer("bpe", dna[: mb * 1_000_000], 1024)
+        seconds[mb] = time.perf_counter() - start
+    return {"BPE-1024 train s (5 MB DNA, no whitespace)": seconds[5],
+            "BPE-1024 DNA train time, 5 MB / 1 MB (linear: 5)": seconds[5] / seconds[1]}
 
 
 def bench_prepare(args):
@@ -192,35 +220,76 @@ def bench_profile(args):
     return row
 
 
+def gpu_versions():
+    """torch, the CUDA it was built for, and the NVIDIA driver (from nvidia-smi, if present)."""
+    driver = None
+    if shutil.which("nvidia-smi"):
+        r = subprocess.run(["nvidia-smi", "--query-gpu=driver_version,name", "--format=csv,noheader"],
+                           capture_output=True, text=True)
+        driver = r.stdout.strip().splitlines()[0] if r.returncode == 0 and r.stdout.strip() else None
+    return {"torch": torch.__version__, "built for CUDA": torch.version.cuda or "none (a CPU build)",
+            "NVIDIA driver, GPU": driver or "not found (no nvidia-smi)"}
+
+
+def compiler_problem():
+    """Why torch.compile cannot build GPU kernels here (Triton compiles a small C helper), or None."""
+    if not (shutil.which("cc") or shutil.which("gcc") or shutil.which("clang")):
+        return "no C compiler (install gcc)"
+    include = sysconfig.get_paths().get("include", "")
+    if not Path(include, "Python.h").exists():
+        return f"no Python headers ({include}/Python.h; install python3-dev)"
+    return None
+
+
 def gpu_check(args):
-    """One table on one CUDA GPU, in about five minutes: the test suite on CUDA, the baby GPT with
-    bf16 + compile + fused AdamW, and GPT-2 small's MFU on random tokens."""
-    if not torch.cuda.is_available():
-        sys.exit("error: gpu-check needs a CUDA GPU; on a CPU run `python bench.py` instead")
+    """One table on one CUDA GPU, in about five minutes: the versions, the test suite on CUDA, the
+    baby GPT with bf16 + compile + fused AdamW, and GPT-2 small's MFU on random tokens."""
     from model.gpt import GPT, GPTConfig, lm_loss
     from training.optim import make_optimizer
-    from training.runtime import peak_flops
+    from training.runtime import mfu, peak_flops
 
-    device = torch.device("cuda")
-    row = {"GPU": torch.cuda.get_device_name(device), "bf16 peak TFLOP/s": peak_flops(device) / 1e12}
+    versions = gpu_versions()
+    for key, value in versions.items():
+        print(f"{key}: {value}", flush=True)
+    if not torch.cuda.is_available():
+        if "not found" in versions["NVIDIA driver, GPU"] or not torch.version.cuda:
+            sys.exit("error: gpu-check needs a CUDA GPU and a CUDA build of torch; on a CPU run "
+                     "`python bench.py` instead")
+        sys.exit(f"error: torch {torch.__version__} is built for CUDA {torch.version.cuda}, which this "
+                 "NVIDIA driver cannot run (CUDA 13 builds need driver 580 or newer); update the driver, "
+                 "or install the torch build for an older CUDA as PyTorch's install selector shows, "
+                 "e.g. CUDA 12.6")
+    problem = compiler_problem()
+    if problem:
+        print(f"note: torch.compile needs a C compiler and Python headers: {problem}; "
+              "compiling is left off", flush=True)
+    compile_flag = "false" if problem else "true"
+    device = torch.device("cuda", torch.cuda.current_device())
+    peak = peak_flops(device)
+    row = {**versions, "GPU": torch.cuda.get_device_name(device),
+           "bf16 peak TFLOP/s": peak / 1e12 if peak else "unknown (set train.peak_flops)"}
     tests = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests"],
                            cwd=ROOT, capture_output=True, text=True)
     row["test suite (CUDA tests run, CPU ones too)"] = (tests.stdout.strip().splitlines() or ["no output"])[-1]
+    if tests.returncode != 0:
+        failed = [line for line in tests.stdout.splitlines() if line.startswith(("FAILED", "ERROR"))]
+        row["failed tests"] = "; ".join(failed[:5]) or "see pytest's output"
 
     # The baby GPT: a fixed number of steps, its schedule fitted to them, evaluated at the end.
-    ms, final, seconds, tps, mfu = run_ours(args.gpu_iters, "train.eval_interval=100000", "train.compile=true",
-                                       "train.dtype=bfloat16", "train.device=cuda",
-                                       config="configs/shakespeare_char.yaml")
+    ms, final, seconds, tps, util = run_ours(args.gpu_iters, "train.eval_interval=100000",
+                                             f"train.compile={compile_flag}", "train.dtype=bfloat16",
+                                             "train.device=cuda", config="configs/shakespeare_char.yaml")
     row.update({f"shakespeare_char {args.gpu_iters} steps: wall s (with compile, eval)": seconds,
-                "shakespeare_char tokens/s": tps, "shakespeare_char MFU": mfu,
+                "shakespeare_char tokens/s": tps, "shakespeare_char MFU": util if util is not None else "n/a",
                 "shakespeare_char val loss (whole split)": final.get("val_loss_full")})
 
     # GPT-2 small on random tokens: the model, optimizer and precision of gpt2_124m.yaml.
     torch.backends.cuda.matmul.allow_tf32 = True
     torch.manual_seed(0)
-    config = GPTConfig(vocab_size=50304, block_size=1024, n_layer=12, n_head=12, n_embd=768, bias=True)
+    config = GPTConfig(vocab_size=50257, vocab_multiple=64, block_size=1024, n_layer=12, n_head=12,
+                       n_embd=768, bias=True)
     raw = GPT(config).to(device)
-    model = torch.compile(raw)
+    model = torch.compile(raw) if not problem else raw
     opt = make_optimizer(raw, "adamw", 6e-4, 0.1, (0.9, 0.95), "cuda")
     B = 16
     x = torch.randint(0, 50257, (B, 1024), device=device)
@@ -242,7 +311,8 @@ def gpu_check(args):
     torch.cuda.synchronize()
     tps = n * B * 1024 / (time.perf_counter() - start)
     row["gpt2_124m tokens/s (random tokens, bf16, compile)"] = tps
-    row["gpt2_124m MFU"] = raw.flops_per_token() * tps / peak_flops(device)
+    util = mfu(raw.flops_per_token(), tps, peak, 1)
+    row["gpt2_124m MFU"] = util if util is not None else "n/a"
     return row
 
 

@@ -6,11 +6,13 @@
     python generate.py --attention --html attention.html   # the same maps as a page
     python generate.py --probe [FILE.jsonl] [--json]       # which head finds the antecedent?
 
-Errors are one line on stderr (`error: ...`) and exit code 2.
+Errors are one line on stderr (`error: ...`) and exit code 2; Ctrl-C prints `interrupted` and
+exits 130, as a shell reports SIGINT.
 """
 
 import argparse
 import json
+import math
 import os
 import shutil
 import sys
@@ -25,11 +27,13 @@ from analysis.terminal import colour_mode, render_sentence
 from analysis.words import sentence_attention
 from data.pronouns import ATTENTION_EXAMPLES, examples, read_jsonl
 from model.checkpoint import load_run
+from model.device import pick_device
 from model.sampling import generate
-from training.runtime import pick_device
 
 ROOT = Path(__file__).resolve().parent
 DEFAULT_CONFIG = ROOT / "configs" / "default.yaml"
+SEED_MAX = 2**64 - 1  # torch.Generator.manual_seed takes 0 .. 2**64-1 (negatives wrap around)
+MIN_TEMPERATURE = 1e-6  # below it, float32 logits / temperature can overflow to inf
 
 
 class OneLineErrorParser(argparse.ArgumentParser):
@@ -98,12 +102,18 @@ def check_args(args):
         raise ValueError(f"--num-samples must be at least 1, got {args.num_samples}")
     if args.max_new_tokens < 0:
         raise ValueError(f"--max-new-tokens must be 0 or more, got {args.max_new_tokens}")
-    if args.temperature < 0:
-        raise ValueError(f"--temperature must be 0 (greedy) or more, got {args.temperature}")
+    if not (math.isfinite(args.temperature) and args.temperature >= 0):
+        raise ValueError(f"--temperature must be 0 (greedy) or more, and finite, "
+                         f"got {args.temperature}")
+    if 0 < args.temperature < MIN_TEMPERATURE:
+        raise ValueError(f"--temperature must be 0 (greedy) or at least {MIN_TEMPERATURE:g}, "
+                         f"got {args.temperature:g}; smaller values overflow")
     if args.top_k is not None and args.top_k < 1:
         raise ValueError(f"--top-k must be at least 1, got {args.top_k}")
-    if args.top_p is not None and not 0 < args.top_p <= 1:
+    if args.top_p is not None and not 0 < args.top_p <= 1:  # False for nan too
         raise ValueError(f"--top-p must be in (0, 1], got {args.top_p}")
+    if args.seed is not None and not 0 <= args.seed <= SEED_MAX:
+        raise ValueError(f"--seed must be in 0..{SEED_MAX} (2**64 - 1), got {args.seed}")
     if (args.layer is None) != (args.head is None):
         raise ValueError("give --layer and --head together to print one head's token-by-token map")
     if args.attention is None and (args.word, args.layer, args.head, args.html) != (None,) * 4:
@@ -116,17 +126,11 @@ def check_args(args):
         raise ValueError(f"--permutations must be at least 1, got {args.permutations}")
 
 
-def resolve_device(name):
-    """training.runtime.pick_device, with a one-line error for a device this machine lacks."""
-    try:
-        device = pick_device(name)
-    except RuntimeError:
-        raise ValueError(f"unknown --device {name!r}; use auto, cpu, cuda, cuda:N or mps") from None
-    if device.type == "cuda" and not torch.cuda.is_available():
-        raise ValueError("--device cuda asked for, but no CUDA GPU is available; use --device cpu")
-    if device.type == "mps" and not torch.backends.mps.is_available():
-        raise ValueError("--device mps asked for, but MPS is not available; use --device cpu")
-    return device
+def check_run_folder(path):
+    """ValueError for a --ckpt that names a file: load_run wants the folder train.py wrote."""
+    if Path(path).is_file():
+        raise ValueError(f"--ckpt takes the run folder train.py wrote, not a file: {path}; "
+                         f"try --ckpt {Path(path).parent}")
 
 
 class TextStream:
@@ -212,7 +216,13 @@ def show_attention(run, args, out):
 def probe(run, path, permutations=1000):
     """The coreference probe on a user's JSONL file, or on the built-in dev and test sets."""
     if path:
-        return run_probe(run.model, run.tokenizer, read_jsonl(path), permutations=permutations)
+        try:
+            labelled = read_jsonl(path)
+        except OSError as e:  # a folder, a missing file, no permission: name the user's path
+            raise ValueError(f"cannot read {path}: {e.strerror or e}") from None
+        if not labelled:
+            raise ValueError(f"{path} holds no examples; write one JSON object per line")
+        return run_probe(run.model, run.tokenizer, labelled, permutations=permutations)
     return run_probe(run.model, run.tokenizer, examples("dev"), examples("test"),
                      permutations=permutations)
 
@@ -220,11 +230,13 @@ def probe(run, path, permutations=1000):
 def main(argv=None, out=None, err=None):
     out = out or sys.stdout
     err = err or sys.stderr
-    args = build_parser().parse_args(argv)
     try:
+        args = build_parser().parse_args(argv)
         check_args(args)
-        device = resolve_device(args.device)
-        run = load_run(args.ckpt or default_out_dir(), device)
+        device = pick_device(args.device)
+        ckpt = args.ckpt or default_out_dir()
+        check_run_folder(ckpt)
+        run = load_run(ckpt, device)
         if args.probe is not None:
             result = probe(run, args.probe, args.permutations)
             out.write((json.dumps(result) if args.json else format_report(result)) + "\n")
@@ -232,12 +244,15 @@ def main(argv=None, out=None, err=None):
             show_attention(run, args, out)
         else:
             sample(run, args, device, out, err)
-    except (ValueError, FileNotFoundError) as e:
-        err.write(f"error: {e}\n")
-        return 2
     except BrokenPipeError:  # `generate.py | head`: the reader left; stop quietly
         sys.stdout = open(os.devnull, "w")  # so the flush at exit does not complain
         return 0
+    except (ValueError, OSError) as e:  # OSError: a file or folder the user named
+        err.write(f"error: {e}\n")
+        return 2
+    except KeyboardInterrupt:  # Ctrl-C while loading or sampling: no traceback
+        err.write("interrupted\n")
+        return 130
     return 0
 
 

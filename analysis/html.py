@@ -15,11 +15,10 @@ as HTML. Weights are stored as integers in units of 1e-4 to keep pages small.
 import html
 import json
 import operator
-import os
-import tempfile
-from pathlib import Path
 
 import torch
+
+from storage.atomic import write_atomic
 
 SCALE = 10_000  # weights are stored as round(weight * SCALE)
 
@@ -260,20 +259,10 @@ hover a token to highlight its row, hover a cell for its weight.</p>
 
 
 def write_html(path, sentences, best_head=None, title="Attention maps") -> None:
-    """Write the page to `path` atomically (temp file + rename: a reader never sees half a page).
+    """Write the page to `path` with storage.atomic.write_atomic: a reader never sees half a
+    page, and a path that cannot take it (a folder, a read-only place) is a one-line ValueError.
 
     sentences: list of {"tokens": [str] (display strings, T of them), "attention": (L, H, T, T)
     tensor or nested lists, "pronoun": token index or None (the row shown first)}.
     best_head: (layer, head), the probe's result["best_head"], or None."""
-    page = render_html(sentences, best_head, title)
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(page)
-        os.chmod(tmp, 0o644)  # mkstemp makes it private; a page is meant to be shared
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    write_atomic(path, render_html(sentences, best_head, title))

@@ -23,6 +23,9 @@ the statistic becomes the max over heads: the selection is still paid for.
 
 Candidates whose tokens all lie after the query stay candidates with attention 0: the model
 cannot point at them, and dropping them would make the task easier for heads than for rules.
+(data.pronouns.read_jsonl refuses them in a user's file.) A query word that is not a pronoun
+("the", a noun) is scored all the same, but the result carries a note saying so: a head can
+then reach 100% or 0% for reasons that have nothing to do with coreference.
 
 Letters: N examples, L layers, H heads, K candidates (padded; antecedent and distractors in text
 order), T tokens.
@@ -32,9 +35,10 @@ from typing import NamedTuple
 
 import torch
 
-from analysis.words import token_indices, token_spans
+from analysis.words import PRONOUNS, token_indices, token_spans
 
 BATCH_SIZE = 64
+NOTE_WORDS = 3  # query words quoted in the note about non-pronouns
 PUBLISHED = (
     'Published context (other models and data): Clark et al. 2019, "What Does BERT Look At?": '
     "BERT-base head 5-4 selects the antecedent 65% of the time on CoNLL-2012, against 27% for "
@@ -179,6 +183,20 @@ def _masses(cs: CandidateScores):
     return ante.mean(0), distr.mean(0), cs.first.mean(0)
 
 
+def query_word_notes(examples) -> list[str]:
+    """A note, if some examples' query words are not pronouns (compared case-insensitively)."""
+    words = [ex.text[ex.pronoun[0] : ex.pronoun[1]] for ex in examples]
+    odd = [w for w in words if w.lower() not in PRONOUNS]
+    if not odd:
+        return []
+    distinct = list(dict.fromkeys(odd))
+    quoted = ", ".join(repr(w) for w in distinct[:NOTE_WORDS])
+    quoted += ", ..." if len(distinct) > NOTE_WORDS else ""
+    return [f"the query words of {len(odd)} of {len(words)} examples are not pronouns ({quoted}); "
+            "for those the probe measures where that word looks, not how a pronoun finds its "
+            "antecedent"]
+
+
 def run_probe(model, tokenizer, dev, test=None, permutations=1000, seed=0) -> dict:
     """Score every head on dev and test examples (lists of data.pronouns.Example).
 
@@ -189,7 +207,8 @@ def run_probe(model, tokenizer, dev, test=None, permutations=1000, seed=0) -> di
       p_value, permutations, seed, selection
       heads      one {layer, head, dev, test, mass_antecedent, mass_distractors,
                  mass_first_token} per head, layer-major; masses are means over test items
-      counts     {dev, test}: {examples, used, skipped_too_long, skipped_unencodable}"""
+      counts     {dev, test}: {examples, used, skipped_too_long, skipped_unencodable}
+      notes      caveats as sentences, [] if none (query words that are not pronouns)"""
     if isinstance(permutations, bool) or not isinstance(permutations, int) or permutations < 1:
         raise ValueError(f"permutations must be a positive integer, got {permutations!r}")
     same = test is None
@@ -241,6 +260,7 @@ def run_probe(model, tokenizer, dev, test=None, permutations=1000, seed=0) -> di
                     "skipped_unencodable": cs.skipped_unencodable}
             for split, exs, cs in (("dev", dev, cs_dev), ("test", dev if same else test, cs_test))
         },
+        "notes": query_word_notes(dev if same else [*dev, *test]),
     }
 
 
@@ -255,6 +275,7 @@ def format_report(result: dict, top: int = 5) -> str:
         lines.append(f"{'examples' if same else split}: {c['used']} of {c['examples']} used "
                      f"(skipped: {c['skipped_too_long']} longer than block_size, "
                      f"{c['skipped_unencodable']} the tokenizer cannot encode)")
+    lines += [f"Note: {note}." for note in result["notes"]]
     lines += ["", f"{score} by layer (rows) and head (columns):",
               "     " + "".join(f"{'H' + str(h):>7}" for h in range(n_head))]
     for at in range(0, len(heads), n_head):

@@ -6,6 +6,7 @@ did-you-mean; every error names the file, the key path and the reason.
 """
 
 import difflib
+import math
 import typing
 from dataclasses import MISSING, asdict, dataclass, field, fields
 from pathlib import Path
@@ -40,6 +41,7 @@ class ModelConfig:
     n_embd: int = opt(128, "width of the residual stream; divisible by n_head")
     dropout: float = opt(0.0, "dropout probability in [0, 1)")
     bias: bool = opt(True, "biases in linear layers and LayerNorms")
+    vocab_multiple: int = opt(64, "pad the embedding table to a multiple of this (faster GPU matmuls); padded ids are never scored or sampled")
 
 
 @dataclass
@@ -64,8 +66,8 @@ class TrainConfig:
     device: str = opt("auto", "auto (cuda, then mps, then cpu), cpu, cuda, cuda:N or mps")
     dtype: str = opt("auto", "auto, float32, bfloat16 or float16 (autocast on CUDA)", ("auto", "float32", "bfloat16", "float16"))
     compile: bool = opt(False, "torch.compile the model")
-    resume: str = opt("auto", "auto: continue from out_dir/ckpt.pt if there is one; never: start fresh", ("auto", "never"))
-    peak_flops: typing.Optional[float] = opt(None, "FLOP/s taken as 100% MFU; default: the GPU's bf16 peak, or a measured CPU matmul peak")
+    resume: str = opt("auto", "auto: continue from out_dir/ckpt.pt if there is one; never: refuse to run where a checkpoint exists (--force starts over)", ("auto", "never"))
+    peak_flops: typing.Optional[float] = opt(None, "FLOP/s of one process taken as 100% MFU; default: the GPU's bf16 peak (n/a for a GPU not in the table), or the best of several CPU matmul timings")
 
 
 @dataclass
@@ -201,6 +203,15 @@ def check(config, origin):
     for key, value in positive.items():
         if value <= 0:
             raise ConfigError(f"{origin}: {key}: must be a positive integer, got {value}")
+    for name, section in (("train", t), ("model", config.model), ("data", d)):
+        for f in fields(section):
+            value = getattr(section, f.name)
+            if isinstance(value, float) and not math.isfinite(value):
+                raise ConfigError(f"{origin}: {name}.{f.name}: must be a finite number, got {value}")
+    if not config.out_dir.strip():
+        raise ConfigError(f"{origin}: out_dir: must not be empty; give a folder such as out/mine")
+    if t.peak_flops is not None and not t.peak_flops > 0:
+        raise ConfigError(f"{origin}: train.peak_flops: must be a positive FLOP/s figure, got {t.peak_flops}")
     if not 0.0 < d.val_fraction < 1.0:
         raise ConfigError(f"{origin}: data.val_fraction: must be in (0, 1), got {d.val_fraction}")
     if t.lr <= 0 or t.min_lr < 0 or t.min_lr > t.lr:

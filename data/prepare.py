@@ -4,7 +4,8 @@ Everything for one (source content, tokenizer kind, vocab size, val_fraction) li
 `<cache_dir>/prepared/<kind>-<vocab size or auto>-<key>/`, where key hashes those inputs with the
 SHA-256 of the text, so an edited corpus or another tokenizer prepares anew and the same inputs
 reuse the folder. The folder is built under a temporary name and renamed when complete, so a
-folder with the final name is always whole; a failed prepare leaves nothing behind.
+folder with the final name is always whole; a failed prepare leaves nothing behind, and the temp
+folder of a killed one is removed by the next prepare.
 
 Memory stays bounded whatever the corpus size; the text is streamed three times:
   1. hash it (SHA-256) and count its characters, to find the cache folder;
@@ -23,7 +24,6 @@ import json
 import os
 import shutil
 import sys
-import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -33,6 +33,7 @@ from tqdm import tqdm
 
 from data.sources import Source, open_source
 from data.tokenizer import KINDS, Tokenizer, load_tokenizer, train_tokenizer
+from storage.atomic import clean_stale_temps, make_temp_folder, publish_folder
 
 # Bump when prepare's output changes for the same inputs, so old cache folders are not reused.
 FORMAT_VERSION = 2
@@ -86,6 +87,7 @@ def prepare(source: str, tokenizer_kind: str, vocab_size: int | None = None,
     key = hashlib.sha256(inputs.encode()).hexdigest()[:16]
     out = Path(cache_dir) / "prepared" / f"{tokenizer_kind}-{vocab_size or 'auto'}-{key}"
     if not (out / "meta.json").exists():
+        clean_stale_temps(out.parent)  # folders left by builds that were killed
         _build(src, sha256, n_chars, tokenizer_kind, vocab_size, float(val_fraction), out)
     meta = json.loads((out / "meta.json").read_text())
     prepared = Prepared(dir=out, meta=meta, tokenizer=load_tokenizer(out / meta["tokenizer_file"]),
@@ -117,10 +119,8 @@ def _build(src: Source, sha256: str, n_chars: int, kind: str, vocab_size: int | 
     dtype = token_dtype(tokenizer.vocab_size)
     tokenizer_file = "tokenizer.bpe" if kind == "bpe" else "tokenizer.json"
 
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(dir=out.parent, prefix=f".tmp-{out.name}-"))
+    tmp = make_temp_folder(out)
     try:
-        os.chmod(tmp, 0o755)  # mkdtemp makes it private; the finished folder is an ordinary one
         tokenizer.save(tmp / tokenizer_file)
         counts = _encode(src, tokenizer, split, n_chars, dtype, tmp)
         meta = {
@@ -141,11 +141,8 @@ def _build(src: Source, sha256: str, n_chars: int, kind: str, vocab_size: int | 
             **counts,
         }
         (tmp / "meta.json").write_text(json.dumps(meta, indent=2) + "\n")
-        for path in tmp.iterdir():
-            with open(path, "rb") as f:
-                os.fsync(f.fileno())
         try:
-            os.rename(tmp, out)
+            publish_folder(tmp, out)
         except OSError:
             # Another process finished the same folder first; its copy is as good as ours.
             if not (out / "meta.json").exists():

@@ -36,6 +36,7 @@ from data.pronoun_words import (
     ACTIONS, CONNECTORS, LINK_VERBS, NOUNS, OBJECT_NOUNS, PLACES, PRONOUNS, TAILS, TEMPLATES,
     Template,
 )
+from storage.atomic import write_atomic
 
 SPLITS = ("train", "dev", "test")
 SPLIT_PERCENT = {"train": 80, "dev": 10}  # test gets the remaining 10
@@ -171,8 +172,17 @@ def corpus_text(seed: int = 0, n_bytes: int = DEFAULT_CORPUS_BYTES) -> str:
             return "".join(lines)
 
 
+# A word is a run of letters, digits and apostrophes ("it", "it's"); as in analysis.words, a
+# query word only needs no letter or digit right beside it ("it" is a word in "it's", not in "hit").
+_WORD = re.compile(r"(?:[^\W_]|['’])+")
+_LETTER_OR_DIGIT = re.compile(r"[^\W_]")
+
+
 def validate_example(example: Example) -> None:
-    """Raise ValueError saying what is wrong with an example's spans (read_jsonl uses it)."""
+    """Raise ValueError saying what is wrong with an example's spans (read_jsonl uses it): each
+    span inside the text, none overlapping, the pronoun exactly one word, and every candidate
+    ending before the pronoun starts. The pronoun's word need not be in PRONOUNS (the probe's
+    report says when it is not)."""
     text = example.text
     if not isinstance(text, str) or not text:
         raise ValueError('"text" must be a non-empty string')
@@ -193,16 +203,27 @@ def validate_example(example: Example) -> None:
         if b[0] < a[1]:
             raise ValueError(f'"{name_a}" {list(a)} and "{name_b}" {list(b)} overlap; '
                              "make the spans disjoint")
+    start, end = example.pronoun
+    beside = text[start - 1 : start] + text[end : end + 1]
+    if not _WORD.fullmatch(text[start:end]) or _LETTER_OR_DIGIT.search(beside):
+        raise ValueError(f'"pronoun" {[start, end]} covers {text[start:end]!r}, which is not one '
+                         "whole word of the text; point it at exactly one word, such as \"it\"")
+    for name, span in named[1:]:
+        if span[1] > start:
+            raise ValueError(
+                f'"{name}" {list(span)} comes after the pronoun {[start, end]}; a causal model at '
+                "the pronoun cannot see it, so candidates must end before the pronoun starts"
+            )
 
 
 def write_jsonl(examples: list[Example], path) -> None:
-    """Write examples to `path`, one JSON object per line (format in the module docstring)."""
-    with open(path, "w", encoding="utf-8") as f:
-        for ex in examples:
-            record = {"text": ex.text, "pronoun": list(ex.pronoun),
-                      "antecedent": list(ex.antecedent),
-                      "distractors": [list(d) for d in ex.distractors]}
-            f.write(json.dumps(record) + "\n")
+    """Write examples to `path` atomically (storage.atomic), one JSON object per line (format in
+    the module docstring)."""
+    lines = (json.dumps({"text": ex.text, "pronoun": list(ex.pronoun),
+                         "antecedent": list(ex.antecedent),
+                         "distractors": [list(d) for d in ex.distractors]}) + "\n"
+             for ex in examples)
+    write_atomic(path, "".join(lines))
 
 
 def _parse_line(line: str) -> Example:
@@ -226,13 +247,16 @@ def _parse_line(line: str) -> Example:
 
 def read_jsonl(path) -> list[Example]:
     """Read and validate examples; blank lines are skipped. A bad line raises ValueError naming
-    the file and line number; a missing file raises FileNotFoundError."""
+    the file and line number (text that is not UTF-8: naming the file); a missing file raises
+    FileNotFoundError."""
     out = []
     with open(path, encoding="utf-8") as f:
-        for lineno, line in enumerate(f, start=1):
-            if line.strip():
-                try:
+        try:
+            for lineno, line in enumerate(f, start=1):
+                if line.strip():
                     out.append(_parse_line(line))
-                except ValueError as e:
-                    raise ValueError(f"{path}, line {lineno}: {e}") from None
+        except UnicodeDecodeError:
+            raise ValueError(f"{path} is not UTF-8 text; save it as UTF-8 JSONL") from None
+        except ValueError as e:
+            raise ValueError(f"{path}, line {lineno}: {e}") from None
     return out

@@ -11,16 +11,16 @@ Files are streamed in chunks, never read whole, so a corpus may be larger than m
 """
 
 import codecs
-import contextlib
 import hashlib
 import http.client
 import os
-import tempfile
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+
+from storage.atomic import write_atomic
 
 TINYSHAKESPEARE_URL = (
     "https://raw.githubusercontent.com/karpathy/char-rnn/master/data/tinyshakespeare/input.txt"
@@ -156,50 +156,53 @@ def pronouns_path(cache_dir: str | os.PathLike, seed: int = 0) -> Path:
         # Imported here: only this corpus needs the generator.
         from data.pronouns import corpus_text
 
-        _write_atomically(dest, corpus_text(seed=seed).encode("utf-8"))
+        write_atomic(dest, corpus_text(seed=seed))
     return dest
 
 
 def download(url: str, dest: str | os.PathLike, sha256: str, timeout: float = 30.0) -> Path:
     """Download url to dest, keeping it only if complete and its SHA-256 equals sha256.
 
-    The body streams into a temp file beside dest, which is fsynced and verified (size against
-    Content-Length, then checksum) before os.replace puts it in place; the temp file is deleted
-    on any failure, so dest is either absent, the old file untouched, or the verified new one.
-    Raises ValueError (one line, saying where to put the file by hand) on any failure.
+    The body streams into write_atomic's temp file beside dest and is verified (size against
+    Content-Length, then checksum) before it is renamed into place; on any failure the temp
+    file is deleted, so dest is either absent, the old file untouched, or the verified new one.
+    Raises ValueError (one line; for network or checksum failures it says where to put the
+    file by hand) on any failure.
     """
     dest = Path(dest)
-    dest.parent.mkdir(parents=True, exist_ok=True)
     by_hand = f"put the file there by hand: {dest.absolute()} (its SHA-256 must be {sha256})"
-    fd, tmp_name = tempfile.mkstemp(dir=dest.parent, prefix=f".{dest.name}.", suffix=".part")
-    try:
-        digest, received, announced = hashlib.sha256(), 0, None
-        with os.fdopen(fd, "wb") as tmp:
-            try:
-                with urllib.request.urlopen(url, timeout=timeout) as response:
-                    announced = response.headers.get("Content-Length")
-                    while chunk := response.read(1 << 16):
-                        tmp.write(chunk)
-                        digest.update(chunk)
-                        received += len(chunk)
-            except (urllib.error.URLError, http.client.HTTPException, OSError) as e:
-                reason = " ".join(str(getattr(e, "reason", e) or type(e).__name__).split())
-                raise ValueError(f"could not download {url} ({reason}); {by_hand}") from None
-            tmp.flush()
-            os.fsync(tmp.fileno())
-        # urllib returns a short body without complaint when the server closes early.
-        if announced is not None and received != int(announced):
-            raise ValueError(f"download of {url} stopped after {received} of {announced} bytes; "
-                             f"try again, or {by_hand}")
+
+    def fetch(f):
+        digest = hashlib.sha256()
+        for chunk in _body_chunks(url, timeout, by_hand):
+            f.write(chunk)
+            digest.update(chunk)
         if digest.hexdigest() != sha256:
             raise ValueError(f"{url} has SHA-256 {digest.hexdigest()}, not the expected one; "
                              f"nothing was saved; check the URL, or {by_hand}")
-        os.replace(tmp_name, dest)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp_name)
-        raise
-    return dest
+
+    return write_atomic(dest, fetch)
+
+
+def _body_chunks(url: str, timeout: float, by_hand: str) -> Iterator[bytes]:
+    """The body of url in chunks; ValueError (one line) if the transfer fails or stops short.
+
+    Only reading from the network is guarded here: a failed write by the consumer is its own
+    error (write_atomic reports a full disk as such, not as a failed download)."""
+    received, announced = 0, None
+    try:
+        with urllib.request.urlopen(url, timeout=timeout) as response:
+            announced = response.headers.get("Content-Length")
+            while chunk := response.read(1 << 16):
+                received += len(chunk)
+                yield chunk
+    except (urllib.error.URLError, http.client.HTTPException, OSError) as e:
+        reason = " ".join(str(getattr(e, "reason", e) or type(e).__name__).split())
+        raise ValueError(f"could not download {url} ({reason}); {by_hand}") from None
+    # urllib returns a short body without complaint when the server closes early.
+    if announced is not None and received != int(announced):
+        raise ValueError(f"download of {url} stopped after {received} of {announced} bytes; "
+                         f"try again, or {by_hand}")
 
 
 def file_sha256(path: str | os.PathLike) -> str:
@@ -209,19 +212,3 @@ def file_sha256(path: str | os.PathLike) -> str:
         while chunk := f.read(READ_CHUNK_BYTES):
             digest.update(chunk)
     return digest.hexdigest()
-
-
-def _write_atomically(dest: Path, data: bytes) -> None:
-    """Write data to dest via a fsynced temp file and os.replace: readers never see half a file."""
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp_name = tempfile.mkstemp(dir=dest.parent, prefix=f".{dest.name}.", suffix=".part")
-    try:
-        with os.fdopen(fd, "wb") as tmp:
-            tmp.write(data)
-            tmp.flush()
-            os.fsync(tmp.fileno())
-        os.replace(tmp_name, dest)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp_name)
-        raise

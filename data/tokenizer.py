@@ -21,6 +21,7 @@ import os
 import tiktoken
 
 from data.bpe import GPT4_SPLIT_PATTERN, parse_ranks, train_bpe, utf8_bytes, write_ranks
+from storage.atomic import write_atomic
 
 KINDS = ("char", "bpe", "gpt2")
 DEFAULT_BPE_VOCAB_SIZE = 4096
@@ -32,7 +33,8 @@ class Tokenizer:
     encode(text) -> ids; decode(ids) -> text, with decode(encode(text)) == text for every text
     the kind accepts. encode_with_offsets(text) -> (ids, starts): starts[i] is the character
     offset in `text` where token i begins; a byte-level token that starts inside a multi-byte
-    character gets that character's offset, so starts never decrease. save(path) writes one file.
+    character gets that character's offset, so starts never decrease. save(path) writes one file, atomically
+    (storage.atomic.write_atomic).
     """
 
     kind: str
@@ -100,8 +102,8 @@ class CharTokenizer(Tokenizer):
 
     def save(self, path) -> None:
         # ensure_ascii keeps the file readable in any editor and lets odd code points round-trip.
-        with open(path, "w", encoding="utf-8") as f:
-            json.dump({"kind": "char", "chars": self.chars}, f, ensure_ascii=True, indent=0)
+        write_atomic(path, json.dumps({"kind": "char", "chars": self.chars}, ensure_ascii=True,
+                                      indent=0))
 
 
 class TiktokenTokenizer(Tokenizer):
@@ -133,8 +135,7 @@ class TiktokenTokenizer(Tokenizer):
 
     def save(self, path) -> None:
         if self.kind == "gpt2":
-            with open(path, "w", encoding="utf-8") as f:
-                json.dump({"kind": "gpt2"}, f)
+            write_atomic(path, json.dumps({"kind": "gpt2"}))
         else:
             write_ranks(self.ranks, path)
 

@@ -6,14 +6,15 @@ A run folder (`out_dir`) holds everything generation needs:
     meta.json    what data the run was trained on, and the tokenizer's file name
     <tokenizer>  the tokenizer file named in meta.json
 
+A save killed midway leaves a temp file beside ckpt.pt; the next training run removes those of
+dead writers (storage.atomic.clean_stale_temps).
+
 Checkpoints are plain data read with torch.load(weights_only=True): one downloaded from a
 stranger can carry no code that runs on load.
 """
 
 import json
-import os
 import pickle
-import tempfile
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,28 +22,16 @@ from pathlib import Path
 import torch
 
 from model.gpt import GPT, GPTConfig
+from storage.atomic import write_atomic
 
 CKPT_NAME = "ckpt.pt"
 
 
 def atomic_save(obj, path):
-    """torch.save to a temp file in the same folder, fsync, then rename over `path`.
-
-    A crash (even kill -9) at any moment leaves either the old file or the new one, never a
-    torn one: the rename is the only step that changes what `path` names.
-    """
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            torch.save(obj, f)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    """torch.save `obj` to `path` atomically (storage.atomic.write_atomic): a crash, even kill -9,
+    leaves the old checkpoint or the new one, never a torn one. A failed write (disk full,
+    read-only folder) is a one-line ValueError that leaves the old checkpoint untouched."""
+    write_atomic(path, lambda f: torch.save(obj, f))
 
 
 def load_checkpoint(path, map_location="cpu"):
@@ -102,4 +91,9 @@ def load_run(out_dir, device="cpu"):
         raise ValueError(f"{meta_path} is not valid run metadata (it needs a tokenizer_file); "
                          "train again to rewrite it") from None
     tokenizer = load_tokenizer(tokenizer_path)
-    return Run(build_model(ckpt, device), tokenizer, meta, ckpt)
+    model = build_model(ckpt, device)
+    if tokenizer.vocab_size != model.config.vocab_size:
+        raise ValueError(f"{tokenizer_path} has {tokenizer.vocab_size} tokens but the model in {out_dir} "
+                         f"has {model.config.vocab_size}: the run folder mixes two runs; train again "
+                         "into a fresh out_dir")
+    return Run(model, tokenizer, meta, ckpt)

@@ -55,3 +55,25 @@ def test_batches_arrive_on_the_gpu(tmp_path):
     np.arange(1000, dtype=np.uint16).tofile(path)
     x, y = get_batch(path, "uint16", 4, 16, "cuda", torch.Generator().manual_seed(0))
     assert x.is_cuda and y.is_cuda and torch.equal(y[:, :-1], x[:, 1:])
+
+
+def test_train_end_to_end_on_the_gpu_with_auto_device_and_compile(tmp_path):
+    """What every single-GPU run does at start-up: device auto (a bare CUDA device must get its
+    index), dtype auto, torch.compile; then evaluation and the final whole-split loss."""
+    from configs.schema import load_config
+    from model.checkpoint import load_checkpoint
+    from training.loop import train
+
+    text = tmp_path / "text.txt"
+    text.write_text("".join(f"line {i} of a small corpus, where it repeats.\n" for i in range(400)))
+    config = load_config(None, [
+        f"out_dir={tmp_path / 'run'}", f"data.source={text}", f"data.cache_dir={tmp_path / 'cache'}",
+        "tokenizer.kind=char", "model.block_size=32", "model.n_layer=2", "model.n_head=2", "model.n_embd=64",
+        "train.batch_size=8", "train.max_iters=30", "train.eval_interval=15", "train.eval_iters=2",
+        "train.log_interval=5", "train.device=auto", "train.dtype=auto", "train.compile=true",
+    ])
+    result = train(config)
+    assert result["step"] == 30 and result["final"]["val_loss"] < 3.0
+    assert result["final"]["val_loss_full"] > 0
+    ckpt = load_checkpoint(tmp_path / "run")
+    assert ckpt["step"] == 30 and not any(k.startswith("_orig_mod.") for k in ckpt["model"])

@@ -4,6 +4,7 @@ import io
 import json
 import os
 import re
+import signal
 import subprocess
 import sys
 from dataclasses import asdict
@@ -168,12 +169,70 @@ def test_bad_values_are_one_line_errors_in_a_real_process(char_run):
     (["--max-new-tokens", "-1"], "--max-new-tokens must be 0 or more"),
     (["--prompt", ""], "--prompt is empty"),
     (["--prompt", "€"], "is not in the vocabulary"),
-    (["--device", "toaster"], "unknown --device"),
+    (["--temperature", "nan"], "--temperature must be 0 (greedy) or more, and finite, got nan"),
+    (["--temperature", "inf"], "and finite, got inf"),
+    (["--temperature", "1e-320"], "--temperature must be 0 (greedy) or at least 1e-06"),
+    (["--top-p", "nan"], "--top-p must be in (0, 1]"),
+    (["--seed", str(2**64)], "--seed must be in 0..18446744073709551615 (2**64 - 1)"),
+    (["--seed", "-1"], "--seed must be in 0..18446744073709551615"),
+    (["--layer", str(10**30), "--head", "0", "--attention"], "--layer must be in 0..1"),
+    (["--device", "toaster"], "unknown device 'toaster'"),
+    (["--device", "tpu"], "unknown device 'tpu'"),
+    (["--device", "cuda:x"], "unknown device 'cuda:x'"),
+    (["--device", "cpu:0:1"], "unknown device 'cpu:0:1'"),
+    (["--device", ""], "unknown device ''"),
+    (["--device", "meta"], "unsupported device 'meta'"),  # torch knows it; generation cannot use it
+    (["--device", "xla"], "unsupported device 'xla'"),
 ])
 def test_bad_values_are_one_line_errors(char_run, argv, fragment):
     err = io.StringIO()
     assert generate.main(["--ckpt", str(char_run[0]), *argv], out=io.StringIO(), err=err) == 2
     assert err.getvalue().count("\n") == 1 and fragment in err.getvalue()
+
+
+def test_the_largest_seed_and_a_huge_top_k_are_fine(char_run):
+    argv = ["--ckpt", str(char_run[0]), "--max-new-tokens", "3", "--seed", str(2**64 - 1),
+            "--top-k", str(10**30)]
+    assert generate.main(argv, out=io.StringIO(), err=io.StringIO()) == 0
+
+
+def test_a_run_folder_that_is_a_file_or_lacks_a_checkpoint_is_a_one_line_error(char_run, tmp_path):
+    err = io.StringIO()
+    ckpt = char_run[0] / "ckpt.pt"
+    assert generate.main(["--ckpt", str(ckpt)], out=io.StringIO(), err=err) == 2
+    assert err.getvalue() == (f"error: --ckpt takes the run folder train.py wrote, not a file: "
+                              f"{ckpt}; try --ckpt {char_run[0]}\n")
+    err = io.StringIO()
+    assert generate.main(["--ckpt", str(tmp_path)], out=io.StringIO(), err=err) == 2
+    assert err.getvalue().startswith(f"error: no checkpoint at {tmp_path / 'ckpt.pt'}")
+    assert err.getvalue().count("\n") == 1
+
+
+def test_ctrl_c_while_loading_prints_one_line_and_exits_130(char_run, monkeypatch):
+    def interrupted(*args):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(generate, "load_run", interrupted)
+    err = io.StringIO()
+    try:
+        code = generate.main(["--ckpt", str(char_run[0])], out=io.StringIO(), err=err)
+    except KeyboardInterrupt:  # escaping, it would stop the whole test session
+        pytest.fail("KeyboardInterrupt escaped generate.main")
+    assert code == 130 and err.getvalue() == "interrupted\n"
+
+
+def test_ctrl_c_while_sampling_stops_a_real_process_without_a_traceback(char_run):
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    proc = subprocess.Popen([sys.executable, "generate.py", "--ckpt", str(char_run[0]),
+                             "--max-new-tokens", str(10**9)], cwd=ROOT, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        assert os.read(proc.stdout.fileno(), 1)  # the prompt: main() is running
+        proc.send_signal(signal.SIGINT)
+        _, stderr = proc.communicate(timeout=60)
+    finally:
+        proc.kill()
+    assert proc.returncode == 130 and stderr.decode() == "interrupted\n"
 
 
 def test_the_default_run_folder_comes_from_the_default_config(tmp_path):

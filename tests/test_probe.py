@@ -279,3 +279,31 @@ def test_multi_token_candidates_with_leading_spaces_sum_their_tokens_in_a_real_g
     cat, dog = row[:, [3, 4, 5]].sum(-1), row[:, [12, 13, 14]].sum(-1)  # " c" a t, " D" O G
     assert cs.scores[0, 0, :, 0].tolist() == pytest.approx(cat.tolist())
     assert cs.scores[0, 0, :, 1].tolist() == pytest.approx(dog.tolist())
+
+
+def test_query_words_that_are_not_pronouns_are_noted_in_the_result_and_the_report():
+    # "so" as the query: caps still "finds" the capitalised candidate every time, but that is
+    # not coreference, and the report must not let it pass for it.
+    odd = [item("the DOG saw the cat so it ran.", "DOG", "cat", pronoun="so"),
+           item("the cow saw the PIG so it ran.", "PIG", "cow", pronoun="so"),
+           item("the HEN saw the ox, then it ran.", "HEN", "ox", pronoun="then")]
+    r = run_probe(MODEL, TOKENIZER, [*odd, TEST[0]], permutations=10)
+    assert r["best_head"]["test"] == 1.0  # what a silent report would show
+    assert r["notes"] == ["the query words of 3 of 4 examples are not pronouns ('so', 'then'); "
+                          "for those the probe measures where that word looks, not how a pronoun "
+                          "finds its antecedent"]
+    assert json.loads(json.dumps(r))["notes"] == r["notes"]
+    assert "Note: the query words of 3 of 4 examples are not pronouns" in format_report(r)
+
+
+def test_the_note_quotes_a_few_words_and_ignores_case(result):
+    assert result["notes"] == [] and "are not pronouns" not in format_report(result)
+    capital = item("the DOG saw the cat so It ran.", "DOG", "cat", pronoun="It")
+    assert run_probe(MODEL, TOKENIZER, [capital, *TEST], permutations=10)["notes"] == []
+    odd = [item("the DOG saw the cat so it ran.", "DOG", "cat", pronoun="so"),
+           item("the HORSE saw the cat so it ran.", "HORSE", "cat", pronoun="saw"),
+           item("the cow saw the PIG so it ran.", "cow", "PIG", pronoun="so"),
+           item("the eel saw the bee so it ran.", "eel", "bee", pronoun="the"),
+           item("the eel saw the bee so it ran.", "eel", "bee", pronoun="bee")]
+    [note] = run_probe(MODEL, TOKENIZER, odd, permutations=10)["notes"]
+    assert "5 of 5 examples are not pronouns ('so', 'saw', 'the', ...)" in note

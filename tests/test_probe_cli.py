@@ -2,6 +2,8 @@
 
 import io
 import json
+import os
+import stat
 
 import pytest
 
@@ -61,3 +63,60 @@ def test_attention_html_writes_a_self_contained_page(run_folder, tmp_path):
 def test_probe_and_page_errors_are_one_line(run_folder, argv, fragment):
     code, _, err = call("--ckpt", run_folder, *argv)
     assert code == 2 and err.count("\n") == 1 and fragment in err, err
+
+
+MINE = {"text": "The king saw the bell because it rang.", "pronoun": [30, 32],
+        "antecedent": [17, 21], "distractors": [[4, 8]]}
+
+
+def test_a_query_word_that_is_not_a_pronoun_is_noted_in_report_and_json(run_folder, tmp_path):
+    path = tmp_path / "mine.jsonl"
+    path.write_text(json.dumps(MINE) + "\n" + json.dumps({**MINE, "pronoun": [22, 29]}) + "\n")
+    note = "the query words of 1 of 2 examples are not pronouns ('because')"
+    code, out, _ = call("--ckpt", run_folder, "--probe", path, "--permutations", "5")
+    assert code == 0 and f"Note: {note}" in out
+    code, out, _ = call("--ckpt", run_folder, "--probe", path, "--permutations", "5", "--json")
+    assert code == 0 and json.loads(out)["notes"][0].startswith(note)
+
+
+def test_a_probe_file_that_is_a_folder_or_empty_is_a_one_line_error(run_folder, tmp_path):
+    code, _, err = call("--ckpt", run_folder, "--probe", tmp_path)
+    assert code == 2 and err == f"error: cannot read {tmp_path}: Is a directory\n"
+    (tmp_path / "empty.jsonl").write_text("\n")
+    code, _, err = call("--ckpt", run_folder, "--probe", tmp_path / "empty.jsonl")
+    assert code == 2 and err == f"error: {tmp_path / 'empty.jsonl'} holds no examples; " \
+                                "write one JSON object per line\n"
+
+
+def html_error(run_folder, target):
+    code, out, err = call("--ckpt", run_folder, "--attention", "--html", target)
+    assert code == 2 and err.count("\n") == 1 and err.startswith("error: ") and str(target) in err
+    assert "wrote" not in out
+    return err
+
+
+def test_html_to_a_folder_is_a_one_line_error_and_the_folder_is_untouched(run_folder, tmp_path):
+    (tmp_path / "page").mkdir()
+    (tmp_path / "page" / "keep.txt").write_text("mine")
+    assert "it is a folder" in html_error(run_folder, tmp_path / "page")
+    assert [p.name for p in tmp_path.iterdir()] == ["page"]  # no temp file left behind
+    assert [p.name for p in (tmp_path / "page").iterdir()] == ["keep.txt"]
+
+
+def test_html_to_a_fifo_is_a_one_line_error_and_the_fifo_stays_a_fifo(run_folder, tmp_path):
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    assert "not a regular file" in html_error(run_folder, fifo)
+    assert stat.S_ISFIFO(os.stat(fifo).st_mode) and [p.name for p in tmp_path.iterdir()] == ["pipe"]
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self"), reason="needs Linux's /proc")
+def test_html_to_a_read_only_place_is_a_one_line_error(run_folder):
+    # chmod cannot make a folder read-only for root; /proc refuses new files even to root.
+    assert "could not write" in html_error(run_folder, "/proc/tinygpt-maps.html")
+
+
+def test_html_under_a_file_is_a_one_line_error(run_folder, tmp_path):
+    (tmp_path / "notes.txt").write_text("mine")
+    assert "is a file, not a folder" in html_error(run_folder, tmp_path / "notes.txt" / "maps.html")
+    assert (tmp_path / "notes.txt").read_text() == "mine"

@@ -9,7 +9,7 @@ from data.pronoun_words import (
 )
 from data.pronouns import (
     ATTENTION_EXAMPLES, Example, corpus_text, examples, iter_examples, read_jsonl, split_of,
-    write_jsonl,
+    validate_example, write_jsonl,
 )
 
 WORD = re.compile(r"[A-Za-z]+")
@@ -163,6 +163,16 @@ GOOD = {"text": "The king saw the bell because it rang.", "pronoun": [30, 32],
     (json.dumps({**GOOD, "distractors": [[18, 25]]}), "overlap"),
     (json.dumps({**GOOD, "pronoun": [30.0, 32]}), "pair of integers"),
     (json.dumps({**GOOD, "distractors": [4, 8]}), "[start, end] lists"),
+    # A causal model at the pronoun sees nothing after it: such a candidate cannot be scored.
+    (json.dumps({**GOOD, "distractors": [[4, 8], [33, 37]]}),
+     '"distractors[1]" [33, 37] comes after the pronoun [30, 32]'),
+    (json.dumps({**GOOD, "antecedent": [33, 37]}), '"antecedent" [33, 37] comes after the pronoun'),
+    # The pronoun is exactly one word: not part of one, not two, not with its space.
+    (json.dumps({**GOOD, "pronoun": [30, 31]}), "covers 'i', which is not one whole word"),
+    (json.dumps({**GOOD, "pronoun": [30, 37]}), "covers 'it rang', which is not one whole word"),
+    (json.dumps({**GOOD, "pronoun": [29, 32]}), "covers ' it', which is not one whole word"),
+    (json.dumps({**GOOD, "text": "The king saw the bell, then hit.", "pronoun": [29, 31]}),
+     "covers 'it', which is not one whole word"),  # the "it" of "hit"
 ])
 def test_read_jsonl_errors_name_file_and_line(tmp_path, bad_line, message):
     path = tmp_path / "mine.jsonl"
@@ -170,6 +180,27 @@ def test_read_jsonl_errors_name_file_and_line(tmp_path, bad_line, message):
     with pytest.raises(ValueError, match=re.escape(message)) as err:
         read_jsonl(path)
     assert f"{path}, line 2" in str(err.value)
+
+
+def test_read_jsonl_names_a_file_that_is_not_utf8(tmp_path):
+    path = tmp_path / "latin1.jsonl"
+    path.write_bytes(json.dumps(GOOD).encode() + b"\n" + "caf\u00e9".encode("latin-1") + b"\n")
+    with pytest.raises(ValueError, match=f"{re.escape(str(path))} is not UTF-8 text"):
+        read_jsonl(path)
+
+
+def test_every_built_in_example_passes_validation(labelled):
+    for split in labelled.values():
+        for example in split:
+            validate_example(example)
+
+
+def test_a_query_word_that_is_not_a_pronoun_is_allowed(tmp_path):
+    # The probe's report notes it (tests/test_probe.py); refusing it would stop --word studies.
+    path = tmp_path / "mine.jsonl"
+    path.write_text(json.dumps({**GOOD, "pronoun": [22, 29]}) + "\n"  # "because"
+                    + json.dumps({**GOOD, "text": "The king saw the bell because It rang."}) + "\n")
+    assert [span_text(ex, ex.pronoun) for ex in read_jsonl(path)] == ["because", "It"]
 
 
 def test_read_jsonl_accepts_a_hand_written_file(tmp_path):

@@ -22,16 +22,6 @@ from training.optim import lr_at
 ROOT = Path(__file__).resolve().parent.parent
 
 
-@pytest.fixture(scope="module")
-def corpus(tmp_path_factory):
-    """A small deterministic text and a shared data cache, so data is prepared once."""
-    d = tmp_path_factory.mktemp("corpus")
-    words = "the cat sat on a mat while one dog ran to the old red barn and it barked".split()
-    lines = [" ".join(words[(i * 7 + j * 3) % len(words)] for j in range(9)) + "." for i in range(400)]
-    (d / "text.txt").write_text("\n".join(lines) + "\n")
-    return d
-
-
 def tiny_config(corpus, out_dir, *overrides):
     return load_config(None, [
         f"out_dir={out_dir}", f"data.source={corpus / 'text.txt'}", f"data.cache_dir={corpus / 'cache'}",
@@ -126,7 +116,7 @@ def test_non_finite_loss_stops_and_keeps_last_good_checkpoint(corpus, tmp_path, 
         return loss * float("nan") if calls["n"] > 12 + 4 else loss
 
     monkeypatch.setattr(loop, "lm_loss", failing_after_12_steps)
-    with pytest.raises(TrainingStopped, match="last good checkpoint"):
+    with pytest.raises(TrainingStopped, match="the checkpoint of step 10 in .* is intact"):
         train(tiny_config(corpus, out))
     ckpt = load_checkpoint(out)
     assert ckpt["step"] == 10 and all(torch.isfinite(v).all() for v in ckpt["model"].values())
@@ -162,7 +152,7 @@ def test_failed_save_leaves_the_old_file_and_no_temp(tmp_path, monkeypatch):
         raise OSError("disk full")
 
     monkeypatch.setattr(torch, "save", broken_save)
-    with pytest.raises(OSError):
+    with pytest.raises(ValueError, match="disk full; the previous file is untouched"):
         atomic_save({"i": 2}, path)
     monkeypatch.undo()
     assert load_checkpoint(path) == {"i": 1} and [p.name for p in tmp_path.iterdir()] == ["ckpt.pt"]
@@ -174,27 +164,63 @@ def write_yaml(config, path):
     return path
 
 
-def test_ctrl_c_saves_and_the_same_command_resumes(corpus, tmp_path):
-    out = tmp_path / "run"
-    cfg = write_yaml(tiny_config(corpus, out, "train.max_iters=100000", "train.log_interval=1"), tmp_path / "c.yaml")
+def start_training(cfg):
     # A shell that starts jobs in the background (nohup ... &, some CI runners) leaves SIGINT
     # ignored, and Python then never raises KeyboardInterrupt; a terminal's Ctrl-C is the default.
-    proc = subprocess.Popen([sys.executable, "train.py", str(cfg)], cwd=ROOT, stdout=subprocess.PIPE,
+    return subprocess.Popen([sys.executable, "train.py", str(cfg)], cwd=ROOT, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True,
                             preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+
+
+def wait_for_metrics(out, proc):
     deadline = time.time() + 60
     while time.time() < deadline and not ((out / "metrics.jsonl").exists() and (out / "metrics.jsonl").read_text()):
-        time.sleep(0.2)
-    proc.send_signal(signal.SIGINT)
+        assert proc.poll() is None, proc.communicate()
+        time.sleep(0.1)
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_ctrl_c_or_sigterm_saves_and_the_same_command_resumes(corpus, tmp_path, sig):
+    out = tmp_path / "run"
+    cfg = write_yaml(tiny_config(corpus, out, "train.max_iters=100000", "train.log_interval=1"), tmp_path / "c.yaml")
+    proc = start_training(cfg)
+    wait_for_metrics(out, proc)
+    proc.send_signal(sig)
     stdout, stderr = proc.communicate(timeout=60)
     assert proc.returncode == 130, stderr
-    assert "interrupted: checkpoint of step" in stdout and "Traceback" not in stderr
+    assert f"interrupted ({sig.name}): checkpoint of step" in stdout and "Traceback" not in stderr
     step = load_checkpoint(out)["step"]
     assert step >= 1
     r = subprocess.run([sys.executable, "train.py", str(cfg), f"train.max_iters={step + 2}"], cwd=ROOT,
                        capture_output=True, text=True, timeout=120)
     assert r.returncode == 0 and f"resuming from step {step}" in r.stdout
     assert load_checkpoint(out)["step"] == step + 2
+
+
+def test_two_quick_ctrl_c_quit_without_saving_and_say_so(corpus, tmp_path):
+    out = tmp_path / "run"
+    # Evaluating every step keeps checkpoints coming; the second Ctrl-C must not tear one.
+    cfg = write_yaml(tiny_config(corpus, out, "train.max_iters=100000", "train.log_interval=1",
+                                 "train.eval_interval=1"), tmp_path / "c.yaml")
+    proc = start_training(cfg)
+    wait_for_metrics(out, proc)
+    proc.send_signal(signal.SIGINT)
+    proc.send_signal(signal.SIGINT)
+    stdout, stderr = proc.communicate(timeout=60)
+    assert proc.returncode == 130 and "Traceback" not in stderr, stderr
+    assert ("stopped without saving; the checkpoint of step" in stdout
+            or "interrupted (SIGINT): checkpoint of step" in stdout), stdout  # the save may win the race
+    load_checkpoint(out)  # whole either way
+    assert not [p for p in out.iterdir() if p.name.endswith(".tmp")]
+
+
+def test_ctrl_c_during_start_up_is_one_line(corpus, tmp_path):
+    cfg = write_yaml(tiny_config(corpus, tmp_path / "run"), tmp_path / "c.yaml")
+    proc = start_training(cfg)
+    time.sleep(1.0)  # inside main(), still importing torch
+    proc.send_signal(signal.SIGINT)
+    stdout, stderr = proc.communicate(timeout=60)
+    assert proc.returncode == 130 and "Traceback" not in stderr, stderr
 
 
 def test_torchrun_two_processes_match_one_process(corpus, tmp_path):
@@ -214,6 +240,31 @@ def test_torchrun_two_processes_match_one_process(corpus, tmp_path):
         for key in ("loss", "train_loss", "val_loss"):
             if key in ra:
                 assert rb[key] == pytest.approx(ra[key], abs=1e-4), (ra["step"], key)
+
+
+def test_prepare_only_then_torchrun_with_fewer_eval_batches_than_processes(corpus, tmp_path):
+    # A fresh cache: local rank 0 prepares while rank 1 waits; then eval_iters=1 leaves rank 1
+    # without an eval batch, which must not hang a collective.
+    cache = tmp_path / "cache"
+    cfg = write_yaml(tiny_config(corpus, tmp_path / "ddp", f"data.cache_dir={cache}", "train.grad_accum_steps=2",
+                                 "train.max_iters=6", "train.eval_interval=3", "train.eval_iters=1"),
+                     tmp_path / "ddp.yaml")
+    env = dict(os.environ, OMP_NUM_THREADS="1")
+    torchrun = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
+                "train.py", str(cfg)]
+    r = subprocess.run(torchrun, cwd=ROOT, capture_output=True, text=True, timeout=300, env=env)
+    assert r.returncode == 0, r.stderr[-2000:]
+    evals = [json.loads(line) for line in (tmp_path / "ddp" / "metrics.jsonl").read_text().splitlines()]
+    assert [e["step"] for e in evals if "val_loss" in e] == [3, 6]
+    assert len(list((cache / "prepared").iterdir())) == 1
+
+    fresh = tmp_path / "fresh-cache"
+    r = subprocess.run([sys.executable, "train.py", str(cfg), f"data.cache_dir={fresh}", "--prepare-only",
+                        f"out_dir={tmp_path / 'unused'}"], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    prepared = next((fresh / "prepared").iterdir())
+    assert f"in {prepared}" in r.stdout and (prepared / "meta.json").exists()
+    assert not (tmp_path / "unused").exists()  # preparing writes no run folder
 
 
 def test_full_val_loss_averages_every_window_of_the_val_split(corpus, tmp_path):

@@ -1,10 +1,18 @@
-"""The training loop: one visible function, `train(config)`, on one process or under torchrun."""
+"""The training loop: `train(config)`, on one process or under torchrun.
+
+`train` reads as the steps of a run: prepare the data, check what the run folder holds, build the
+model and optimizer (resuming if there is a checkpoint), then loop over `train_step`, logging
+(`log_progress`), evaluating and saving (`evaluate_and_save`), and close with `finish`. The parts
+that stay fixed for a run travel in `Job`; the counters that change travel in `Progress`.
+"""
 
 import contextlib
 import math
-import shutil
+import signal
+import sys
+import threading
 import time
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import numpy as np
@@ -16,12 +24,16 @@ from tqdm import tqdm
 
 from configs.schema import to_yaml
 from data.loader import get_batch
-from data.prepare import prepare
+from data.prepare import Prepared, prepare
 from model.checkpoint import CKPT_NAME, atomic_save, load_checkpoint
 from model.gpt import GPT, GPTConfig, lm_loss
+from storage.atomic import clean_stale_temps, write_atomic
+from storage.lock import folder_lock
 from training.optim import lr_at, make_optimizer
 from training.report import Metrics, plot_losses, summary
-from training.runtime import all_sum, peak_flops, setup_runtime, teardown
+from training.resume import (FORCE_HINT, check_resume, data_fingerprint, load_optimizer_state,
+                             load_scaler_state)
+from training.runtime import Runtime, all_sum, mfu, peak_flops, setup_runtime, teardown
 
 
 class TrainingStopped(RuntimeError):
@@ -38,9 +50,346 @@ def micro_batch_generator(seed, step, micro):
     return torch.Generator().manual_seed((seed * 1_000_003 + step) * 65_537 + micro)
 
 
+def dropout_seed(seed, step, rank):
+    """The seed of the default generators (CPU and every GPU) for step `step` on process `rank`.
+
+    Reseeding every step makes dropout a function of (seed, step, rank): a resumed run draws the
+    same masks as an uninterrupted one on any device, with no RNG state to save, and processes
+    never share masks."""
+    return ((seed * 1_000_003 + step) * 8_191 + rank) % (1 << 63)
+
+
+@dataclass
+class Job:
+    """What stays fixed while a run trains."""
+
+    config: object
+    rt: Runtime
+    prepared: Prepared
+    raw_model: GPT  # the plain module: evaluation and checkpoints use it
+    model: torch.nn.Module  # what the training step calls: maybe compiled, maybe DDP-wrapped
+    optimizer: torch.optim.Optimizer
+    scaler: torch.amp.GradScaler
+    fingerprint: dict
+    metrics: Metrics | None  # rank 0 only
+    peak: float | None  # FLOP/s of one process at 100% MFU (None: unknown)
+
+    @property
+    def out_dir(self):
+        return Path(self.config.out_dir)
+
+
+@dataclass
+class Progress:
+    """The counters that change while a run trains."""
+
+    step: int
+    start_step: int
+    best_val: float = math.inf
+    saved_step: int | None = None  # the step of the checkpoint on disk, if any
+    final: dict | None = None  # the last evaluation
+    loss_sum: torch.Tensor | None = None  # training loss summed on the device since the last log
+    last_log_step: int = 0
+    last_log_time: float = 0.0
+    paused: float = 0.0  # seconds spent evaluating since the last log line
+    started: float = 0.0
+
+
+def train(config, force=False, stop_after=None):
+    """Train as `config` says; return a dict describing the finished run.
+
+    force: start over in out_dir even if it holds a checkpoint (it is replaced).
+    stop_after: stop (saving a checkpoint) after this many steps, as an interruption would.
+    """
+    rt = setup_runtime(config.train.device, config.train.dtype)
+    try:
+        # Rank 0 alone writes the run folder, so it alone holds the folder's lock.
+        with folder_lock(config.out_dir, "training run") if rt.is_main else contextlib.nullcontext():
+            if rt.is_main:
+                clean_stale_temps(config.out_dir)  # leftovers of a killed writer; the lock keeps live ones away
+            return _train(config, rt, force, stop_after)
+    finally:
+        teardown(rt)
+
+
+def _train(config, rt, force, stop_after):
+    t = config.train
+    if t.grad_accum_steps % rt.world_size:
+        raise ValueError(
+            f"train.grad_accum_steps ({t.grad_accum_steps}) must be a multiple of the number of "
+            f"processes ({rt.world_size}): each process runs an equal share of the micro-batches")
+    prepared = prepare_data(config, rt)
+    job, progress = build(config, rt, prepared, resume_checkpoint(config, rt, prepared, force))
+    bar = tqdm(total=t.max_iters, initial=progress.step, desc="train", unit="step",
+               disable=not rt.is_main, dynamic_ncols=True, mininterval=0.5, file=sys.stderr)
+    with StopRequests() as stop:
+        try:
+            while progress.step < t.max_iters:
+                torch.manual_seed(dropout_seed(config.seed, progress.step, rt.rank))
+                train_step(job, progress)
+                bar.update(1)
+                if progress.step % t.log_interval == 0 or progress.step == t.max_iters:
+                    log_progress(job, progress, bar)
+                if progress.step % t.eval_interval == 0 or progress.step == t.max_iters:
+                    evaluate_and_save(job, progress)
+                stopping = stop_after is not None and progress.step - progress.start_step >= stop_after
+                if (stop.signal or stopping) and progress.step < t.max_iters:
+                    bar.close()
+                    if progress.saved_step != progress.step:
+                        save(job, progress)
+                    break
+        except KeyboardInterrupt:  # a second Ctrl-C or SIGTERM: out at once
+            bar.close()
+            _say(rt, f"\nstopped without saving; {_checkpoint_state(job, progress)}")
+            raise
+        finally:
+            bar.close()
+    if stop.signal and progress.step < t.max_iters:
+        _say(rt, f"\ninterrupted ({stop.signal}): checkpoint of step {progress.step} saved in "
+                 f"{job.out_dir}; run the same command to resume")
+        raise KeyboardInterrupt
+    if progress.step < t.max_iters:
+        return {"step": progress.step, "stopped": True}
+    return finish(job, progress)
+
+
+def _say(rt, message):
+    if rt.is_main:
+        print(message, flush=True)
+
+
+def _checkpoint_state(job, progress):
+    if progress.saved_step is None:
+        return f"no checkpoint was written to {job.out_dir}"
+    return f"the checkpoint of step {progress.saved_step} in {job.out_dir} is intact"
+
+
+class StopRequests:
+    """Ctrl-C (SIGINT) or SIGTERM (what schedulers and `docker stop` send) asks the loop to stop
+    at the end of the current step and save; a second one stops at once, without saving."""
+
+    def __init__(self):
+        self.signal = None
+        self._old = {}
+
+    def _handle(self, signum, frame):
+        if self.signal:
+            raise KeyboardInterrupt
+        self.signal = signal.Signals(signum).name
+        print(f"\n{self.signal}: saving a checkpoint after this step (again to quit without saving)",
+              file=sys.stderr, flush=True)
+
+    def __enter__(self):
+        if threading.current_thread() is threading.main_thread():
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                self._old[sig] = signal.signal(sig, self._handle)
+        return self
+
+    def __exit__(self, *exc):
+        for sig, handler in self._old.items():
+            signal.signal(sig, handler)
+        return False
+
+
+def prepare_corpus(config):
+    """The config's corpus, tokenised (or found already prepared) in data.cache_dir."""
+    kind = config.tokenizer.kind
+    return prepare(config.data.source, kind, config.tokenizer.vocab_size if kind == "bpe" else None,
+                   config.data.val_fraction, config.data.cache_dir, config.model.block_size)
+
+
+def prepare_data(config, rt):
+    """Under torchrun, one process per node (local rank 0) prepares while the others wait, then
+    they find it in the cache; nodes without a shared filesystem each prepare their own."""
+    if rt.ddp and rt.local_rank != 0:
+        dist.barrier()
+    prepared = prepare_corpus(config)
+    if rt.ddp and rt.local_rank == 0:
+        dist.barrier()
+    return prepared
+
+
+def resume_checkpoint(config, rt, prepared, force):
+    """The checkpoint to continue from (None: start fresh), once every check has passed."""
+    t, ckpt_path = config.train, Path(config.out_dir) / CKPT_NAME
+    if force or not ckpt_path.exists():
+        return None
+    if t.resume == "never":
+        raise ValueError(f"{ckpt_path} exists and train.resume=never; {FORCE_HINT}")
+    ckpt = load_checkpoint(ckpt_path, map_location=rt.device)
+    changes = check_resume(ckpt, asdict(config), asdict(_model_config(config, prepared)),
+                           data_fingerprint(prepared), config.out_dir)
+    _say(rt, f"resuming from step {ckpt['step']} of {ckpt_path}"
+             + (f"; from the new config: {', '.join(changes)}" if changes else ""))
+    return ckpt
+
+
+def _model_config(config, prepared):
+    return GPTConfig(vocab_size=prepared.tokenizer.vocab_size, **asdict(config.model))
+
+
+def build(config, rt, prepared, ckpt):
+    """The model, optimizer and loss scaler, fresh or from `ckpt`; the run folder's files."""
+    t = config.train
+    torch.manual_seed(config.seed)  # the same initial weights on every process
+    raw_model = GPT(_model_config(config, prepared)).to(rt.device)
+    optimizer = make_optimizer(raw_model, t.optimizer, t.lr, t.weight_decay, (t.beta1, t.beta2),
+                               rt.device.type, t.muon_lr, t.muon_momentum)
+    scaler = torch.amp.GradScaler(rt.device.type, enabled=rt.dtype == torch.float16)
+    progress = Progress(step=0, start_step=0)
+    if ckpt is not None:
+        raw_model.load_state_dict(ckpt["model"])
+        load_optimizer_state(optimizer, ckpt["optimizer"])
+        note = load_scaler_state(scaler, ckpt.get("scaler", {}))
+        if note:
+            _say(rt, f"note: {note}")
+        progress = Progress(step=ckpt["step"], start_step=ckpt["step"], best_val=ckpt["best_val_loss"],
+                            saved_step=ckpt["step"])
+    else:
+        _say(rt, f"training from scratch into {config.out_dir}")
+    progress.last_log_step = progress.step
+    progress.last_log_time = progress.started = time.perf_counter()
+    progress.loss_sum = torch.zeros((), device=rt.device)  # summed on the device: no sync per step
+    model = torch.compile(raw_model) if t.compile else raw_model
+    if rt.ddp:
+        # The buffers (causal mask, positions) are constants: broadcasting them every step is waste.
+        model = DDP(model, device_ids=[rt.device.index] if rt.device.type == "cuda" else None,
+                    broadcast_buffers=False)
+    metrics, peak = None, None
+    if rt.is_main:
+        if progress.step < t.max_iters:
+            write_run_files(config, prepared, Path(config.out_dir))
+        metrics = Metrics(Path(config.out_dir) / "metrics.jsonl", resume_step=progress.step if ckpt else None)
+        peak = peak_flops(rt.device, t.peak_flops)
+        if peak is None:
+            print(f"note: no peak FLOP/s known for {rt.device}; MFU is shown as n/a until you set "
+                  "train.peak_flops", file=sys.stderr)
+    _say(rt, f"{raw_model.num_params():,} parameters; {prepared.meta['train_tokens']:,} train tokens; "
+             f"device {rt.device}, {str(rt.dtype).removeprefix('torch.')}, {rt.world_size} process(es)")
+    job = Job(config, rt, prepared, raw_model, model, optimizer, scaler, data_fingerprint(prepared),
+              metrics, peak)
+    return job, progress
+
+
+def write_run_files(config, prepared, out_dir):
+    """What generation needs besides the checkpoint: the config, meta.json and the tokenizer."""
+    write_atomic(out_dir / "config.yaml", to_yaml(config))
+    for name in ("meta.json", prepared.meta["tokenizer_file"]):
+        write_atomic(out_dir / name, (prepared.dir / name).read_bytes())
+
+
+def train_step(job, progress):
+    """One optimizer step: the process's share of the micro-batches, clipping, the update."""
+    config, rt, t = job.config, job.rt, job.config.train
+    lr = lr_at(progress.step, t.lr, t.min_lr, t.warmup_iters, t.max_iters)
+    for group in job.optimizer.param_groups:  # every group follows the schedule's shape
+        group["lr"] = group["peak_lr"] * lr / t.lr
+    accum = t.grad_accum_steps // rt.world_size
+    for a in range(accum):
+        g = micro_batch_generator(config.seed, progress.step, rt.rank * accum + a)
+        x, y = get_batch(job.prepared.train_path, job.prepared.meta["dtype"], t.batch_size,
+                         config.model.block_size, rt.device, g)
+        # Under DDP, gradients are all-reduced only on the last micro-batch of a step.
+        sync = not rt.ddp or a == accum - 1
+        with contextlib.nullcontext() if sync else job.model.no_sync():
+            with rt.autocast():
+                loss = lm_loss(job.model(x), y) / accum
+            job.scaler.scale(loss).backward()
+        progress.loss_sum += loss.detach()
+    if t.grad_clip > 0:
+        job.scaler.unscale_(job.optimizer)
+        torch.nn.utils.clip_grad_norm_(job.raw_model.parameters(), t.grad_clip)
+    job.scaler.step(job.optimizer)
+    job.scaler.update()
+    job.optimizer.zero_grad(set_to_none=True)
+    progress.step += 1
+
+
+def log_progress(job, progress, bar):
+    """The mean training loss, learning rate, tokens/s and MFU since the last log line."""
+    rt, t, step = job.rt, job.config.train, progress.step
+    steps = step - progress.last_log_step
+    loss = (all_sum(progress.loss_sum, rt) / (rt.world_size * steps)).item()
+    progress.loss_sum.zero_()
+    if not math.isfinite(loss):
+        raise TrainingStopped(f"loss is {loss} at step {step}; stopped, "
+                              f"{_checkpoint_state(job, progress)} (try a lower train.lr)")
+    now = time.perf_counter()
+    tokens = t.batch_size * job.config.model.block_size * t.grad_accum_steps * steps  # all processes
+    tok_s = tokens / max(now - progress.last_log_time - progress.paused, 1e-9)
+    progress.last_log_step, progress.last_log_time, progress.paused = step, now, 0.0
+    if rt.is_main:
+        lr = lr_at(step - 1, t.lr, t.min_lr, t.warmup_iters, t.max_iters)
+        util = mfu(job.raw_model.flops_per_token(), tok_s, job.peak, rt.world_size)
+        job.metrics.log(step=step, loss=loss, lr=lr, tokens_per_sec=tok_s, mfu=util)
+        shown = "n/a" if util is None else f"{util:.1%}"
+        bar.set_postfix_str(f"loss {loss:.4f} lr {lr:.2e} {tok_s:,.0f} tok/s MFU {shown}")
+
+
+def evaluate_and_save(job, progress):
+    """Train and val loss on fixed batches, logged; then a checkpoint."""
+    started = time.perf_counter()
+    final = evaluate(job.raw_model, job.prepared, job.config, job.rt)
+    if not all(math.isfinite(v) for v in final.values()):
+        raise TrainingStopped(f"eval loss is not finite at step {progress.step}; stopped, "
+                              f"{_checkpoint_state(job, progress)} (try a lower train.lr)")
+    progress.best_val = min(progress.best_val, final["val_loss"])
+    final.update(val_ppl=math.exp(min(final["val_loss"], 50)),
+                 val_bpb=bits_per_byte(final["val_loss"], job.prepared.meta))
+    progress.final = final
+    if job.rt.is_main:
+        job.metrics.log(step=progress.step, **final)
+    save(job, progress)
+    progress.paused += time.perf_counter() - started  # tokens/s measures training, not evaluation
+
+
+def save(job, progress):
+    """Write the checkpoint (rank 0). Non-finite weights are never saved over a good checkpoint."""
+    if not job.rt.is_main:
+        return
+    if not all(torch.isfinite(p).all() for p in job.raw_model.parameters()):
+        raise TrainingStopped(f"weights are not finite at step {progress.step}; "
+                              f"{_checkpoint_state(job, progress)}")
+    try:
+        atomic_save({
+            "model": job.raw_model.state_dict(), "optimizer": job.optimizer.state_dict(),
+            "scaler": job.scaler.state_dict(), "step": progress.step, "best_val_loss": progress.best_val,
+            "model_config": asdict(job.raw_model.config), "config": asdict(job.config),
+            "data": job.fingerprint,
+        }, job.out_dir / CKPT_NAME)
+    except ValueError as e:  # the disk is full, the folder went read-only, ...
+        raise TrainingStopped(f"{e}") from None
+    progress.saved_step = progress.step
+
+
+def finish(job, progress):
+    """The loss on the whole val split, loss.png and the closing summary."""
+    rt, t, final = job.rt, job.config.train, progress.final
+    seconds = time.perf_counter() - progress.started
+    tokens = t.batch_size * job.config.model.block_size * t.grad_accum_steps * (progress.step - progress.start_step)
+    if final is not None and t.final_full_eval:
+        final["val_loss_full"] = full_val_loss(job.raw_model, job.prepared, job.config.model.block_size,
+                                               t.batch_size, rt)
+        final["val_bpb_full"] = bits_per_byte(final["val_loss_full"], job.prepared.meta)
+        if rt.is_main:
+            job.metrics.log(step=progress.step, val_loss_full=final["val_loss_full"],
+                            val_bpb_full=final["val_bpb_full"])
+    if progress.start_step >= t.max_iters:
+        _say(rt, f"{job.out_dir} is already trained to train.max_iters={t.max_iters}; raise it to train on")
+    if rt.is_main and final is not None:
+        plot_losses(job.metrics.records(), job.out_dir / "loss.png")
+        _say(rt, summary(final, tokens, seconds, job.out_dir))
+    return {"step": progress.step, "final": final, "tokens": tokens, "seconds": seconds,
+            "tokens_per_sec": tokens / max(seconds, 1e-9)}
+
+
 @torch.no_grad()
 def evaluate(model, prepared, config, rt):
-    """Mean loss over eval_iters fixed batches of each split; processes share the batches out."""
+    """Mean loss over eval_iters fixed batches of each split; processes share the batches out.
+
+    `model` is the plain module, never the DDP wrapper or the compiled one: a process may get no
+    batch at all (eval_iters < processes) and must not wait in a collective inside forward, and
+    eval mode would make torch.compile build a second graph."""
     t, block_size = config.train, config.model.block_size
     model.eval()
     out = {}
@@ -60,7 +409,7 @@ def evaluate(model, prepared, config, rt):
 @torch.no_grad()
 def full_val_loss(model, prepared, block_size, batch_size, rt):
     """Mean next-token loss over the whole val split, cut into non-overlapping block_size
-    windows (each process takes every world_size-th batch)."""
+    windows (each process takes every world_size-th batch). `model`: the plain module."""
     data = np.memmap(prepared.val_path, dtype=np.dtype(prepared.meta["dtype"]), mode="r")
     starts = np.arange((len(data) - 1) // block_size) * block_size
     total = torch.zeros((), dtype=torch.float64, device=rt.device)
@@ -80,180 +429,3 @@ def bits_per_byte(loss, meta):
     if not meta.get("val_bytes"):
         return None
     return loss / math.log(2) * meta["val_tokens"] / meta["val_bytes"]
-
-
-def train(config, force=False, stop_after=None):
-    """Train as `config` says; return a dict describing the finished run.
-
-    force: with train.resume=never, overwrite an existing checkpoint instead of refusing.
-    stop_after: stop (saving a checkpoint) after this many steps, as an interruption would.
-    """
-    rt = setup_runtime(config.train.device, config.train.dtype)
-    try:
-        return _train(config, rt, force, stop_after)
-    finally:
-        teardown(rt)
-
-
-def _train(config, rt, force, stop_after):
-    t, out_dir = config.train, Path(config.out_dir)
-    if t.grad_accum_steps % rt.world_size:
-        raise ValueError(
-            f"train.grad_accum_steps ({t.grad_accum_steps}) must be a multiple of the number of "
-            f"processes ({rt.world_size}): each process runs an equal share of the micro-batches"
-        )
-    accum = t.grad_accum_steps // rt.world_size
-    say = print if rt.is_main else (lambda *a, **k: None)
-
-    # Rank 0 prepares the data first; the others then find it in the cache.
-    if rt.ddp and not rt.is_main:
-        dist.barrier()
-    kind = config.tokenizer.kind
-    prepared = prepare(config.data.source, kind, config.tokenizer.vocab_size if kind == "bpe" else None,
-                       config.data.val_fraction, config.data.cache_dir, config.model.block_size)
-    if rt.ddp and rt.is_main:
-        dist.barrier()
-
-    gpt_config = GPTConfig(vocab_size=prepared.tokenizer.vocab_size, **asdict(config.model))
-    ckpt_path, ckpt = out_dir / CKPT_NAME, None
-    if ckpt_path.exists():
-        if t.resume == "never" and not force:
-            raise ValueError(f"{ckpt_path} exists and train.resume=never; pass --force to overwrite it, "
-                             "or choose another out_dir")
-        if t.resume == "auto":
-            ckpt = load_checkpoint(ckpt_path, map_location=rt.device)
-            if ckpt["model_config"] != asdict(gpt_config):
-                old = ckpt["model_config"]
-                diff = ", ".join(f"{k} {old.get(k)} -> {v}" for k, v in asdict(gpt_config).items() if old.get(k) != v)
-                raise ValueError(f"{ckpt_path} holds a model of another shape ({diff}); use another out_dir, "
-                                 "or train.resume=never --force to start over")
-
-    torch.manual_seed(config.seed)
-    raw_model = GPT(gpt_config).to(rt.device)
-    optimizer = make_optimizer(raw_model, t.optimizer, t.lr, t.weight_decay, (t.beta1, t.beta2),
-                               rt.device.type, t.muon_lr, t.muon_momentum)
-    scaler = torch.amp.GradScaler(rt.device.type, enabled=rt.dtype == torch.float16)
-    step, best_val = 0, math.inf
-    if ckpt is not None:
-        raw_model.load_state_dict(ckpt["model"])
-        try:
-            optimizer.load_state_dict(ckpt["optimizer"])
-        except ValueError:
-            raise ValueError(f"{ckpt_path} was trained with another optimizer (train.optimizer="
-                             f"{ckpt['config']['train']['optimizer']}); resume with that one, or use "
-                             "another out_dir") from None
-        scaler.load_state_dict(ckpt["scaler"])
-        step, best_val = ckpt["step"], ckpt["best_val_loss"]
-        torch.set_rng_state(ckpt["rng"]["torch"].cpu())
-        say(f"resuming from step {step} of {ckpt_path}")
-    else:
-        say(f"training from scratch into {out_dir}")
-    model = torch.compile(raw_model) if t.compile else raw_model
-    if rt.ddp:
-        model = DDP(model, device_ids=[rt.local_rank] if rt.device.type == "cuda" else None)
-
-    if rt.is_main:
-        out_dir.mkdir(parents=True, exist_ok=True)
-        (out_dir / "config.yaml").write_text(to_yaml(config))
-        for name in ("meta.json", prepared.meta["tokenizer_file"]):
-            shutil.copyfile(prepared.dir / name, out_dir / name)
-        metrics = Metrics(out_dir / "metrics.jsonl", resume_step=step if ckpt else None)
-    say(f"{raw_model.num_params():,} parameters; {prepared.meta['train_tokens']:,} train tokens; "
-        f"device {rt.device}, {str(rt.dtype).removeprefix('torch.')}, {rt.world_size} process(es)")
-
-    def save():
-        if not rt.is_main:
-            return
-        if not all(torch.isfinite(p).all() for p in raw_model.parameters()):
-            raise TrainingStopped(f"weights are not finite at step {step}; kept the last good checkpoint")
-        atomic_save({
-            "model": raw_model.state_dict(), "optimizer": optimizer.state_dict(),
-            "scaler": scaler.state_dict(), "step": step, "best_val_loss": best_val,
-            "model_config": asdict(gpt_config), "config": asdict(config),
-            "rng": {"torch": torch.get_rng_state()},
-        }, ckpt_path)
-
-    tokens_per_step = t.batch_size * config.model.block_size * t.grad_accum_steps
-    flops_per_token = raw_model.flops_per_token()
-    peak = peak_flops(rt.device, t.peak_flops) if rt.is_main else None
-    bar = tqdm(total=t.max_iters, initial=step, desc="train", unit="step", disable=not rt.is_main,
-               dynamic_ncols=True, mininterval=0.5)
-    start_step, final = step, None
-    loss_sum = torch.zeros((), device=rt.device)  # summed on the device: no sync per step
-    clock = last_log = time.perf_counter()
-    last_log_step = step
-    try:
-        while step < t.max_iters:
-            lr = lr_at(step, t.lr, t.min_lr, t.warmup_iters, t.max_iters)
-            for group in optimizer.param_groups:  # every group follows the schedule's shape
-                group["lr"] = group["peak_lr"] * lr / t.lr
-            for a in range(accum):
-                g = micro_batch_generator(config.seed, step, rt.rank * accum + a)
-                x, y = get_batch(prepared.train_path, prepared.meta["dtype"], t.batch_size,
-                                 config.model.block_size, rt.device, g)
-                # Under DDP, gradients are all-reduced only on the last micro-batch of a step.
-                sync = not rt.ddp or a == accum - 1
-                with contextlib.nullcontext() if sync else model.no_sync():
-                    with rt.autocast():
-                        loss = lm_loss(model(x), y) / accum
-                    scaler.scale(loss).backward()
-                loss_sum += loss.detach()
-            if t.grad_clip > 0:
-                scaler.unscale_(optimizer)
-                torch.nn.utils.clip_grad_norm_(raw_model.parameters(), t.grad_clip)
-            scaler.step(optimizer)
-            scaler.update()
-            optimizer.zero_grad(set_to_none=True)
-            step += 1
-            bar.update(1)
-
-            if step % t.log_interval == 0 or step == t.max_iters:
-                loss_value = (all_sum(loss_sum, rt) / (rt.world_size * (step - last_log_step))).item()
-                loss_sum.zero_()
-                if not math.isfinite(loss_value):
-                    raise TrainingStopped(f"loss is {loss_value} at step {step}; stopped, the last good "
-                                          f"checkpoint in {out_dir} is intact (try a lower train.lr)")
-                now = time.perf_counter()
-                tok_s = tokens_per_step * (step - last_log_step) / (now - last_log)
-                last_log, last_log_step = now, step
-                if rt.is_main:
-                    mfu = flops_per_token * tok_s / peak
-                    metrics.log(step=step, loss=loss_value, lr=lr, tokens_per_sec=tok_s, mfu=mfu)
-                    bar.set_postfix_str(f"loss {loss_value:.4f} lr {lr:.2e} {tok_s:,.0f} tok/s MFU {mfu:.1%}")
-
-            if step % t.eval_interval == 0 or step == t.max_iters:
-                final = evaluate(model, prepared, config, rt)
-                if not all(math.isfinite(v) for v in final.values()):
-                    raise TrainingStopped(f"eval loss is not finite at step {step}; stopped, the last good "
-                                          f"checkpoint in {out_dir} is intact (try a lower train.lr)")
-                best_val = min(best_val, final["val_loss"])
-                final.update(val_ppl=math.exp(min(final["val_loss"], 50)),
-                             val_bpb=bits_per_byte(final["val_loss"], prepared.meta))
-                if rt.is_main:
-                    metrics.log(step=step, **final)
-                save()
-                last_log = time.perf_counter()  # tokens/s measures training, not evaluation
-            if stop_after is not None and step - start_step >= stop_after and step < t.max_iters:
-                save()
-                bar.close()
-                return {"step": step, "stopped": True}
-    except KeyboardInterrupt:
-        bar.close()
-        save()
-        say(f"\ninterrupted: checkpoint of step {step} saved in {out_dir}; run the same command to resume")
-        raise
-    bar.close()
-    seconds = time.perf_counter() - clock
-    tokens = tokens_per_step * (step - start_step)
-    if final is not None and t.final_full_eval:
-        final["val_loss_full"] = full_val_loss(model, prepared, config.model.block_size, t.batch_size, rt)
-        final["val_bpb_full"] = bits_per_byte(final["val_loss_full"], prepared.meta)
-        if rt.is_main:
-            metrics.log(step=step, val_loss_full=final["val_loss_full"], val_bpb_full=final["val_bpb_full"])
-    if start_step >= t.max_iters:
-        say(f"{out_dir} is already trained to train.max_iters={t.max_iters}; raise it to train on")
-    if rt.is_main and final is not None:
-        plot_losses(metrics.records(), out_dir / "loss.png")
-        say(summary(final, tokens, seconds, out_dir))
-    return {"step": step, "final": final, "tokens": tokens, "seconds": seconds,
-            "tokens_per_sec": tokens / max(seconds, 1e-9)}

@@ -4,12 +4,15 @@ import json
 import math
 from pathlib import Path
 
+from storage.atomic import write_atomic
+
 
 class Metrics:
     """metrics.jsonl: one JSON object per line, each with `step`.
 
     On resume, lines from steps after the checkpoint (work the interruption threw away) are
-    dropped, so the file always describes one consistent run.
+    dropped, so the file always describes one consistent run; that rewrite is atomic
+    (storage.atomic), so a kill during it leaves the old file.
     """
 
     def __init__(self, path, resume_step=None):
@@ -23,11 +26,14 @@ class Metrics:
                     continue
                 if record.get("step", math.inf) <= resume_step:
                     lines.append(line)
-        self.path.write_text("".join(line + "\n" for line in lines))
+        write_atomic(self.path, "".join(line + "\n" for line in lines))
 
     def log(self, **record):
-        with open(self.path, "a") as f:
-            f.write(json.dumps(record) + "\n")
+        # An append, not write_atomic: rewriting the file per line would cost O(lines^2). The
+        # whole line goes in one write in append mode, so lines never interleave and a crash
+        # can tear at most the last one, which __init__ skips on resume.
+        with open(self.path, "ab") as f:
+            f.write((json.dumps(record) + "\n").encode("utf-8"))
 
     def records(self):
         return [json.loads(line) for line in self.path.read_text().splitlines()]
@@ -53,8 +59,10 @@ def plot_losses(records, png_path):
     ax.grid(alpha=0.3)
     ax.legend()
     fig.tight_layout()
-    fig.savefig(png_path)
-    plt.close(fig)
+    try:
+        write_atomic(png_path, lambda f: fig.savefig(f, format="png"))
+    finally:
+        plt.close(fig)
 
 
 def summary(final, tokens_seen, seconds, out_dir):

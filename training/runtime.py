@@ -1,18 +1,32 @@
-"""Where training runs: device, precision, and (under torchrun) the process group."""
+"""Where training runs: device, precision, (under torchrun) the process group, and the FLOP/s
+that count as 100% MFU."""
 
 import contextlib
+import datetime
 import os
+import re
 import time
 from dataclasses import dataclass
 
 import torch
 import torch.distributed as dist
 
-# Dense bf16 peaks (FLOP/s) of common GPUs, matched against torch.cuda.get_device_name().
+from model.device import pick_device, pick_dtype
+
+# Dense bf16 tensor-core peaks (FLOP/s), from the vendors' data sheets (the "without sparsity"
+# column). Matched against torch.cuda.get_device_name() as whole words, longest name first,
+# so "L40S" is not taken for "L4" and "H100 PCIe" not for "H100" (the SXM part).
 GPU_BF16_PEAK = {
-    "H200": 989e12, "H100": 989e12, "A100": 312e12, "A10G": 125e12, "L4": 121e12,
-    "L40S": 362e12, "RTX 4090": 165e12, "RTX 3090": 71e12, "V100": 125e12, "T4": 65e12,
+    "B200": 2250e12, "H200 NVL": 835e12, "H200": 989e12, "GH200": 989e12,
+    "H100 NVL": 835e12, "H100 PCIe": 756e12, "H100": 989e12, "H800": 989e12,
+    "A100": 312e12, "A800": 312e12, "A10G": 125e12, "A10": 125e12,
+    "L40S": 362e12, "L40": 181e12, "L4": 121e12, "RTX 6000 Ada": 364e12, "RTX A6000": 155e12,
+    "RTX 4090": 165e12, "RTX 3090": 71e12, "V100": 125e12, "T4": 65e12,  # V100/T4: fp16
 }
+
+# Waiting ranks sit in a barrier while one rank per node tokenises a corpus; the default
+# (10 minutes) is too short for a few GB. `train.py --prepare-only` before torchrun avoids it.
+PROCESS_GROUP_TIMEOUT = datetime.timedelta(hours=2)
 
 
 @dataclass
@@ -37,43 +51,25 @@ class Runtime:
         return torch.autocast(device_type=self.device.type, dtype=self.dtype)
 
 
-def pick_device(name):
-    if name != "auto":
-        return torch.device(name)
-    if torch.cuda.is_available():
-        return torch.device("cuda")
-    if getattr(torch.backends, "mps", None) and torch.backends.mps.is_available():
-        return torch.device("mps")
-    return torch.device("cpu")
-
-
-def pick_dtype(name, device):
-    """auto: bf16 autocast on CUDA GPUs that have it, fp16 (with a GradScaler) on older ones,
-    fp32 elsewhere."""
-    if name != "auto":
-        return getattr(torch, name)
-    if device.type == "cuda":
-        return torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
-    return torch.float32
+def torchrun_env(environ=os.environ):
+    """(rank, local_rank, world_size) as torchrun sets them; (0, 0, 1) for a plain process."""
+    return (int(environ.get("RANK", "0")), int(environ.get("LOCAL_RANK", "0")),
+            int(environ.get("WORLD_SIZE", "1")))
 
 
 def setup_runtime(device_name, dtype_name):
-    """Read torchrun's environment (RANK, WORLD_SIZE, LOCAL_RANK) if present and set up the
-    device, the process group (nccl on CUDA, gloo on CPU) and TF32 matmuls."""
-    world_size = int(os.environ.get("WORLD_SIZE", "1"))
-    rank, local_rank = int(os.environ.get("RANK", "0")), int(os.environ.get("LOCAL_RANK", "0"))
-    device = pick_device(device_name)
+    """Read torchrun's environment if present and set up the device (a CUDA device always with
+    its index), the process group (nccl on CUDA, gloo on CPU) and TF32 matmuls."""
+    rank, local_rank, world_size = torchrun_env()
+    device = pick_device(device_name, world_size, local_rank)
+    dtype = pick_dtype(dtype_name, device)
     if device.type == "cuda":
-        if world_size > 1:
-            device = torch.device("cuda", local_rank)
         torch.cuda.set_device(device)
         torch.backends.cuda.matmul.allow_tf32 = True
         torch.backends.cudnn.allow_tf32 = True
     if world_size > 1 and not dist.is_initialized():
-        dist.init_process_group(backend="nccl" if device.type == "cuda" else "gloo")
-    dtype = pick_dtype(dtype_name, device)
-    if device.type != "cuda" and dtype == torch.float16:
-        raise ValueError("train.dtype=float16 needs a CUDA GPU; use float32 or bfloat16 on this device")
+        dist.init_process_group(backend="nccl" if device.type == "cuda" else "gloo",
+                                timeout=PROCESS_GROUP_TIMEOUT)
     return Runtime(device, dtype, rank, local_rank, world_size)
 
 
@@ -90,27 +86,47 @@ def all_sum(value, rt):
     return value
 
 
+def gpu_peak_flops(name):
+    """The bf16 peak of the GPU called `name` (torch.cuda.get_device_name), or None if unknown."""
+    for key in sorted(GPU_BF16_PEAK, key=len, reverse=True):
+        if re.search(rf"(?<![A-Za-z0-9]){re.escape(key)}(?![A-Za-z0-9])", name, re.IGNORECASE):
+            return GPU_BF16_PEAK[key]
+    return None
+
+
 def peak_flops(device, override=None):
-    """FLOP/s taken as 100% MFU: the override, a GPU's bf16 peak from the table, or a CPU
-    fp32 matmul peak measured here and now (about a quarter of a second)."""
+    """FLOP/s of one process taken as 100% MFU: the override, a GPU's bf16 peak from the table
+    (None for a GPU the table lacks: MFU is then not shown), or on a CPU the best fp32 matmul
+    rate of several warmed-up timings."""
     if override:
         return float(override)
     if device.type == "cuda":
-        name = torch.cuda.get_device_name(device)
-        for key, flops in GPU_BF16_PEAK.items():
-            if key in name:
-                return flops
-    return measured_matmul_flops(device)
+        return gpu_peak_flops(torch.cuda.get_device_name(device))
+    if device.type == "cpu":
+        return measured_matmul_flops(device)
+    return None
 
 
-def measured_matmul_flops(device, n=512, seconds=0.25):
+def measured_matmul_flops(device, n=512, runs=7, seconds=0.04):
+    """The best of `runs` timings of n×n matmuls: a busy moment lowers a timing, and a lowered
+    peak would overstate MFU, so the fastest run is the one closest to what the machine can do."""
     a = torch.randn(n, n, device=device)
     b = torch.randn(n, n, device=device)
-    a @ b  # warm up
-    reps, start = 0, time.perf_counter()
-    while time.perf_counter() - start < seconds:
-        a @ b
-        reps += 1
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
-    return 2 * n**3 * reps / (time.perf_counter() - start)
+    for _ in range(3):
+        a @ b  # warm up: thread pool, caches
+    best = 0.0
+    for _ in range(runs):
+        reps, start = 0, time.perf_counter()
+        while time.perf_counter() - start < seconds:
+            a @ b
+            reps += 1
+        best = max(best, 2 * n**3 * reps / (time.perf_counter() - start))
+    return best
+
+
+def mfu(flops_per_token, tokens_per_sec, peak, world_size):
+    """Model FLOPs utilisation of all processes together: tokens/s counts every process's
+    tokens, so it is measured against the peak of all of them. None when the peak is unknown."""
+    if not peak:
+        return None
+    return flops_per_token * tokens_per_sec / (peak * world_size)

@@ -1,0 +1,96 @@
+"""Where a model runs and in what precision: small pure decisions, and the one place that asks
+torch what this machine has.
+
+The decisions (`resolve_device`, `choose_dtype`) take the machine's facts as arguments, so every
+case — one GPU, torchrun on several, no GPU, an old GPU — is tested on any machine, CPU included.
+`pick_device` and `pick_dtype` gather the facts and call them; training and generation both use
+these two.
+"""
+
+from dataclasses import dataclass
+
+import torch
+
+DEVICE_HELP = "use auto, cpu, cuda, cuda:N or mps"
+
+
+@dataclass(frozen=True)
+class Machine:
+    """What the decisions need to know about this machine."""
+
+    cuda_count: int = 0  # visible CUDA GPUs (0: no usable CUDA)
+    cuda_current: int = 0  # torch.cuda.current_device(): the GPU a bare "cuda" means
+    mps: bool = False
+
+    @classmethod
+    def here(cls):
+        cuda = torch.cuda.is_available()
+        mps = getattr(torch.backends, "mps", None) is not None and torch.backends.mps.is_available()
+        return cls(torch.cuda.device_count() if cuda else 0, torch.cuda.current_device() if cuda else 0, mps)
+
+
+def resolve_device(name, machine, world_size=1, local_rank=0):
+    """The torch.device for `name` ("auto", "cpu", "cuda", "cuda:N", "mps") on `machine`.
+
+    A CUDA device always comes back with an index, since torch.cuda.set_device and DDP need one:
+    under torchrun (world_size > 1) process `local_rank` takes GPU `local_rank`; alone, a bare
+    "cuda" means the current GPU. "auto" prefers cuda, then mps, then cpu. Raises ValueError,
+    one line saying what to do, for a name torch does not know, a device this machine lacks, or
+    one GPU named for several processes.
+    """
+    if name == "auto":
+        name = "cuda" if machine.cuda_count else "mps" if machine.mps else "cpu"
+    try:
+        device = torch.device(name)
+    except (RuntimeError, TypeError):
+        raise ValueError(f"unknown device {name!r}; {DEVICE_HELP}") from None
+    if device.type == "cpu":
+        return torch.device("cpu")
+    if device.type == "mps":
+        if not machine.mps:
+            raise ValueError("device mps asked for, but MPS is not available here; use cpu")
+        return device
+    if device.type != "cuda":
+        raise ValueError(f"unsupported device {name!r}; {DEVICE_HELP}")
+    if not machine.cuda_count:
+        raise ValueError(f"device {name} asked for, but no CUDA GPU is available; use cpu or auto")
+    if world_size > 1:
+        if device.index is not None:
+            raise ValueError(f"device {name} names one GPU, but torchrun started {world_size} "
+                             "processes; use cuda or auto, and each process takes its local rank's GPU")
+        index = local_rank
+    else:
+        index = machine.cuda_current if device.index is None else device.index
+    if index >= machine.cuda_count:
+        raise ValueError(f"GPU {index} asked for, but {machine.cuda_count} are visible "
+                         f"(cuda:0 .. cuda:{machine.cuda_count - 1})")
+    return torch.device("cuda", index)
+
+
+def choose_dtype(name, device_type, bf16_native=False):
+    """The autocast dtype for `name` ("auto", "float32", "bfloat16", "float16") on a device type.
+
+    auto: bf16 on CUDA GPUs that compute it natively (Ampere and newer), fp16 on older ones
+    (V100, T4: with a GradScaler), fp32 elsewhere. float16 needs CUDA (ValueError otherwise).
+    """
+    if name == "auto":
+        if device_type == "cuda":
+            return torch.bfloat16 if bf16_native else torch.float16
+        return torch.float32
+    dtype = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}.get(name)
+    if dtype is None:
+        raise ValueError(f"unknown dtype {name!r}; use auto, float32, bfloat16 or float16")
+    if dtype == torch.float16 and device_type != "cuda":
+        raise ValueError("dtype float16 needs a CUDA GPU; use float32 or bfloat16 on this device")
+    return dtype
+
+
+def pick_device(name, world_size=1, local_rank=0):
+    """resolve_device on this machine."""
+    return resolve_device(name, Machine.here(), world_size, local_rank)
+
+
+def pick_dtype(name, device):
+    """choose_dtype for `device`. Emulated bf16 does not count: on a pre-Ampere GPU it is slow."""
+    native = device.type == "cuda" and torch.cuda.is_bf16_supported(including_emulation=False)
+    return choose_dtype(name, device.type, native)

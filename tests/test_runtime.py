@@ -1,0 +1,143 @@
+"""The GPU path's decisions, tested on any machine: device, dtype, peak FLOP/s, MFU, padding,
+the loss scaler on resume, and dropout seeds."""
+
+import pytest
+import torch
+
+from model.device import Machine, choose_dtype, resolve_device
+from model.gpt import GPT, GPTConfig, lm_loss
+from model.sampling import generate
+from training.loop import dropout_seed
+from training.resume import load_scaler_state
+from training.runtime import gpu_peak_flops, mfu, torchrun_env
+
+NO_GPU = Machine()
+TWO_GPUS = Machine(cuda_count=2, cuda_current=1)
+
+
+@pytest.mark.parametrize("name, machine, world, local, expected", [
+    ("auto", NO_GPU, 1, 0, "cpu"),
+    ("auto", Machine(mps=True), 1, 0, "mps"),
+    ("auto", TWO_GPUS, 1, 0, "cuda:1"),  # a bare GPU choice is the current GPU, with its index
+    ("cuda", Machine(cuda_count=1), 1, 0, "cuda:0"),
+    ("cuda", TWO_GPUS, 1, 0, "cuda:1"),
+    ("cuda:0", TWO_GPUS, 1, 0, "cuda:0"),
+    ("auto", TWO_GPUS, 2, 1, "cuda:1"),  # torchrun: each process its local rank's GPU
+    ("cuda", TWO_GPUS, 2, 0, "cuda:0"),
+    ("cpu", TWO_GPUS, 2, 1, "cpu"),
+    ("cpu:1", NO_GPU, 1, 0, "cpu"),
+])
+def test_device_resolution_always_gives_a_cuda_device_its_index(name, machine, world, local, expected):
+    device = resolve_device(name, machine, world, local)
+    assert device == torch.device(expected)
+    if device.type == "cuda":
+        assert device.index is not None  # torch.cuda.set_device(torch.device("cuda")) raises
+
+
+@pytest.mark.parametrize("name, machine, world, local, message", [
+    ("cuda", NO_GPU, 1, 0, "no CUDA GPU is available"),
+    ("cuda:2", TWO_GPUS, 1, 0, "2 are visible"),
+    ("auto", TWO_GPUS, 4, 3, "2 are visible"),  # more processes than GPUs
+    ("cuda:1", TWO_GPUS, 2, 0, "names one GPU, but torchrun started 2"),
+    ("mps", NO_GPU, 1, 0, "MPS is not available"),
+    ("tpu", NO_GPU, 1, 0, "unknown device 'tpu'"),
+    ("cuda:x", NO_GPU, 1, 0, "unknown device"),
+    ("", NO_GPU, 1, 0, "unknown device"),
+    ("meta", NO_GPU, 1, 0, "unsupported device 'meta'"),
+])
+def test_device_resolution_errors_are_one_line(name, machine, world, local, message):
+    with pytest.raises(ValueError, match=message) as e:
+        resolve_device(name, machine, world, local)
+    assert "\n" not in str(e.value)
+
+
+def test_torchrun_environment():
+    assert torchrun_env({}) == (0, 0, 1)
+    assert torchrun_env({"RANK": "5", "LOCAL_RANK": "1", "WORLD_SIZE": "8"}) == (5, 1, 8)
+
+
+@pytest.mark.parametrize("name, device_type, native, expected", [
+    ("auto", "cuda", True, torch.bfloat16),
+    ("auto", "cuda", False, torch.float16),  # V100, T4: bf16 only emulated, so fp16 + GradScaler
+    ("auto", "cpu", False, torch.float32),
+    ("auto", "mps", False, torch.float32),
+    ("bfloat16", "cpu", False, torch.bfloat16),
+    ("float32", "cuda", True, torch.float32),
+])
+def test_dtype_choice(name, device_type, native, expected):
+    assert choose_dtype(name, device_type, native) == expected
+
+
+def test_float16_off_cuda_is_refused():
+    with pytest.raises(ValueError, match="needs a CUDA GPU"):
+        choose_dtype("float16", "cpu")
+
+
+@pytest.mark.parametrize("name, tflops", [
+    ("NVIDIA H100 80GB HBM3", 989), ("NVIDIA H100 PCIe", 756), ("NVIDIA H100 NVL", 835),
+    ("NVIDIA H200", 989), ("NVIDIA H200 NVL", 835), ("NVIDIA GH200 480GB", 989),
+    ("NVIDIA A100-SXM4-80GB", 312), ("NVIDIA A100-PCIE-40GB", 312), ("NVIDIA A10G", 125),
+    ("NVIDIA L40S", 362), ("NVIDIA L40", 181), ("NVIDIA L4", 121),
+    ("NVIDIA GeForce RTX 4090", 165), ("NVIDIA GeForce RTX 3090", 71),
+    ("Tesla V100-SXM2-16GB", 125), ("Tesla T4", 65),
+])
+def test_peak_flops_lookup_takes_the_most_specific_name(name, tflops):
+    assert gpu_peak_flops(name) == tflops * 1e12
+
+
+@pytest.mark.parametrize("name", ["NVIDIA GeForce GTX 1080", "NVIDIA L45", "Radeon RX 7900"])
+def test_an_unknown_gpu_has_no_peak(name):
+    assert gpu_peak_flops(name) is None
+
+
+def test_mfu_divides_by_every_process_peak():
+    assert mfu(100.0, 10.0, 2000.0, 1) == pytest.approx(0.5)
+    assert mfu(100.0, 20.0, 2000.0, 2) == pytest.approx(0.5)  # twice the tokens from twice the GPUs
+    assert mfu(100.0, 10.0, None, 1) is None
+
+
+def tiny_padded():
+    torch.manual_seed(0)
+    return GPT(GPTConfig(vocab_size=50, block_size=16, n_layer=1, n_head=2, n_embd=16, vocab_multiple=64)).eval()
+
+
+def test_padded_vocabulary_is_never_scored_or_sampled():
+    model = tiny_padded()
+    assert model.tok_emb.weight.shape[0] == 64 and model.config.padded_vocab_size == 64
+    with torch.no_grad():  # make the 14 padding rows win every argmax, were they scored
+        model.ln_f.bias.fill_(1.0)
+        model.lm_head.weight[50:] = 100.0
+    hidden = {}
+    model.ln_f.register_forward_hook(lambda module, inputs, output: hidden.update(h=output))
+    idx = torch.randint(0, 50, (2, 8))
+    logits = model(idx)
+    full = model.lm_head(hidden["h"])  # (2, 8, 64): what an unpadded head would return
+    assert logits.shape == (2, 8, 50) and torch.equal(logits, full[..., :50])
+    assert (full[..., 50:].amax(-1) > full[..., :50].amax(-1)).all()
+    assert lm_loss(logits, idx).item() == pytest.approx(
+        torch.nn.functional.cross_entropy(full[..., :50].flatten(0, 1), idx.flatten()).item())
+    for temperature in (0.0, 1.0):
+        out = torch.cat(list(generate(model, idx[:1, :2], 20, temperature=temperature)))
+        assert int(out.max()) < 50
+
+
+def test_unpadded_config_keeps_its_table():
+    model = GPT(GPTConfig(vocab_size=65, block_size=8, n_layer=1, n_head=1, n_embd=8))
+    assert model.tok_emb.weight.shape[0] == 65
+
+
+def test_fp16_resume_from_a_bf16_checkpoint_starts_a_fresh_scaler():
+    scaler = torch.amp.GradScaler("cpu", enabled=True)
+    bf16_state = torch.amp.GradScaler("cpu", enabled=False).state_dict()
+    assert bf16_state == {}
+    assert "starts afresh" in load_scaler_state(scaler, bf16_state)
+    assert scaler.get_scale() == 65536.0
+    trained = torch.amp.GradScaler("cpu", enabled=True, init_scale=8.0)
+    trained._lazy_init_scale_growth_tracker(torch.device("cpu"))
+    assert load_scaler_state(scaler, trained.state_dict()) is None and scaler.get_scale() == 8.0
+    assert load_scaler_state(torch.amp.GradScaler("cpu", enabled=False), trained.state_dict()) is None
+
+
+def test_dropout_seeds_differ_by_process_and_step():
+    seeds = {dropout_seed(1337, step, rank) for step in range(50) for rank in range(8)}
+    assert len(seeds) == 400 and all(0 <= s < 2**63 for s in seeds)

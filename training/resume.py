@@ -1,0 +1,109 @@
+"""What resuming a run keeps, what it takes from the new config, and what it refuses.
+
+A checkpoint means "these weights, trained this far, on this data, with this tokenizer, by this
+optimizer". Whatever would change that meaning is refused with a one-line error that names it;
+everything else is taken from the new config and listed when the run resumes:
+
+    refused   model shape (model.block_size, n_layer, n_head, n_embd, bias, vocab_multiple),
+              the data and tokenizer (compared by content: the corpus's SHA-256, the val split,
+              the tokenizer file's SHA-256), train.optimizer
+    honoured  every other key: the learning-rate schedule (lr, min_lr, warmup_iters, max_iters),
+              weight_decay, beta1, beta2, muon_lr, muon_momentum, grad_clip, batch_size,
+              grad_accum_steps, eval and log intervals, device, dtype, compile, peak_flops,
+              model.dropout, seed, data.cache_dir
+"""
+
+import hashlib
+import json
+from pathlib import Path
+
+SHAPE_KEYS = ("block_size", "n_layer", "n_head", "n_embd", "bias")
+FORCE_HINT = "use another out_dir, or pass --force to start over in this one (its checkpoint is replaced)"
+
+
+def data_fingerprint(prepared):
+    """What a run was trained on, by content: the corpus, where val starts, the tokenizer file."""
+    tokenizer_file = Path(prepared.dir) / prepared.meta["tokenizer_file"]
+    return {"source": prepared.meta["source"], "source_sha256": prepared.meta["source_sha256"],
+            "split_char": prepared.meta["split_char"], "tokenizer_kind": prepared.meta["tokenizer_kind"],
+            "tokenizer_sha256": hashlib.sha256(tokenizer_file.read_bytes()).hexdigest()}
+
+
+def recorded_fingerprint(ckpt, out_dir):
+    """The fingerprint a checkpoint recorded; for checkpoints older than that record, the one its
+    run folder's meta.json and tokenizer file give."""
+    if "data" in ckpt:
+        return ckpt["data"]
+    out_dir = Path(out_dir)
+    try:
+        meta = json.loads((out_dir / "meta.json").read_text())
+        tokenizer_bytes = (out_dir / meta["tokenizer_file"]).read_bytes()
+    except (OSError, ValueError, KeyError, TypeError):
+        raise ValueError(f"{out_dir} has a checkpoint but no readable meta.json or tokenizer file, so "
+                         f"what it was trained on is unknown; {FORCE_HINT}") from None
+    return {"source": meta.get("source"), "source_sha256": meta.get("source_sha256"),
+            "split_char": meta.get("split_char"), "tokenizer_kind": meta.get("tokenizer_kind"),
+            "tokenizer_sha256": hashlib.sha256(tokenizer_bytes).hexdigest()}
+
+
+def _flat(tree, prefix=""):
+    out = {}
+    for key, value in tree.items():
+        if isinstance(value, dict):
+            out.update(_flat(value, f"{prefix}{key}."))
+        else:
+            out[f"{prefix}{key}"] = value
+    return out
+
+
+def check_resume(ckpt, config_dict, model_config_dict, fingerprint, out_dir):
+    """ValueError (one line naming what differs) if the checkpoint cannot be continued under the
+    new config; otherwise the list of honoured keys that changed, as "key old -> new"."""
+    old_model, new_model = ckpt["model_config"], model_config_dict
+    shape = [k for k in SHAPE_KEYS if old_model.get(k) != new_model[k]]
+    old_vocab = _padded(old_model.get("vocab_size"), old_model.get("vocab_multiple", 1))
+    new_vocab = _padded(new_model["vocab_size"], new_model["vocab_multiple"])
+    if shape or old_vocab != new_vocab:
+        diff = [f"{k} {old_model.get(k)} -> {new_model[k]}" for k in shape]
+        if old_vocab != new_vocab:
+            diff.append(f"vocabulary {old_vocab} -> {new_vocab}")
+        raise ValueError(f"{out_dir} holds a model of another shape ({', '.join(diff)}); {FORCE_HINT}")
+    old_data = recorded_fingerprint(ckpt, out_dir)
+    if old_data["source_sha256"] != fingerprint["source_sha256"] or old_data["split_char"] != fingerprint["split_char"]:
+        raise ValueError(f"{out_dir} was trained on other data ({old_data['source']}, not "
+                         f"{fingerprint['source']} as now, or another val split); {FORCE_HINT}")
+    if old_data["tokenizer_sha256"] != fingerprint["tokenizer_sha256"]:
+        raise ValueError(f"{out_dir} was trained with another tokenizer ({old_data['tokenizer_kind']}, "
+                         f"now {fingerprint['tokenizer_kind']}: the files differ); {FORCE_HINT}")
+    old_cfg, new_cfg = _flat(ckpt.get("config", {})), _flat(config_dict)
+    if old_cfg.get("train.optimizer", new_cfg["train.optimizer"]) != new_cfg["train.optimizer"]:
+        raise ValueError(f"{out_dir} was trained with another optimizer (train.optimizer="
+                         f"{old_cfg['train.optimizer']}); resume with that one, or {FORCE_HINT}")
+    skip = {"out_dir", "train.resume", "data.source", "tokenizer.kind", "tokenizer.vocab_size",
+            "data.val_fraction"} | {f"model.{k}" for k in SHAPE_KEYS}
+    return [f"{key} {old_cfg[key]!r} -> {value!r}" for key, value in new_cfg.items()
+            if key not in skip and key in old_cfg and old_cfg[key] != value]
+
+
+def _padded(vocab, multiple):
+    return None if vocab is None else -(-vocab // multiple) * multiple
+
+
+def load_optimizer_state(optimizer, state):
+    """Load a checkpoint's optimizer state (moments, step counts) but keep the hyperparameters
+    (peak_lr, weight decay, betas, momentum...) the optimizer was built with from the new config:
+    load_state_dict would otherwise bring back the old ones."""
+    current = [{k: v for k, v in group.items() if k != "params"} for group in optimizer.param_groups]
+    optimizer.load_state_dict(state)
+    for group, hyper in zip(optimizer.param_groups, current):
+        group.update(hyper)
+
+
+def load_scaler_state(scaler, state):
+    """Restore the fp16 GradScaler; a note (or None) when there is nothing to restore: a
+    checkpoint trained in bf16 or fp32 has an empty state, so fp16 starts a fresh scale."""
+    if scaler.is_enabled() and not state:
+        return "the checkpoint was not trained in float16: the loss scaler starts afresh"
+    if scaler.is_enabled():
+        scaler.load_state_dict(state)
+    return None
