@@ -3,6 +3,7 @@ PYTHON ?= python3
 VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
+TEST_STAMP := $(VENV)/.installed-test
 
 .PHONY: test demo clean gpu-check
 
@@ -12,8 +13,13 @@ $(STAMP): requirements.txt
 	$(PY) -m pip install --quiet -r requirements.txt
 	@touch $(STAMP)
 
+# The tests also need pytest and the reference implementations they compare against.
+$(TEST_STAMP): $(STAMP) requirements-test.txt
+	$(PY) -m pip install --quiet -r requirements-test.txt
+	@touch $(TEST_STAMP)
+
 # pytest exits 5 when it collected no tests: that must fail loudly, never pass.
-test: $(STAMP)
+test: $(TEST_STAMP)
 	@$(PY) -m pytest -q tests; rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "make test: pytest collected no tests" >&2; exit 1; fi; exit $$rc
 
@@ -32,5 +38,5 @@ clean:
 	rm -rf $(VENV) .pytest_cache
 
 # On a machine with one CUDA GPU: one table (tests on CUDA, baby GPT speed and loss, GPT-2 MFU).
-gpu-check: $(STAMP)
+gpu-check: $(TEST_STAMP)
 	$(PY) bench.py gpu-check

@@ -1,22 +1,33 @@
 """Train a GPT: python train.py [CONFIG] [key.path=value ...]
 
     python train.py                                  # configs/default.yaml
+    python train.py data.source=my.txt               # your own text, into out/my
     python train.py configs/shakespeare_char_cpu.yaml train.max_iters=500
     python train.py configs/gpt2_124m.yaml --prepare-only   # tokenise once, before torchrun
     torchrun --standalone --nproc_per_node=4 train.py configs/gpt2_124m.yaml
+    python train.py --eval-only [--text FILE]        # the loss of out_dir's run, no training
 """
 
 import argparse
 import sys
+from pathlib import Path
 
 DEFAULT_CONFIG = "configs/default.yaml"
 
 
-def build_parser(describe):
-    parser = argparse.ArgumentParser(
+class OneLineErrorParser(argparse.ArgumentParser):
+    """argparse prints usage plus the error; the house style is one `error:` line, exit 2."""
+
+    def error(self, message):
+        self.exit(2, f"error: {message} (see --help)\n")
+
+
+def build_parser(keys_help):
+    parser = OneLineErrorParser(
         prog="train.py",
         description="Train a GPT as a YAML config says. Keys can be overridden as key.path=value.",
-        epilog="config keys (type, default, meaning):\n" + describe(),
+        epilog="config keys (type, built-in default, meaning; [the value configs/default.yaml sets, "
+               "where it differs]):\n" + keys_help,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("args", nargs="*", metavar="CONFIG | key.path=value",
@@ -27,7 +38,34 @@ def build_parser(describe):
                              "on a big corpus, so no process waits on another's preparation)")
     parser.add_argument("--force", action="store_true",
                         help="start over in out_dir even if it holds a checkpoint (which is replaced)")
+    parser.add_argument("--eval-only", action="store_true",
+                        help="print the loss, perplexity and bits/byte of the run in out_dir on its whole "
+                             "val split (or on --text FILE), without training")
+    parser.add_argument("--text", metavar="FILE", help="with --eval-only: evaluate on this UTF-8 text file")
     return parser
+
+
+def flag_hint(arg):
+    """What to type instead of an option train.py does not have (other tools' flag styles)."""
+    from configs.schema import full_key
+
+    name, _, value = arg.lstrip("-").partition("=")
+    if name == "config":
+        return "give the config file as the first argument, without a flag: python train.py FILE.yaml"
+    key = full_key(name)
+    if key:
+        return f"did you mean {key}={value or 'VALUE'}? (keys are set as key.path=value, without dashes)"
+    return "keys are set as key.path=value; see --help for the keys"
+
+
+def own_corpus_out_dir(config, overrides, shipped_source):
+    """A run on your own text never lands in the demo's folder: with data.source given and no
+    out_dir, the run goes to out/<source name> (a note says so)."""
+    keys = {o.split("=", 1)[0].strip() for o in overrides}
+    if "out_dir" in keys or config.data.source == shipped_source:
+        return None
+    name = Path(config.data.source.rstrip("/")).stem or "mine"
+    return str(Path("out") / name.replace(":", "_"))
 
 
 def run(args):
@@ -37,6 +75,11 @@ def run(args):
     if overrides and "=" not in overrides[0]:
         path = overrides.pop(0)
     config = load_config(path, overrides)
+    out_dir = own_corpus_out_dir(config, overrides, load_config(path).data.source)  # the file's own source
+    if out_dir:
+        config.out_dir = out_dir
+        print(f"note: data.source is {config.data.source}, so the run goes to out_dir={out_dir} "
+              "(set out_dir to choose)", file=sys.stderr)
     if args.print_config:
         print(to_yaml(config), end="")
         return 0
@@ -46,6 +89,11 @@ def run(args):
         prepared = prepare_corpus(config)
         print(f"prepared {prepared.meta['train_tokens']:,} train and {prepared.meta['val_tokens']:,} "
               f"val tokens in {prepared.dir}")
+        return 0
+    if args.eval_only:
+        from training.loop import evaluate_only
+
+        print(evaluate_only(config, args.text))
         return 0
     try:
         train(config, force=args.force)
@@ -57,9 +105,15 @@ def run(args):
 
 def main(argv=None):
     try:
-        from configs.schema import describe
+        from configs.schema import describe, load_config
 
-        args = build_parser(describe).parse_intermixed_args(argv)
+        shipped = load_config(DEFAULT_CONFIG) if Path(DEFAULT_CONFIG).is_file() else None
+        parser = build_parser(describe(shipped))
+        args, unknown = parser.parse_known_intermixed_args(argv)
+        if unknown:
+            parser.error(f"unknown option {unknown[0]}; {flag_hint(unknown[0])}")
+        if args.text and not args.eval_only:
+            parser.error("--text goes with --eval-only")
         return run(args)
     except (ValueError, FileNotFoundError) as e:
         print(f"error: {e}", file=sys.stderr)

@@ -159,6 +159,9 @@ def _set_override(raw, override):
         valid = [f.name for f in fields(cls)]
         where = f"override {path}"
         if key not in valid:
+            meant = full_key(path) if i == 0 else None
+            if meant:
+                raise ConfigError(f"{where}: {path!r} is not a top-level key; did you mean {meant}={text}?")
             raise _unknown(key, valid, where)
         tp = typing.get_type_hints(cls)[key]
         last = i == len(keys) - 1
@@ -230,24 +233,56 @@ def to_yaml(config):
     return yaml.safe_dump(asdict(config), sort_keys=False)
 
 
-def describe():
-    """Every key with its type, default and description, for --help."""
+def key_paths(cls=None, prefix=""):
+    """Every settable key as "section.name" (or "name" at the top level), with its field."""
+    cls = cls or Config
+    hints = typing.get_type_hints(cls)
+    out = []
+    for f in fields(cls):
+        if _is_section(hints[f.name]):
+            out += key_paths(hints[f.name], f"{prefix}{f.name}.")
+        else:
+            out.append((f"{prefix}{f.name}", f, hints[f.name]))
+    return out
+
+
+def full_key(name):
+    """The key path a bare or dashed name most likely means ("max_iters", "max-iters" ->
+    "train.max_iters"), or None."""
+    name = name.strip().replace("-", "_")
+    paths = [path for path, _, _ in key_paths()]
+    if name in paths:
+        return name
+    return next((path for path in paths if path.rsplit(".", 1)[-1] == name), None)
+
+
+def describe(shipped=None, shipped_name="configs/default.yaml"):
+    """Every key with its type, built-in default and description, for --help; where the config
+    `shipped` (the one train.py uses when none is given) sets another value, that too."""
+    flat = {}
+    if shipped is not None:
+        flat = flatten(asdict(shipped))
     lines = []
-
-    def walk(cls, prefix):
-        hints = typing.get_type_hints(cls)
-        for f in fields(cls):
-            tp = hints[f.name]
-            if _is_section(tp):
-                walk(tp, f"{prefix}{f.name}.")
-                continue
-            name = getattr(tp, "__name__", None) or str(tp).replace("typing.", "")
-            if typing.get_origin(tp) is typing.Union:
-                name = typing.get_args(tp)[0].__name__ + " or null"
-            default = f.default if f.default is not MISSING else None
-            choices = f.metadata.get("choices")
-            kind = "|".join(choices) if choices else name
-            lines.append(f"  {prefix}{f.name:<{24 - len(prefix)}} {kind:<22} default {default!r:<14} {f.metadata['help']}")
-
-    walk(Config, "")
+    for path, f, tp in key_paths():
+        name = getattr(tp, "__name__", None) or str(tp).replace("typing.", "")
+        if typing.get_origin(tp) is typing.Union:
+            name = typing.get_args(tp)[0].__name__ + " or null"
+        default = f.default if f.default is not MISSING else None
+        choices = f.metadata.get("choices")
+        kind = "|".join(choices) if choices else name
+        note = ""
+        if path in flat and flat[path] != default:
+            note = f" [{shipped_name}: {flat[path]!r}]"
+        lines.append(f"  {path:<24} {kind:<22} default {default!r:<14} {f.metadata['help']}{note}")
     return "\n".join(lines)
+
+
+def flatten(tree, prefix=""):
+    """A nested dict as {"section.key": value}."""
+    out = {}
+    for key, value in tree.items():
+        if isinstance(value, dict):
+            out.update(flatten(value, f"{prefix}{key}."))
+        else:
+            out[f"{prefix}{key}"] = value
+    return out

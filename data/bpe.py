@@ -47,7 +47,7 @@ MIN_PAIR_COUNT = 2
 # piece. Speed hardly depends on it: on 1 MB of DNA, caps of 64 to 256 train within 10%.
 MAX_PIECE_CHARS = 128
 
-# Progress bars appear only once a step has run this many seconds: quick runs print nothing.
+# Quick runs print nothing; a step that runs longer than this shows a progress bar.
 PROGRESS_DELAY_S = 3.0
 
 
@@ -73,7 +73,8 @@ def train_bpe(text: str, vocab_size: int) -> dict[bytes, int]:
 
     pair_counts: dict[tuple[int, int], int] = defaultdict(int)
     where: dict[tuple[int, int], set[int]] = defaultdict(set)  # pair -> indices of words holding it
-    for wi, (word, freq) in enumerate(zip(words, freqs)):
+    counting = _progress(len(words), "bpe: counting pairs", "word", iterable=zip(words, freqs))
+    for wi, (word, freq) in enumerate(counting):
         for pair in zip(word, word[1:]):
             pair_counts[pair] += freq
             where[pair].add(wi)
@@ -82,25 +83,24 @@ def train_bpe(text: str, vocab_size: int) -> dict[bytes, int]:
 
     token_bytes = [bytes([b]) for b in range(256)]  # rank -> bytes
     ranks = {tok: rank for rank, tok in enumerate(token_bytes)}
-    bar = _progress(vocab_size - 256, "bpe: merging", "token")
-    while len(token_bytes) < vocab_size and heap:
-        neg_count, pair = heapq.heappop(heap)
-        count = pair_counts.get(pair, 0)
-        if count != -neg_count:
-            continue  # stale entry: the pair's count changed after this was pushed
-        if count < MIN_PAIR_COUNT:
-            break  # the heap top is the largest count, so no later pair qualifies either
-        merged_bytes = token_bytes[pair[0]] + token_bytes[pair[1]]
-        new_id = ranks.get(merged_bytes)
-        if new_id is None:
-            new_id = len(token_bytes)
-            token_bytes.append(merged_bytes)
-            ranks[merged_bytes] = new_id
-            bar.update()
-        # else: a different split of the same bytes was merged earlier. Reusing its rank keeps
-        # ranks one-to-one with byte strings, which tiktoken's table requires.
-        _apply_merge(pair, new_id, words, freqs, pair_counts, where, heap)
-    bar.close()
+    with _progress(vocab_size - 256, "bpe: merging", "token") as bar:
+        while len(token_bytes) < vocab_size and heap:
+            neg_count, pair = heapq.heappop(heap)
+            count = pair_counts.get(pair, 0)
+            if count != -neg_count:
+                continue  # stale entry: the pair's count changed after this was pushed
+            if count < MIN_PAIR_COUNT:
+                break  # the heap top is the largest count, so no later pair qualifies either
+            merged_bytes = token_bytes[pair[0]] + token_bytes[pair[1]]
+            new_id = ranks.get(merged_bytes)
+            if new_id is None:
+                new_id = len(token_bytes)
+                token_bytes.append(merged_bytes)
+                ranks[merged_bytes] = new_id
+                bar.update()
+            # else: a different split of the same bytes was merged earlier. Reusing its rank
+            # keeps ranks one-to-one with byte strings, which tiktoken's table requires.
+            _apply_merge(pair, new_id, words, freqs, pair_counts, where, heap)
     return ranks
 
 
@@ -110,9 +110,9 @@ def count_pieces(text: str) -> Counter[str]:
     counts: Counter[str] = Counter()
     matches = regex.compile(GPT4_SPLIT_PATTERN).finditer(text)
     with _progress(len(text), "bpe: counting pieces", "char", unit_scale=True) as bar:
-        # Batches keep the per-piece work in C; the pieces tile the text, so their lengths sum
-        # to the characters read.
-        while batch := [m.group() for m in islice(matches, 1 << 16)]:
+        # A batch at a time keeps the bar's cost off each piece; the pieces tile the text, so
+        # their lengths sum to the characters read.
+        while batch := list(map(regex.Match.group, islice(matches, 1 << 16))):
             counts.update(batch)
             bar.update(sum(map(len, batch)))
     for piece in [p for p in counts if len(p) > MAX_PIECE_CHARS]:
@@ -127,9 +127,10 @@ def split_long_piece(piece: str, cap: int = MAX_PIECE_CHARS) -> list[str]:
     return [piece[i : i + cap] for i in range(0, len(piece), cap)]
 
 
-def _progress(total: int, desc: str, unit: str, unit_scale: bool = False) -> tqdm:
-    return tqdm(total=total, desc=desc, unit=unit, unit_scale=unit_scale, delay=PROGRESS_DELAY_S,
-                file=sys.stderr)
+def _progress(total: int, desc: str, unit: str, iterable=None, unit_scale: bool = False) -> tqdm:
+    """A bar on stderr that appears only once the step has run PROGRESS_DELAY_S."""
+    return tqdm(iterable, total=total, desc=desc, unit=unit, unit_scale=unit_scale,
+                delay=PROGRESS_DELAY_S, file=sys.stderr)
 
 
 def _apply_merge(pair, new_id, words, freqs, pair_counts, where, heap) -> None:

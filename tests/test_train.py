@@ -272,7 +272,7 @@ def test_full_val_loss_averages_every_window_of_the_val_split(corpus, tmp_path):
 
     from data.prepare import prepare
     from model.checkpoint import build_model
-    from training.loop import full_val_loss
+    from training.evaluate import full_val_loss
     from training.runtime import Runtime
 
     out = tmp_path / "run"
@@ -286,3 +286,18 @@ def test_full_val_loss_averages_every_window_of_the_val_split(corpus, tmp_path):
     rt = Runtime(torch.device("cpu"), torch.float32)
     assert full_val_loss(model, prepared, 16, 3, rt) == pytest.approx(expected, rel=1e-5)  # 3: a ragged last batch
     assert result["final"]["val_loss_full"] == pytest.approx(expected, rel=1e-5)
+
+
+def test_piped_output_is_one_plain_line_per_log_and_eval(corpus, tmp_path):
+    cfg = write_yaml(tiny_config(corpus, tmp_path / "run"), tmp_path / "c.yaml")
+    proc = subprocess.Popen([sys.executable, "train.py", str(cfg)], cwd=ROOT, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    lines = [line.rstrip("\n") for line in proc.stdout]  # read as they come, line by line
+    stderr = proc.stderr.read()
+    assert proc.wait(timeout=120) == 0, stderr
+    assert "\r" not in stderr and not any("\r" in line for line in lines)
+    logs = [line for line in lines if line.startswith("step ") and ": loss " in line]
+    evals = [line for line in lines if line.startswith("step ") and ": train loss " in line]
+    assert [line.split(":")[0] for line in logs] == ["step 5", "step 10", "step 15", "step 20"]
+    assert [line.split(":")[0] for line in evals] == ["step 10", "step 20"]
+    assert "val loss" in evals[0] and "tok/s" in evals[0] and lines[-1].startswith("done:")

@@ -15,24 +15,22 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-import numpy as np
 import torch
 import torch.distributed as dist
-import torch.nn.functional as F
 from torch.nn.parallel import DistributedDataParallel as DDP
-from tqdm import tqdm
 
 from configs.schema import to_yaml
 from data.loader import get_batch
 from data.prepare import Prepared, prepare
-from model.checkpoint import CKPT_NAME, atomic_save, load_checkpoint
+from model.checkpoint import CKPT_NAME, atomic_save, load_checkpoint, load_run
 from model.gpt import GPT, GPTConfig, lm_loss
 from storage.atomic import clean_stale_temps, write_atomic
 from storage.lock import folder_lock
 from training.optim import lr_at, make_optimizer
-from training.report import Metrics, plot_losses, summary
-from training.resume import (FORCE_HINT, check_resume, data_fingerprint, load_optimizer_state,
-                             load_scaler_state)
+from training.evaluate import bits_per_byte, evaluate, evaluate_run, full_val_loss
+from training.report import Console, Metrics, eval_line, plot_losses, summary
+from training.resume import (FORCE_HINT, check_resume, data_fingerprint, data_mismatch,
+                             load_optimizer_state, load_scaler_state, recorded_fingerprint)
 from training.runtime import Runtime, all_sum, mfu, peak_flops, setup_runtime, teardown
 
 
@@ -73,6 +71,7 @@ class Job:
     fingerprint: dict
     metrics: Metrics | None  # rank 0 only
     peak: float | None  # FLOP/s of one process at 100% MFU (None: unknown)
+    console: Console | None = None  # set when the loop starts
 
     @property
     def out_dir(self):
@@ -92,6 +91,7 @@ class Progress:
     last_log_step: int = 0
     last_log_time: float = 0.0
     paused: float = 0.0  # seconds spent evaluating since the last log line
+    tokens_per_sec: float | None = None  # at the last log line
     started: float = 0.0
 
 
@@ -120,30 +120,29 @@ def _train(config, rt, force, stop_after):
             f"processes ({rt.world_size}): each process runs an equal share of the micro-batches")
     prepared = prepare_data(config, rt)
     job, progress = build(config, rt, prepared, resume_checkpoint(config, rt, prepared, force))
-    bar = tqdm(total=t.max_iters, initial=progress.step, desc="train", unit="step",
-               disable=not rt.is_main, dynamic_ncols=True, mininterval=0.5, file=sys.stderr)
+    console = job.console = Console(rt.is_main, t.max_iters, progress.step)
     with StopRequests() as stop:
         try:
             while progress.step < t.max_iters:
                 torch.manual_seed(dropout_seed(config.seed, progress.step, rt.rank))
                 train_step(job, progress)
-                bar.update(1)
+                console.step()
                 if progress.step % t.log_interval == 0 or progress.step == t.max_iters:
-                    log_progress(job, progress, bar)
+                    log_progress(job, progress)
                 if progress.step % t.eval_interval == 0 or progress.step == t.max_iters:
                     evaluate_and_save(job, progress)
                 stopping = stop_after is not None and progress.step - progress.start_step >= stop_after
                 if (stop.signal or stopping) and progress.step < t.max_iters:
-                    bar.close()
+                    console.close()
                     if progress.saved_step != progress.step:
                         save(job, progress)
                     break
         except KeyboardInterrupt:  # a second Ctrl-C or SIGTERM: out at once
-            bar.close()
+            console.close()
             _say(rt, f"\nstopped without saving; {_checkpoint_state(job, progress)}")
             raise
         finally:
-            bar.close()
+            console.close()  # before any message or error, so none lands inside the bar
     if stop.signal and progress.step < t.max_iters:
         _say(rt, f"\ninterrupted ({stop.signal}): checkpoint of step {progress.step} saved in "
                  f"{job.out_dir}; run the same command to resume")
@@ -222,6 +221,24 @@ def resume_checkpoint(config, rt, prepared, force):
     _say(rt, f"resuming from step {ckpt['step']} of {ckpt_path}"
              + (f"; from the new config: {', '.join(changes)}" if changes else ""))
     return ckpt
+
+
+def evaluate_only(config, text_path=None):
+    """`train.py --eval-only`: the loss of the run in out_dir on a text file, or on the val split
+    of the config's data — which must be the data the run was trained on."""
+    from model.device import pick_device, pick_dtype
+
+    device = pick_device(config.train.device)
+    rt = Runtime(device, pick_dtype(config.train.dtype, device))
+    run = load_run(config.out_dir, device)
+    prepared = None
+    if text_path is None:
+        prepared = prepare_corpus(config)
+        mismatch = data_mismatch(recorded_fingerprint(run.ckpt, config.out_dir), data_fingerprint(prepared))
+        if mismatch:
+            raise ValueError(f"{config.out_dir} {mismatch}, so this config's val split is not its own; "
+                             "give the config it was trained with, or --text FILE")
+    return evaluate_run(run, rt, config.train.batch_size, text_path, prepared)
 
 
 def _model_config(config, prepared):
@@ -305,7 +322,7 @@ def train_step(job, progress):
     progress.step += 1
 
 
-def log_progress(job, progress, bar):
+def log_progress(job, progress):
     """The mean training loss, learning rate, tokens/s and MFU since the last log line."""
     rt, t, step = job.rt, job.config.train, progress.step
     steps = step - progress.last_log_step
@@ -322,8 +339,8 @@ def log_progress(job, progress, bar):
         lr = lr_at(step - 1, t.lr, t.min_lr, t.warmup_iters, t.max_iters)
         util = mfu(job.raw_model.flops_per_token(), tok_s, job.peak, rt.world_size)
         job.metrics.log(step=step, loss=loss, lr=lr, tokens_per_sec=tok_s, mfu=util)
-        shown = "n/a" if util is None else f"{util:.1%}"
-        bar.set_postfix_str(f"loss {loss:.4f} lr {lr:.2e} {tok_s:,.0f} tok/s MFU {shown}")
+        job.console.log(step, loss, lr, tok_s, util)
+    progress.tokens_per_sec = tok_s
 
 
 def evaluate_and_save(job, progress):
@@ -339,6 +356,8 @@ def evaluate_and_save(job, progress):
     progress.final = final
     if job.rt.is_main:
         job.metrics.log(step=progress.step, **final)
+        job.console.say(eval_line(progress.step, final, progress.tokens_per_sec,
+                                  time.perf_counter() - progress.started))
     save(job, progress)
     progress.paused += time.perf_counter() - started  # tokens/s measures training, not evaluation
 
@@ -381,51 +400,3 @@ def finish(job, progress):
         _say(rt, summary(final, tokens, seconds, job.out_dir))
     return {"step": progress.step, "final": final, "tokens": tokens, "seconds": seconds,
             "tokens_per_sec": tokens / max(seconds, 1e-9)}
-
-
-@torch.no_grad()
-def evaluate(model, prepared, config, rt):
-    """Mean loss over eval_iters fixed batches of each split; processes share the batches out.
-
-    `model` is the plain module, never the DDP wrapper or the compiled one: a process may get no
-    batch at all (eval_iters < processes) and must not wait in a collective inside forward, and
-    eval mode would make torch.compile build a second graph."""
-    t, block_size = config.train, config.model.block_size
-    model.eval()
-    out = {}
-    for split, path in (("train", prepared.train_path), ("val", prepared.val_path)):
-        total = torch.zeros((), device=rt.device)
-        for k in range(rt.rank, t.eval_iters, rt.world_size):
-            # The same batches at every evaluation, so the curve shows the model change, not the data.
-            g = torch.Generator().manual_seed(config.seed + 7919 * (k + 1))
-            x, y = get_batch(path, prepared.meta["dtype"], t.batch_size, block_size, rt.device, g)
-            with rt.autocast():
-                total += lm_loss(model(x), y).float()
-        out[f"{split}_loss"] = (all_sum(total, rt) / t.eval_iters).item()
-    model.train()
-    return out
-
-
-@torch.no_grad()
-def full_val_loss(model, prepared, block_size, batch_size, rt):
-    """Mean next-token loss over the whole val split, cut into non-overlapping block_size
-    windows (each process takes every world_size-th batch). `model`: the plain module."""
-    data = np.memmap(prepared.val_path, dtype=np.dtype(prepared.meta["dtype"]), mode="r")
-    starts = np.arange((len(data) - 1) // block_size) * block_size
-    total = torch.zeros((), dtype=torch.float64, device=rt.device)
-    model.eval()
-    for i in range(rt.rank * batch_size, len(starts), rt.world_size * batch_size):
-        windows = np.stack([data[s : s + block_size + 1] for s in starts[i : i + batch_size]])
-        windows = torch.from_numpy(windows.astype(np.int64)).to(rt.device)  # (B, T + 1)
-        with rt.autocast():
-            logits = model(windows[:, :-1])
-        total += F.cross_entropy(logits.float().flatten(0, 1), windows[:, 1:].flatten(), reduction="sum")
-    model.train()
-    return (all_sum(total, rt) / (len(starts) * block_size)).item()
-
-
-def bits_per_byte(loss, meta):
-    """Nats per token -> bits per byte of text, comparable across tokenizers."""
-    if not meta.get("val_bytes"):
-        return None
-    return loss / math.log(2) * meta["val_tokens"] / meta["val_bytes"]

@@ -1,10 +1,61 @@
-"""What a run leaves behind for people: metrics.jsonl, loss.png and a closing summary."""
+"""What a run shows and leaves behind for people: the console, metrics.jsonl, loss.png and a
+closing summary."""
 
 import json
 import math
+import sys
 from pathlib import Path
 
+from tqdm import tqdm
+
 from storage.atomic import write_atomic
+
+
+class Console:
+    """What a run prints while it trains (nothing on ranks other than 0).
+
+    On a terminal: a progress bar on stderr, with messages and evaluation lines printed above it
+    on stdout. Piped to a file (CI, nohup, a scheduler): no bar and no carriage returns, a plain
+    line per log interval instead, so grep and tail find every step.
+    """
+
+    def __init__(self, enabled, total, initial, stream=None):
+        stream = stream or sys.stderr
+        self.enabled = enabled
+        self.bar = None
+        if enabled and stream.isatty():
+            self.bar = tqdm(total=total, initial=initial, desc="train", unit="step", dynamic_ncols=True,
+                            mininterval=0.5, file=stream)
+
+    def say(self, message):
+        if self.bar is not None:
+            self.bar.write(message, file=sys.stdout)
+        elif self.enabled:
+            print(message, flush=True)
+
+    def step(self):
+        if self.bar is not None:
+            self.bar.update(1)
+
+    def log(self, step, loss, lr, tokens_per_sec, mfu):
+        shown = "n/a" if mfu is None else f"{mfu:.1%}"
+        if self.bar is not None:
+            self.bar.set_postfix_str(f"loss {loss:.4f} lr {lr:.2e} {tokens_per_sec:,.0f} tok/s MFU {shown}")
+        else:
+            self.say(f"step {step}: loss {loss:.4f}, lr {lr:.2e}, {tokens_per_sec:,.0f} tok/s, MFU {shown}")
+
+    def close(self):
+        if self.bar is not None:
+            self.bar.close()
+            self.bar = None
+
+
+def eval_line(step, final, tokens_per_sec, seconds):
+    """nanoGPT's `step N: train loss X, val loss Y`, which people grep for, and a little more."""
+    bpb = f", val bpb {final['val_bpb']:.3f}" if final.get("val_bpb") is not None else ""
+    speed = f", {tokens_per_sec:,.0f} tok/s" if tokens_per_sec else ""
+    return (f"step {step}: train loss {final['train_loss']:.4f}, val loss {final['val_loss']:.4f}"
+            f"{bpb}{speed}, {seconds:.0f} s")
 
 
 class Metrics:

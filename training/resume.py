@@ -17,6 +17,8 @@ import hashlib
 import json
 from pathlib import Path
 
+from configs.schema import flatten
+
 SHAPE_KEYS = ("block_size", "n_layer", "n_head", "n_embd", "bias")
 FORCE_HINT = "use another out_dir, or pass --force to start over in this one (its checkpoint is replaced)"
 
@@ -46,14 +48,15 @@ def recorded_fingerprint(ckpt, out_dir):
             "tokenizer_sha256": hashlib.sha256(tokenizer_bytes).hexdigest()}
 
 
-def _flat(tree, prefix=""):
-    out = {}
-    for key, value in tree.items():
-        if isinstance(value, dict):
-            out.update(_flat(value, f"{prefix}{key}."))
-        else:
-            out[f"{prefix}{key}"] = value
-    return out
+def data_mismatch(old, new):
+    """How two data fingerprints differ, as words after "<out_dir> ...", or None if they agree."""
+    if old["source_sha256"] != new["source_sha256"] or old["split_char"] != new["split_char"]:
+        return (f"was trained on other data ({old['source']}, not {new['source']} as now, "
+                "or another val split)")
+    if old["tokenizer_sha256"] != new["tokenizer_sha256"]:
+        return (f"was trained with another tokenizer ({old['tokenizer_kind']}, now "
+                f"{new['tokenizer_kind']}: the files differ)")
+    return None
 
 
 def check_resume(ckpt, config_dict, model_config_dict, fingerprint, out_dir):
@@ -68,14 +71,10 @@ def check_resume(ckpt, config_dict, model_config_dict, fingerprint, out_dir):
         if old_vocab != new_vocab:
             diff.append(f"vocabulary {old_vocab} -> {new_vocab}")
         raise ValueError(f"{out_dir} holds a model of another shape ({', '.join(diff)}); {FORCE_HINT}")
-    old_data = recorded_fingerprint(ckpt, out_dir)
-    if old_data["source_sha256"] != fingerprint["source_sha256"] or old_data["split_char"] != fingerprint["split_char"]:
-        raise ValueError(f"{out_dir} was trained on other data ({old_data['source']}, not "
-                         f"{fingerprint['source']} as now, or another val split); {FORCE_HINT}")
-    if old_data["tokenizer_sha256"] != fingerprint["tokenizer_sha256"]:
-        raise ValueError(f"{out_dir} was trained with another tokenizer ({old_data['tokenizer_kind']}, "
-                         f"now {fingerprint['tokenizer_kind']}: the files differ); {FORCE_HINT}")
-    old_cfg, new_cfg = _flat(ckpt.get("config", {})), _flat(config_dict)
+    mismatch = data_mismatch(recorded_fingerprint(ckpt, out_dir), fingerprint)
+    if mismatch:
+        raise ValueError(f"{out_dir} {mismatch}; {FORCE_HINT}")
+    old_cfg, new_cfg = flatten(ckpt.get("config", {})), flatten(config_dict)
     if old_cfg.get("train.optimizer", new_cfg["train.optimizer"]) != new_cfg["train.optimizer"]:
         raise ValueError(f"{out_dir} was trained with another optimizer (train.optimizer="
                          f"{old_cfg['train.optimizer']}); resume with that one, or {FORCE_HINT}")

@@ -1,0 +1,70 @@
+"""train.py's command line: other tools' flag styles, --help, your own corpus, --eval-only."""
+
+import json
+
+import pytest
+
+import train as train_script
+from test_train import tiny_config, write_yaml
+from training.loop import train
+
+
+def run_cli(capsys, *argv):
+    with pytest.raises(SystemExit) as e:
+        code = train_script.main([str(a) for a in argv])
+        raise SystemExit(code)
+    captured = capsys.readouterr()
+    return e.value.code, captured.out, captured.err
+
+
+@pytest.mark.parametrize("arg, hint", [
+    ("--max_iters=20", "did you mean train.max_iters=20?"),
+    ("--train.lr=3e-3", "did you mean train.lr=3e-3?"),
+    ("--max-iters=20", "did you mean train.max_iters=20?"),
+    ("--config", "give the config file as the first argument"),
+    ("--nonsense=1", "keys are set as key.path=value"),
+])
+def test_other_tools_flag_styles_get_the_right_form(capsys, arg, hint):
+    code, out, err = run_cli(capsys, arg)
+    assert code == 2 and hint in err and err.count("\n") == 1 and err.startswith("error:")
+
+
+def test_a_key_without_its_section_gets_the_full_path(capsys):
+    code, out, err = run_cli(capsys, "max_iters=20")
+    assert code == 2 and "did you mean train.max_iters=20?" in err
+
+
+def test_help_says_which_default_is_which(capsys):
+    code, out, err = run_cli(capsys, "--help")
+    line = next(line for line in out.splitlines() if line.strip().startswith("train.max_iters"))
+    assert code == 0 and "default 1000" in line and "[configs/default.yaml: 800]" in line
+
+
+def test_your_own_corpus_does_not_land_in_the_demo_folder(capsys):
+    code, out, err = run_cli(capsys, "configs/default.yaml", "data.source=my_text.txt", "--print-config")
+    assert code == 0 and "out_dir: out/my_text" in out and "out_dir=out/my_text" in err
+    code, out, err = run_cli(capsys, "data.source=my_text.txt", "out_dir=elsewhere", "--print-config")
+    assert code == 0 and "out_dir: elsewhere" in out
+    code, out, err = run_cli(capsys, "configs/default.yaml", "train.max_iters=5", "--print-config")
+    assert "out_dir: out/default" in out and not err
+
+
+def test_eval_only_reports_the_runs_loss_on_its_val_split_or_a_text(corpus, tmp_path, capsys):
+    out = tmp_path / "run"
+    cfg = write_yaml(tiny_config(corpus, out), tmp_path / "c.yaml")
+    result = train(tiny_config(corpus, out))
+    capsys.readouterr()
+    code, stdout, err = run_cli(capsys, cfg, "--eval-only")
+    assert code == 0, err
+    assert f"loss {result['final']['val_loss_full']:.4f} nats/token" in stdout
+    text = tmp_path / "t.txt"
+    text.write_text((corpus / "text.txt").read_text()[:2000])
+    code, stdout, err = run_cli(capsys, cfg, "--eval-only", "--text", text)
+    assert code == 0 and f"{text}: loss " in stdout and "bits/byte" in stdout
+    records = (out / "metrics.jsonl").read_text()
+    other = tmp_path / "other.txt"
+    other.write_text("\n".join(reversed((corpus / "text.txt").read_text().splitlines())) + "\n")
+    code, stdout, err = run_cli(capsys, cfg, "--eval-only", f"data.source={other}", f"out_dir={out}")
+    assert code == 2 and "was trained on other data" in err
+    assert (out / "metrics.jsonl").read_text() == records  # evaluation writes nothing
+    assert json.loads(records.splitlines()[-1])["step"] == 20

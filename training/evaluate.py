@@ -1,0 +1,92 @@
+"""Losses of a model on held-out text: a few fixed batches while training, the whole val split
+at the end, and any run on any text (`train.py --eval-only`).
+
+Every function takes the plain module, never the DDP wrapper or the compiled one: a process may
+get no batch at all (eval_iters < processes) and must not wait in a collective inside forward,
+and eval mode would make torch.compile build a second graph.
+"""
+
+import math
+from pathlib import Path
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from data.loader import get_batch
+from model.gpt import lm_loss
+from training.runtime import all_sum
+
+
+@torch.no_grad()
+def evaluate(model, prepared, config, rt):
+    """Mean loss over eval_iters fixed batches of each split; processes share the batches out."""
+    t, block_size = config.train, config.model.block_size
+    model.eval()
+    out = {}
+    for split, path in (("train", prepared.train_path), ("val", prepared.val_path)):
+        total = torch.zeros((), device=rt.device)
+        for k in range(rt.rank, t.eval_iters, rt.world_size):
+            # The same batches at every evaluation, so the curve shows the model change, not the data.
+            g = torch.Generator().manual_seed(config.seed + 7919 * (k + 1))
+            x, y = get_batch(path, prepared.meta["dtype"], t.batch_size, block_size, rt.device, g)
+            with rt.autocast():
+                total += lm_loss(model(x), y).float()
+        out[f"{split}_loss"] = (all_sum(total, rt) / t.eval_iters).item()
+    model.train()
+    return out
+
+
+@torch.no_grad()
+def windows_loss(model, ids, block_size, batch_size, rt):
+    """Mean next-token loss over a sequence of token ids (any 1-D array), cut into
+    non-overlapping block_size windows (one shorter window if the text is shorter than that);
+    each process takes every world_size-th batch."""
+    window = min(block_size, len(ids) - 1)
+    if window < 1:
+        raise ValueError("the text is one token or less; give a longer text to evaluate")
+    starts = np.arange((len(ids) - 1) // window) * window
+    total = torch.zeros((), dtype=torch.float64, device=rt.device)
+    model.eval()
+    for i in range(rt.rank * batch_size, len(starts), rt.world_size * batch_size):
+        windows = np.stack([ids[s : s + window + 1] for s in starts[i : i + batch_size]])
+        windows = torch.from_numpy(windows.astype(np.int64)).to(rt.device)  # (B, T + 1)
+        with rt.autocast():
+            logits = model(windows[:, :-1])
+        total += F.cross_entropy(logits.float().flatten(0, 1), windows[:, 1:].flatten(), reduction="sum")
+    model.train()
+    return (all_sum(total, rt) / (len(starts) * window)).item()
+
+
+def full_val_loss(model, prepared, block_size, batch_size, rt):
+    """windows_loss over the whole val split."""
+    data = np.memmap(prepared.val_path, dtype=np.dtype(prepared.meta["dtype"]), mode="r")
+    return windows_loss(model, data, block_size, batch_size, rt)
+
+
+def bits_per_byte(loss, meta):
+    """Nats per token -> bits per byte of text, comparable across tokenizers."""
+    if not meta.get("val_bytes"):
+        return None
+    return loss / math.log(2) * meta["val_tokens"] / meta["val_bytes"]
+
+
+def evaluate_run(run, rt, batch_size, text_path=None, prepared=None):
+    """The loss of a loaded run (model.checkpoint.load_run) on a text file, or on the val split
+    of `prepared`; returns one line for people."""
+    if text_path is not None:
+        try:
+            text = Path(text_path).read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as e:
+            raise ValueError(f"cannot read {text_path} as UTF-8 text ({getattr(e, 'strerror', None) or e})") from None
+        ids = np.asarray(run.tokenizer.encode(text), dtype=np.int64)
+        meta, what = {"val_tokens": len(ids), "val_bytes": len(text.encode())}, str(text_path)
+    else:
+        ids = np.memmap(prepared.val_path, dtype=np.dtype(prepared.meta["dtype"]), mode="r")
+        meta, what = prepared.meta, f"the val split of {prepared.meta['source']}"
+    loss = windows_loss(run.model, ids, run.model.config.block_size, batch_size, rt)
+    bpb = bits_per_byte(loss, meta)
+    return (f"{what}: loss {loss:.4f} nats/token, perplexity {math.exp(min(loss, 50)):.2f}"
+            + (f", {bpb:.3f} bits/byte" if bpb is not None else "") + f" over {len(ids):,} tokens")
+
+
