@@ -3,6 +3,7 @@
     python generate.py --prompt "The owl" --num-samples 3 --max-new-tokens 100 --top-p 0.9
     python generate.py --attention                      # the built-in pronoun sentences
     python generate.py --attention "The dog ate because it was hungry." --layer 1 --head 2
+    python generate.py --attention --top-heads 5        # each word's 5 most attending heads
     python generate.py --attention --html attention.html   # the same maps as a page
     python generate.py --probe [FILE.jsonl] [--json]       # which head finds the antecedent?
 
@@ -21,9 +22,9 @@ from pathlib import Path
 import torch
 import yaml
 
-from analysis.html import write_html
+from analysis.html import sentence_page, write_html
 from analysis.probe import format_report, run_probe
-from analysis.terminal import colour_mode, render_sentence
+from analysis.terminal import DEFAULT_TOP, MANY_HEADS, colour_mode, render_sentence
 from analysis.words import sentence_attention
 from data.pronouns import ATTENTION_EXAMPLES, examples, read_jsonl
 from model.checkpoint import load_run
@@ -81,8 +82,14 @@ def build_parser():
         help="print each head's attention from a pronoun to the words before it "
              "(default sentences: data.pronouns.ATTENTION_EXAMPLES)")
     add("--word", help="the query word (default: the first it/he/she/they)")
-    add("--layer", type=int, metavar="L", help="with --head: also print that head's token map")
-    add("--head", type=int, metavar="H", help="with --layer: see --layer")
+    add("--layer", type=int, metavar="L",
+        help="show only layer L's heads; with --head H also that head's token-by-token map")
+    add("--head", type=int, metavar="H", help="with --layer L: print that head's token map")
+    add("--top-heads", type=int, metavar="N",
+        help="compact view: for each word before the query, the N heads that attend most to it "
+             f"(the default, with N = {DEFAULT_TOP}, when more than {MANY_HEADS} heads are shown)")
+    add("--all-heads", action="store_true",
+        help=f"one line per head even when more than {MANY_HEADS} heads are shown")
     add("--html", metavar="FILE", help="with --attention: also write every head's map to one "
         "self-contained page, the probe's best head marked")
 
@@ -114,10 +121,18 @@ def check_args(args):
         raise ValueError(f"--top-p must be in (0, 1], got {args.top_p}")
     if args.seed is not None and not 0 <= args.seed <= SEED_MAX:
         raise ValueError(f"--seed must be in 0..{SEED_MAX} (2**64 - 1), got {args.seed}")
-    if (args.layer is None) != (args.head is None):
-        raise ValueError("give --layer and --head together to print one head's token-by-token map")
-    if args.attention is None and (args.word, args.layer, args.head, args.html) != (None,) * 4:
-        raise ValueError("--word, --layer, --head and --html go with --attention")
+    if args.head is not None and args.layer is None:
+        raise ValueError("--head goes with --layer: give --layer L --head H for that head's "
+                         "token-by-token map")
+    if args.top_heads is not None and args.top_heads < 1:
+        raise ValueError(f"--top-heads must be at least 1, got {args.top_heads}")
+    if args.top_heads is not None and args.all_heads:
+        raise ValueError("--top-heads (each word's top heads) and --all-heads (a line per head) "
+                         "are two views; give one of them")
+    attention_only = (args.word, args.layer, args.head, args.html, args.top_heads)
+    if args.attention is None and (attention_only != (None,) * 5 or args.all_heads):
+        raise ValueError("--word, --layer, --head, --top-heads, --all-heads and --html go with "
+                         "--attention")
     if args.probe is not None and args.attention is not None:
         raise ValueError("--probe and --attention are separate runs; give one of them")
     if args.json and args.probe is None:
@@ -201,14 +216,19 @@ def show_attention(run, args, out):
     analysed = [sentence_attention(run.model, run.tokenizer, s, args.word) for s in sentences]
     colour = colour_mode(out, os.environ)
     width = shutil.get_terminal_size((100, 24)).columns if colour else 100
-    text = "\n\n".join(render_sentence(a, colour, width, args.layer, args.head) for a in analysed)
+    shown = n_head if args.layer is not None else n_layer * n_head
+    top = args.top_heads
+    if top is None and not args.all_heads and shown > MANY_HEADS:
+        top = DEFAULT_TOP  # a line per head would be a wall of text for every sentence
+        out.write(f"note: {shown} heads, so each word lists the {top} that attend most to it; "
+                  "--all-heads prints a line per head, --layer L one layer's, "
+                  "--top-heads N more heads per word\n\n")
+    text = "\n\n".join(render_sentence(a, colour, width, args.layer, args.head, top)
+                        for a in analysed)
     out.write(text + "\n")
     if args.html:
         best = probe(run, "", permutations=1)["best_head"]
-        pages = [{"tokens": a.tokens, "pronoun": a.query_token,
-                  "attention": torch.stack([torch.stack(layer) for layer in a.weights])}
-                 for a in analysed]
-        write_html(args.html, pages, best_head=best)
+        write_html(args.html, [sentence_page(a) for a in analysed], best_head=best)
         out.write(f"wrote {args.html} (best head on the probe's dev set: "
                   f"layer {best['layer']} head {best['head']})\n")
 

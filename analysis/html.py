@@ -1,9 +1,11 @@
 """Attention maps as one self-contained HTML page: no CDN, no network, works from a file.
 
 For each sentence: the layer x head grid of small maps (rows: the token attending, the query;
-columns: the token attended to, the key); click one to enlarge it with token labels; hover a
-token or a row label to highlight its row (and tint the sentence by that row's weights); hover a
-cell for its weight. The probe's best head, if given, is outlined and labelled.
+columns: the token attended to, the key), its rows and columns labelled L0.. and H0..; click one
+to enlarge it with token labels; hover a token or a row label to highlight its row (and tint the
+sentence by that row's weights); hover a cell for its weight. The probe's best head, if given,
+is outlined. The maps shrink (down to 16 px) so that the grid, GPT-2 small's 12 x 12 included,
+fits beside the enlarged map or, on a narrow page, across it.
 
 Everything is inline (CSS, JS, and the data as JSON) because bertviz, which loads its scripts
 from a CDN, draws a blank page whenever the CDN is unreachable. Text from the user (tokens) only
@@ -27,19 +29,25 @@ body { font: 14px/1.4 system-ui, sans-serif; margin: 16px; color: #222; backgrou
 h1 { font-size: 20px; margin: 0 0 4px; } h2 { font-size: 15px; margin: 18px 0 6px; }
 .help { color: #555; margin: 0 0 8px; }
 .tokens { margin: 4px 0 10px; line-height: 2; }
-.tok { padding: 2px 3px; margin: 1px; border: 1px solid #ddd; border-radius: 3px;
-       white-space: pre; cursor: default; }
+/* inline-block: a line may break between two tokens, so a long sentence wraps */
+.tok { display: inline-block; line-height: 1.4; padding: 2px 3px; margin: 1px;
+       border: 1px solid #ddd; border-radius: 3px; white-space: pre; cursor: default; }
 .tok.pronoun { border-color: #d95f02; font-weight: bold; }
+.note { color: #8c2d04; margin: 0 0 6px; }
 .layout { display: flex; gap: 24px; align-items: flex-start; flex-wrap: wrap; }
-.grid { display: grid; gap: 6px; }
-.cell { padding: 2px; border: 2px solid transparent; background: none; cursor: pointer; font: inherit; }
-.cell canvas { width: 72px; height: 72px; image-rendering: pixelated; display: block;
-               border: 1px solid #ccc; }
-.cell span { display: block; font-size: 11px; color: #555; }
+/* Grows into the room the enlarged map leaves, up to 72 px maps; its columns shrink to fit. */
+.grid { display: grid; gap: 4px; align-items: center; flex: 1 1 320px; max-width: max-content;
+        min-width: 0; }
+.grid .label { font-size: 11px; color: #555; text-align: center; padding: 0 2px; }
+.grid .label.best { color: #d95f02; font-weight: bold; }
+.cell { padding: 1px; border: 2px solid transparent; background: none; cursor: pointer;
+        width: 100%; min-width: 0; box-sizing: border-box; }
+.cell canvas { width: 100%; height: auto; aspect-ratio: 1; image-rendering: pixelated;
+               display: block; border: 1px solid #ccc; box-sizing: border-box; }
 .cell.selected { border-color: #2166ac; }
 .cell.best { outline: 3px solid #d95f02; outline-offset: 1px; }
-.cell.best span { color: #d95f02; font-weight: bold; }
-.big { position: relative; }
+.big { position: relative; flex: 0 1 auto; min-width: 0; max-width: 100%; }
+.big canvas { display: block; max-width: 100%; height: auto; }
 .tip { position: absolute; pointer-events: none; background: #222; color: #fff; padding: 2px 6px;
        border-radius: 3px; font-size: 12px; white-space: pre; display: none; }
 """
@@ -74,6 +82,7 @@ function sentence(s, si) {
   const best = DATA.best, head = { l: best ? best[0] : 0, h: best ? best[1] : 0 };
   let row = s.pronoun === null ? T - 1 : s.pronoun;
   sec.appendChild(el("h2", null, "Sentence " + (si + 1)));
+  if (s.note) sec.appendChild(el("p", "note", "Note: " + s.note));
   const toks = el("div", "tokens");
   const spans = s.tokens.map((t, i) => {
     const sp = el("span", "tok" + (i === s.pronoun ? " pronoun" : ""), t);
@@ -83,17 +92,26 @@ function sentence(s, si) {
   });
   sec.appendChild(toks);
   const layout = el("div", "layout"), grid = el("div", "grid"), cells = [];
-  grid.style.gridTemplateColumns = "repeat(" + H + ", auto)";
+  grid.style.gridTemplateColumns = "auto repeat(" + H + ", minmax(16px, 72px))";
   const bitmaps = s.attention.map(layer => layer.map(bitmap));
-  for (let l = 0; l < L; l++) for (let h = 0; h < H; h++) {
-    const isBest = best && best[0] === l && best[1] === h;
-    const b = el("button", "cell" + (isBest ? " best" : ""));
-    b.title = "layer " + l + ", head " + h + (isBest ? BEST : "") + ": click to enlarge";
-    const c = el("canvas"); c.width = T; c.height = T;
-    c.getContext("2d").drawImage(bitmaps[l][h], 0, 0);
-    b.appendChild(c); b.appendChild(el("span", null, "L" + l + " H" + h + (isBest ? " best" : "")));
-    b.addEventListener("click", () => { head.l = l; head.h = h; draw(); });
-    grid.appendChild(b); cells.push([l, h, b]);
+  const label = (text, isBest) =>
+    grid.appendChild(el("div", "label" + (isBest ? " best" : ""), text));
+  label("");
+  for (let h = 0; h < H; h++) label("H" + h, best && best[1] === h);
+  for (let l = 0; l < L; l++) {
+    label("L" + l, best && best[0] === l);
+    for (let h = 0; h < H; h++) {
+      const isBest = best && best[0] === l && best[1] === h;
+      const b = el("button", "cell" + (isBest ? " best" : ""));
+      b.title = "layer " + l + ", head " + h + (isBest ? BEST : "") + ": click to enlarge";
+      b.dataset.head = "L" + l + " H" + h;
+      b.setAttribute("aria-label", b.title);
+      const c = el("canvas"); c.width = T; c.height = T;
+      c.getContext("2d").drawImage(bitmaps[l][h], 0, 0);
+      b.appendChild(c);
+      b.addEventListener("click", () => { head.l = l; head.h = h; draw(); });
+      grid.appendChild(b); cells.push([l, h, b]);
+    }
   }
   const bigBox = el("div", "big"), title = el("div"), big = el("canvas"), tip = el("div", "tip");
   const cell = Math.max(12, Math.min(28, Math.floor(560 / T)));
@@ -130,9 +148,9 @@ function sentence(s, si) {
     });
   }
   big.addEventListener("mousemove", ev => {
-    const r = big.getBoundingClientRect();
+    const r = big.getBoundingClientRect(), px = big.width / r.width;  // shrunk on a narrow page
     const x = ev.clientX - r.left, y = ev.clientY - r.top;
-    const q = Math.floor((y - margin) / cell), k = Math.floor((x - margin) / cell);
+    const q = Math.floor((y * px - margin) / cell), k = Math.floor((x * px - margin) / cell);
     if (q < 0 || q >= T) { tip.style.display = "none"; return; }
     if (q !== row) { row = q; draw(); }
     if (k < 0 || k >= T) { tip.style.display = "none"; big.title = ""; return; }
@@ -183,14 +201,25 @@ def _best(best_head):
     return [layer, head]
 
 
+def sentence_page(sa):
+    """One analysis.words.SentenceAttention as a sentence for write_html: its window's tokens and
+    maps, the query's row shown first, and what the window leaves out as the note."""
+    return {"tokens": sa.tokens, "pronoun": sa.query_token, "note": sa.window_note,
+            "attention": torch.stack([torch.stack(layer) for layer in sa.weights])}
+
+
 def _sentence(s, i, best):
     """Validate one sentence dict and turn it into the page's JSON form."""
     try:
-        tokens, attention, pronoun = s["tokens"], s["attention"], s.get("pronoun")
+        tokens, attention = s["tokens"], s["attention"]
+        pronoun, note = s.get("pronoun"), s.get("note")
     except (KeyError, TypeError):
         raise ValueError(
-            f"sentence {i} must be a dict with 'tokens', 'attention' and optionally 'pronoun'"
+            f"sentence {i} must be a dict with 'tokens', 'attention' and optionally 'pronoun' "
+            "and 'note'"
         ) from None
+    if note is not None and not isinstance(note, str):
+        raise ValueError(f"sentence {i}: 'note' must be a string or None, got {note!r}")
     if not isinstance(tokens, (list, tuple)) or not all(isinstance(t, str) for t in tokens):
         raise ValueError(f"sentence {i}: 'tokens' must be a list of display strings, one per token")
     tokens = list(tokens)
@@ -223,7 +252,7 @@ def _sentence(s, i, best):
             f"{a.shape[0]} layers x {a.shape[1]} heads; pass the probe's result for this model"
         )
     weights = (a.clamp(0, 1) * SCALE).round().long().tolist()
-    return {"tokens": tokens, "attention": weights, "pronoun": pronoun}
+    return {"tokens": tokens, "attention": weights, "pronoun": pronoun, "note": note}
 
 
 def render_html(sentences, best_head=None, title="Attention maps") -> str:
@@ -240,15 +269,16 @@ def render_html(sentences, best_head=None, title="Attention maps") -> str:
     # ">" and "&" escaped no token can, and JSON.parse reads the \u escapes back unchanged.
     payload = json.dumps(data, separators=(",", ":"))
     payload = payload.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
+    outlined = f"; outlined: the probe's best head, L{best[0]} H{best[1]}" if best else ""
     return f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8">
 <title>{html.escape(title)}</title>
 <style>{CSS}</style>
 </head><body>
 <h1>{html.escape(title)}</h1>
-<p class="help">Each small map is one head (rows: the token attending; columns: the token
-attended to; darker = more weight; grey = future tokens, masked). Click a map to enlarge it,
-hover a token to highlight its row, hover a cell for its weight.</p>
+<p class="help">Each small map is one head, L layer and H head (rows: the token attending;
+columns: the token attended to; darker = more weight; grey = future tokens, masked){outlined}.
+Click a map to enlarge it, hover a token to highlight its row, hover a cell for its weight.</p>
 <div id="status" data-rendered="0"></div>
 <script>{ERROR_HOOK}</script>
 <div id="sentences"></div>
@@ -263,6 +293,7 @@ def write_html(path, sentences, best_head=None, title="Attention maps") -> None:
     page, and a path that cannot take it (a folder, a read-only place) is a one-line ValueError.
 
     sentences: list of {"tokens": [str] (display strings, T of them), "attention": (L, H, T, T)
-    tensor or nested lists, "pronoun": token index or None (the row shown first)}.
+    tensor or nested lists, "pronoun": token index or None (the row shown first), "note": a
+    sentence shown above the maps, or None}; sentence_page makes one from sentence_attention.
     best_head: (layer, head), the probe's result["best_head"], or None."""
     write_atomic(path, render_html(sentences, best_head, title))

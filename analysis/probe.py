@@ -23,9 +23,13 @@ the statistic becomes the max over heads: the selection is still paid for.
 
 Candidates whose tokens all lie after the query stay candidates with attention 0: the model
 cannot point at them, and dropping them would make the task easier for heads than for rules.
-(data.pronouns.read_jsonl refuses them in a user's file.) A query word that is not a pronoun
-("the", a noun) is scored all the same, but the result carries a note saying so: a head can
-then reach 100% or 0% for reasons that have nothing to do with coreference.
+(data.pronouns.read_jsonl refuses them in a user's file.) No example is too long: one whose text
+up to the pronoun is longer than block_size is read in the last block_size tokens up to the
+query (analysis.words.model_window), exactly what the model sees there, and is counted as
+windowed. A candidate wholly before that window gets attention 0, like one after the query.
+A query word that is not a pronoun ("the", a noun) is scored all the same, but the result
+carries a note saying so: a head can then reach 100% or 0% for reasons that have nothing to do
+with coreference.
 
 Letters: N examples, L layers, H heads, K candidates (padded; antecedent and distractors in text
 order), T tokens.
@@ -35,7 +39,7 @@ from typing import NamedTuple
 
 import torch
 
-from analysis.words import PRONOUNS, token_indices, token_spans
+from analysis.words import PRONOUNS, model_window, token_indices, token_spans
 
 BATCH_SIZE = 64
 NOTE_WORDS = 3  # query words quoted in the note about non-pronouns
@@ -50,38 +54,43 @@ class CandidateScores(NamedTuple):
     scores: torch.Tensor  # (N, L, H, K) attention from the query to each candidate, 0 where padded
     valid: torch.Tensor  # (N, K) bool: a real candidate, not padding (real ones come first)
     label: torch.Tensor  # (N,) index of the antecedent among the candidates
-    first: torch.Tensor  # (N, L, H) attention on token 0, the usual "sink"
+    first: torch.Tensor  # (N, L, H) attention on the window's token 0, the usual "sink"
     nearest: torch.Tensor  # (N,) index of the closest candidate before the pronoun, -1 if none
-    skipped_too_long: int  # longer than block_size
+    windowed: int  # read in the window before the pronoun: the text up to it exceeds block_size
+    antecedent_unseen: int  # windowed, and no token of the antecedent is in the window
     skipped_unencodable: int  # the tokenizer refused the text (a char vocabulary without a letter)
 
 
 class _Item(NamedTuple):
-    ids: list[int]
-    query: int  # token index of the pronoun's last token
-    tokens: list[list[int]]  # per candidate (text order), the token indices the query can see
+    ids: list[int]  # the window the model reads
+    query: int  # index in ids of the pronoun's last token
+    tokens: list[list[int]]  # per candidate (text order), the indices in ids the query can see
     antecedent: int  # candidate index
     nearest: int  # candidate index, -1 if none precedes the pronoun
+    windowed: bool  # the window leaves out the start of the text
 
 
 def _encode(tokenizer, example, block_size):
-    """An _Item, or the reason to skip the example as a string."""
+    """An _Item, or None when the tokenizer cannot encode the example."""
     try:
         ids, starts = tokenizer.encode_with_offsets(example.text)
     except ValueError:
-        return "unencodable"
-    if len(ids) > block_size:
-        return "too_long"
+        return None
     if not example.distractors:
         raise ValueError("every example needs at least one distractor besides the antecedent")
     token_span = token_spans(example.text, starts)
     query = token_indices(token_span, example.pronoun)[-1]
+    start, end = model_window(len(ids), query, block_size)
     spans = sorted([example.antecedent, *example.distractors])
-    # Only tokens the query can see: a causal model gives later ones exactly 0 anyway.
-    tokens = [[i for i in token_indices(token_span, s) if i <= query] for s in spans]
+    # Only tokens the query can see: a causal model gives later ones exactly 0 anyway, and the
+    # model never reads those before its window. A candidate partly outside the window counts
+    # the tokens inside it (as one that runs past the query does); wholly outside, it gets 0.
+    tokens = [[i - start for i in token_indices(token_span, s) if start <= i <= query]
+              for s in spans]
     before = [j for j, s in enumerate(spans) if s[1] <= example.pronoun[0]]
     nearest = max(before, key=lambda j: spans[j][0]) if before else -1
-    return _Item(ids, query, tokens, spans.index(example.antecedent), nearest)
+    return _Item(ids[start:end], query - start, tokens, spans.index(example.antecedent), nearest,
+                 start > 0)
 
 
 def _device(model):
@@ -98,11 +107,11 @@ def candidate_scores(model, tokenizer, examples) -> CandidateScores:
     padding can leak into attention."""
     cfg = model.config
     encoded = [_encode(tokenizer, ex, cfg.block_size) for ex in examples]
-    kept = [e for e in encoded if not isinstance(e, str)]
+    kept = [e for e in encoded if e is not None]
     if not kept:
         raise ValueError(
-            f"none of the {len(examples)} examples fits the model (block_size {cfg.block_size}, "
-            "tokenizer vocabulary); give shorter examples or a model trained on text like them"
+            f"the model's tokenizer cannot encode any of the {len(examples)} examples; give "
+            "examples written in the characters of its training text, or a model trained on them"
         )
     N, K = len(kept), max(len(e.tokens) for e in kept)
     scores = torch.zeros(N, cfg.n_layer, cfg.n_head, K)
@@ -131,7 +140,9 @@ def candidate_scores(model, tokenizer, examples) -> CandidateScores:
     label = torch.tensor([e.antecedent for e in kept])
     nearest = torch.tensor([e.nearest for e in kept])
     return CandidateScores(
-        scores, valid, label, first, nearest, encoded.count("too_long"), encoded.count("unencodable")
+        scores, valid, label, first, nearest, windowed=sum(e.windowed for e in kept),
+        antecedent_unseen=sum(e.windowed and not e.tokens[e.antecedent] for e in kept),
+        skipped_unencodable=len(examples) - N,
     )
 
 
@@ -207,7 +218,10 @@ def run_probe(model, tokenizer, dev, test=None, permutations=1000, seed=0) -> di
       p_value, permutations, seed, selection
       heads      one {layer, head, dev, test, mass_antecedent, mass_distractors,
                  mass_first_token} per head, layer-major; masses are means over test items
-      counts     {dev, test}: {examples, used, skipped_too_long, skipped_unencodable}
+      counts     {dev, test}: {examples, used, windowed, antecedent_unseen, skipped_unencodable}:
+                 windowed items were read in the last block_size tokens up to the pronoun, and
+                 of those antecedent_unseen lost their antecedent from that window
+      block_size the model's
       notes      caveats as sentences, [] if none (query words that are not pronouns)"""
     if isinstance(permutations, bool) or not isinstance(permutations, int) or permutations < 1:
         raise ValueError(f"permutations must be a positive integer, got {permutations!r}")
@@ -255,11 +269,12 @@ def run_probe(model, tokenizer, dev, test=None, permutations=1000, seed=0) -> di
         "selection": "same data" if same else "dev",
         "heads": heads,
         "counts": {
-            split: {"examples": len(exs), "used": len(cs.label),
-                    "skipped_too_long": cs.skipped_too_long,
+            split: {"examples": len(exs), "used": len(cs.label), "windowed": cs.windowed,
+                    "antecedent_unseen": cs.antecedent_unseen,
                     "skipped_unencodable": cs.skipped_unencodable}
             for split, exs, cs in (("dev", dev, cs_dev), ("test", dev if same else test, cs_test))
         },
+        "block_size": model.config.block_size,
         "notes": query_word_notes(dev if same else [*dev, *test]),
     }
 
@@ -273,8 +288,12 @@ def format_report(result: dict, top: int = 5) -> str:
     lines = ["Pronoun probe: read at the pronoun, does a head's attention pick its antecedent?"]
     for split, c in list(result["counts"].items())[: 1 if same else 2]:
         lines.append(f"{'examples' if same else split}: {c['used']} of {c['examples']} used "
-                     f"(skipped: {c['skipped_too_long']} longer than block_size, "
-                     f"{c['skipped_unencodable']} the tokenizer cannot encode)")
+                     f"(skipped: {c['skipped_unencodable']} the tokenizer cannot encode)")
+        if c["windowed"]:
+            lines += [f"  {c['windowed']} read in the model's window, the last "
+                      f"{result['block_size']} tokens up to the pronoun (block_size);",
+                      "  the candidates before it get attention 0, the antecedent among them in "
+                      f"{c['antecedent_unseen']}"]
     lines += [f"Note: {note}." for note in result["notes"]]
     lines += ["", f"{score} by layer (rows) and head (columns):",
               "     " + "".join(f"{'H' + str(h):>7}" for h in range(n_head))]

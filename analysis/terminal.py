@@ -1,4 +1,5 @@
-"""Attention maps as text: one line per head of where the query word looks, and a token grid.
+"""Attention maps as text: one line per head of where the query word looks, a compact list of
+the heads that attend most to each word (for models with many heads), and a token grid.
 
 Pure rendering: functions take words and weights and return strings, so tests check the exact
 output. A weight w in [0, 1] is drawn as a shade ( ░▒▓█, w rounded to quarters) and printed
@@ -16,6 +17,8 @@ TOP = "\x1b[1;4m"  # bold + underline
 COLD, HOT = (20, 20, 50), (255, 210, 60)  # heat colours for weight 0 and weight 1
 MAX_WORD = 12  # longest word label before it is cut with …
 MAX_TOKEN = 8  # longest token label in the grid
+MANY_HEADS = 32  # above this many heads, generate.py shows the compact view unless told otherwise
+DEFAULT_TOP = 3  # heads per word in that default compact view
 
 
 def colour_mode(stream, environ):
@@ -113,6 +116,26 @@ def render_word_rows(words, rows, colour=None, width=100):
     return "\n\n".join(blocks)
 
 
+def render_top_heads(words, rows, top, colour=None):
+    """The compact view: for each word that has a letter or digit (punctuation is no candidate),
+    the `top` heads that give it the most weight, most first, ties in head order:
+
+        animal   L5 H1 ▒.62  L6 H9 ▒.48  L2 H3 ░.33
+
+    rows: (label, weights) pairs as for render_word_rows, weights[i] belonging to words[i]."""
+    shown = [i for i, w in enumerate(words) if any(c.isalnum() for c in w)]
+    labels = {i: display_token(words[i], MAX_WORD) for i in shown}
+    width = max(map(len, labels.values()), default=0)
+    head_width = max(len(label) for label, _ in rows)  # "L9 H1" and "L11 H10" line up
+    lines = []
+    for i in shown:
+        best = sorted(rows, key=lambda row: -row[1][i])[:top]  # sorted is stable: head order
+        heads = " ".join(f"{label.ljust(head_width)} {_cell(weights[i], False, colour)}"
+                          for label, weights in best).rstrip()
+        lines.append(f"{labels[i].ljust(width)}  {heads}")
+    return "\n".join(lines) or "(no word before it)"
+
+
 def render_token_grid(tokens, weights, colour=None, width=100):
     """The full (T, T) map of one head: row i is query token i, column j key token j.
 
@@ -143,19 +166,26 @@ def render_token_grid(tokens, weights, colour=None, width=100):
     return "\n".join(lines)
 
 
-def render_sentence(sa, colour=None, width=100, layer=None, head=None):
+def render_sentence(sa, colour=None, width=100, layer=None, head=None, top=None):
     """Everything shown for one analysed sentence (an analysis.words.SentenceAttention): the
-    sentence, the query, one line per layer and head, and the grid of `layer`/`head` if given."""
+    sentence, what the model's window leaves out, then the heads of `layer` (None: of every
+    layer) as one line each, or with `top` as the compact view (render_top_heads), and with
+    `head` that head's token grid."""
     query = sa.words[sa.query_word]
-    parts = [
-        display_token(sa.text, spaces=False),
-        f'attention of "{query}" (its last token, #{sa.query_token}) over the words up to it; '
-        f"each word sums its tokens, {MARK} marks the largest",
-    ]
+    parts = [display_token(sa.text, spaces=False)]
+    if sa.window_note:
+        parts.append(f"note: {sa.window_note}")
     rows = [(f"L{l} H{h}", weights) for l, layer_rows in enumerate(sa.rows)
-            for h, weights in enumerate(layer_rows)]
-    parts.append(render_word_rows(sa.words, rows, colour, width))
-    if layer is not None:
+            for h, weights in enumerate(layer_rows) if layer in (None, l)]
+    if top is None:
+        parts.append(f'attention of "{query}" (its last token, #{sa.query_token}) over the words '
+                     f"up to it; each word sums its tokens, {MARK} marks the largest")
+        parts.append(render_word_rows(sa.words, rows, colour, width))
+    else:
+        parts.append(f'the {min(top, len(rows))} of {len(rows)} heads that attend most from '
+                     f'"{query}" (its last token, #{sa.query_token}) to each word before it')
+        parts.append(render_top_heads(sa.words[: sa.query_word], rows, top, colour))
+    if head is not None:
         parts.append(f"\nL{layer} H{head}, token by token (row: query, column: key; "
                      f"weight {SHADES[1:]} by quarters, · under 1/8)")
         parts.append(render_token_grid(sa.tokens, sa.weights[layer][head], colour, width))

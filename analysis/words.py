@@ -12,6 +12,10 @@ lost. Offsets come from the tokenizer's encode_with_offsets.
 
 The query is the LAST token of the pronoun: in a causal model it is the first position that has
 seen the whole word, and where the model must decide what comes next.
+
+A text longer than the model's block_size is never refused: the model reads the window
+`model_window` gives, the last block_size tokens up to and including the query, exactly what it
+sees at that position while it reads or writes the text. Words before the window are not shown.
 """
 
 import re
@@ -107,11 +111,25 @@ def word_weights(token_weights, token_word, n_words):
     return totals
 
 
+def model_window(n_tokens, query, block_size):
+    """(start, end): the slice of a text's n_tokens tokens the model reads for the attention at
+    token `query`. The last block_size tokens up to and including the query when the text up to
+    it is longer, else the first block_size; the tokens after the query change nothing there
+    (attention is causal) but the token maps show them."""
+    start = max(0, query + 1 - block_size)
+    return start, min(n_tokens, start + block_size)
+
+
 @dataclass
 class SentenceAttention:
-    """One sentence through the model. weights[l][h] is head h of layer l as a (T, T) tensor;
-    `words` are the words up to and including the query word, `rows[l][h]` its attention over
-    them; query_token is the index of the query word's last token."""
+    """One sentence through the model, read in the window the query sees (model_window).
+
+    tokens, weights and query_token belong to the window: weights[l][h] is head h of layer l as
+    a (T, T) tensor over the window's T tokens, query_token the index there of the query word's
+    last token. `words` are the words with a token in the window, up to and including the query
+    word, `rows[l][h]` its attention over them. window_start is the window's first token in the
+    whole sentence (0 when nothing is cut), words_cut the words wholly before the window and
+    word_cut_in_part whether the first word shown lost its first tokens to it."""
 
     text: str
     tokens: list  # each token decoded alone, for labels
@@ -120,31 +138,49 @@ class SentenceAttention:
     query_token: int
     weights: list
     rows: list
+    window_start: int
+    words_cut: int
+    word_cut_in_part: bool
+
+    @property
+    def window_note(self):
+        """A sentence on the words the window leaves out, or None when the model sees them all."""
+        if not self.window_start:
+            return None
+        n = self.words_cut
+        cut = "the first word is" if n == 1 else f"the first {n} words are"
+        left_out = [f"{cut} outside its window"] if n else []
+        if self.word_cut_in_part:
+            where = "it" if left_out else "its window"
+            left_out.append(f'only part of "{self.words[0]}" is inside {where}')
+        return (f"the model sees {self.query_token + 1} tokens up to "
+                f'"{self.words[self.query_word]}" (its block_size): ' + ", and ".join(left_out))
 
 
 def sentence_attention(model, tokenizer, text, word=None):
-    """Run `text` through `model` and gather its query word's attention per layer and head."""
+    """Run `text` through `model` and gather its query word's attention per layer and head, in
+    the window the model reads at the query (model_window): a text of any length is fine."""
     query_span = find_query_span(text, word)
     ids, starts = tokenizer.encode_with_offsets(text)
-    block_size = model.config.block_size
-    if len(ids) > block_size:
-        raise ValueError(
-            f"the sentence is {len(ids)} tokens, longer than the model's block_size "
-            f"({block_size}); shorten it"
-        )
-    words, word_spans, token_word = group_tokens(text, starts)
-    spans = token_spans(text, starts)
-    query_token = token_indices(spans, query_span)[-1]
-    query_word = token_word[query_token]
+    words, _, token_word = group_tokens(text, starts)
+    query = token_indices(token_spans(text, starts), query_span)[-1]
+    start, end = model_window(len(ids), query, model.config.block_size)
     device = next(model.parameters()).device
     with torch.no_grad():
-        _, attn = model(torch.tensor([ids], device=device), return_attention=True)
+        _, attn = model(torch.tensor([ids[start:end]], device=device), return_attention=True)
     weights = [[head.cpu() for head in layer[0]] for layer in attn]  # per layer, per head (T, T)
+    first_word = token_word[start]
+    window_word = [w - first_word for w in token_word[start:end]]  # words from the first shown
+    query_word = token_word[query] - first_word
+    n_words = window_word[-1] + 1
     rows = [
-        [word_weights(head[query_token].tolist(), token_word, len(words))[: query_word + 1]
+        [word_weights(head[query - start].tolist(), window_word, n_words)[: query_word + 1]
          for head in layer]
         for layer in weights
     ]
-    tokens = [tokenizer.decode([i]) for i in ids]
-    return SentenceAttention(text, tokens, words[: query_word + 1], query_word, query_token,
-                             weights, rows)
+    tokens = [tokenizer.decode([i]) for i in ids[start:end]]
+    return SentenceAttention(
+        text, tokens, words[first_word : first_word + query_word + 1], query_word, query - start,
+        weights, rows, window_start=start, words_cut=first_word,
+        word_cut_in_part=start > 0 and token_word[start - 1] == first_word,
+    )

@@ -8,9 +8,10 @@ import torch
 
 import generate
 from analysis.terminal import (
-    colour_mode, display_token, render_sentence, render_token_grid, render_word_rows,
+    colour_mode, display_token, render_sentence, render_token_grid, render_top_heads,
+    render_word_rows,
 )
-from analysis.words import find_query_span, group_tokens, sentence_attention
+from analysis.words import find_query_span, group_tokens, model_window, sentence_attention
 from data.tokenizer import train_tokenizer
 from model.checkpoint import Run
 from model.gpt import GPT, GPTConfig
@@ -135,10 +136,65 @@ def test_no_attention_is_lost_with_a_real_bpe_tokenizer():
         assert sum(row) == pytest.approx(1.0, abs=1e-6)  # causal: all of it lands on these words
 
 
-def test_a_sentence_longer_than_block_size_is_refused(char_run):
-    small = uniform_model(char_run.tokenizer.vocab_size, block_size=16)
-    with pytest.raises(ValueError, match="longer than the model's block_size"):
-        sentence_attention(small, char_run.tokenizer, SENTENCE)
+# --- sentences longer than the model's window ---------------------------------------------
+
+def random_model(vocab_size, block_size, n_layer=2, n_head=2, n_embd=16):
+    torch.manual_seed(0)
+    config = GPTConfig(vocab_size=vocab_size, block_size=block_size, n_layer=n_layer,
+                       n_head=n_head, n_embd=n_embd)
+    return GPT(config).eval()
+
+
+def test_the_window_is_the_last_block_size_tokens_up_to_the_query():
+    assert model_window(40, 29, 8) == (22, 30)  # cut in front, ends at the query
+    assert model_window(40, 5, 8) == (0, 8)  # the query fits: the first block_size
+    assert model_window(6, 5, 8) == (0, 6)  # the whole text fits
+
+
+@pytest.mark.parametrize("block_size, note", [
+    # "cause it": the window starts inside "because" (the space before "it" is its token).
+    (8, 'the model sees 8 tokens up to "it" (its block_size): the first 4 words are outside '
+        'its window, and only part of "because" is inside it'),
+    # " because it": the window starts at a word.
+    (11, 'the model sees 11 tokens up to "it" (its block_size): the first 4 words are outside '
+         "its window"),
+])
+def test_a_sentence_longer_than_block_size_is_read_in_the_window_the_query_sees(
+        char_run, block_size, note):
+    model, tokenizer = random_model(char_run.tokenizer.vocab_size, block_size), char_run.tokenizer
+    sa = sentence_attention(model, tokenizer, SENTENCE)
+    ids = tokenizer.encode(SENTENCE)
+    cropped = ids[30 - block_size : 30]  # token 29 is "t" of "it"
+    with torch.no_grad():
+        _, attn = model(torch.tensor([cropped]), return_attention=True)
+    assert sa.window_start == 30 - block_size and sa.query_token == block_size - 1
+    assert sa.tokens == [tokenizer.decode([i]) for i in cropped]
+    assert sa.words == ["because", "it"] and sa.window_note == note
+    n_because = block_size - 3  # " it" is the last three tokens
+    for l in range(2):
+        for h in range(2):
+            assert torch.equal(sa.weights[l][h], attn[l][0, h])
+            row = attn[l][0, h, -1]
+            assert sa.rows[l][h] == pytest.approx([row[:n_because].sum().item(),
+                                                   row[n_because:].sum().item()], abs=1e-6)
+    text = render_sentence(sa)
+    assert text.splitlines()[1] == f"note: {note}"
+
+
+def test_a_long_sentence_whose_query_fits_is_read_from_its_start(char_run):
+    model = random_model(char_run.tokenizer.vocab_size, 8)
+    sa = sentence_attention(model, char_run.tokenizer, "It was hungry.")  # 14 tokens
+    assert (sa.window_start, sa.window_note, len(sa.tokens), sa.words) == (0, None, 8, ["It"])
+    assert sa.rows[0][0] == pytest.approx([1.0])
+    assert "note:" not in render_sentence(sa)
+
+
+def test_the_cli_prints_the_window_note_and_a_token_map_of_the_window(char_run):
+    small = Run(random_model(char_run.tokenizer.vocab_size, 8), char_run.tokenizer, {}, {})
+    text = attention_cli(small, ["--attention", SENTENCE, "--layer", "0", "--head", "1"])
+    assert "note: the model sees 8 tokens up to \"it\" (its block_size): the first 4 words" in text
+    grid = text.split("token by token")[1].splitlines()[1:]
+    assert grid[0].split() == list("cause␣it") and len(grid) == 1 + 8  # labels, then 8 rows
 
 
 # --- rendering ---------------------------------------------------------------------------
@@ -221,18 +277,84 @@ def attention_cli(run, argv):
     return out.getvalue()
 
 
-def test_cli_prints_one_line_per_head_and_the_grid(char_run):
-    text = attention_cli(char_run, ["--attention", SENTENCE, "--layer", "1", "--head", "0"])
+def test_cli_prints_one_line_per_head_and_with_layer_and_head_the_grid(char_run):
+    text = attention_cli(char_run, ["--attention", SENTENCE])
     assert sum(bool(re.match(r"L\d H\d  ", line)) for line in text.splitlines()) == 4
+    assert "token by token" not in text and "note:" not in text  # 4 heads: no compact view
+    text = attention_cli(char_run, ["--attention", SENTENCE, "--layer", "1", "--head", "0"])
+    assert sum(bool(re.match(r"L1 H\d  ", line)) for line in text.splitlines()) == 2
     assert "L1 H0, token by token" in text
+
+
+def test_layer_alone_shows_that_layers_heads(char_run):
+    text = attention_cli(char_run, ["--attention", SENTENCE, "--layer", "1"])
+    heads = [line[:5] for line in text.splitlines() if re.match(r"L\d H\d  ", line)]
+    assert heads == ["L1 H0", "L1 H1"] and "token by token" not in text
+
+
+# --- many heads: the compact view ---------------------------------------------------------
+
+def test_top_heads_render_exactly_and_skip_punctuation():
+    rows = [("L0 H0", [0.1, 0.6, 0.3]), ("L0 H1", [0.5, 0.2, 0.3]), ("L1 H0", [0.2, 0.7, 0.1])]
+    assert render_top_heads(["The", "animal", ","], rows, 2) == (
+        "The     L0 H1 ▒.50  L1 H0 ░.20\n"
+        "animal  L1 H0 ▓.70  L0 H0 ▒.60"
+    )
+    assert render_top_heads(["The", "animal"], rows[:1], 5).splitlines()[0] == "The     L0 H0  .10"
+
+
+@pytest.fixture(scope="module")
+def gpt2_shaped_run(char_run):
+    """12 layers x 12 heads, GPT-2 small's grid of heads, at width 48."""
+    return Run(random_model(char_run.tokenizer.vocab_size, 64, 12, 12, 48), char_run.tokenizer,
+               {}, {})
+
+
+def head_lines(text):
+    return [line for line in text.splitlines() if re.match(r"L\d+ H\d+  ", line)]
+
+
+def test_many_heads_default_to_each_words_top_heads_with_a_hint(gpt2_shaped_run):
+    text = attention_cli(gpt2_shaped_run, ["--attention", SENTENCE])
+    assert text.startswith("note: 144 heads, so each word lists the 3 that attend most to it;")
+    assert head_lines(text) == []  # no 144-line wall
+    assert 'the 3 of 144 heads that attend most from "it"' in text
+    sa = sentence_attention(gpt2_shaped_run.model, gpt2_shaped_run.tokenizer, SENTENCE)
+    # The heads listed for "animal" are the three with the largest weight on it, largest first.
+    ranked = sorted(((w[1], f"L{l} H{h}") for l, layer in enumerate(sa.rows)
+                     for h, w in enumerate(layer)), key=lambda x: -x[0])
+    animal = next(line for line in text.splitlines() if line.startswith("animal "))
+    assert re.findall(r"L\d+ H\d+", animal) == [label for _, label in ranked[:3]]
+    words = [line.split()[0] for line in text.splitlines()[-5:]]
+    assert words == ["The", "animal", "went", "out", "because"]  # every word before "it"
+
+
+@pytest.mark.parametrize("argv, lines, top", [
+    (["--all-heads"], 144, None),
+    (["--layer", "3"], 12, None),  # 12 heads: one line each
+    (["--top-heads", "5"], 0, 5),
+    (["--layer", "3", "--top-heads", "2"], 0, 2),
+])
+def test_many_heads_options(gpt2_shaped_run, argv, lines, top):
+    text = attention_cli(gpt2_shaped_run, ["--attention", SENTENCE, *argv])
+    assert len(head_lines(text)) == lines and "note: 144 heads" not in text
+    if top:
+        animal = next(line for line in text.splitlines() if line.startswith("animal "))
+        assert len(re.findall(r"L\d+ H\d+", animal)) == top
+    if "--layer" in argv:
+        assert set(re.findall(r"L(\d+) H\d+", text)) == {"3"}
 
 
 @pytest.mark.parametrize("argv, message", [
     (["--attention", SENTENCE, "--layer", "2", "--head", "0"], "--layer must be in 0..1"),
+    (["--attention", SENTENCE, "--layer", "2"], "--layer must be in 0..1"),
+    (["--attention", SENTENCE, "--top-heads", "0"], "--top-heads must be at least 1"),
+    (["--attention", SENTENCE, "--top-heads", "2", "--all-heads"], "two views"),
+    (["--top-heads", "2"], "go with --attention"),
+    (["--all-heads"], "go with --attention"),
     (["--attention", SENTENCE, "--layer", "-1", "--head", "0"], "--layer must be in 0..1"),
     (["--attention", SENTENCE, "--layer", "0", "--head", "2"], "--head must be in 0..1"),
-    (["--attention", SENTENCE, "--layer", "0"], "together"),
-    (["--attention", SENTENCE, "--head", "0"], "together"),
+    (["--attention", SENTENCE, "--head", "0"], "--head goes with --layer"),
     (["--attention", "The dog barked."], "no pronoun"),
     (["--attention", SENTENCE, "--word", "zebra"], "not in"),
     (["--attention", ""], "empty"),

@@ -15,7 +15,10 @@ import numpy as np
 import pytest
 import torch
 
-from analysis.html import render_html, write_html
+from analysis.html import render_html, sentence_page, write_html
+from analysis.words import sentence_attention
+from data.tokenizer import train_tokenizer
+from model.gpt import GPT, GPTConfig
 
 HOSTILE = [
     "The", " </script><script>alert(1)</script>", " <b>&amp;", ' "q"', " 'x'", "\u2028", " it",
@@ -106,13 +109,14 @@ def test_best_head_outside_the_model_is_an_error():
         render_html(SENTENCES, best_head="L1H2")
 
 
-def chromium(tmp_path, url, *args):
+def chromium(tmp_path, url, *args, width=1280):
     cmd = [
         BROWSER, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
         "--disable-background-networking", "--disable-component-update", "--disable-sync",
         "--host-resolver-rules=MAP * ~NOTFOUND",  # offline: no CDN could load
         f"--user-data-dir={tmp_path / 'profile'}", "--enable-logging=stderr", "--v=0",
-        "--hide-scrollbars", "--force-device-scale-factor=1", "--window-size=1280,1000", *args, url,
+        "--hide-scrollbars", "--force-device-scale-factor=1", f"--window-size={width},1000",
+        *args, url,
     ]
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=90)
     console = [line for line in done.stderr.splitlines() if ":CONSOLE" in line]
@@ -120,15 +124,29 @@ def chromium(tmp_path, url, *args):
     return done.stdout, console
 
 
-# Run after the page's own script: click a head, hover a token and a cell, report what changed.
-INTERACT = """<script>
-const out = {}, sec = document.querySelector("#sentences section");
+def browse(tmp_path, sentences, script, best_head=(1, 2), width=1280):
+    """Write the page, run `script` after the page's own (it fills the object `out`), load it in
+    chromium and return (out, console messages, the DOM)."""
+    path = tmp_path / "page.html"
+    write_html(path, sentences, best_head=best_head)
+    script = ('<script>const out = {}, sec = document.querySelector("#sentences section");'
+              + script + 'const p = document.createElement("pre"); p.id = "test-out";'
+              "p.textContent = JSON.stringify(out); document.body.appendChild(p);</script></body>")
+    path.write_text(path.read_text(encoding="utf-8").replace("</body>", script), encoding="utf-8")
+    dom, console = chromium(tmp_path, path.as_uri(), "--dump-dom", width=width)
+    found = re.search(r'<pre id="test-out">(.*?)</pre>', dom, re.S)
+    assert found, dom[-2000:]
+    return json.loads(html.unescape(found.group(1))), console, dom
+
+
+# Click a head, hover a token and a cell, report what changed.
+INTERACT = """
 const cells = sec.querySelectorAll("button.cell");
 out.cells = cells.length;
-out.best = [...cells].filter(c => c.classList.contains("best")).map(c => c.textContent);
+out.best = [...cells].filter(c => c.classList.contains("best")).map(c => c.dataset.head);
 cells[1].click();
 out.title = sec.querySelector(".big div").textContent;
-out.selected = [...cells].filter(c => c.classList.contains("selected")).map(c => c.textContent);
+out.selected = [...cells].filter(c => c.classList.contains("selected")).map(c => c.dataset.head);
 const big = sec.querySelector(".big canvas"), r = big.getBoundingClientRect();
 const m = +big.dataset.margin, c = +big.dataset.cell, T = sec.querySelectorAll(".tok").length;
 // over the last row (the pronoun) and the second column
@@ -136,24 +154,17 @@ const at = {clientX: r.left + m + 1.5 * c, clientY: r.top + m + (T - 0.5) * c};
 big.dispatchEvent(new MouseEvent("mousemove", at));
 out.tip = sec.querySelector(".tip").textContent;
 out.tokenTitle = sec.querySelectorAll(".tok")[1].title;
-const p = document.createElement("pre"); p.id = "test-out"; p.textContent = JSON.stringify(out);
-document.body.appendChild(p);
-</script></body>"""
+"""
 
 
 @needs_browser
 def test_real_browser_renders_without_errors_and_responds_to_clicks_and_hover(tmp_path):
-    path = tmp_path / "page.html"
-    write_html(path, SENTENCES, best_head=(1, 2))
-    path.write_text(path.read_text(encoding="utf-8").replace("</body>", INTERACT), encoding="utf-8")
-    dom, console = chromium(tmp_path, path.as_uri(), "--dump-dom")
+    out, console, dom = browse(tmp_path, SENTENCES, INTERACT)
     assert console == []  # no console messages at all: no errors, no warnings
     status = re.search(r'<div id="status"[^>]*>', dom).group(0)
     assert 'data-rendered="2"' in status and "data-errors" not in status, status
-    out = re.search(r'<pre id="test-out">(.*?)</pre>', dom, re.S).group(1)
-    out = json.loads(html.unescape(out))
     assert out["cells"] == 12
-    assert out["best"] == ["L1 H2 best"]
+    assert out["best"] == ["L1 H2"]
     assert out["title"].startswith("Layer 0, head 1:")
     assert out["selected"] == ["L0 H1"]
     assert out["tip"] == '" it" \u2192 " </script><script>alert(1)</script>": 0.7000'
@@ -179,3 +190,54 @@ def test_real_browser_screenshot_shows_the_grid_and_the_best_head(tmp_path):
     orange = int(((r > 180) & (g > 60) & (g < 130) & (b < 60)).sum())  # the best head's outline
     assert blue > 2000, blue
     assert orange > 200, orange
+
+
+# --- GPT-2 small's 12 x 12 heads ------------------------------------------------------------
+
+LONG = "The animal in the jungle went out on a hunt because it was hungry."
+
+
+@pytest.fixture(scope="module")
+def gpt2_shaped_page():
+    """A random model with GPT-2 small's 12 layers x 12 heads (at width 48) and block_size 48,
+    shorter than the sentence up to "it", through the path generate.py --html takes."""
+    tokenizer = train_tokenizer("char", LONG)
+    torch.manual_seed(0)
+    config = GPTConfig(vocab_size=tokenizer.vocab_size, block_size=48, n_layer=12, n_head=12,
+                       n_embd=48)
+    return sentence_page(sentence_attention(GPT(config).eval(), tokenizer, LONG))
+
+
+def test_a_12_by_12_model_page_holds_all_144_maps_and_the_window_note(gpt2_shaped_page):
+    data = json.loads(data_block(render_html([gpt2_shaped_page], best_head=(5, 7))))
+    [s] = data["sentences"]
+    assert np.array(s["attention"]).shape == (12, 12, 48, 48)
+    assert s["pronoun"] == 47 and len(s["tokens"]) == 48
+    assert s["note"].startswith('the model sees 48 tokens up to "it" (its block_size): the first')
+
+
+# The layout as the browser drew it.
+LAYOUT = """
+const grid = sec.querySelector(".grid"), big = sec.querySelector(".big canvas");
+out.cells = sec.querySelectorAll("button.cell").length;
+out.labels = [...grid.querySelectorAll(".label")].map(e => e.textContent);
+out.best = [...sec.querySelectorAll("button.cell.best")].map(c => c.dataset.head);
+out.pageWidth = document.documentElement.scrollWidth;
+out.viewWidth = window.innerWidth;
+out.right = Math.max(grid.getBoundingClientRect().right, big.getBoundingClientRect().right);
+out.map = sec.querySelector("button.cell canvas").getBoundingClientRect().width;
+out.note = sec.querySelector(".note").textContent;
+"""
+
+
+@needs_browser
+@pytest.mark.parametrize("width", [1280, 800])  # a desktop, and a narrow window
+def test_real_browser_fits_a_12_by_12_grid_in_the_page_width(tmp_path, gpt2_shaped_page, width):
+    out, console, _ = browse(tmp_path, [gpt2_shaped_page], LAYOUT, best_head=(5, 7), width=width)
+    assert console == []
+    assert out["cells"] == 144 and out["best"] == ["L5 H7"]
+    assert out["labels"] == ["", *(f"H{h}" for h in range(12)), *(f"L{l}" for l in range(12))]
+    assert out["viewWidth"] == width
+    assert out["pageWidth"] <= width and out["right"] <= width, out  # no horizontal scrolling
+    assert out["map"] >= 24, out  # small multiples, still maps
+    assert out["note"].startswith("Note: the model sees 48 tokens")

@@ -206,16 +206,57 @@ def test_one_set_of_examples_says_head_was_chosen_and_scored_on_it():
     assert "chosen and scored on the same data" in report
 
 
-def test_long_and_unencodable_examples_are_skipped_and_counted():
-    short = KnownModel([[sink, caps]], block_size=32)
-    too_long = item("the cat and the PIG ran so it saw the ox.", "PIG", "cat")  # 41 chars
+# "the cat and the PIG ran so it saw the ox.": "it" is characters 27-28, so the query is token
+# 28; with block_size 16 the model reads tokens 13..28, "he PIG ran so it", and "cat" is outside.
+LONG = item("the cat and the PIG ran so it saw the ox.", "PIG", "cat")
+LOST = item("the CAT and the pig ran so it saw the ox.", "CAT", "pig")  # the antecedent is outside
+
+
+def test_a_long_example_is_read_in_the_window_before_its_pronoun_and_counted():
+    short = KnownModel([[sink, caps]], block_size=16)
+    cs = candidate_scores(short, TOKENIZER, [LONG, LOST, TEST[0]])
+    assert (cs.windowed, cs.antecedent_unseen, cs.skipped_unencodable) == (3, 1, 0)
+    # caps spreads 0.9 over the window's capitals (P, I, G) and 0.1 on its first token, "h".
+    assert cs.scores[0, 0, 1].tolist() == pytest.approx([0.0, 0.9])  # "cat" is outside: 0
+    assert cs.first[0, 0, 1].item() == pytest.approx(0.1)
+    # No capital in LOST's window: caps puts it all on the window's first token; a tie at 0.
+    assert cs.scores[1, 0, 1].tolist() == [0.0, 0.0]
+
+
+def test_long_examples_are_windowed_and_unencodable_ones_skipped_in_result_and_report():
+    short = KnownModel([[sink, caps]], block_size=16)
     odd = Example("the DOG saw the cat, so it ran!", (24, 26), (4, 7), [(16, 19)])  # "!" unknown
-    r = run_probe(short, TOKENIZER, TEST[:3] + [too_long, odd], permutations=10)
-    assert r["counts"]["dev"] == {
-        "examples": 5, "used": 3, "skipped_too_long": 1, "skipped_unencodable": 1
-    }
-    with pytest.raises(ValueError, match="none of the 1 examples fits"):
-        run_probe(short, TOKENIZER, [too_long])
+    r = run_probe(short, TOKENIZER, [*TEST[:3], LONG, LOST, odd], permutations=10)
+    assert r["counts"]["dev"] == {"examples": 6, "used": 5, "windowed": 5, "antecedent_unseen": 2,
+                                  "skipped_unencodable": 1}
+    assert r["block_size"] == 16
+    # Every one is windowed; caps finds the antecedent in its window but for "HEN" (TEST[2]) and
+    # LOST, whose antecedents are outside: no capital is seen, a tie, a miss.
+    assert grid(r, "test")[(0, 1)] == pytest.approx(3 / 5)
+    report = format_report(r)
+    assert "examples: 5 of 6 used (skipped: 1 the tokenizer cannot encode)" in report
+    assert ("  5 read in the model's window, the last 16 tokens up to the pronoun (block_size);\n"
+            "  the candidates before it get attention 0, the antecedent among them in 2\n"
+            ) in report
+    with pytest.raises(ValueError, match="cannot encode any of the 1 examples"):
+        run_probe(short, TOKENIZER, [odd])
+
+
+def test_a_windowed_example_in_a_real_gpt_scores_the_attention_on_the_cropped_ids():
+    from model.gpt import GPT, GPTConfig
+
+    torch.manual_seed(0)
+    config = GPTConfig(vocab_size=TOKENIZER.vocab_size, block_size=16, n_layer=2, n_head=2,
+                       n_embd=16)
+    model = GPT(config).eval()
+    cs = candidate_scores(model, TOKENIZER, [LONG])
+    cropped = torch.tensor([TOKENIZER.encode(LONG.text)[13:29]])
+    with torch.no_grad():
+        _, attn = model(cropped, return_attention=True)
+    pig = torch.stack([a[0, :, -1, 16 - 13 : 19 - 13].sum(-1) for a in attn])  # (L, H)
+    assert torch.allclose(cs.scores[0, :, :, 1], pig, atol=1e-6)
+    assert cs.scores[0, :, :, 0].abs().max().item() == 0.0  # "cat" is before the window
+    assert cs.windowed == 1
 
 
 def test_result_is_json_with_the_documented_keys(result):
@@ -307,3 +348,17 @@ def test_the_note_quotes_a_few_words_and_ignores_case(result):
            item("the eel saw the bee so it ran.", "eel", "bee", pronoun="bee")]
     [note] = run_probe(MODEL, TOKENIZER, odd, permutations=10)["notes"]
     assert "5 of 5 examples are not pronouns ('so', 'saw', 'the', ...)" in note
+
+
+def test_the_report_of_gpt2_smalls_144_heads_keeps_its_table_in_100_columns():
+    from model.gpt import GPT, GPTConfig
+
+    torch.manual_seed(0)
+    config = GPTConfig(vocab_size=TOKENIZER.vocab_size, block_size=64, n_layer=12, n_head=12,
+                       n_embd=48)
+    report = format_report(run_probe(GPT(config).eval(), TOKENIZER, DEV, TEST, permutations=10))
+    table = report.split("by layer (rows) and head (columns):\n")[1].split("\n\n")[0].splitlines()
+    assert table[0].split() == [f"H{h}" for h in range(12)]
+    assert [row.split()[0] for row in table[1:]] == [f"L{l}" for l in range(12)]
+    assert all(len(row.split()) == 13 for row in table[1:])
+    assert max(len(line) for line in table) <= 100

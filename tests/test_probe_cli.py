@@ -120,3 +120,31 @@ def test_html_under_a_file_is_a_one_line_error(run_folder, tmp_path):
     (tmp_path / "notes.txt").write_text("mine")
     assert "is a file, not a folder" in html_error(run_folder, tmp_path / "notes.txt" / "maps.html")
     assert (tmp_path / "notes.txt").read_text() == "mine"
+
+
+@pytest.fixture(scope="module")
+def short_run_folder(tmp_path_factory):
+    """block_size 16: most built-in sentences are longer than that up to their pronoun."""
+    folder = tmp_path_factory.mktemp("short_run")
+    make_run(folder, "bpe", 16)
+    return folder
+
+
+def test_the_probe_reads_long_examples_in_the_window_instead_of_skipping_them(short_run_folder):
+    code, out, _ = call("--ckpt", short_run_folder, "--probe", "--json", "--permutations", "5")
+    assert code == 0
+    result = json.loads(out)
+    for split in ("dev", "test"):
+        c = result["counts"][split]
+        assert c["used"] == c["examples"] == len(examples(split))
+        assert 0 < c["antecedent_unseen"] <= c["windowed"] <= c["used"]
+    code, out, _ = call("--ckpt", short_run_folder, "--probe", "--permutations", "5")
+    windowed = result["counts"]["test"]["windowed"]
+    assert f"  {windowed} read in the model's window, the last 16 tokens up to the pronoun" in out
+
+
+def test_attention_and_its_page_take_sentences_longer_than_block_size(short_run_folder, tmp_path):
+    page = tmp_path / "maps.html"
+    code, out, _ = call("--ckpt", short_run_folder, "--attention", "--html", page)
+    assert code == 0 and out.count("note: the model sees 16 tokens up to") >= 3
+    assert "outside its window" in page.read_text()  # the page says so too

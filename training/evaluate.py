@@ -18,42 +18,64 @@ from model.gpt import lm_loss
 from training.runtime import all_sum
 
 
-@torch.no_grad()
+# Evaluation has no backward pass to pay for, so it runs in batches of about this many tokens,
+# whatever the training batch: on a CPU, 256 windows of 64 tokens go about 3x faster than 12.
+EVAL_TOKENS = 16_384
+
+
+def eval_batch_size(block_size, batch_size):
+    return max(batch_size, EVAL_TOKENS // block_size)
+
+
+def _token_losses(model, x, y, rt):
+    """Summed next-token loss of windows x (N, T) against targets y, in large batches."""
+    total = torch.zeros((), dtype=torch.float64, device=rt.device)
+    step = eval_batch_size(x.size(1), 1)
+    for i in range(0, len(x), step):
+        with rt.autocast():
+            logits = model(x[i : i + step])
+        total += F.cross_entropy(logits.float().flatten(0, 1), y[i : i + step].flatten(), reduction="sum")
+    return total
+
+
+@torch.inference_mode()
 def evaluate(model, prepared, config, rt):
-    """Mean loss over eval_iters fixed batches of each split; processes share the batches out."""
+    """Mean loss over eval_iters fixed batches of each split; processes share the batches out.
+    The batches are drawn as in training, then run through the model in larger chunks: the
+    mean over batches of equal size is the mean over all their tokens."""
     t, block_size = config.train, config.model.block_size
     model.eval()
     out = {}
     for split, path in (("train", prepared.train_path), ("val", prepared.val_path)):
-        total = torch.zeros((), device=rt.device)
+        xs, ys = [torch.zeros(0, block_size, dtype=torch.long, device=rt.device)], [torch.zeros(0, block_size, dtype=torch.long, device=rt.device)]
         for k in range(rt.rank, t.eval_iters, rt.world_size):
             # The same batches at every evaluation, so the curve shows the model change, not the data.
             g = torch.Generator().manual_seed(config.seed + 7919 * (k + 1))
             x, y = get_batch(path, prepared.meta["dtype"], t.batch_size, block_size, rt.device, g)
-            with rt.autocast():
-                total += lm_loss(model(x), y).float()
+            xs.append(x)
+            ys.append(y)
+        total = _token_losses(model, torch.cat(xs), torch.cat(ys), rt) / (t.batch_size * block_size)
         out[f"{split}_loss"] = (all_sum(total, rt) / t.eval_iters).item()
     model.train()
     return out
 
 
-@torch.no_grad()
+@torch.inference_mode()
 def windows_loss(model, ids, block_size, batch_size, rt):
     """Mean next-token loss over a sequence of token ids (any 1-D array), cut into
     non-overlapping block_size windows (one shorter window if the text is shorter than that);
-    each process takes every world_size-th batch."""
+    each process takes every world_size-th batch of at least batch_size windows."""
     window = min(block_size, len(ids) - 1)
     if window < 1:
         raise ValueError("the text is one token or less; give a longer text to evaluate")
     starts = np.arange((len(ids) - 1) // window) * window
+    batch_size = eval_batch_size(window, batch_size)
     total = torch.zeros((), dtype=torch.float64, device=rt.device)
     model.eval()
     for i in range(rt.rank * batch_size, len(starts), rt.world_size * batch_size):
         windows = np.stack([ids[s : s + window + 1] for s in starts[i : i + batch_size]])
         windows = torch.from_numpy(windows.astype(np.int64)).to(rt.device)  # (B, T + 1)
-        with rt.autocast():
-            logits = model(windows[:, :-1])
-        total += F.cross_entropy(logits.float().flatten(0, 1), windows[:, 1:].flatten(), reduction="sum")
+        total += _token_losses(model, windows[:, :-1], windows[:, 1:], rt)
     model.train()
     return (all_sum(total, rt) / (len(starts) * window)).item()
 
