@@ -208,6 +208,23 @@ def query_word_notes(examples) -> list[str]:
             "antecedent"]
 
 
+def head_scores(model, tokenizer, examples) -> dict:
+    """Every head's cand@1 on one set of examples and the position baselines, with no
+    permutations: what training logs as the head forms (train.probe_interval). JSON-ready:
+    {"heads": L×H list, "best": cand@1 of the best head, "best_head": [layer, head],
+     "baselines": {"random", "first", "nearest"}}."""
+    cs = candidate_scores(model, tokenizer, examples)
+    hits = (winners(cs) == cs.label[:, None, None]).sum(0)  # (L, H)
+    n = len(cs.label)
+    best = int(hits.flatten().argmax())  # ties: the lowest (layer, head)
+    rules = position_rules(cs)
+    return {"heads": [[h / n for h in row] for row in hits.tolist()],
+            "best": hits.flatten()[best].item() / n, "best_head": list(divmod(best, hits.shape[1])),
+            "baselines": {"random": round((1 / cs.valid.sum(1).double()).mean().item(), 6),
+                          "first": _rate(rules["first"] == cs.label),
+                          "nearest": _rate(rules["nearest"] == cs.label)}}
+
+
 def run_probe(model, tokenizer, dev, test=None, permutations=1000, seed=0) -> dict:
     """Score every head on dev and test examples (lists of data.pronouns.Example).
 

@@ -67,6 +67,8 @@ class TrainConfig:
     dtype: str = opt("auto", "auto, float32, bfloat16 or float16 (autocast on CUDA)", ("auto", "float32", "bfloat16", "float16"))
     compile: bool = opt(False, "torch.compile the model")
     resume: str = opt("auto", "auto: continue from out_dir/ckpt.pt if there is one; never: refuse to run where a checkpoint exists (--force starts over)", ("auto", "never"))
+    probe_interval: int = opt(0, "steps between coreference probes while training (every head's cand@1 on the pronoun corpus's dev set, or train.probe_file), logged to metrics.jsonl and drawn in probe.png; 0: off")
+    probe_file: str = opt("", "labelled JSONL examples for train.probe_interval when the corpus is not the built-in pronouns")
     peak_flops: typing.Optional[float] = opt(None, "FLOP/s of one process taken as 100% MFU; default: the GPU's bf16 peak (n/a for a GPU not in the table), or the best of several CPU matmul timings")
 
 
@@ -211,6 +213,8 @@ def check(config, origin):
             value = getattr(section, f.name)
             if isinstance(value, float) and not math.isfinite(value):
                 raise ConfigError(f"{origin}: {name}.{f.name}: must be a finite number, got {value}")
+    if t.probe_interval < 0:
+        raise ConfigError(f"{origin}: train.probe_interval: must be 0 (off) or a number of steps, got {t.probe_interval}")
     if not config.out_dir.strip():
         raise ConfigError(f"{origin}: out_dir: must not be empty; give a folder such as out/mine")
     if t.peak_flops is not None and not t.peak_flops > 0:

@@ -19,8 +19,11 @@ import torch
 import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel as DDP
 
+from analysis.probe import head_scores
 from configs.schema import to_yaml
 from data.loader import get_batch
+from data.pronouns import examples as pronoun_examples
+from data.pronouns import read_jsonl
 from data.prepare import Prepared, prepare
 from model.checkpoint import CKPT_NAME, atomic_save, load_checkpoint, load_run
 from model.gpt import GPT, GPTConfig, lm_loss
@@ -28,7 +31,7 @@ from storage.atomic import clean_stale_temps, write_atomic
 from storage.lock import folder_lock
 from training.optim import lr_at, make_optimizer
 from training.evaluate import bits_per_byte, evaluate, evaluate_run, full_val_loss
-from training.report import Console, Metrics, eval_line, plot_losses, summary
+from training.report import Console, Metrics, eval_line, plot_losses, plot_probe, summary
 from training.resume import (FORCE_HINT, check_resume, data_fingerprint, data_mismatch,
                              load_optimizer_state, load_scaler_state, recorded_fingerprint)
 from training.runtime import Runtime, all_sum, mfu, peak_flops, setup_runtime, teardown
@@ -72,6 +75,7 @@ class Job:
     metrics: Metrics | None  # rank 0 only
     peak: float | None  # FLOP/s of one process at 100% MFU (None: unknown)
     console: Console | None = None  # set when the loop starts
+    probe_examples: list | None = None  # labelled sentences for train.probe_interval (rank 0)
 
     @property
     def out_dir(self):
@@ -119,7 +123,9 @@ def _train(config, rt, force, stop_after):
             f"train.grad_accum_steps ({t.grad_accum_steps}) must be a multiple of the number of "
             f"processes ({rt.world_size}): each process runs an equal share of the micro-batches")
     prepared = prepare_data(config, rt)
+    labelled = probe_examples(config, rt)
     job, progress = build(config, rt, prepared, resume_checkpoint(config, rt, prepared, force))
+    job.probe_examples = labelled
     console = job.console = Console(rt.is_main, t.max_iters, progress.step)
     with StopRequests() as stop:
         try:
@@ -131,6 +137,8 @@ def _train(config, rt, force, stop_after):
                     log_progress(job, progress)
                 if progress.step % t.eval_interval == 0 or progress.step == t.max_iters:
                     evaluate_and_save(job, progress)
+                if job.probe_examples and (progress.step % t.probe_interval == 0 or progress.step == t.max_iters):
+                    probe_heads(job, progress)
                 stopping = stop_after is not None and progress.step - progress.start_step >= stop_after
                 if (stop.signal or stopping) and progress.step < t.max_iters:
                     console.close()
@@ -188,6 +196,46 @@ class StopRequests:
         for sig, handler in self._old.items():
             signal.signal(sig, handler)
         return False
+
+
+def probe_examples(config, rt):
+    """The labelled sentences train.probe_interval scores heads on, or None (probe off). A
+    missing or malformed train.probe_file is a one-line error before anything is trained."""
+    t = config.train
+    if not t.probe_interval or not rt.is_main:
+        return None
+    if t.probe_file:
+        try:
+            labelled = read_jsonl(t.probe_file)
+        except OSError as e:
+            raise ValueError(f"train.probe_file {t.probe_file}: {e.strerror or e}") from None
+        if not labelled:
+            raise ValueError(f"train.probe_file {t.probe_file} holds no examples; write one JSON object per line")
+        return labelled
+    if config.data.source == "pronouns":
+        return pronoun_examples("dev")
+    print("note: train.probe_interval is on, but this corpus has no labelled pronouns; give "
+          "train.probe_file (labelled JSONL, as for generate.py --probe) to watch the heads", file=sys.stderr)
+    return None
+
+
+def probe_heads(job, progress):
+    """Every head's cand@1 on the probe's sentences now, in metrics.jsonl and on the console
+    (rank 0; the others wait for it at the next step's all-reduce)."""
+    if not job.rt.is_main:
+        return
+    started = time.perf_counter()
+    job.raw_model.eval()
+    with torch.inference_mode():
+        scores = head_scores(job.raw_model, job.prepared.tokenizer, job.probe_examples)
+    job.raw_model.train()
+    layer, head = scores["best_head"]
+    job.metrics.log(step=progress.step, probe_best=scores["best"], probe_best_head=scores["best_head"],
+                    probe_heads=scores["heads"], probe_baselines=scores["baselines"])
+    b = scores["baselines"]
+    job.console.say(f"step {progress.step}: probe best head L{layer} H{head} {scores['best']:.1%} "
+                    f"(baselines: first {b['first']:.1%}, nearest {b['nearest']:.1%})")
+    progress.paused += time.perf_counter() - started
 
 
 def prepare_corpus(config):
@@ -395,6 +443,8 @@ def finish(job, progress):
                             val_bpb_full=final["val_bpb_full"])
     if progress.start_step >= t.max_iters:
         _say(rt, f"{job.out_dir} is already trained to train.max_iters={t.max_iters}; raise it to train on")
+    if rt.is_main:
+        plot_probe(job.metrics.records(), job.out_dir / "probe.png")
     if rt.is_main and final is not None:
         plot_losses(job.metrics.records(), job.out_dir / "loss.png")
         _say(rt, summary(final, tokens, seconds, job.out_dir))

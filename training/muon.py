@@ -1,95 +1,51 @@
-"""Muon: momentum SGD whose update for each weight matrix is orthogonalised.
+"""Muon for the blocks' matrices, fused AdamW for everything else: the library's optimizers,
+paired so that the loop, the GradScaler and checkpoints treat them as one.
 
-For a matrix W with momentum buffer M, the step is W -= lr · scale · orth(M), where orth(M) keeps
-M's singular vectors and sets every singular value to (about) one. All directions of the update
-then move at the same rate, instead of a few dominant ones: the same data trains faster. orth is
-computed with a few Newton–Schulz iterations, in matmuls only. Meant for the hidden 2-D matrices;
-embeddings, the LM head, biases and gains stay with AdamW (Keller Jordan's modded-nanogpt).
+Muon's step for a matrix W with momentum buffer M is W -= lr · scale · orth(M): orth keeps M's
+singular vectors and sets every singular value to (about) one, so all directions of the update
+move at the same rate, instead of a few dominant ones, and the same data trains faster. orth is a
+few Newton–Schulz iterations, matmuls only (torch.optim.Muon, Keller Jordan's recipe with its
+"original" scale sqrt(max(1, rows/cols))). Embeddings, the LM head, biases and gains stay with
+AdamW, as in modded-nanogpt.
 """
 
 import torch
 
-# Coefficients of the quintic iteration p(x) = a·x + b·x³ + c·x⁵, tuned so that five steps push
-# every singular value in (0, 1] to within about ±30% of 1, fast rather than exactly.
-NS_COEFFS = (3.4445, -4.7750, 2.0315)
 
+class MuonWithAdamW:
+    """torch.optim.Muon over the param groups marked use_muon=True, torch.optim.AdamW over the
+    others. It offers what the training loop and torch.amp.GradScaler use of an optimizer:
+    param_groups (both optimizers' groups, the same dicts, so setting "lr" reaches them), step,
+    zero_grad, state, state_dict and load_state_dict."""
 
-def orthogonalize(g, steps=5):
-    """Approximately U·Vᵀ for g = U·S·Vᵀ; g is (..., m, n), a stack of matrices done together."""
-    a, b, c = NS_COEFFS
-    x = g / (g.norm(dim=(-2, -1), keepdim=True) + 1e-7)  # spectral norm <= Frobenius norm <= 1
-    transposed = x.size(-2) > x.size(-1)
-    if transposed:  # iterate on the smaller Gram matrix x·xᵀ
-        x = x.mT
-    for _ in range(steps):
-        gram = x @ x.mT
-        x = a * x + (b * gram + c * gram @ gram) @ x
-    return x.mT if transposed else x
+    def __init__(self, param_groups, fused=False):
+        muon = [g for g in param_groups if g.get("use_muon")]
+        adamw = [g for g in param_groups if not g.get("use_muon")]
+        self.muon = torch.optim.Muon(muon, adjust_lr_fn="original")
+        self.adamw = torch.optim.AdamW(adamw, fused=fused)
 
+    @property
+    def param_groups(self):
+        return self.muon.param_groups + self.adamw.param_groups
 
-class Muon(torch.optim.Optimizer):
-    """Muon for param groups marked use_muon=True, AdamW for the others, in one optimizer so that
-    the loop, the GradScaler and checkpoints treat it like any other.
-
-    Muon groups take lr, momentum, weight_decay; AdamW groups take lr, betas, eps, weight_decay.
-    """
-
-    def __init__(self, param_groups):
-        for group in param_groups:
-            group.setdefault("use_muon", False)
-            group.setdefault("weight_decay", 0.0)
-            if group["use_muon"]:
-                group.setdefault("momentum", 0.95)
-            else:
-                group.setdefault("betas", (0.9, 0.95))
-                group.setdefault("eps", 1e-8)
-        super().__init__(param_groups, {})
+    @property
+    def state(self):
+        return {**self.muon.state, **self.adamw.state}
 
     @torch.no_grad()
     def step(self, closure=None):
-        for group in self.param_groups:
-            lr, wd = group["lr"], group["weight_decay"]
-            params = [p for p in group["params"] if p.grad is not None]
-            if wd:
-                for p in params:
-                    p.mul_(1 - lr * wd)  # decoupled weight decay, as in AdamW
-            if group["use_muon"]:
-                self._muon(params, lr, group["momentum"])
-            else:
-                for p in params:
-                    self._adam(p, self.state[p], lr, *group["betas"], group["eps"])
+        self.muon.step()
+        self.adamw.step()
 
-    def _muon(self, params, lr, mu):
-        updates = []
-        for p in params:
-            state = self.state[p]
-            if "momentum" not in state:
-                state["momentum"] = torch.zeros_like(p)
-            buf = state["momentum"]
-            buf.mul_(mu).add_(p.grad)
-            updates.append(p.grad.add(buf, alpha=mu))  # Nesterov momentum
-        # Matrices of one shape (the same weight in every block) are orthogonalised as one stack:
-        # a few batched matmuls instead of many small ones.
-        by_shape = {}
-        for p, u in zip(params, updates):
-            by_shape.setdefault(p.shape, []).append((p, u))
-        for shape, pairs in by_shape.items():
-            orth = orthogonalize(torch.stack([u for _, u in pairs]))
-            # An orthogonal (m, n) update has RMS 1/sqrt(max(m, n)); rescaling tall matrices
-            # makes the step size mean the same whatever the shape.
-            scale = max(1.0, shape[0] / shape[1]) ** 0.5
-            for (p, _), o in zip(pairs, orth):
-                p.add_(o, alpha=-lr * scale)
+    def zero_grad(self, set_to_none=True):
+        self.muon.zero_grad(set_to_none=set_to_none)
+        self.adamw.zero_grad(set_to_none=set_to_none)
 
-    @staticmethod
-    def _adam(p, state, lr, beta1, beta2, eps):
-        if "step" not in state:
-            state["step"] = 0
-            state["exp_avg"] = torch.zeros_like(p)
-            state["exp_avg_sq"] = torch.zeros_like(p)
-        state["step"] += 1
-        t, m, v = state["step"], state["exp_avg"], state["exp_avg_sq"]
-        m.lerp_(p.grad, 1 - beta1)
-        v.mul_(beta2).addcmul_(p.grad, p.grad, value=1 - beta2)
-        denom = (v / (1 - beta2**t)).sqrt_().add_(eps)
-        p.addcdiv_(m, denom, value=-lr / (1 - beta1**t))
+    def state_dict(self):
+        return {"muon": self.muon.state_dict(), "adamw": self.adamw.state_dict()}
+
+    def load_state_dict(self, state):
+        if set(state) != {"muon", "adamw"}:
+            raise ValueError("not a Muon + AdamW optimizer state")
+        self.muon.load_state_dict(state["muon"])
+        self.adamw.load_state_dict(state["adamw"])

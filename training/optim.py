@@ -4,7 +4,7 @@ import math
 
 import torch
 
-from training.muon import Muon
+from training.muon import MuonWithAdamW
 
 
 def lr_at(step, lr, min_lr, warmup_iters, max_iters):
@@ -25,7 +25,8 @@ def make_optimizer(model, kind, lr, weight_decay, betas, device_type, muon_lr=0.
     adamw: AdamW with weight decay on matrices and embeddings only (2+ dimensions): decaying
     biases and LayerNorm gains toward zero only hurts. Fused kernels on CUDA and CPU (on a CPU
     the fused step is about 5x faster than the per-tensor loop for a small model).
-    muon: Muon for the matrices inside the blocks, AdamW (same rule) for everything else.
+    muon: torch.optim.Muon for the matrices inside the blocks, fused AdamW (same rule) for
+    everything else (training.muon.MuonWithAdamW pairs them).
     """
     params = [p for p in model.parameters() if p.requires_grad]
     matrices = [p for p in params if p.dim() >= 2]
@@ -45,5 +46,5 @@ def make_optimizer(model, kind, lr, weight_decay, betas, device_type, muon_lr=0.
              "lr": lr, "peak_lr": lr, "betas": betas},
             {"params": others, "weight_decay": 0.0, "lr": lr, "peak_lr": lr, "betas": betas},
         ]
-        return Muon(groups)
+        return MuonWithAdamW(groups, fused=device_type in ("cuda", "cpu"))
     raise ValueError(f"unknown optimizer {kind!r}; use adamw or muon")

@@ -116,6 +116,47 @@ def plot_losses(records, png_path):
         plt.close(fig)
 
 
+def plot_probe(records, png_path):
+    """Each head's dev cand@1 against step (the best head at the last probe drawn boldly), the
+    position baselines as flat lines, and the val loss on a second axis: the coreference head
+    appearing during training."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    probes = [r for r in records if "probe_heads" in r]
+    if not probes:
+        return
+    steps = [r["step"] for r in probes]
+    best_layer, best_head = probes[-1]["probe_best_head"]
+    fig, ax = plt.subplots(figsize=(7, 4), dpi=100)
+    for layer, row in enumerate(probes[-1]["probe_heads"]):
+        for head in range(len(row)):
+            values = [r["probe_heads"][layer][head] for r in probes]
+            best = (layer, head) == (best_layer, best_head)
+            ax.plot(steps, values, "o-" if best else "-", lw=2.5 if best else 0.8, alpha=1 if best else 0.45,
+                    color="C3" if best else f"C{layer % 10}", label=f"L{layer} H{head} (best)" if best else None)
+    for (name, value), style in zip(probes[-1]["probe_baselines"].items(), (":", "--", "-.")):
+        ax.axhline(value, color="grey", ls=style, lw=1, label=f"{name} (baseline)")
+    ax.set_xlabel("step")
+    ax.set_ylabel("dev cand@1 (antecedent gets the most attention)")
+    ax.set_ylim(0, 1.02)
+    ax.grid(alpha=0.3)
+    evals = [r for r in records if "val_loss" in r]
+    if evals:
+        loss_ax = ax.twinx()
+        loss_ax.plot([r["step"] for r in evals], [r["val_loss"] for r in evals], "k--", lw=1, label="val loss")
+        loss_ax.set_ylabel("val loss (nats/token)")
+        loss_ax.legend(loc="center right", fontsize=8)
+    ax.legend(loc="lower right", fontsize=8)
+    fig.tight_layout()
+    try:
+        write_atomic(png_path, lambda f: fig.savefig(f, format="png"))
+    finally:
+        plt.close(fig)
+
+
 def summary(final, tokens_seen, seconds, out_dir):
     ppl = math.exp(final["val_loss"]) if final["val_loss"] < 50 else math.inf
     bpb = f", {final['val_bpb']:.3f} bits/byte" if final.get("val_bpb") is not None else ""

@@ -93,7 +93,11 @@ def load_optimizer_state(optimizer, state):
     (peak_lr, weight decay, betas, momentum...) the optimizer was built with from the new config:
     load_state_dict would otherwise bring back the old ones."""
     current = [{k: v for k, v in group.items() if k != "params"} for group in optimizer.param_groups]
-    optimizer.load_state_dict(state)
+    try:
+        optimizer.load_state_dict(state)
+    except (ValueError, KeyError, TypeError) as e:
+        raise ValueError(f"the checkpoint's optimizer state does not fit this optimizer ({e}); it was "
+                         f"written by another optimizer or an older version of this one; {FORCE_HINT}") from None
     for group, hyper in zip(optimizer.param_groups, current):
         group.update(hyper)
 

@@ -1,0 +1,69 @@
+"""The coreference probe while training: metrics.jsonl records, probe.png, bad probe files."""
+
+import json
+
+import pytest
+
+from test_train import tiny_config
+from training.loop import train
+
+SENTENCES = [
+    ("the dog and the cat sat while it barked.", "it", "dog", ["cat"]),
+    ("the cat and the dog sat while it barked.", "it", "dog", ["cat"]),
+    ("the red dog ran to the barn and it barked.", "it", "dog", ["barn"]),
+]
+
+
+def write_probe_file(path):
+    lines = []
+    for text, pronoun, antecedent, distractors in SENTENCES:
+        span = lambda word: [text.index(word), text.index(word) + len(word)]
+        p = text.index(f" {pronoun} ") + 1
+        lines.append(json.dumps({"text": text, "pronoun": [p, p + len(pronoun)], "antecedent": span(antecedent),
+                                 "distractors": [span(d) for d in distractors]}))
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def records(out):
+    return [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+
+
+def test_probe_records_appear_at_their_steps_survive_resume_and_draw_probe_png(corpus, tmp_path):
+    probe_file = write_probe_file(tmp_path / "probe.jsonl")
+    overrides = ("train.probe_interval=6", f"train.probe_file={probe_file}")
+    out = tmp_path / "run"
+    train(tiny_config(corpus, out, *overrides), stop_after=13)
+    assert [r["step"] for r in records(out) if "probe_heads" in r] == [6, 12]
+    train(tiny_config(corpus, out, *overrides))
+    probes = [r for r in records(out) if "probe_heads" in r]
+    assert [r["step"] for r in probes] == [6, 12, 18, 20]  # and the last step
+    last = probes[-1]
+    assert len(last["probe_heads"]) == 2 and len(last["probe_heads"][0]) == 2  # 2 layers x 2 heads
+    layer, head = last["probe_best_head"]
+    assert last["probe_best"] == max(max(row) for row in last["probe_heads"]) == last["probe_heads"][layer][head]
+    assert set(last["probe_baselines"]) == {"random", "first", "nearest"}
+    assert last["probe_baselines"]["first"] == pytest.approx(2 / 3)  # the dog comes first in 2 of 3
+    assert (out / "probe.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_no_labels_means_no_probe_and_a_note(corpus, tmp_path, capsys):
+    out = tmp_path / "run"
+    train(tiny_config(corpus, out, "train.probe_interval=5", "train.max_iters=5"))
+    assert "train.probe_file" in capsys.readouterr().err
+    assert not any("probe_heads" in r for r in records(out)) and not (out / "probe.png").exists()
+
+
+@pytest.mark.parametrize("content, message", [
+    (None, "No such file"),
+    ("not json\n", "line 1: not valid JSON"),
+    ("", "holds no examples"),
+])
+def test_a_missing_or_malformed_probe_file_stops_before_training(corpus, tmp_path, content, message):
+    probe_file = tmp_path / "probe.jsonl"
+    if content is not None:
+        probe_file.write_text(content)
+    out = tmp_path / "run"
+    with pytest.raises(ValueError, match=message):
+        train(tiny_config(corpus, out, "train.probe_interval=5", f"train.probe_file={probe_file}"))
+    assert not (out / "ckpt.pt").exists() and not (out / "metrics.jsonl").exists()
