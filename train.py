@@ -83,7 +83,8 @@ def run(args):
     if args.print_config:
         print(to_yaml(config), end="")
         return 0
-    from training.loop import TrainingStopped, prepare_corpus, train  # torch loads only when needed
+    from training.loop import TrainingStopped, train  # torch loads only when needed
+    from training.start import evaluate_only, prepare_corpus
 
     if args.prepare_only:
         prepared = prepare_corpus(config)
@@ -91,8 +92,6 @@ def run(args):
               f"val tokens in {prepared.dir}")
         return 0
     if args.eval_only:
-        from training.loop import evaluate_only
-
         print(evaluate_only(config, args.text))
         return 0
     try:

@@ -22,14 +22,14 @@ def opt(default, help, choices=None):
 
 @dataclass
 class DataConfig:
-    source: str = opt("pronouns", "a .txt file, a folder of .txt files, or a named corpus: pronouns, tinyshakespeare")
+    source: str = opt("pronouns", "a .txt file, a folder of .txt files, hf:OWNER/DATASET/PATH (a text file of a Hugging Face dataset), or a named corpus: pronouns, tinyshakespeare")
     val_fraction: float = opt(0.1, "share of the text, cut on a line boundary at the end, held out for validation")
     cache_dir: str = opt(".cache", "where downloaded corpora and prepared token files are kept")
 
 
 @dataclass
 class TokenizerConfig:
-    kind: str = opt("bpe", "char, bpe (trained on the corpus) or gpt2 (tiktoken's)", ("char", "bpe", "gpt2"))
+    kind: str = opt("bpe", "char, bpe (trained on the corpus) or gpt2 (GPT-2's: from a Hugging Face folder in the hub cache, else tiktoken's)", ("char", "bpe", "gpt2"))
     vocab_size: typing.Optional[int] = opt(1024, "bpe vocabulary size (ignored by char and gpt2)")
 
 
@@ -66,6 +66,7 @@ class TrainConfig:
     device: str = opt("auto", "auto (cuda, then mps, then cpu), cpu, cuda, cuda:N or mps")
     dtype: str = opt("auto", "auto, float32, bfloat16 or float16 (autocast on CUDA)", ("auto", "float32", "bfloat16", "float16"))
     compile: bool = opt(False, "torch.compile the model")
+    init_from: str = opt("", "fine-tune: start from these weights with a fresh optimizer and their tokenizer: a run folder, a Hugging Face GPT-2 folder, or hf:OWNER/NAME; the model keys must match its shape (block_size may be smaller, dropout may differ)")
     resume: str = opt("auto", "auto: continue from out_dir/ckpt.pt if there is one; never: refuse to run where a checkpoint exists (--force starts over)", ("auto", "never"))
     probe_interval: int = opt(0, "steps between coreference probes while training (every head's cand@1 on the pronoun corpus's dev set, or train.probe_file), logged to metrics.jsonl and drawn in probe.png; 0: off")
     probe_file: str = opt("", "labelled JSONL examples for train.probe_interval when the corpus is not the built-in pronouns")

@@ -1,4 +1,5 @@
-"""Where training text comes from: a file, a folder of .txt files, or a named corpus.
+"""Where training text comes from: a file, a folder of .txt files, a named corpus, or a text
+file of a Hugging Face dataset repository.
 
 `open_source(source, cache_dir)` turns a `data.source` value into a `Source`, a list of files
 read as one UTF-8 text. Named corpora are materialised as files under `<cache_dir>/corpora/`
@@ -6,6 +7,9 @@ first, so everything downstream only ever reads files:
 
     tinyshakespeare   downloaded once from TINYSHAKESPEARE_URL, checked against its SHA-256
     pronouns          the embedded labelled corpus (data.pronouns.corpus_text), written once
+    hf:OWNER/DATASET/PATH/IN/REPO
+                      that file of a Hugging Face dataset repository, fetched once into the
+                      hub's own cache (storage/hub.py), which checks it and serves it offline
 
 Files are streamed in chunks, never read whole, so a corpus may be larger than memory.
 """
@@ -21,6 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from storage.atomic import write_atomic
+from storage.hub import dataset_file, is_hub_name
 
 TINYSHAKESPEARE_URL = (
     "https://raw.githubusercontent.com/karpathy/char-rnn/master/data/tinyshakespeare/input.txt"
@@ -94,9 +99,10 @@ class Source:
 
 
 def open_source(source: str, cache_dir: str | os.PathLike = ".cache") -> Source:
-    """Resolve a `data.source` value: a corpus name, a UTF-8 text file, or a folder of .txt files.
+    """Resolve a `data.source` value: a corpus name, `hf:OWNER/DATASET/PATH`, a UTF-8 text file,
+    or a folder of .txt files.
 
-    Corpus names win over paths; write ./tinyshakespeare to mean a local file of that name.
+    Corpus names and hf: win over paths; write ./tinyshakespeare to mean a local file of that name.
     A folder contributes its own *.txt files (not subfolders), sorted by file name.
     """
     source = str(source)
@@ -104,6 +110,8 @@ def open_source(source: str, cache_dir: str | os.PathLike = ".cache") -> Source:
         files = (tinyshakespeare_path(cache_dir),)
     elif source == "pronouns":
         files = (pronouns_path(cache_dir),)
+    elif is_hub_name(source):
+        files = (dataset_file(source),)
     else:
         files = _files_at(source)
     opened = Source(name=source, files=files)
@@ -126,9 +134,11 @@ def _files_at(source: str) -> tuple[Path, ...]:
     # A bare word that is not on disk was most likely meant as a corpus name.
     if os.sep not in source and "/" not in source and not path.suffix:
         raise ValueError(f"unknown corpus name {source!r}; the named corpora are "
-                         f"{', '.join(NAMED_CORPORA)}, or give a path to a text file or folder")
+                         f"{', '.join(NAMED_CORPORA)}, or give a path to a text file or folder, "
+                         f"or hf:OWNER/DATASET/PATH")
     raise FileNotFoundError(f"no such file or folder: {path}; give a path to a UTF-8 text file, "
-                            f"a folder of .txt files, or one of {', '.join(NAMED_CORPORA)}")
+                            f"a folder of .txt files, hf:OWNER/DATASET/PATH, or one of "
+                            f"{', '.join(NAMED_CORPORA)}")
 
 
 def tinyshakespeare_path(cache_dir: str | os.PathLike, url: str = TINYSHAKESPEARE_URL,

@@ -7,24 +7,36 @@
   format (`base64(token) rank` lines), which has no room for a header, so load_tokenizer tells it
   apart by its first byte: JSON files start with "{", which base64 never contains. The split
   pattern is not stored: bpe always means GPT-4's pattern.
-- "gpt2": tiktoken's pretrained GPT-2 encoding (50257 ids). Its files are downloaded once and
-  cached (TIKTOKEN_CACHE_DIR); without network or cache, loading fails fast with a ValueError.
-  Saved as a small JSON naming the kind.
+- "gpt2": GPT-2's pretrained byte-level BPE (50257 ids), from the first place that has it: a
+  Hugging Face GPT-2 folder in the hub's cache (hf:openai-community/gpt2 or hf:gpt2, put there by
+  storage.hub), else tiktoken's copy, downloaded once and cached (TIKTOKEN_CACHE_DIR). Without
+  either, loading fails fast with a ValueError. Saved as a small JSON naming the kind.
+  `gpt2_tokenizer(folder)` reads any Hugging Face GPT-2 folder's vocab.json + merges.txt instead
+  (a fine-tune's own vocabulary, say); such a tokenizer saves its vocabulary and merges inline.
 
-No kind has special tokens: "<|endoftext|>" in text is ordinary text (gpt2's id 50256 is never
-produced by encode, though decode accepts it).
+No kind parses special tokens: "<|endoftext|>" in text is ordinary text. gpt2's end-of-text id
+(50256) is never produced by encode, though decode accepts it; it is the tokenizer's `eot_id`
+(None for the other kinds), for stop conditions.
 """
 
 import json
 import os
+from pathlib import Path
 
 import tiktoken
 
 from data.bpe import GPT4_SPLIT_PATTERN, parse_ranks, train_bpe, utf8_bytes, write_ranks
 from storage.atomic import write_atomic
+from storage.hub import cached_model_file
 
 KINDS = ("char", "bpe", "gpt2")
 DEFAULT_BPE_VOCAB_SIZE = 4096
+# GPT-2's pre-tokenisation pattern, as published with its encoder (and used by Hugging Face's
+# ByteLevel pre-tokenizer): merges never cross these pieces.
+GPT2_SPLIT_PATTERN = r"""'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"""
+EOT = "<|endoftext|>"
+GPT2_FILES = ("vocab.json", "merges.txt")
+GPT2_REPOS = ("openai-community/gpt2", "gpt2")  # the hub's name for GPT-2, and its old alias
 
 
 class Tokenizer:
@@ -39,6 +51,7 @@ class Tokenizer:
 
     kind: str
     vocab_size: int
+    eot_id: int | None = None  # the end-of-text token's id, where the vocabulary has one
 
     def encode(self, text: str) -> list[int]:
         raise NotImplementedError
@@ -113,11 +126,14 @@ class TiktokenTokenizer(Tokenizer):
     replaced by U+FFFD, which would break decode(encode(text)) == text.
     """
 
-    def __init__(self, kind: str, encoding: tiktoken.Encoding, ranks: dict[bytes, int] | None):
+    def __init__(self, kind: str, encoding: tiktoken.Encoding, ranks: dict[bytes, int] | None,
+                 files: dict | None = None):
         self.kind = kind
         self.encoding = encoding
         self.ranks = ranks  # only for bpe, which save() writes out
+        self.files = files  # gpt2 read from vocab.json + merges.txt: {"vocab": ..., "merges": ...}
         self.vocab_size = encoding.n_vocab
+        self.eot_id = encoding.encode_single_token(EOT) if EOT in encoding.special_tokens_set else None
 
     def encode(self, text: str) -> list[int]:
         utf8_bytes(text)  # raises on lone surrogates, which tiktoken would quietly replace
@@ -135,7 +151,7 @@ class TiktokenTokenizer(Tokenizer):
 
     def save(self, path) -> None:
         if self.kind == "gpt2":
-            write_atomic(path, json.dumps({"kind": "gpt2"}))
+            write_atomic(path, json.dumps({"kind": "gpt2", **(self.files or {})}, ensure_ascii=True))
         else:
             write_ranks(self.ranks, path)
 
@@ -151,18 +167,78 @@ def bpe_from_ranks(ranks: dict[bytes, int]) -> TiktokenTokenizer:
     return TiktokenTokenizer("bpe", encoding, ranks)
 
 
-def gpt2_tokenizer() -> TiktokenTokenizer:
-    """tiktoken's GPT-2 encoding; ValueError saying how to get its files when they are missing."""
+def gpt2_tokenizer(folder=None) -> TiktokenTokenizer:
+    """GPT-2's tokenizer: from `folder` (a Hugging Face GPT-2 folder) if given, else from the hub's
+    cache or tiktoken (see the module docstring); ValueError saying how to get its files."""
+    if folder is not None:
+        return _gpt2_from_folder(folder, keep_files=True)
+    for repo_id in GPT2_REPOS:  # the hub's cache first: it never needs the network
+        paths = [cached_model_file(repo_id, name) for name in GPT2_FILES]
+        if all(paths):
+            return _gpt2_from_folder(paths[0].parent)
     try:
         encoding = tiktoken.get_encoding("gpt2")
     except (OSError, ImportError) as e:  # requests' errors are OSErrors; ImportError: no requests
         cache = os.environ.get("TIKTOKEN_CACHE_DIR", "<unset: tiktoken uses a temp folder>")
         raise ValueError(
-            f"could not get the gpt2 tokenizer files ({type(e).__name__}); tiktoken downloads "
-            f"them once: run once with internet access, or copy a filled tiktoken cache into "
-            f"TIKTOKEN_CACHE_DIR (now {cache}), or use the 'bpe' or 'char' tokenizer instead"
+            f"could not get the gpt2 tokenizer files ({type(e).__name__}): the Hugging Face cache "
+            f"has no {GPT2_REPOS[0]}, and tiktoken downloads them once: run once with internet "
+            f"access, or copy a filled tiktoken cache into TIKTOKEN_CACHE_DIR (now {cache}), or "
+            f"use the 'bpe' or 'char' tokenizer instead"
         ) from None
     return TiktokenTokenizer("gpt2", encoding, None)
+
+
+def _gpt2_from_folder(folder, keep_files=False) -> TiktokenTokenizer:
+    """The byte-level BPE of a Hugging Face GPT-2 folder's vocab.json and merges.txt, run by
+    tiktoken with GPT-2's split pattern. keep_files: save() writes the vocabulary and merges
+    inline (for a vocabulary that may not be GPT-2's own)."""
+    paths = [Path(folder) / name for name in GPT2_FILES]
+    missing = [p.name for p in paths if not p.is_file()]
+    if missing:
+        raise ValueError(f"{folder} has no {' or '.join(missing)}: GPT-2's tokenizer needs both "
+                         f"{' and '.join(GPT2_FILES)}; download them from the model's hub page into it")
+    try:
+        vocab = json.loads(paths[0].read_text(encoding="utf-8"))
+        merges = [line for line in paths[1].read_text(encoding="utf-8").splitlines()
+                  if line and not line.startswith("#version")]
+    except (ValueError, OSError) as e:
+        raise ValueError(f"cannot read the tokenizer files in {folder} ({e}); "
+                         f"download them again") from None
+    return _gpt2_bpe(vocab, merges, folder, {"vocab": vocab, "merges": merges} if keep_files else None)
+
+
+def _gpt2_bpe(vocab, merges, origin, files=None) -> TiktokenTokenizer:
+    """vocab.json maps tokens (bytes written through GPT-2's byte -> character table) to ids,
+    merges.txt lists the merges in the order they were learned. tiktoken merges by the rank of
+    the merged token, so the ids must grow in merge order: then the two give the same ids."""
+    char_to_byte = {c: b for b, c in _gpt2_byte_chars().items()}
+    try:
+        ranks = {bytes(char_to_byte[c] for c in token): i for token, i in vocab.items() if token != EOT}
+        merged = [vocab[a + b] for a, b in (merge.split(" ") for merge in merges)]
+    except (KeyError, ValueError, TypeError, AttributeError):
+        raise ValueError(f"the vocab.json and merges.txt in {origin} are not GPT-2's byte-level BPE "
+                         f"format (or do not belong together); download them again") from None
+    n_bytes = sum(len(token) == 1 for token in ranks)
+    ids_unique = len(set(vocab.values())) == len(vocab)
+    if (n_bytes != 256 or merged != sorted(set(merged)) or len(ranks) != 256 + len(merged)
+            or not ids_unique):
+        raise ValueError(f"the vocab.json and merges.txt in {origin} do not form a byte-level BPE "
+                         f"that tiktoken can run (every byte, each merge a new token, ids in merge "
+                         f"order); only GPT-2-style tokenizer files are supported")
+    special = {EOT: vocab[EOT]} if EOT in vocab else {}
+    encoding = tiktoken.Encoding(f"gpt2-files-{len(vocab)}", pat_str=GPT2_SPLIT_PATTERN,
+                                 mergeable_ranks=ranks, special_tokens=special)
+    return TiktokenTokenizer("gpt2", encoding, None, files)
+
+
+def _gpt2_byte_chars() -> dict[int, str]:
+    """GPT-2's byte -> character table: printable bytes stand for themselves, the others for the
+    characters from U+0100 on, so every token is printable text in vocab.json."""
+    printable = [*range(ord("!"), ord("~") + 1), *range(ord("¡"), ord("¬") + 1),
+                 *range(ord("®"), ord("ÿ") + 1)]
+    others = [b for b in range(256) if b not in printable]
+    return {**{b: chr(b) for b in printable}, **{b: chr(256 + n) for n, b in enumerate(others)}}
 
 
 def train_tokenizer(kind: str, text: str, vocab_size: int | None = None) -> Tokenizer:
@@ -212,6 +288,9 @@ def load_tokenizer(path) -> Tokenizer:
         raise ValueError(f"{path} is not a tokenizer file saved by tinygpt; retrain it") from None
     if kind == "char" and isinstance(meta.get("chars"), list):
         return CharTokenizer(meta["chars"])
+    if kind == "gpt2" and "vocab" in meta:
+        files = {"vocab": meta["vocab"], "merges": meta.get("merges")}
+        return _gpt2_bpe(files["vocab"], files["merges"], path, files)
     if kind == "gpt2":
         return gpt2_tokenizer()
     raise ValueError(f"{path}: unknown tokenizer kind {kind!r}; expected one of {', '.join(KINDS)}")

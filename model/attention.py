@@ -4,10 +4,32 @@
     Attention(Q, K, V) = softmax(Q Kᵀ / √d_k) V
 
 Letters used in shape comments: B batch, T query positions, S key positions, C channels
-(n_embd), H heads, D head size (d_k = C / H).
+(n_embd), H heads, D head size (d_k = C / H), L layers.
+
+Looking inside. There is one way to see or change what attention does: `inspect_attention`.
+
+    with inspect_attention(model, knockout={0: blocked}, ablate={1: (where, value)}) as seen:
+        logits = model(idx)                  # still (B, T, V)
+    seen.weights[l], seen.outputs[l]         # layer l's (B, H, T, S) weights, (B, H, T, D) heads
+
+While the `with` block lasts, every CausalSelfAttention in `model` (layers numbered in module
+order, which is the order a GPT runs them) takes the explicit path built from the equations,
+through `Inspection.attend`, which can:
+- knock keys out: knockout {layer: blocked}, blocked a bool tensor broadcastable to (B, H, T, S),
+  True where query t of head h in batch row b may not attend key s. Blocked keys are masked
+  with the causal ones before the softmax, so the row renormalises over the keys left; a row
+  left with no key at all is a ValueError;
+- replace heads' outputs: ablate {layer: (where, value)}, where bool broadcastable to (B, H, T)
+  and value broadcastable to (B, H, T, D): where it is True, head h's output at (b, t) becomes
+  value, before the heads are joined and W_O applied (mean-ablation passes a mean there);
+- record, per layer, the weights (after knockout) and the heads' outputs (after ablation), from
+  the latest forward pass. Edits and records keep autograd's graph.
+With no inspection installed the module runs PyTorch's fused kernel and nothing else changes.
+The attention maps, the probe and the causal tests (analysis/causal.py) all look this way.
 """
 
 import math
+from contextlib import contextmanager
 
 import torch
 import torch.nn as nn
@@ -60,9 +82,10 @@ class KVCache:
 class CausalSelfAttention(nn.Module):
     """Multi-head self-attention where position t only sees positions ≤ t.
 
-    Two paths compute the same function: the explicit one calls `attention` above and can
-    return the per-head weights; the fused one calls PyTorch's scaled_dot_product_attention,
-    which never materialises the (T, T) weights and is the one used for training.
+    Two paths compute the same function: the explicit one calls `attention` above and is taken
+    while an inspection is installed (`inspect_attention`); the fused one calls PyTorch's
+    scaled_dot_product_attention, which never materialises the (T, T) weights and is the one
+    used for training and sampling.
     """
 
     def __init__(self, n_embd, n_head, block_size, dropout=0.0, bias=True):
@@ -76,9 +99,10 @@ class CausalSelfAttention(nn.Module):
         self.resid_dropout = nn.Dropout(dropout)
         causal_mask = torch.tril(torch.ones(block_size, block_size, dtype=torch.bool))
         self.register_buffer("causal_mask", causal_mask, persistent=False)
+        self.inspector = None  # (Inspection, layer index) while inspect_attention runs
 
-    def forward(self, x, return_weights=False, cache=None):
-        """x (B, T, C) -> (out (B, T, C), weights (B, H, T, S) or None).
+    def forward(self, x, cache=None):
+        """x (B, T, C) -> (B, T, C).
 
         With a KVCache, x holds the T newest positions; keys and values of earlier positions
         come from the cache, and this call's keys and values are added to it.
@@ -97,17 +121,66 @@ class CausalSelfAttention(nn.Module):
         mask = self.causal_mask[start : start + T, :S]  # (T, S)
 
         dropout_p = self.dropout if self.training else 0.0
-        if return_weights:
-            out, weights = attention(q, k, v, mask=mask)  # (B, H, T, D), (B, H, T, S)
-            if dropout_p > 0.0:  # dropout on the weights, where the fused path applies it
-                out = F.dropout(weights, dropout_p) @ v
-        else:
-            weights = None
-            if start == 0:
-                out = F.scaled_dot_product_attention(q, k, v, dropout_p=dropout_p, is_causal=True)
-            elif T == 1:  # one new position sees every cached key: nothing to mask
-                out = F.scaled_dot_product_attention(q, k, v, dropout_p=dropout_p)
-            else:  # several new positions after a cache: not the square lower triangle
-                out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p)
+        if self.inspector is not None:
+            inspection, layer = self.inspector
+            out = inspection.attend(layer, q, k, v, mask, dropout_p)  # (B, H, T, D)
+        elif start == 0:
+            out = F.scaled_dot_product_attention(q, k, v, dropout_p=dropout_p, is_causal=True)
+        elif T == 1:  # one new position sees every cached key: nothing to mask
+            out = F.scaled_dot_product_attention(q, k, v, dropout_p=dropout_p)
+        else:  # several new positions after a cache: not the square lower triangle
+            out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p)
         out = out.transpose(1, 2).contiguous().view(B, T, C)  # (B, H, T, D) -> (B, T, C): concat heads
-        return self.resid_dropout(self.w_out(out)), weights
+        return self.resid_dropout(self.w_out(out))
+
+
+class Inspection:
+    """What an inspect_attention block changes inside attention, and what it saw (see the
+    module docstring). weights[l] and outputs[l] are None until layer l has run."""
+
+    def __init__(self, n_layer, knockout=None, ablate=None):
+        self.knockout = dict(knockout or {})
+        self.ablate = dict(ablate or {})
+        for name, edits in (("knockout", self.knockout), ("ablate", self.ablate)):
+            bad = [layer for layer in edits if layer not in range(n_layer)]
+            if bad:
+                raise ValueError(f"{name} names layer(s) {bad}; the model has layers 0..{n_layer - 1}")
+        self.weights = [None] * n_layer  # (B, H, T, S) per layer
+        self.outputs = [None] * n_layer  # (B, H, T, D) per layer
+
+    def attend(self, layer, q, k, v, mask, dropout_p=0.0):
+        """The explicit path for one layer: (B, H, T, D) heads' outputs, edited and recorded."""
+        blocked = self.knockout.get(layer)
+        if blocked is not None:
+            mask = mask & ~blocked  # (T, S) & (B, H, T, S) -> (B, H, T, S)
+            if not mask.any(-1).all():
+                raise ValueError(f"knockout in layer {layer} leaves a query with no key to attend "
+                                 "to; keep at least one key per query (its own position)")
+        out, weights = attention(q, k, v, mask=mask)  # (B, H, T, D), (B, H, T, S)
+        if dropout_p > 0.0:  # dropout on the weights, where the fused path applies it
+            out = F.dropout(weights, dropout_p) @ v
+        if layer in self.ablate:
+            where, value = self.ablate[layer]
+            out = torch.where(where[..., None], value, out)  # (B, H, T, 1) picks value or out
+        self.weights[layer], self.outputs[layer] = weights, out
+        return out
+
+
+@contextmanager
+def inspect_attention(model, knockout=None, ablate=None):
+    """Install an Inspection on every CausalSelfAttention of `model` for the `with` block and
+    yield it; the modules take the explicit path until the block ends (see the module
+    docstring). One inspection at a time: nesting is a ValueError."""
+    layers = [m for m in model.modules() if isinstance(m, CausalSelfAttention)]
+    if not layers:
+        raise ValueError(f"{type(model).__name__} has no CausalSelfAttention to inspect")
+    if any(m.inspector is not None for m in layers):
+        raise ValueError("this model is already being inspected; end that `with` block first")
+    inspection = Inspection(len(layers), knockout, ablate)
+    for i, m in enumerate(layers):
+        m.inspector = (inspection, i)
+    try:
+        yield inspection
+    finally:
+        for m in layers:
+            m.inspector = None

@@ -10,7 +10,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from model.attention import CausalSelfAttention, KVCache
+from model.attention import CausalSelfAttention, KVCache, inspect_attention
 
 
 @dataclass
@@ -25,6 +25,9 @@ class GPTConfig:
     # The embedding table is padded to a multiple of this: GPUs multiply 50,304 columns faster
     # than GPT-2's 50,257. Padded ids are never scored or sampled (forward drops their logits).
     vocab_multiple: int = 1
+    # GELU exactly ("none"), or its tanh approximation ("tanh"), which GPT-2 was trained with
+    # (Hugging Face's "gelu_new"): F.gelu's `approximate` argument.
+    gelu_approximate: str = "none"
 
     def __post_init__(self):
         for name in ("vocab_size", "block_size", "n_layer", "n_head", "n_embd", "vocab_multiple"):
@@ -38,6 +41,8 @@ class GPTConfig:
             )
         if not 0.0 <= self.dropout < 1.0:
             raise ValueError(f"dropout must be in [0, 1), got {self.dropout!r}")
+        if self.gelu_approximate not in ("none", "tanh"):
+            raise ValueError(f"gelu_approximate must be 'none' or 'tanh', got {self.gelu_approximate!r}")
 
     @property
     def padded_vocab_size(self):
@@ -50,9 +55,10 @@ class MLP(nn.Module):
         self.w_in = nn.Linear(config.n_embd, 4 * config.n_embd, bias=config.bias)
         self.w_out = nn.Linear(4 * config.n_embd, config.n_embd, bias=config.bias)
         self.dropout = nn.Dropout(config.dropout)
+        self.gelu_approximate = config.gelu_approximate
 
     def forward(self, x):
-        return self.dropout(self.w_out(F.gelu(self.w_in(x))))
+        return self.dropout(self.w_out(F.gelu(self.w_in(x), approximate=self.gelu_approximate)))
 
 
 class Block(nn.Module):
@@ -67,11 +73,10 @@ class Block(nn.Module):
         self.ln_2 = nn.LayerNorm(config.n_embd, bias=config.bias)
         self.mlp = MLP(config)
 
-    def forward(self, x, return_weights=False, cache=None):
-        a, weights = self.attn(self.ln_1(x), return_weights=return_weights, cache=cache)
-        x = x + a
+    def forward(self, x, cache=None):
+        x = x + self.attn(self.ln_1(x), cache=cache)
         x = x + self.mlp(self.ln_2(x))
-        return x, weights
+        return x
 
 
 class GPT(nn.Module):
@@ -105,10 +110,15 @@ class GPT(nn.Module):
     def forward(self, idx, return_attention=False, caches=None):
         """idx (B, T) token ids -> logits (B, T, V) for every position.
 
-        return_attention=True runs the explicit attention path and returns (logits, attn),
-        attn a list with one (B, H, T, S) tensor per layer. `caches` (one KVCache per layer,
-        from `new_caches`) makes idx the continuation of the positions already cached.
+        `caches` (one KVCache per layer, from `new_caches`) makes idx the continuation of the
+        positions already cached. To see or change the attention, run the model inside
+        model.attention.inspect_attention. return_attention=True is a shorthand for that, kept
+        for older callers: it returns (logits, attn), attn one (B, H, T, S) tensor per layer.
         """
+        if return_attention:
+            with inspect_attention(self) as seen:
+                logits = self(idx, caches=caches)
+            return logits, seen.weights
         B, T = idx.shape
         start = caches[0].length if caches is not None else 0
         if start + T > self.config.block_size:
@@ -118,14 +128,12 @@ class GPT(nn.Module):
             )
         x = self.tok_emb(idx) + self.pos_emb(self.positions[start : start + T])  # (B, T, C)
         x = self.drop(x)
-        attn = []
         for i, block in enumerate(self.blocks):
-            x, weights = block(x, return_attention, caches[i] if caches is not None else None)
-            attn.append(weights)
+            x = block(x, caches[i] if caches is not None else None)
         logits = self.lm_head(self.ln_f(x))  # (B, T, C) -> (B, T, padded V)
         if self.config.padded_vocab_size != self.config.vocab_size:
             logits = logits[..., : self.config.vocab_size]  # padding rows are no tokens: (B, T, V)
-        return (logits, attn) if return_attention else logits
+        return logits
 
     def new_caches(self, batch_size):
         """One empty KVCache per layer, on the model's device and dtype."""

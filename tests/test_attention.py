@@ -2,7 +2,7 @@
 
 import torch
 
-from model.attention import CausalSelfAttention, attention
+from model.attention import CausalSelfAttention, attention, inspect_attention
 
 
 def test_softmax_of_first_article_scores():
@@ -81,7 +81,9 @@ def test_module_weights_are_causal_and_rows_sum_to_one():
     torch.manual_seed(0)
     attn = CausalSelfAttention(n_embd=32, n_head=4, block_size=16).eval()
     x = torch.randn(2, 10, 32)
-    _, weights = attn(x, return_weights=True)
+    with inspect_attention(attn) as seen:
+        attn(x)
+    weights = seen.weights[0]
     assert weights.shape == (2, 4, 10, 10)
     above = torch.triu(torch.ones(10, 10, dtype=torch.bool), diagonal=1)
     assert torch.all(weights[..., above] == 0.0)
@@ -92,7 +94,8 @@ def test_module_explicit_and_fused_paths_agree():
     torch.manual_seed(0)
     attn = CausalSelfAttention(n_embd=32, n_head=4, block_size=16).eval()
     x = torch.randn(3, 12, 32)
-    fused, none = attn(x)
-    explicit, _ = attn(x, return_weights=True)
-    assert none is None
+    fused = attn(x)
+    with inspect_attention(attn):
+        explicit = attn(x)
+    assert attn.inspector is None  # the block's end uninstalls it
     assert (fused - explicit).abs().max().item() <= 1e-5

@@ -14,7 +14,6 @@ import torch
 import torch.nn.functional as F
 
 from data.loader import get_batch
-from model.gpt import lm_loss
 from training.runtime import all_sum
 
 

@@ -1,9 +1,10 @@
 """The training loop: `train(config)`, on one process or under torchrun.
 
-`train` reads as the steps of a run: prepare the data, check what the run folder holds, build the
-model and optimizer (resuming if there is a checkpoint), then loop over `train_step`, logging
-(`log_progress`), evaluating and saving (`evaluate_and_save`), and close with `finish`. The parts
-that stay fixed for a run travel in `Job`; the counters that change travel in `Progress`.
+`train` reads as the steps of a run: what comes before the first step (training/start.py:
+prepare the data, check the run folder or the fine-tuning source, build the model and
+optimizer), then the loop over `train_step`, logging (`log_progress`), evaluating and saving
+(`evaluate_and_save`), probing the heads (`probe_heads`), and `finish`. The parts that stay fixed
+for a run travel in `Job`; the counters that change travel in `Progress`.
 """
 
 import contextlib
@@ -12,29 +13,22 @@ import signal
 import sys
 import threading
 import time
-from dataclasses import asdict, dataclass
-from pathlib import Path
+from dataclasses import asdict
 
 import torch
-import torch.distributed as dist
-from torch.nn.parallel import DistributedDataParallel as DDP
 
 from analysis.probe import head_scores
-from configs.schema import to_yaml
 from data.loader import get_batch
-from data.pronouns import examples as pronoun_examples
-from data.pronouns import read_jsonl
-from data.prepare import Prepared, prepare
-from model.checkpoint import CKPT_NAME, atomic_save, load_checkpoint, load_run
-from model.gpt import GPT, GPTConfig, lm_loss
-from storage.atomic import clean_stale_temps, write_atomic
+from model.checkpoint import CKPT_NAME, atomic_save
+from model.gpt import lm_loss
+from storage.atomic import clean_stale_temps
 from storage.lock import folder_lock
-from training.optim import lr_at, make_optimizer
-from training.evaluate import bits_per_byte, evaluate, evaluate_run, full_val_loss
-from training.report import Console, Metrics, eval_line, plot_losses, plot_probe, summary
-from training.resume import (FORCE_HINT, check_resume, data_fingerprint, data_mismatch,
-                             load_optimizer_state, load_scaler_state, recorded_fingerprint)
-from training.runtime import Runtime, all_sum, mfu, peak_flops, setup_runtime, teardown
+from training.evaluate import bits_per_byte, evaluate, full_val_loss
+from training.optim import lr_at
+from training.report import Console, eval_line, plot_losses, plot_probe, summary
+from training.runtime import all_sum, mfu, setup_runtime, teardown
+from training.start import (build, prepare_data, pretrained_start, probe_examples, resume_checkpoint,
+                            say)
 
 
 class TrainingStopped(RuntimeError):
@@ -60,45 +54,6 @@ def dropout_seed(seed, step, rank):
     return ((seed * 1_000_003 + step) * 8_191 + rank) % (1 << 63)
 
 
-@dataclass
-class Job:
-    """What stays fixed while a run trains."""
-
-    config: object
-    rt: Runtime
-    prepared: Prepared
-    raw_model: GPT  # the plain module: evaluation and checkpoints use it
-    model: torch.nn.Module  # what the training step calls: maybe compiled, maybe DDP-wrapped
-    optimizer: torch.optim.Optimizer
-    scaler: torch.amp.GradScaler
-    fingerprint: dict
-    metrics: Metrics | None  # rank 0 only
-    peak: float | None  # FLOP/s of one process at 100% MFU (None: unknown)
-    console: Console | None = None  # set when the loop starts
-    probe_examples: list | None = None  # labelled sentences for train.probe_interval (rank 0)
-
-    @property
-    def out_dir(self):
-        return Path(self.config.out_dir)
-
-
-@dataclass
-class Progress:
-    """The counters that change while a run trains."""
-
-    step: int
-    start_step: int
-    best_val: float = math.inf
-    saved_step: int | None = None  # the step of the checkpoint on disk, if any
-    final: dict | None = None  # the last evaluation
-    loss_sum: torch.Tensor | None = None  # training loss summed on the device since the last log
-    last_log_step: int = 0
-    last_log_time: float = 0.0
-    paused: float = 0.0  # seconds spent evaluating since the last log line
-    tokens_per_sec: float | None = None  # at the last log line
-    started: float = 0.0
-
-
 def train(config, force=False, stop_after=None):
     """Train as `config` says; return a dict describing the finished run.
 
@@ -122,10 +77,13 @@ def _train(config, rt, force, stop_after):
         raise ValueError(
             f"train.grad_accum_steps ({t.grad_accum_steps}) must be a multiple of the number of "
             f"processes ({rt.world_size}): each process runs an equal share of the micro-batches")
-    prepared = prepare_data(config, rt)
+    init = pretrained_start(config)
+    prepared = prepare_data(config, rt, init)
     labelled = probe_examples(config, rt)
-    job, progress = build(config, rt, prepared, resume_checkpoint(config, rt, prepared, force))
+    ckpt = resume_checkpoint(config, rt, prepared, force, init)
+    job, progress = build(config, rt, prepared, ckpt, init if ckpt is None else None)
     job.probe_examples = labelled
+    progress.last_log_time = progress.started = time.perf_counter()
     console = job.console = Console(rt.is_main, t.max_iters, progress.step)
     with StopRequests() as stop:
         try:
@@ -147,22 +105,17 @@ def _train(config, rt, force, stop_after):
                     break
         except KeyboardInterrupt:  # a second Ctrl-C or SIGTERM: out at once
             console.close()
-            _say(rt, f"\nstopped without saving; {_checkpoint_state(job, progress)}")
+            say(rt, f"\nstopped without saving; {_checkpoint_state(job, progress)}")
             raise
         finally:
             console.close()  # before any message or error, so none lands inside the bar
     if stop.signal and progress.step < t.max_iters:
-        _say(rt, f"\ninterrupted ({stop.signal}): checkpoint of step {progress.step} saved in "
+        say(rt, f"\ninterrupted ({stop.signal}): checkpoint of step {progress.step} saved in "
                  f"{job.out_dir}; run the same command to resume")
         raise KeyboardInterrupt
     if progress.step < t.max_iters:
         return {"step": progress.step, "stopped": True}
     return finish(job, progress)
-
-
-def _say(rt, message):
-    if rt.is_main:
-        print(message, flush=True)
 
 
 def _checkpoint_state(job, progress):
@@ -198,27 +151,6 @@ class StopRequests:
         return False
 
 
-def probe_examples(config, rt):
-    """The labelled sentences train.probe_interval scores heads on, or None (probe off). A
-    missing or malformed train.probe_file is a one-line error before anything is trained."""
-    t = config.train
-    if not t.probe_interval or not rt.is_main:
-        return None
-    if t.probe_file:
-        try:
-            labelled = read_jsonl(t.probe_file)
-        except OSError as e:
-            raise ValueError(f"train.probe_file {t.probe_file}: {e.strerror or e}") from None
-        if not labelled:
-            raise ValueError(f"train.probe_file {t.probe_file} holds no examples; write one JSON object per line")
-        return labelled
-    if config.data.source == "pronouns":
-        return pronoun_examples("dev")
-    print("note: train.probe_interval is on, but this corpus has no labelled pronouns; give "
-          "train.probe_file (labelled JSONL, as for generate.py --probe) to watch the heads", file=sys.stderr)
-    return None
-
-
 def probe_heads(job, progress):
     """Every head's cand@1 on the probe's sentences now, in metrics.jsonl and on the console
     (rank 0; the others wait for it at the next step's all-reduce)."""
@@ -236,111 +168,6 @@ def probe_heads(job, progress):
     job.console.say(f"step {progress.step}: probe best head L{layer} H{head} {scores['best']:.1%} "
                     f"(baselines: first {b['first']:.1%}, nearest {b['nearest']:.1%})")
     progress.paused += time.perf_counter() - started
-
-
-def prepare_corpus(config):
-    """The config's corpus, tokenised (or found already prepared) in data.cache_dir."""
-    kind = config.tokenizer.kind
-    return prepare(config.data.source, kind, config.tokenizer.vocab_size if kind == "bpe" else None,
-                   config.data.val_fraction, config.data.cache_dir, config.model.block_size)
-
-
-def prepare_data(config, rt):
-    """Under torchrun, one process per node (local rank 0) prepares while the others wait, then
-    they find it in the cache; nodes without a shared filesystem each prepare their own."""
-    if rt.ddp and rt.local_rank != 0:
-        dist.barrier()
-    prepared = prepare_corpus(config)
-    if rt.ddp and rt.local_rank == 0:
-        dist.barrier()
-    return prepared
-
-
-def resume_checkpoint(config, rt, prepared, force):
-    """The checkpoint to continue from (None: start fresh), once every check has passed."""
-    t, ckpt_path = config.train, Path(config.out_dir) / CKPT_NAME
-    if force or not ckpt_path.exists():
-        return None
-    if t.resume == "never":
-        raise ValueError(f"{ckpt_path} exists and train.resume=never; {FORCE_HINT}")
-    ckpt = load_checkpoint(ckpt_path, map_location=rt.device)
-    changes = check_resume(ckpt, asdict(config), asdict(_model_config(config, prepared)),
-                           data_fingerprint(prepared), config.out_dir)
-    _say(rt, f"resuming from step {ckpt['step']} of {ckpt_path}"
-             + (f"; from the new config: {', '.join(changes)}" if changes else ""))
-    return ckpt
-
-
-def evaluate_only(config, text_path=None):
-    """`train.py --eval-only`: the loss of the run in out_dir on a text file, or on the val split
-    of the config's data — which must be the data the run was trained on."""
-    from model.device import pick_device, pick_dtype
-
-    device = pick_device(config.train.device)
-    rt = Runtime(device, pick_dtype(config.train.dtype, device))
-    run = load_run(config.out_dir, device)
-    prepared = None
-    if text_path is None:
-        prepared = prepare_corpus(config)
-        mismatch = data_mismatch(recorded_fingerprint(run.ckpt, config.out_dir), data_fingerprint(prepared))
-        if mismatch:
-            raise ValueError(f"{config.out_dir} {mismatch}, so this config's val split is not its own; "
-                             "give the config it was trained with, or --text FILE")
-    return evaluate_run(run, rt, config.train.batch_size, text_path, prepared)
-
-
-def _model_config(config, prepared):
-    return GPTConfig(vocab_size=prepared.tokenizer.vocab_size, **asdict(config.model))
-
-
-def build(config, rt, prepared, ckpt):
-    """The model, optimizer and loss scaler, fresh or from `ckpt`; the run folder's files."""
-    t = config.train
-    torch.manual_seed(config.seed)  # the same initial weights on every process
-    raw_model = GPT(_model_config(config, prepared)).to(rt.device)
-    optimizer = make_optimizer(raw_model, t.optimizer, t.lr, t.weight_decay, (t.beta1, t.beta2),
-                               rt.device.type, t.muon_lr, t.muon_momentum)
-    scaler = torch.amp.GradScaler(rt.device.type, enabled=rt.dtype == torch.float16)
-    progress = Progress(step=0, start_step=0)
-    if ckpt is not None:
-        raw_model.load_state_dict(ckpt["model"])
-        load_optimizer_state(optimizer, ckpt["optimizer"])
-        note = load_scaler_state(scaler, ckpt.get("scaler", {}))
-        if note:
-            _say(rt, f"note: {note}")
-        progress = Progress(step=ckpt["step"], start_step=ckpt["step"], best_val=ckpt["best_val_loss"],
-                            saved_step=ckpt["step"])
-    else:
-        _say(rt, f"training from scratch into {config.out_dir}")
-    progress.last_log_step = progress.step
-    progress.last_log_time = progress.started = time.perf_counter()
-    progress.loss_sum = torch.zeros((), device=rt.device)  # summed on the device: no sync per step
-    model = torch.compile(raw_model) if t.compile else raw_model
-    if rt.ddp:
-        # The buffers (causal mask, positions) are constants: broadcasting them every step is waste.
-        model = DDP(model, device_ids=[rt.device.index] if rt.device.type == "cuda" else None,
-                    broadcast_buffers=False)
-    metrics, peak = None, None
-    if rt.is_main:
-        if progress.step < t.max_iters:
-            write_run_files(config, prepared, Path(config.out_dir))
-        metrics = Metrics(Path(config.out_dir) / "metrics.jsonl", resume_step=progress.step if ckpt else None)
-        peak = peak_flops(rt.device, t.peak_flops)
-        if peak is None:
-            print(f"note: no peak FLOP/s known for {rt.device}; MFU is shown as n/a until you set "
-                  "train.peak_flops", file=sys.stderr)
-    _say(rt, f"{raw_model.num_params():,} parameters; {prepared.meta['train_tokens']:,} train tokens; "
-             f"device {rt.device}, {str(rt.dtype).removeprefix('torch.')}, {rt.world_size} process(es)")
-    job = Job(config, rt, prepared, raw_model, model, optimizer, scaler, data_fingerprint(prepared),
-              metrics, peak)
-    return job, progress
-
-
-def write_run_files(config, prepared, out_dir):
-    """What generation needs besides the checkpoint: the config, meta.json and the tokenizer."""
-    write_atomic(out_dir / "config.yaml", to_yaml(config))
-    for name in ("meta.json", prepared.meta["tokenizer_file"]):
-        write_atomic(out_dir / name, (prepared.dir / name).read_bytes())
 
 
 def train_step(job, progress):
@@ -442,11 +269,11 @@ def finish(job, progress):
             job.metrics.log(step=progress.step, val_loss_full=final["val_loss_full"],
                             val_bpb_full=final["val_bpb_full"])
     if progress.start_step >= t.max_iters:
-        _say(rt, f"{job.out_dir} is already trained to train.max_iters={t.max_iters}; raise it to train on")
+        say(rt, f"{job.out_dir} is already trained to train.max_iters={t.max_iters}; raise it to train on")
     if rt.is_main:
         plot_probe(job.metrics.records(), job.out_dir / "probe.png")
     if rt.is_main and final is not None:
         plot_losses(job.metrics.records(), job.out_dir / "loss.png")
-        _say(rt, summary(final, tokens, seconds, job.out_dir))
+        say(rt, summary(final, tokens, seconds, job.out_dir))
     return {"step": progress.step, "final": final, "tokens": tokens, "seconds": seconds,
             "tokens_per_sec": tokens / max(seconds, 1e-9)}

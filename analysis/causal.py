@@ -1,0 +1,243 @@
+"""Does the model USE what its heads attend to? Knock attention out and watch the loss.
+
+The probe shows where a head looks from the pronoun; this measures whether looking there matters.
+At the pronoun's last token (the query, as in the probe) the model predicts the next token; its
+loss there is the cross-entropy of that token. Each test changes one thing inside attention, for
+the query only, through model.attention.inspect_attention (the explicit path), and reports the
+change in that loss in nats, intervened minus clean, per example:
+- antecedent knockout: in the chosen heads the query may not attend to the antecedent's tokens
+  (the tokens the probe sums); its attention renormalises over the other keys;
+- distractor knockout, the control: the same for one distractor per example, drawn at random
+  with a fixed seed among those the query can see;
+- head ablation: the head's output at the query replaced by its mean over the example set
+  (the mean of its outputs at each example's query).
+Knockouts run for every head alone (an L x H grid), for each layer's heads together and for all
+heads together; ablation for every head alone. Means come with a 95% percentile bootstrap
+interval: examples are resampled with replacement, the same resamples for every measure.
+
+An example is skipped (and counted) when the tokenizer cannot encode it, when no token follows
+the query in what the model reads (the text ends at the pronoun, or the text up to it fills
+block_size, analysis.words.model_window), or when the query sees no token of the antecedent or of
+any distractor. Examples of one length run as one batch; the tokens before the query are read
+once into KV caches, and each intervention reruns the query alone (nothing before it changes).
+The model should be in eval mode (dropout would add noise).
+
+Letters: N examples, L layers, H heads, B batch, T tokens, D head size.
+"""
+
+import random
+from typing import NamedTuple
+
+import torch
+import torch.nn.functional as F
+
+from analysis.probe import _encode
+from model.attention import inspect_attention
+
+BATCH_SIZE = 64
+MEASURES = ("antecedent", "distractor")  # knockouts, reported for layers and all heads
+
+
+class _Case(NamedTuple):
+    ids: list[int]  # what the model reads, up to and including the query
+    target: int  # the token after the query
+    antecedent: list[int]  # indices in ids of the antecedent's tokens the query sees
+    distractor: list[int]  # the same for the drawn distractor
+
+
+class _Batch(NamedTuple):
+    query: torch.Tensor  # (B, 1) the query's token, the last position
+    target: torch.Tensor  # (B,) the token after it
+    antecedent: torch.Tensor  # (B, T) bool: the antecedent's tokens among the T read
+    distractor: torch.Tensor  # (B, T) bool: the drawn distractor's tokens
+    caches: list  # one KVCache per layer, holding the T - 1 tokens before the query
+
+
+def _cases(tokenizer, examples, block_size, seed):
+    """(cases, skipped): the usable examples as _Case, and how many were skipped (see above)."""
+    rng = random.Random(seed)
+    cases = []
+    for ex in examples:
+        item = _encode(tokenizer, ex, block_size)
+        if item is None or item.query + 1 >= len(item.ids):
+            continue
+        seen = [k for k, toks in enumerate(item.tokens) if toks and k != item.antecedent]
+        if not item.tokens[item.antecedent] or not seen:
+            continue
+        cases.append(_Case(item.ids[: item.query + 1], item.ids[item.query + 1],
+                           item.tokens[item.antecedent], item.tokens[rng.choice(seen)]))
+    return cases, len(examples) - len(cases)
+
+
+def _prefill(model, cases, device):
+    """A _Batch of equal-length cases, their tokens before the query read into KV caches once:
+    an intervention at the query changes nothing before it, so each one reruns the query only."""
+    B, T = len(cases), len(cases[0].ids)
+    idx = torch.tensor([c.ids for c in cases], device=device)  # (B, T)
+    keys = torch.zeros(2, B, T, dtype=torch.bool)
+    for b, c in enumerate(cases):
+        keys[0, b, c.antecedent] = keys[1, b, c.distractor] = True
+    caches = model.new_caches(B)
+    if T > 1:
+        model(idx[:, :-1], caches=caches)
+    target = torch.tensor([c.target for c in cases], device=device)
+    return _Batch(idx[:, -1:], target, keys[0].to(device), keys[1].to(device), caches)
+
+
+def knockout_at_query(heads, keys):
+    """inspect_attention's knockout for one query position: in the heads marked in `heads`
+    (L, H), the query of batch row b may not attend to the keys marked in keys[b] (B, S)."""
+    heads = heads.to(keys.device)
+    return {l: heads[l][None, :, None, None] & keys[:, None, None, :]  # (B, H, 1, S)
+            for l in range(heads.size(0)) if heads[l].any()}
+
+
+def ablate_at_query(heads, mean):
+    """inspect_attention's ablate for one query position: the heads marked in `heads` (L, H)
+    output mean[l, h] (L, H, D) there."""
+    heads = heads.to(mean.device)
+    return {l: (heads[l][None, :, None], mean[l][None, :, None, :])  # (1, H, 1), (1, H, 1, D)
+            for l in range(heads.size(0)) if heads[l].any()}
+
+
+def _query_loss(model, batch, knockout=None, ablate=None):
+    """((B,) loss of the token after the query, (B, L, H, D) heads' outputs at the query)."""
+    with inspect_attention(model, knockout, ablate) as seen:
+        logits = model(batch.query, caches=batch.caches)[:, -1]  # (B, V)
+    for cache in batch.caches:
+        cache.length -= 1  # forget the query: the next intervention reads it again
+    loss = F.cross_entropy(logits.float(), batch.target, reduction="none")
+    outputs = torch.stack([o[:, :, -1] for o in seen.outputs], dim=1)  # (B, L, H, D)
+    return loss.double().cpu(), outputs
+
+
+def _summary(deltas, draws):
+    """{name: mean, name_ci: [lo, hi]} for each (N,) tensor of deltas, over the resamples
+    `draws` (R, N) of example indices."""
+    out = {}
+    for name, d in deltas.items():
+        means = d[draws].mean(1)  # (R,)
+        lo, hi = torch.quantile(means, torch.tensor([0.025, 0.975], dtype=means.dtype))
+        out[name], out[f"{name}_ci"] = d.mean().item(), [lo.item(), hi.item()]
+    return out
+
+
+@torch.no_grad()
+def causal_tests(model, tokenizer, examples, seed=0, resamples=1000, batch_size=BATCH_SIZE):
+    """Knockout and ablation at the pronoun for labelled examples (data.pronouns.Example); see
+    the module docstring. Returns a JSON-ready dict, every delta in nats (intervened - clean):
+      all_heads  {antecedent, distractor, antecedent_ci, distractor_ci}: all heads knocked out
+      layers     one such dict per layer: that layer's heads together
+      heads      [layer][head] {antecedent, distractor, ablation, and their _ci}: one head alone
+      n, skipped examples used and skipped; clean_loss their mean next-token loss; seed, resamples
+    Every interval is the 2.5th..97.5th percentile of `resamples` bootstrap means."""
+    cfg = model.config
+    L, H = cfg.n_layer, cfg.n_head
+    cases, skipped = _cases(tokenizer, examples, cfg.block_size, seed)
+    if not cases:
+        raise ValueError(f"none of the {len(examples)} examples can be tested: each needs a token "
+                         "after the pronoun, and an antecedent and a distractor before it, in "
+                         "characters the tokenizer can encode")
+    device = next(model.parameters()).device
+    lengths = sorted({len(c.ids) for c in cases})
+    groups = [[c for c in cases if len(c.ids) == n] for n in lengths]  # a batch has one length
+    chunks = [group[at : at + batch_size] for group in groups for at in range(0, len(group), batch_size)]
+
+    # Pass 1: the clean loss, and each head's mean output at the query for the ablation.
+    clean, total = [], 0.0
+    for chunk in chunks:
+        loss, outputs = _query_loss(model, _prefill(model, chunk, device))
+        clean.append(loss)
+        total = total + outputs.double().sum(0)
+    clean = torch.cat(clean)  # (N,) in chunk order, as every delta below
+    mean = (total / len(cases)).to(outputs.dtype)  # (L, H, D)
+
+    # Pass 2: every intervention, one batch at a time (only one batch's KV caches are held).
+    def heads_of(layer=None, head=None):
+        """(L, H) bool: every head, one layer's heads, or one head."""
+        heads = torch.zeros(L, H, dtype=torch.bool)
+        heads[slice(None) if layer is None else layer, slice(None) if head is None else head] = True
+        return heads
+
+    scopes = [(None, None), *((l, None) for l in range(L)), *((l, h) for l in range(L) for h in range(H))]
+    losses = {}  # (layer, head, kind) -> per batch (B,) losses; None stands for "all"
+    for chunk in chunks:
+        batch = _prefill(model, chunk, device)
+        for layer, head in scopes:
+            heads = heads_of(layer, head)
+            edits = {k: {"knockout": knockout_at_query(heads, getattr(batch, k))} for k in MEASURES}
+            if head is not None:  # ablation is measured for single heads
+                edits["ablation"] = {"ablate": ablate_at_query(heads, mean)}
+            for kind, edit in edits.items():
+                losses.setdefault((layer, head, kind), []).append(_query_loss(model, batch, **edit)[0])
+
+    draws = torch.randint(len(cases), (resamples, len(cases)),
+                          generator=torch.Generator().manual_seed(seed))
+
+    def summary(layer, head, kinds=MEASURES):
+        return _summary({k: torch.cat(losses[layer, head, k]) - clean for k in kinds}, draws)
+
+    return {
+        "all_heads": summary(None, None),
+        "layers": [summary(l, None) for l in range(L)],
+        "heads": [[summary(l, h, (*MEASURES, "ablation")) for h in range(H)] for l in range(L)],
+        "n": len(cases),
+        "skipped": skipped,
+        "clean_loss": clean.mean().item(),
+        "seed": seed,
+        "resamples": resamples,
+    }
+
+
+def with_best_head(result, layer, head):
+    """causal_tests' result plus "best_head": {layer, head, antecedent, distractor, ablation}
+    (and their _ci) of head (layer, head), e.g. the probe's best head."""
+    return {**result, "best_head": {"layer": layer, "head": head, **result["heads"][layer][head]}}
+
+
+def _signed(x):
+    return f"{x:+.2f}"
+
+
+def _with_ci(d, name):
+    lo, hi = d[f"{name}_ci"]
+    return f"{_signed(d[name])} [{_signed(lo)}, {_signed(hi)}]"
+
+
+def _grid(heads, name):
+    """Rows 'L<l>' of a name's means for every head, 7 characters a head."""
+    return [f"L{l:<3} " + "".join(f"{_signed(h[name]):>7}" for h in row) for l, row in enumerate(heads)]
+
+
+def format_causal(result: dict, width: int = 100) -> str:
+    """A plain-text report of causal_tests' result (with_best_head's too): the L x H grid of
+    antecedent-knockout deltas with the control beside it (below it when side by side would be
+    wider than `width`), the head-ablation grid, and the layer and all-heads rows with CIs."""
+    heads = result["heads"]
+    H = len(heads[0])
+    header = "     " + "".join(f"{'H' + str(h):>7}" for h in range(H))
+    ante, control = _grid(heads, "antecedent"), _grid(heads, "distractor")
+    lines = ["Causal test at the pronoun: change of the next token's loss, in nats",
+             f"(mean over {result['n']} examples, {result['skipped']} skipped; clean loss "
+             f"{result['clean_loss']:.3f})", ""]
+    if 2 * len(header) + 3 <= width:
+        lines += ["antecedent knocked out".ljust(len(header)) + " | control: one distractor out",
+                  f"{header} | {header[5:]}"]
+        lines += [f"{a} | {c[5:]}" for a, c in zip(ante, control)]
+    else:
+        lines += ["antecedent knocked out, by layer (rows) and head (columns):", header, *ante, "",
+                  "control: one distractor knocked out:", header, *control]
+    lines += ["", "head ablated (its output at the query replaced by its mean):", header,
+              *_grid(heads, "ablation"), "",
+              f"heads together, with 95% bootstrap intervals ({result['resamples']} resamples):"]
+    rows = [(f"layer {l}", d) for l, d in enumerate(result["layers"])]
+    rows.append(("all layers", result["all_heads"]))
+    if "best_head" in result:
+        b = result["best_head"]
+        rows.append((f"L{b['layer']} H{b['head']} alone", b))
+    for label, d in rows:
+        lines.append(f"  {label:<13} antecedent {_with_ci(d, 'antecedent')}   control "
+                     f"{_with_ci(d, 'distractor')}")
+        if "ablation" in d:  # the best head: its ablation beneath
+            lines.append(f"  {'':<13} ablation   {_with_ci(d, 'ablation')}")
+    return "\n".join(lines)

@@ -1,0 +1,212 @@
+"""Causal tests at the pronoun, on a GPT built by hand so that every delta is worked out below.
+
+The hand-built model reads a char tokenizer's ids. Its LayerNorms are identities and its MLPs
+and position embeddings zero; the embedding of token i is the unit vector e_i (tied to the LM
+head). In layer 0 queries and keys are zero, so each head attends uniformly to the keys it may
+see, and head h copies the token vectors it reads into the residual stream with weight ALPHA[h].
+Layer 1 writes nothing (W_O = 0). So at the query q, with K_h the keys head h sees,
+    logits = e_{id_q} + sum_h ALPHA[h] * mean_{s in K_h} e_{id_s},
+and the next-token loss, hence every delta, follows by hand (`hand_loss`).
+"""
+
+import pytest
+import torch
+
+from analysis.causal import causal_tests, format_causal, knockout_at_query, with_best_head
+from data.pronouns import Example
+from data.tokenizer import train_tokenizer
+from model.attention import inspect_attention
+from model.gpt import GPT, GPTConfig
+
+TOKENIZER = train_tokenizer("char", "abcdefghijklmnopqrstuvwxyz .")
+V = TOKENIZER.vocab_size
+ALPHA = (2.0, 1.0)
+
+
+def known_gpt():
+    C, D = 64, 32  # two heads of 32 channels; the V <= 32 token vectors fit in one head
+    model = GPT(GPTConfig(vocab_size=V, block_size=64, n_layer=2, n_head=2, n_embd=C)).eval()
+    with torch.no_grad():
+        for p in model.parameters():
+            p.zero_()
+        model.tok_emb.weight[:, :V] = torch.eye(V)
+        attn = model.blocks[0].attn
+        for h, alpha in enumerate(ALPHA):
+            for i in range(V):
+                attn.w_qkv.weight[2 * C + h * D + i, i] = 1.0  # head h's value slot i = channel i
+                attn.w_out.weight[i, h * D + i] = alpha  # and back to channel i, times alpha
+    for block in model.blocks:
+        block.ln_1 = block.ln_2 = torch.nn.Identity()
+    model.ln_f = torch.nn.Identity()
+    return model
+
+
+def example(text, antecedent, *distractors):
+    """An Example whose query is the "it" of "its": each candidate word's first occurrence."""
+    span = lambda w: (text.index(w), text.index(w) + len(w))
+    p = text.index(" its ") + 1
+    return Example(text, (p, p + 2), span(antecedent), [span(d) for d in distractors])
+
+
+# Char tokens: token index = character index. The token after the query is the "s" of "its": the
+# antecedents hold an "s" and the distractors none, so knocking out one or the other moves the
+# loss in opposite directions. E1 and E2 have one length, so they share a batch.
+E1 = example("the bass saw the cat so its fin hid.", "bass", "cat")
+E2 = example("the dog saw the moss so its hue was.", "moss", "dog")
+E3 = example("a goose met an ox and its feet hid.", "goose", "ox")
+ENDS = Example("the dog saw the cat so it", (23, 25), (4, 7), [(16, 19)])  # no next token
+ODD = Example("the dog saw the cat so its fur!", (23, 25), (4, 7), [(16, 19)])  # "!" unknown
+USED = [E1, E2, E3]
+
+
+def reads(ex, dropped=()):
+    """(V,) what a uniform head reads at the query: token vectors averaged over the keys left."""
+    ids, q = TOKENIZER.encode(ex.text), ex.pronoun[1] - 1
+    keys = [s for s in range(q + 1) if s not in dropped]
+    out = torch.zeros(V, dtype=torch.float64)
+    for s in keys:
+        out[ids[s]] += 1 / len(keys)
+    return out
+
+
+def hand_loss(ex, dropped=None, ablated=None):
+    """Next-token loss at the query; dropped {head: positions it may not see}, ablated {head:
+    (V,) output that replaces what it reads}."""
+    dropped, ablated = dropped or {}, ablated or {}
+    ids, q = TOKENIZER.encode(ex.text), ex.pronoun[1] - 1
+    logits = torch.zeros(V, dtype=torch.float64)
+    logits[ids[q]] = 1.0
+    for h, alpha in enumerate(ALPHA):
+        logits += alpha * ablated.get(h, reads(ex, dropped.get(h, ())))
+    return -torch.log_softmax(logits, 0)[ids[q + 1]].item()
+
+
+def hand_delta(exs, **edit):
+    return sum(hand_loss(ex, **edit) - hand_loss(ex) for ex in exs) / len(exs)
+
+
+def tokens(span):
+    return range(*span)  # one token per character
+
+
+@pytest.fixture(scope="module")
+def result():
+    return causal_tests(known_gpt(), TOKENIZER, [E1, ENDS, E2, ODD, E3], resamples=200)
+
+
+def test_examples_without_a_next_token_or_that_cannot_be_encoded_are_skipped(result):
+    assert (result["n"], result["skipped"]) == (3, 2)
+    assert result["clean_loss"] == pytest.approx(sum(hand_loss(ex) for ex in USED) / 3, abs=1e-6)
+
+
+def test_antecedent_and_distractor_knockouts_give_the_deltas_worked_out_by_hand(result):
+    ante = lambda ex: tokens(ex.antecedent)
+    distr = lambda ex: tokens(ex.distractors[0])
+    for h in range(2):
+        cell = result["heads"][0][h]
+        expected_ante = sum(hand_loss(ex, {h: ante(ex)}) - hand_loss(ex) for ex in USED) / 3
+        expected_distr = sum(hand_loss(ex, {h: distr(ex)}) - hand_loss(ex) for ex in USED) / 3
+        assert cell["antecedent"] == pytest.approx(expected_ante, abs=1e-5)
+        assert cell["distractor"] == pytest.approx(expected_distr, abs=1e-5)
+        assert expected_ante > 0.05 and expected_distr < -0.01  # opposite, as designed
+    both = lambda f: sum(hand_loss(ex, {0: f(ex), 1: f(ex)}) - hand_loss(ex) for ex in USED) / 3
+    for together in (result["layers"][0], result["all_heads"]):  # layer 1 writes nothing
+        assert together["antecedent"] == pytest.approx(both(ante), abs=1e-5)
+        assert together["distractor"] == pytest.approx(both(distr), abs=1e-5)
+    assert result["layers"][1]["antecedent"] == 0.0 and result["layers"][1]["distractor"] == 0.0
+    assert all(v == 0.0 for cell in result["heads"][1] for k, v in cell.items() if "_" not in k)
+
+
+def test_head_ablation_puts_the_mean_output_at_the_query_as_worked_out_by_hand(result):
+    mean = sum(reads(ex) for ex in USED) / 3  # both heads read the same, uniformly
+    for h in range(2):
+        expected = sum(hand_loss(ex, ablated={h: mean}) - hand_loss(ex) for ex in USED) / 3
+        assert result["heads"][0][h]["ablation"] == pytest.approx(expected, abs=1e-5)
+        assert abs(expected) > 1e-3  # far from 0 at this tolerance: the ablation did act
+
+
+def test_intervals_hold_the_mean_and_are_seeded(result):
+    for d in (result["all_heads"], *result["layers"], result["heads"][0][0]):
+        for name in ("antecedent", "distractor"):
+            lo, hi = d[f"{name}_ci"]
+            assert lo <= d[name] + 1e-12 and d[name] <= hi + 1e-12
+    again = causal_tests(known_gpt(), TOKENIZER, [E1, ENDS, E2, ODD, E3], resamples=200)
+    assert again == result
+
+
+def test_the_control_distractor_is_drawn_with_the_seed_among_the_ones_the_query_sees():
+    # Two distractors before the pronoun, one after it (the query cannot see "bee").
+    ex = example("a dog saw a cat and an owl so its bee hid.", "dog", "cat", "owl", "bee")
+    options = {hand_loss(ex, {0: tokens(ex.distractors[k])}) - hand_loss(ex) for k in (0, 1)}
+    drawn = {causal_tests(known_gpt(), TOKENIZER, [ex], seed=s, resamples=10)["heads"][0][0]
+             ["distractor"] for s in range(8)}
+    assert len(drawn) == 2  # both are drawn over seeds, never "bee" (whose knockout changes nothing)
+    for d in drawn:
+        assert min(abs(d - o) for o in options) < 1e-5
+
+
+@torch.no_grad()
+def test_an_empty_key_set_and_the_own_mean_on_one_example_change_nothing():
+    torch.manual_seed(0)
+    model = GPT(GPTConfig(vocab_size=V, block_size=64, n_layer=2, n_head=2, n_embd=16)).eval()
+    idx = torch.tensor([TOKENIZER.encode(E1.text)])
+    with inspect_attention(model):
+        clean = model(idx)
+    empty = knockout_at_query(torch.ones(2, 2, dtype=torch.bool), torch.zeros(1, idx.size(1), dtype=torch.bool))
+    with inspect_attention(model, knockout=empty):
+        assert torch.equal(model(idx), clean)
+    r = causal_tests(model, TOKENIZER, [E1], resamples=10)
+    assert [[cell["ablation"] for cell in row] for row in r["heads"]] == [[0.0, 0.0], [0.0, 0.0]]
+    assert r["heads"][0][0]["antecedent"] != 0.0  # a real model does feel the knockout
+
+
+@torch.no_grad()
+def test_the_query_alone_after_a_cache_gives_the_knockout_of_a_whole_forward_pass():
+    torch.manual_seed(0)
+    model = GPT(GPTConfig(vocab_size=V, block_size=64, n_layer=2, n_head=2, n_embd=16)).eval()
+    r = causal_tests(model, TOKENIZER, [E3], resamples=10)
+    ids = TOKENIZER.encode(E3.text)
+    q = E3.pronoun[1] - 1
+    idx = torch.tensor([ids[: q + 1]])
+    blocked = torch.zeros(1, 2, q + 1, q + 1, dtype=torch.bool)
+    blocked[0, 1, q, list(tokens(E3.antecedent))] = True  # layer 1, head 1
+
+    def loss(**edit):
+        with inspect_attention(model, **edit):
+            logits = model(idx)[0, q]
+        return -torch.log_softmax(logits, 0)[ids[q + 1]].item()
+
+    assert r["heads"][1][1]["antecedent"] == pytest.approx(loss(knockout={1: blocked}) - loss(), abs=1e-5)
+
+
+def test_best_head_is_added_from_the_grid(result):
+    best = with_best_head(result, 0, 1)["best_head"]
+    assert best == {"layer": 0, "head": 1, **result["heads"][0][1]}
+    assert "best_head" not in result
+
+
+def test_report_puts_the_control_beside_the_grid_and_gives_intervals(result):
+    report = format_causal(with_best_head(result, 0, 1))
+    lines = report.splitlines()
+    row = next(line for line in lines if line.startswith("L0 "))
+    ante, control = row.split(" | ")
+    cells = result["heads"][0]
+    assert ante.split()[1:] == [f"{c['antecedent']:+.2f}" for c in cells]
+    assert control.split() == [f"{c['distractor']:+.2f}" for c in cells]
+    assert "mean over 3 examples, 2 skipped" in report
+    lo, hi = result["all_heads"]["antecedent_ci"]
+    assert f"all layers    antecedent {result['all_heads']['antecedent']:+.2f} [{lo:+.2f}, {hi:+.2f}]" in report
+    at = lines.index(next(line for line in lines if line.startswith("  L0 H1 alone ")))
+    assert f"ablation   {result['heads'][0][1]['ablation']:+.2f} [" in lines[at + 1]
+
+
+def test_report_of_144_heads_stacks_the_grids_within_100_columns():
+    cell = {k: -10.5 for k in ("antecedent", "distractor", "ablation")}
+    cell.update({f"{k}_ci": [-10.75, -10.25] for k in ("antecedent", "distractor", "ablation")})
+    together = {"antecedent": -10.25, "distractor": 0.0, "antecedent_ci": [-12.0, -10.5],
+                "distractor_ci": [-10.1, 10.1]}
+    big = {"heads": [[cell] * 12] * 12, "layers": [together] * 12, "all_heads": together,
+           "n": 300, "skipped": 0, "clean_loss": 1.0, "resamples": 1000}
+    lines = format_causal(with_best_head(big, 11, 11)).splitlines()
+    assert max(len(line) for line in lines) <= 100
+    assert sum(line.startswith("L11 ") for line in lines) == 3  # antecedent, control, ablation

@@ -1,0 +1,288 @@
+"""GPT-2 from the Hugging Face format (model/gpt2_import.py, data/tokenizer.py's gpt2 files),
+checked against transformers, the reference implementation, on a tiny GPT-2 it makes."""
+
+import json
+import shutil
+from dataclasses import replace
+
+import pytest
+import torch
+
+from data.tokenizer import gpt2_tokenizer, load_tokenizer
+from model.checkpoint import load_pretrained, load_run
+from model.gpt import GPT
+from model.gpt2_import import read_gpt2
+from model.sampling import generate
+from tests.fakehub import tiny_gpt2_folder
+
+transformers = pytest.importorskip("transformers", reason="the reference: "
+                                   "pip install -r requirements-test.txt")
+
+TORTURE = ("\ufeffBOM first\r\nCRLF line\r\ntabs\tand\t\tmore\nfamily \U0001F468\u200d\U0001F469\u200d\U0001F467 "
+           "thumb \U0001F44D\U0001F3FD flag \U0001F3F3\ufe0f\u200d\U0001F308\n"
+           "accents: café naïve déjà vu e\u0301 n\u0303 Ångström\n"
+           "CJK: 日本語のテキスト 中文 한국어 東京\n"
+           "digits 0 12 345 6789 3.14159 1,000,000 and   multiple    spaces   \n"
+           "it's they'll we've I'm you'd she's 'quoted' \"double\"\n\n\n  trailing  ")
+
+
+@pytest.fixture(scope="module")
+def folder(tmp_path_factory):
+    return tiny_gpt2_folder(tmp_path_factory.mktemp("gpt2"))
+
+
+@pytest.fixture(scope="module")
+def reference(folder):
+    # eager attention: the only implementation that hands back the attention weights.
+    return transformers.GPT2LMHeadModel.from_pretrained(folder, attn_implementation="eager").eval()
+
+
+@pytest.fixture(scope="module")
+def run(folder):
+    return load_run(folder)
+
+
+def one_line(excinfo) -> str:
+    message = str(excinfo.value)
+    assert message and "\n" not in message
+    return message
+
+
+def assert_same_model(ours, reference, ids):
+    with torch.no_grad():
+        logits, attn = ours(ids, return_attention=True)
+        theirs = reference(ids, output_attentions=True)
+    assert logits.shape == theirs.logits.shape  # the padded rows are never scored
+    assert (logits - theirs.logits).abs().max().item() <= 1e-5
+    assert len(attn) == len(theirs.attentions) == 2
+    for layer, (a, b) in enumerate(zip(attn, theirs.attentions)):
+        assert a.shape == b.shape and (a - b).abs().max().item() <= 1e-5, f"layer {layer}"
+    # Not a near-uniform pattern that anything would match: some head looks mostly at one token.
+    assert max(a[..., 1:, :].max().item() for a in attn) > 0.5
+
+
+# --- the model ---------------------------------------------------------------------------------
+
+def test_logits_and_every_layers_attention_equal_transformers(run, reference):
+    ids = torch.tensor([run.tokenizer.encode("the owl sat on the mat because it was tired. 東京 😀 123")])
+    assert ids.size(1) > 10
+    assert_same_model(run.model, reference, ids)
+    assert run.model.config.gelu_approximate == "tanh"
+    config = run.model.config
+    assert config.padded_vocab_size == config.vocab_size  # loaded to sample or study: unpadded
+    assert run.model.lm_head.weight is run.model.tok_emb.weight
+
+
+def test_the_exact_gelu_would_not_match(folder, reference):
+    """The GELU approximation is what makes the match exact: with erf-GELU it drifts."""
+    config, state = read_gpt2(folder)
+    config.gelu_approximate = "none"
+    model = GPT(config).eval()
+    model.load_state_dict(state)
+    ids = torch.tensor([[5, 80, 200, 31, 7, 99]])
+    with torch.no_grad():
+        assert (model(ids) - reference(ids).logits).abs().max().item() > 1e-5
+
+
+def test_greedy_generation_matches_transformers_token_for_token(run, reference):
+    prompt = torch.tensor([run.tokenizer.encode("the cat and the dog")])
+    ours = torch.stack(list(generate(run.model, prompt, 30, temperature=0.0)), dim=1)
+    theirs = reference.generate(prompt, attention_mask=torch.ones_like(prompt), do_sample=False,
+                                max_new_tokens=30, pad_token_id=0)
+    assert theirs.size(1) == prompt.size(1) + 30
+    assert ours.tolist() == theirs[:, prompt.size(1):].tolist()
+
+
+def test_pytorch_model_bin_with_old_key_names_loads_the_same(tmp_path, folder, reference):
+    old = tiny_gpt2_folder(tmp_path / "bin", bin_file=True)
+    assert not (old / "model.safetensors").exists()
+    assert "h.0.attn.masked_bias" in torch.load(old / "pytorch_model.bin", weights_only=True)
+    ours = load_run(old).model
+    assert_same_model(ours, reference, torch.tensor([[3, 1, 4, 1, 5, 9, 2, 6]]))
+
+
+def test_loading_draws_no_random_numbers_and_inits_only_shapes(folder, monkeypatch):
+    seen = []
+    normal_ = torch.nn.init.normal_
+
+    def spy(tensor, *args, **kwargs):
+        seen.append(tensor.device.type)
+        return normal_(tensor, *args, **kwargs)
+
+    monkeypatch.setattr(torch.nn.init, "normal_", spy)
+    before = torch.get_rng_state()
+    load_run(folder)
+    assert torch.equal(torch.get_rng_state(), before)  # no random init on real memory
+    assert seen and set(seen) == {"meta"}
+    GPT(read_gpt2(folder)[0])  # the ordinary constructor, by contrast, draws them
+    assert not torch.equal(torch.get_rng_state(), before)
+
+
+def test_load_pretrained_gives_config_weights_and_tokenizer(folder, run):
+    config, state, tokenizer = load_pretrained(folder)
+    assert config.vocab_multiple == 64 and replace(config, vocab_multiple=1) == run.model.config
+    assert tokenizer.vocab_size == config.vocab_size
+    assert config.padded_vocab_size % 64 == 0 and config.padded_vocab_size > config.vocab_size
+    padding = state["tok_emb.weight"][config.vocab_size:]  # to train: padded, with zero rows
+    assert padding.numel() > 0 and not padding.any()
+    model = GPT(config)
+    model.load_state_dict(state)  # strict: every name and shape fits our GPT
+    ids = torch.tensor([[1, 2, 3, 4]])
+    with torch.no_grad():
+        assert torch.equal(model.eval()(ids), run.model(ids))
+    assert run.meta == {"source": str(folder), "folder": str(folder), "tokenizer_kind": "gpt2"}
+
+
+# --- the tokenizer -----------------------------------------------------------------------------
+
+@pytest.mark.parametrize("reference_class", ["GPT2TokenizerFast", "GPT2Tokenizer"])
+def test_tokenizer_ids_equal_transformers_on_a_unicode_torture_text(run, folder, reference_class):
+    cls = getattr(transformers, reference_class)
+    reference = cls(vocab=str(folder / "vocab.json"), merges=str(folder / "merges.txt"))
+    expected = reference(TORTURE)["input_ids"]
+    assert len(expected) > 100  # a tokenizer built wrongly can quietly return nothing
+    assert run.tokenizer.encode(TORTURE) == expected
+    assert run.tokenizer.decode(expected) == TORTURE
+    ids, starts = run.tokenizer.encode_with_offsets(TORTURE)
+    assert ids == expected and starts == sorted(starts) and starts[0] == 0
+
+
+def test_end_of_text_is_plain_text_but_its_id_is_known(run, folder):
+    vocab = json.loads((folder / "vocab.json").read_text())
+    assert run.tokenizer.eot_id == vocab["<|endoftext|>"]
+    ids = run.tokenizer.encode("a <|endoftext|> b")
+    assert run.tokenizer.eot_id not in ids
+    assert run.tokenizer.decode(ids) == "a <|endoftext|> b"
+    assert run.tokenizer.decode([run.tokenizer.eot_id]) == "<|endoftext|>"
+
+
+def test_tokenizer_from_files_saves_and_loads_by_itself(run, folder, tmp_path):
+    run.tokenizer.save(tmp_path / "tok.json")
+    loaded = load_tokenizer(tmp_path / "tok.json")  # no folder needed any more
+    assert (loaded.kind, loaded.vocab_size) == ("gpt2", run.tokenizer.vocab_size)
+    assert loaded.eot_id == run.tokenizer.eot_id
+    assert loaded.encode(TORTURE) == run.tokenizer.encode(TORTURE)
+
+
+def test_gpt2_kind_finds_gpt2_in_the_hugging_face_cache(folder, tmp_path, monkeypatch):
+    from huggingface_hub import constants
+
+    snapshot = tmp_path / "hub" / "models--openai-community--gpt2" / "snapshots" / "abc"
+    snapshot.mkdir(parents=True)
+    (snapshot.parents[1] / "refs").mkdir()
+    (snapshot.parents[1] / "refs" / "main").write_text("abc")
+    for name in ("vocab.json", "merges.txt"):
+        shutil.copy(folder / name, snapshot / name)
+    monkeypatch.setattr(constants, "HF_HUB_CACHE", str(tmp_path / "hub"))
+    tokenizer = gpt2_tokenizer()  # offline: the cache is enough
+    assert tokenizer.encode(TORTURE) == gpt2_tokenizer(folder).encode(TORTURE)
+
+
+# --- bad input: one line each, saying what to do ------------------------------------------------
+
+def copy_folder(folder, tmp_path, drop=(), config_changes=None):
+    out = tmp_path / "copy"
+    shutil.copytree(folder, out)
+    for name in drop:
+        (out / name).unlink()
+    if config_changes:
+        config = json.loads((out / "config.json").read_text())
+        (out / "config.json").write_text(json.dumps({**config, **config_changes}))
+    return out
+
+
+def test_a_folder_without_config_json(folder, tmp_path):
+    bad = copy_folder(folder, tmp_path, drop=["config.json"])
+    with pytest.raises(ValueError) as err:
+        read_gpt2(bad)
+    assert "has no config.json" in one_line(err) and "model.safetensors" in one_line(err)
+    with pytest.raises(FileNotFoundError) as err:
+        load_run(bad)
+    assert "no checkpoint at" in one_line(err) and "Hugging Face GPT-2 folder" in one_line(err)
+
+
+def test_a_folder_without_weights(folder, tmp_path):
+    with pytest.raises(ValueError) as err:
+        load_run(copy_folder(folder, tmp_path, drop=["model.safetensors"]))
+    assert "has no weights: download model.safetensors or pytorch_model.bin" in one_line(err)
+
+
+def test_a_folder_without_tokenizer_files(folder, tmp_path):
+    with pytest.raises(ValueError) as err:
+        load_run(copy_folder(folder, tmp_path, drop=["merges.txt"]))
+    assert "has no merges.txt" in one_line(err) and "vocab.json and merges.txt" in one_line(err)
+
+
+def test_another_model_type_names_what_is_supported(folder, tmp_path):
+    with pytest.raises(ValueError) as err:
+        load_run(copy_folder(folder, tmp_path, config_changes={"model_type": "llama"}))
+    assert "'llama'" in one_line(err) and "only model_type 'gpt2'" in one_line(err)
+
+
+@pytest.mark.parametrize("change, fragment", [
+    ({"activation_function": "relu"}, "activation_function 'relu'"),
+    ({"layer_norm_epsilon": 1e-6}, "layer_norm_epsilon"),
+    ({"n_inner": 100}, "n_inner 100"),
+    ({"scale_attn_by_inverse_layer_idx": True}, "scale_attn_by_inverse_layer_idx"),
+])
+def test_gpt2_variants_we_do_not_implement_are_refused(folder, tmp_path, change, fragment):
+    with pytest.raises(ValueError) as err:
+        read_gpt2(copy_folder(folder, tmp_path, config_changes=change))
+    assert fragment in one_line(err)
+
+
+@pytest.mark.parametrize("change, fragment", [
+    ({"n_embd": 64}, ", 32), config.json implies ("),
+    ({"n_layer": 3}, "there is no h.2.ln_1.weight"),
+    ({"n_layer": 1}, "have no place"),
+    ({"n_positions": 32}, "wpe.weight is (64, 32), config.json implies (32, 32)"),
+])
+def test_weights_that_do_not_match_the_config(folder, tmp_path, change, fragment):
+    with pytest.raises(ValueError) as err:
+        load_run(copy_folder(folder, tmp_path, config_changes=change))
+    assert "do not match its config.json" in one_line(err) and fragment in one_line(err)
+
+
+def test_a_tokenizer_of_another_size_is_refused(folder, tmp_path):
+    bad = copy_folder(folder, tmp_path)
+    merges = (bad / "merges.txt").read_text().splitlines()
+    vocab = json.loads((bad / "vocab.json").read_text())
+    del vocab["".join(merges[-1].split(" "))]  # the last merge and its token: one token fewer
+    (bad / "vocab.json").write_text(json.dumps(vocab))
+    (bad / "merges.txt").write_text("\n".join(merges[:-1]) + "\n")
+    with pytest.raises(ValueError) as err:
+        load_run(bad)
+    assert f"has {len(vocab)} tokens but its model has {len(vocab) + 1}" in one_line(err)
+    assert "mixes two runs or models" in one_line(err)
+
+
+def test_tokenizer_files_that_are_not_gpt2_style_are_refused(folder, tmp_path):
+    bad = copy_folder(folder, tmp_path)
+    (bad / "merges.txt").write_text("#version: 0.2\nno such merge\n")
+    with pytest.raises(ValueError) as err:
+        load_run(bad)
+    assert "not GPT-2's byte-level BPE format" in one_line(err)
+
+
+def test_a_pytorch_model_bin_carrying_code_is_refused_and_nothing_runs(folder, tmp_path):
+    marker = tmp_path / "ran"
+
+    class Payload:
+        def __reduce__(self):
+            return (exec, (f"open({str(marker)!r}, 'w').write('ran')",))
+
+    bad = copy_folder(folder, tmp_path, drop=["model.safetensors"])
+    torch.save({"wte.weight": torch.zeros(3), "payload": Payload()}, bad / "pytorch_model.bin")
+    with pytest.raises(ValueError) as err:
+        load_run(bad)
+    assert "not a plain-data checkpoint" in one_line(err) and "nothing in it ran" in one_line(err)
+    assert not marker.exists()
+
+
+def test_a_truncated_safetensors_file(folder, tmp_path):
+    bad = copy_folder(folder, tmp_path)
+    data = (bad / "model.safetensors").read_bytes()
+    (bad / "model.safetensors").write_bytes(data[: len(data) // 2])
+    with pytest.raises(ValueError) as err:
+        load_run(bad)
+    assert "truncated or not a safetensors file" in one_line(err) and "download it again" in one_line(err)

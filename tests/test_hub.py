@@ -1,0 +1,176 @@
+"""hf:OWNER/NAME models and hf:OWNER/DATASET/PATH corpora (storage/hub.py), fetched from a fake
+Hugging Face Hub: a real HTTP server on 127.0.0.1 (tests/fakehub.py). Nothing leaves the machine."""
+
+import io
+
+import pytest
+import torch
+
+import generate
+from data.sources import open_source
+from model.checkpoint import load_run
+from storage.hub import dataset_file, model_folder
+from tests.fakehub import FakeHub, tiny_gpt2_folder, use_hub
+
+pytest.importorskip("transformers", reason="makes the tiny GPT-2: pip install -r requirements-test.txt")
+pytest.importorskip("huggingface_hub", reason="pip install -r requirements.txt")
+
+MODEL_FILES = ["config.json", "vocab.json", "merges.txt", "model.safetensors"]
+STORY = "Once upon a time there was a small owl.\nIt was hungry, so it flew to the barn.\n"
+
+
+@pytest.fixture(scope="module")
+def gpt2(tmp_path_factory):
+    return tiny_gpt2_folder(tmp_path_factory.mktemp("gpt2"))
+
+
+@pytest.fixture(scope="module")
+def gpt2_bin(tmp_path_factory):
+    return tiny_gpt2_folder(tmp_path_factory.mktemp("gpt2-bin"), bin_file=True)
+
+
+@pytest.fixture
+def hub(gpt2, gpt2_bin, tmp_path, monkeypatch):
+    """A hub with a GPT-2 (plus files a loader must not fetch), an old one with only a
+    pytorch_model.bin, and a dataset; huggingface_hub pointed at it, with an empty cache."""
+    model = {p.name: p.read_bytes() for p in gpt2.iterdir()}
+    model.update({"README.md": b"# tiny", "pytorch_model.bin": (gpt2_bin / "pytorch_model.bin").read_bytes(),
+                  "flax_model.msgpack": b"\0" * 100})
+    old = {p.name: p.read_bytes() for p in gpt2_bin.iterdir()}
+    dataset = {"stories/train.txt": STORY.encode(), "README.md": b"# stories"}
+    server = FakeHub({("model", "tiny/gpt2"): model, ("model", "tinygpt2"): model,
+                      ("model", "old/gpt2"): old, ("dataset", "someone/stories"): dataset})
+    use_hub(monkeypatch, server.url, tmp_path / "hf-cache")
+    yield server
+    server.close()
+
+
+def one_line(excinfo) -> str:
+    message = str(excinfo.value)
+    assert message and "\n" not in message
+    return message
+
+
+def same_logits(a, b):
+    ids = torch.tensor([[1, 5, 9, 30, 2]])
+    with torch.no_grad():
+        return torch.equal(a.model(ids), b.model(ids))
+
+
+# --- models ------------------------------------------------------------------------------------
+
+def test_hf_name_fetches_only_the_four_files_and_loads_like_the_folder(hub, gpt2):
+    run = load_run("hf:tiny/gpt2")
+    assert same_logits(run, load_run(gpt2))
+    assert sorted(hub.fetched("GET")) == sorted(f"/tiny/gpt2/resolve/{rev}/{name}" for name, rev in zip(
+        MODEL_FILES, ["main"] + ["0123456789abcdef0123456789abcdef01234567"] * 3))
+    assert run.meta["source"] == "hf:tiny/gpt2" and run.meta["tokenizer_kind"] == "gpt2"
+    load_run("hf:tiny/gpt2")  # cached: asked again (HEAD), never downloaded again
+    assert len(hub.fetched("GET")) == 4
+
+
+def test_a_name_without_owner_works(hub):
+    assert load_run("hf:tinygpt2").model.config.n_layer == 2
+
+
+def test_a_repository_with_only_pytorch_model_bin(hub, gpt2):
+    run = load_run("hf:old/gpt2")
+    assert same_logits(run, load_run(gpt2))
+    assert any(path.endswith("/pytorch_model.bin") for path in hub.fetched("GET"))
+
+
+def test_offline_with_the_files_cached_works(hub, monkeypatch):
+    online = load_run("hf:tiny/gpt2")
+    hub.close()
+    monkeypatch.setattr("huggingface_hub.constants.HF_HUB_OFFLINE", True)
+    assert same_logits(load_run("hf:tiny/gpt2"), online)
+
+
+def test_offline_without_cache_says_how_to_place_the_folder_by_hand(hub, monkeypatch):
+    monkeypatch.setattr("huggingface_hub.constants.HF_HUB_OFFLINE", True)
+    with pytest.raises(ValueError) as err:
+        load_run("hf:tiny/gpt2")
+    message = one_line(err)
+    assert "out of reach" in message and "not in its cache" in message
+    assert "download config.json, model.safetensors, vocab.json, merges.txt from" in message
+    assert "into one folder and give that folder's path instead of hf:tiny/gpt2" in message
+    assert hub.fetched("HEAD") == hub.fetched("GET") == []
+
+
+def test_a_missing_repository_and_a_missing_file(hub):
+    with pytest.raises(ValueError) as err:
+        model_folder("hf:nobody/nothing")
+    assert "no model repository nobody/nothing" in one_line(err)
+    hub.repos[("model", "half/gpt2")] = {"config.json": b"{}"}
+    with pytest.raises(ValueError) as err:
+        model_folder("hf:half/gpt2")
+    assert "hf:half/gpt2 has no vocab.json" in one_line(err)
+
+
+@pytest.mark.parametrize("name", ["hf:", "hf:a/b/c", "hf:bad name", "hf:-dash", "hf:a//b", "hf:a--b/c",
+                                  "hf:owner/x..y"])
+def test_malformed_model_names(name):
+    with pytest.raises(ValueError) as err:
+        model_folder(name)
+    assert f"{name} is not a Hugging Face model name: write hf:OWNER/NAME" in one_line(err)
+
+
+def test_generate_samples_from_an_hf_name(hub):
+    out, err = io.StringIO(), io.StringIO()
+    code = generate.main(["--ckpt", "hf:tiny/gpt2", "--device", "cpu", "--prompt", "the owl",
+                          "--max-new-tokens", "8", "--temperature", "0"], out=out, err=err)
+    assert code == 0, err.getvalue()
+    assert out.getvalue().startswith("the owl") and len(out.getvalue()) > len("the owl\n")
+
+
+def test_generate_attention_and_probe_on_a_gpt2_folder(gpt2):
+    out, err = io.StringIO(), io.StringIO()
+    code = generate.main(["--ckpt", str(gpt2), "--device", "cpu", "--attention",
+                          "The dog ate because it was hungry."], out=out, err=err)
+    assert code == 0, err.getvalue()
+    assert "L1 H1" in out.getvalue()
+    out = io.StringIO()
+    code = generate.main(["--ckpt", str(gpt2), "--device", "cpu", "--probe", "--json",
+                          "--permutations", "5"], out=out, err=err)
+    assert code == 0, err.getvalue()
+    assert '"best_head"' in out.getvalue()
+
+
+# --- datasets ----------------------------------------------------------------------------------
+
+def test_a_dataset_file_is_a_data_source(hub, tmp_path):
+    source = open_source("hf:someone/stories/stories/train.txt", tmp_path / "cache")
+    assert source.read_text() == STORY
+    assert hub.fetched("GET") == ["/datasets/someone/stories/resolve/main/stories/train.txt"]
+
+
+def test_a_dataset_file_offline_from_the_cache_and_without_it(hub, tmp_path, monkeypatch):
+    path = dataset_file("hf:someone/stories/stories/train.txt")
+    monkeypatch.setattr("huggingface_hub.constants.HF_HUB_OFFLINE", True)
+    assert dataset_file("hf:someone/stories/stories/train.txt") == path
+    monkeypatch.setattr("huggingface_hub.constants.HF_HUB_CACHE", str(tmp_path / "empty"))
+    with pytest.raises(ValueError) as err:
+        open_source("hf:someone/stories/stories/train.txt", tmp_path / "cache")
+    assert (f"download {hub.url}/datasets/someone/stories/resolve/main/stories/train.txt and give "
+            f"that file's path instead") in one_line(err)
+
+
+def test_a_dataset_file_that_does_not_exist(hub):
+    with pytest.raises(ValueError) as err:
+        dataset_file("hf:someone/stories/stories/test.txt")
+    assert "the dataset someone/stories has no file stories/test.txt" in one_line(err)
+
+
+@pytest.mark.parametrize("name", ["hf:someone/stories", "hf:someone/stories/", "hf:someone", "hf:x/y/../z"])
+def test_malformed_dataset_names(name):
+    with pytest.raises(ValueError) as err:
+        dataset_file(name)
+    assert "write hf:OWNER/DATASET/PATH/IN/REPO" in one_line(err)
+
+
+def test_importing_storage_hub_does_not_import_huggingface_hub():
+    import subprocess
+    import sys
+
+    code = "import sys, storage.hub; sys.exit('huggingface_hub' in sys.modules)"
+    assert subprocess.run([sys.executable, "-c", code], cwd=generate.ROOT).returncode == 0

@@ -1,0 +1,245 @@
+"""Everything a run does before its first step: prepare the data, pick the labelled sentences
+the probe watches, check what the run folder holds (resume) or what `train.init_from` starts
+from (fine-tuning), then build the model, optimizer and loss scaler and write the run folder's
+files. The fixed parts of a run travel in `Job`, its changing counters in `Progress`.
+"""
+
+import math
+import sys
+from dataclasses import asdict, dataclass, replace
+from pathlib import Path
+
+import torch
+import torch.distributed as dist
+from torch.nn.parallel import DistributedDataParallel as DDP
+
+from configs.schema import to_yaml
+from data.pronouns import examples as pronoun_examples
+from data.pronouns import read_jsonl
+from data.prepare import Prepared, prepare
+from model.checkpoint import CKPT_NAME, load_checkpoint, load_pretrained, load_run
+from model.gpt import GPT, GPTConfig
+from storage.atomic import write_atomic
+from training.evaluate import evaluate_run
+from training.optim import make_optimizer
+from training.report import Console, Metrics
+from training.resume import (FORCE_HINT, check_resume, data_fingerprint, data_mismatch,
+                             load_optimizer_state, load_scaler_state, recorded_fingerprint)
+from training.runtime import Runtime, peak_flops
+
+# Shape keys a fine-tuning config must share with its source (block_size may be smaller: the
+# position table is cropped; dropout may differ).
+SHARED_SHAPE = ("n_layer", "n_head", "n_embd", "bias")
+
+
+def say(rt, message):
+    """Print on rank 0 only."""
+    if rt.is_main:
+        print(message, flush=True)
+
+
+@dataclass
+class Pretrained:
+    """Where train.init_from starts: the source's shape (block_size and dropout from the config),
+    its weights (the position table cropped to block_size) and its tokenizer."""
+
+    source: str
+    config: GPTConfig
+    state_dict: dict
+    tokenizer: object
+
+
+def pretrained_start(config):
+    """train.init_from read and checked against the config's model keys; None without it."""
+    source, m = config.train.init_from, config.model
+    if not source:
+        return None
+    model_config, state_dict, tokenizer = load_pretrained(source)
+    diff = [f"model.{k} is {getattr(m, k)!r}, {source} has {getattr(model_config, k)!r}"
+            for k in SHARED_SHAPE if getattr(m, k) != getattr(model_config, k)]
+    if m.block_size > model_config.block_size:
+        diff.append(f"model.block_size {m.block_size} is longer than {source}'s {model_config.block_size} positions")
+    if diff:
+        raise ValueError(f"train.init_from: {'; '.join(diff)}; the model keys must match the source's shape "
+                         "(block_size may be smaller, dropout may differ)")
+    state_dict = {**state_dict, "pos_emb.weight": state_dict["pos_emb.weight"][: m.block_size]}
+    return Pretrained(source, replace(model_config, block_size=m.block_size, dropout=m.dropout), state_dict, tokenizer)
+
+
+@dataclass
+class Job:
+    """What stays fixed while a run trains."""
+
+    config: object
+    rt: Runtime
+    prepared: Prepared
+    raw_model: GPT  # the plain module: evaluation and checkpoints use it
+    model: torch.nn.Module  # what the training step calls: maybe compiled, maybe DDP-wrapped
+    optimizer: torch.optim.Optimizer
+    scaler: torch.amp.GradScaler
+    fingerprint: dict
+    metrics: Metrics | None  # rank 0 only
+    peak: float | None  # FLOP/s of one process at 100% MFU (None: unknown)
+    console: Console | None = None  # set when the loop starts
+    probe_examples: list | None = None  # labelled sentences for train.probe_interval (rank 0)
+
+    @property
+    def out_dir(self):
+        return Path(self.config.out_dir)
+
+
+@dataclass
+class Progress:
+    """The counters that change while a run trains."""
+
+    step: int
+    start_step: int
+    best_val: float = math.inf
+    saved_step: int | None = None  # the step of the checkpoint on disk, if any
+    final: dict | None = None  # the last evaluation
+    loss_sum: torch.Tensor | None = None  # training loss summed on the device since the last log
+    last_log_step: int = 0
+    last_log_time: float = 0.0
+    paused: float = 0.0  # seconds spent evaluating since the last log line
+    tokens_per_sec: float | None = None  # at the last log line
+    started: float = 0.0
+
+
+def probe_examples(config, rt):
+    """The labelled sentences train.probe_interval scores heads on, or None (probe off). A
+    missing or malformed train.probe_file is a one-line error before anything is trained."""
+    t = config.train
+    if not t.probe_interval or not rt.is_main:
+        return None
+    if t.probe_file:
+        try:
+            labelled = read_jsonl(t.probe_file)
+        except OSError as e:
+            raise ValueError(f"train.probe_file {t.probe_file}: {e.strerror or e}") from None
+        if not labelled:
+            raise ValueError(f"train.probe_file {t.probe_file} holds no examples; write one JSON object per line")
+        return labelled
+    if config.data.source == "pronouns":
+        return pronoun_examples("dev")
+    print("note: train.probe_interval is on, but this corpus has no labelled pronouns; give "
+          "train.probe_file (labelled JSONL, as for generate.py --probe) to watch the heads", file=sys.stderr)
+    return None
+
+
+def prepare_corpus(config, tokenizer=None):
+    """The config's corpus, tokenised (or found already prepared) in data.cache_dir: with the
+    tokenizer the config describes, or with `tokenizer` (a fine-tuning source's) when given."""
+    kind = config.tokenizer.kind
+    if tokenizer is not None:
+        return prepare(config.data.source, kind, None, config.data.val_fraction, config.data.cache_dir,
+                       config.model.block_size, tokenizer=tokenizer)
+    return prepare(config.data.source, kind, config.tokenizer.vocab_size if kind == "bpe" else None,
+                   config.data.val_fraction, config.data.cache_dir, config.model.block_size)
+
+
+def prepare_data(config, rt, init=None):
+    """Under torchrun, one process per node (local rank 0) prepares while the others wait, then
+    they find it in the cache; nodes without a shared filesystem each prepare their own."""
+    if rt.ddp and rt.local_rank != 0:
+        dist.barrier()
+    prepared = prepare_corpus(config, init.tokenizer if init else None)
+    if rt.ddp and rt.local_rank == 0:
+        dist.barrier()
+    return prepared
+
+
+def resume_checkpoint(config, rt, prepared, force, init=None):
+    """The checkpoint to continue from (None: start fresh), once every check has passed."""
+    t, ckpt_path = config.train, Path(config.out_dir) / CKPT_NAME
+    if force or not ckpt_path.exists():
+        return None
+    if t.resume == "never":
+        raise ValueError(f"{ckpt_path} exists and train.resume=never; {FORCE_HINT}")
+    ckpt = load_checkpoint(ckpt_path, map_location=rt.device)
+    changes = check_resume(ckpt, asdict(config), asdict(model_config(config, prepared, init)),
+                           data_fingerprint(prepared), config.out_dir)
+    say(rt, f"resuming from step {ckpt['step']} of {ckpt_path}"
+             + (f"; from the new config: {', '.join(changes)}" if changes else ""))
+    return ckpt
+
+
+def evaluate_only(config, text_path=None):
+    """`train.py --eval-only`: the loss of the run in out_dir on a text file, or on the val split
+    of the config's data — which must be the data the run was trained on."""
+    from model.device import pick_device, pick_dtype
+
+    device = pick_device(config.train.device)
+    rt = Runtime(device, pick_dtype(config.train.dtype, device))
+    run = load_run(config.out_dir, device)
+    prepared = None
+    if text_path is None:
+        prepared = prepare_corpus(config)
+        mismatch = data_mismatch(recorded_fingerprint(run.ckpt, config.out_dir), data_fingerprint(prepared))
+        if mismatch:
+            raise ValueError(f"{config.out_dir} {mismatch}, so this config's val split is not its own; "
+                             "give the config it was trained with, or --text FILE")
+    return evaluate_run(run, rt, config.train.batch_size, text_path, prepared)
+
+
+def model_config(config, prepared, init=None):
+    """The GPTConfig this run trains: the config's model section with the tokenizer's vocabulary,
+    or the fine-tuning source's shape."""
+    if init is not None:
+        return init.config
+    return GPTConfig(vocab_size=prepared.tokenizer.vocab_size, **asdict(config.model))
+
+
+def build(config, rt, prepared, ckpt, init=None):
+    """The model, optimizer and loss scaler: from `ckpt` (resume), from `init` (fine-tuning: its
+    weights, a fresh optimizer) or fresh; and the run folder's files."""
+    t = config.train
+    torch.manual_seed(config.seed)  # the same initial weights on every process
+    raw_model = GPT(model_config(config, prepared, init)).to(rt.device)
+    optimizer = make_optimizer(raw_model, t.optimizer, t.lr, t.weight_decay, (t.beta1, t.beta2),
+                               rt.device.type, t.muon_lr, t.muon_momentum)
+    scaler = torch.amp.GradScaler(rt.device.type, enabled=rt.dtype == torch.float16)
+    progress = Progress(step=0, start_step=0)
+    if ckpt is not None:
+        raw_model.load_state_dict(ckpt["model"])
+        load_optimizer_state(optimizer, ckpt["optimizer"])
+        note = load_scaler_state(scaler, ckpt.get("scaler", {}))
+        if note:
+            say(rt, f"note: {note}")
+        progress = Progress(step=ckpt["step"], start_step=ckpt["step"], best_val=ckpt["best_val_loss"],
+                            saved_step=ckpt["step"])
+    elif init is not None:
+        raw_model.load_state_dict(init.state_dict)
+        say(rt, f"starting from the weights of {init.source} into {config.out_dir}; its tokenizer is "
+                "used, not the config's tokenizer section")
+    else:
+        say(rt, f"training from scratch into {config.out_dir}")
+    progress.last_log_step = progress.step
+    progress.loss_sum = torch.zeros((), device=rt.device)  # summed on the device: no sync per step
+    model = torch.compile(raw_model) if t.compile else raw_model
+    if rt.ddp:
+        # The buffers (causal mask, positions) are constants: broadcasting them every step is waste.
+        model = DDP(model, device_ids=[rt.device.index] if rt.device.type == "cuda" else None,
+                    broadcast_buffers=False)
+    metrics, peak = None, None
+    if rt.is_main:
+        if progress.step < t.max_iters:
+            write_run_files(config, prepared, Path(config.out_dir))
+        metrics = Metrics(Path(config.out_dir) / "metrics.jsonl", resume_step=progress.step if ckpt else None)
+        peak = peak_flops(rt.device, t.peak_flops)
+        if peak is None:
+            print(f"note: no peak FLOP/s known for {rt.device}; MFU is shown as n/a until you set "
+                  "train.peak_flops", file=sys.stderr)
+    say(rt, f"{raw_model.num_params():,} parameters; {prepared.meta['train_tokens']:,} train tokens; "
+             f"device {rt.device}, {str(rt.dtype).removeprefix('torch.')}, {rt.world_size} process(es)")
+    job = Job(config, rt, prepared, raw_model, model, optimizer, scaler, data_fingerprint(prepared),
+              metrics, peak)
+    return job, progress
+
+
+def write_run_files(config, prepared, out_dir):
+    """What generation needs besides the checkpoint: the config, meta.json and the tokenizer."""
+    write_atomic(out_dir / "config.yaml", to_yaml(config))
+    for name in ("meta.json", prepared.meta["tokenizer_file"]):
+        write_atomic(out_dir / name, (prepared.dir / name).read_bytes())
+
+
