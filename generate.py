@@ -1,7 +1,9 @@
 """Sample text from a trained run, or show where its pronouns look.
 
     python generate.py --prompt "The owl" --num-samples 3 --max-new-tokens 100 --top-p 0.9
+    python generate.py --prompt-file story.txt --stop "\n\n"   # up to the first blank line
     python generate.py --attention                      # the built-in pronoun sentences
+    python generate.py --attention-file sentences.txt   # one sentence a line
     python generate.py --attention "The dog ate because it was hungry." --layer 1 --head 2
     python generate.py --attention --top-heads 5        # each word's 5 most attending heads
     python generate.py --attention --html attention.html   # the same maps as a page
@@ -26,15 +28,22 @@ from analysis.html import sentence_page, write_html
 from analysis.probe import format_report, run_probe
 from analysis.terminal import DEFAULT_TOP, MANY_HEADS, colour_mode, render_sentence
 from analysis.words import sentence_attention
-from data.pronouns import ATTENTION_EXAMPLES, examples, read_jsonl
-from model.checkpoint import load_run
+from data.pronouns import ATTENTION_EXAMPLES, DEFAULT_COUNT, examples, read_jsonl
+from data.sources import Source
+from model.checkpoint import CKPT_NAME, load_run
 from model.device import pick_device
 from model.sampling import generate
+from storage.atomic import write_atomic
 
 ROOT = Path(__file__).resolve().parent
 DEFAULT_CONFIG = ROOT / "configs" / "default.yaml"
 SEED_MAX = 2**64 - 1  # torch.Generator.manual_seed takes 0 .. 2**64-1 (negatives wrap around)
 MIN_TEMPERATURE = 1e-6  # below it, float32 logits / temperature can overflow to inf
+PROBE_FILE = "probe.json"  # where --probe saves its result in a run folder, for --html
+# Sampling runs one token per step: below GPT-2 small's width each step's matmuls are too small
+# to share out, and on a busy machine a second thread waits (spinning) for a core instead of
+# helping; the measurements are in the README ("Threads").
+ONE_THREAD_BELOW_WIDTH = 768
 
 
 class OneLineErrorParser(argparse.ArgumentParser):
@@ -61,9 +70,13 @@ def build_parser():
         help="run folder written by train.py (default: out_dir of configs/default.yaml)")
     add("--device", default="auto", metavar="D",
         help="auto (cuda, then mps, then cpu), cpu, cuda, cuda:N or mps")
+    add("--threads", type=int, metavar="N",
+        help="CPU threads for torch (default: for sampling, 1 for models under "
+             f"{ONE_THREAD_BELOW_WIDTH} wide, else torch's default; OMP_NUM_THREADS is respected)")
 
     add = p.add_argument_group("sampling").add_argument
-    add("--prompt", default="\n", metavar="TEXT", help="text to continue (default: a newline)")
+    add("--prompt", metavar="TEXT", help="text to continue (default: a newline)")
+    add("--prompt-file", metavar="PATH", help="continue the UTF-8 text of this file instead")
     add("--num-samples", type=int, default=1, metavar="N",
         help="samples to draw, one after another (default 1)")
     add("--max-new-tokens", type=int, default=200, metavar="N",
@@ -76,11 +89,17 @@ def build_parser():
     add("--seed", type=int, metavar="S", help="seed for reproducible samples (default: random)")
     add("--no-cache", action="store_true",
         help="recompute the whole context every token instead of using the KV cache")
+    add("--stop", action="append", default=[], metavar="STRING",
+        help="end a sample as soon as its text after the prompt contains STRING; the sample "
+             "is printed up to it, without it (repeatable: the first one met ends it). A "
+             "tokenizer with an end-of-text token (gpt2) also ends a sample there")
 
     add = p.add_argument_group("attention maps").add_argument
     add("--attention", nargs="*", metavar="SENTENCE",
         help="print each head's attention from a pronoun to the words before it "
              "(default sentences: data.pronouns.ATTENTION_EXAMPLES)")
+    add("--attention-file", metavar="PATH",
+        help="as --attention, for the sentences of a UTF-8 file, one a line (blank lines skipped)")
     add("--word", help="the query word (default: the first it/he/she/they)")
     add("--layer", type=int, metavar="L",
         help="show only layer L's heads; with --head H also that head's token-by-token map")
@@ -91,12 +110,18 @@ def build_parser():
     add("--all-heads", action="store_true",
         help=f"one line per head even when more than {MANY_HEADS} heads are shown")
     add("--html", metavar="FILE", help="with --attention: also write every head's map to one "
-        "self-contained page, the probe's best head marked")
+        f"self-contained page, with the run's facts and the probe's best head outlined: from the "
+        f"run folder's {PROBE_FILE} (saved by --probe) when it is this checkpoint's, else the "
+        "probe runs first (saying so on stderr) and saves it there")
+    add("--no-probe", action="store_true",
+        help="with --html: do not run the probe; the page outlines no head unless "
+             f"{PROBE_FILE} has one")
 
     add = p.add_argument_group("coreference probe").add_argument
     add("--probe", nargs="?", const="", metavar="FILE",
         help="score every head: how often does the pronoun attend most to its antecedent? "
-             "(default: the built-in dev and test sets; FILE: your JSONL examples)")
+             "(default: the built-in dev and test sets, the result saved to the run folder's "
+             f"{PROBE_FILE}; FILE: your JSONL examples, not saved)")
     add("--json", action="store_true", help="with --probe: print one JSON object")
     add("--permutations", type=int, default=1000, metavar="N",
         help="label shuffles for the probe's p-value (default 1000)")
@@ -129,12 +154,28 @@ def check_args(args):
     if args.top_heads is not None and args.all_heads:
         raise ValueError("--top-heads (each word's top heads) and --all-heads (a line per head) "
                          "are two views; give one of them")
+    if args.threads is not None and args.threads < 1:
+        raise ValueError(f"--threads must be at least 1, got {args.threads}")
+    if args.prompt is not None and args.prompt_file is not None:
+        raise ValueError("--prompt and --prompt-file both give the prompt; give one of them")
+    if "" in args.stop:
+        raise ValueError("--stop is empty; give the text that ends a sample")
+    if args.attention and args.attention_file is not None:
+        raise ValueError("--attention SENTENCE and --attention-file both give the sentences; "
+                         "give one of them")
+    attention = args.attention is not None or args.attention_file is not None
     attention_only = (args.word, args.layer, args.head, args.html, args.top_heads)
-    if args.attention is None and (attention_only != (None,) * 5 or args.all_heads):
+    if not attention and (attention_only != (None,) * 5 or args.all_heads):
         raise ValueError("--word, --layer, --head, --top-heads, --all-heads and --html go with "
                          "--attention")
-    if args.probe is not None and args.attention is not None:
+    if args.no_probe and args.html is None:
+        raise ValueError("--no-probe goes with --html")
+    if args.probe is not None and attention:
         raise ValueError("--probe and --attention are separate runs; give one of them")
+    sampling_only = args.prompt is not None or args.prompt_file is not None or args.stop
+    if sampling_only and (attention or args.probe is not None):
+        raise ValueError("--prompt, --prompt-file and --stop are for sampling, not for "
+                         "--attention or --probe")
     if args.json and args.probe is None:
         raise ValueError("--json goes with --probe")
     if args.permutations < 1:
@@ -146,6 +187,43 @@ def check_run_folder(path):
     if Path(path).is_file():
         raise ValueError(f"--ckpt takes the run folder train.py wrote, not a file: {path}; "
                          f"try --ckpt {Path(path).parent}")
+
+
+def read_user_text(path, flag):
+    """The text of the UTF-8 file the user named with `flag`; ValueError (one line) for a missing
+    file, a folder, text that is not UTF-8 (with the offset of the first bad byte), or no text."""
+    path = Path(path)
+    if not path.is_file():
+        what = "is a folder" if path.is_dir() else "does not exist"
+        raise ValueError(f"{flag} {path}: the file {what}; give a UTF-8 text file")
+    text = Source(str(path), (path,)).read_text()
+    if not text:
+        raise ValueError(f"{flag} {path}: the file is empty; write some text into it")
+    return text
+
+
+def attention_sentences(args):
+    """The sentences --attention shows: its arguments, a file's lines, or the built-in ones."""
+    if args.attention_file is None:
+        return args.attention or ATTENTION_EXAMPLES
+    lines = read_user_text(args.attention_file, "--attention-file").splitlines()
+    sentences = [line.strip() for line in lines if line.strip()]
+    if not sentences:
+        raise ValueError(f"--attention-file {args.attention_file}: no sentences, only blank "
+                         "lines; write one sentence a line")
+    return sentences
+
+
+def generation_threads(n_embd, requested=None, environ=os.environ):
+    """How many CPU threads sampling should use: `requested` (--threads) when given; None (keep
+    torch's default) when OMP_NUM_THREADS says, or for models ONE_THREAD_BELOW_WIDTH wide or
+    more; else 1, because a small model's one-token steps gain nothing from a second thread and
+    lose much when the cores are busy (numbers in the README)."""
+    if requested is not None:
+        return requested
+    if environ.get("OMP_NUM_THREADS") or n_embd >= ONE_THREAD_BELOW_WIDTH:
+        return None
+    return 1
 
 
 class TextStream:
@@ -172,11 +250,60 @@ class TextStream:
         return text
 
 
+class StopStrings:
+    """Streamed text cut just before the first stop string. Text that could be the start of a
+    stop string is held back until the next piece shows whether it is, so no part of a stop
+    string, nor anything after one, is ever printed, even when it spans several tokens."""
+
+    def __init__(self, stops):
+        self.stops = list(stops)
+        self.held = ""
+        self.stopped = False  # True once a stop string is complete
+
+    def push(self, text):
+        """The text now safe to print; once a stop string is complete, the text before it."""
+        text = self.held + text
+        starts = [text.index(stop) for stop in self.stops if stop in text]
+        if starts:
+            self.held, self.stopped = "", True
+            return text[: min(starts)]
+        keep = max((k for stop in self.stops for k in range(1, len(stop))
+                    if text.endswith(stop[:k])), default=0)
+        self.held = text[len(text) - keep :]
+        return text[: len(text) - keep]
+
+    def flush(self):
+        """What is held back, at the end of the sample."""
+        text, self.held = self.held, ""
+        return text
+
+
+def continuation(run, idx, args, generator):
+    """One sample's text after the prompt, piece by piece as it is sampled: it ends before the
+    first stop string (args.stop) or the tokenizer's end-of-text token."""
+    text, stops = TextStream(run.tokenizer), StopStrings(args.stop)
+    eot = getattr(run.tokenizer, "eot_id", None)
+    for next_ids in generate(run.model, idx, args.max_new_tokens, args.temperature, args.top_k,
+                             args.top_p, generator, use_cache=not args.no_cache):
+        token = next_ids.item()
+        if token == eot:
+            break
+        yield stops.push(text.push(token))
+        if stops.stopped:
+            return
+    yield stops.push(text.flush())
+    yield stops.flush()
+
+
 def sample(run, args, device, out, err):
     """Stream args.num_samples samples of the prompt's continuation to `out`."""
-    if not args.prompt:
+    if args.prompt_file is not None:
+        prompt = read_user_text(args.prompt_file, "--prompt-file")
+    else:
+        prompt = "\n" if args.prompt is None else args.prompt
+    if not prompt:
         raise ValueError("--prompt is empty; give some text to continue (the default is a newline)")
-    ids = run.tokenizer.encode(args.prompt)
+    ids = run.tokenizer.encode(prompt)
     block_size = run.model.config.block_size
     if len(ids) > block_size:
         err.write(f"note: the prompt is {len(ids)} tokens; the model sees only its last "
@@ -190,22 +317,20 @@ def sample(run, args, device, out, err):
     for n in range(args.num_samples):
         if n > 0:
             out.write("---\n")
-        out.write(args.prompt)
-        stream, last = TextStream(run.tokenizer), args.prompt
-        for next_ids in generate(run.model, idx, args.max_new_tokens, args.temperature, args.top_k,
-                                 args.top_p, generator, use_cache=not args.no_cache):
-            piece = stream.push(next_ids.item())
+        out.write(prompt)
+        last = prompt
+        for piece in continuation(run, idx, args, generator):
             out.write(piece)
             out.flush()
             last = piece or last
-        tail = stream.flush()
-        out.write(tail + ("" if (tail or last).endswith("\n") else "\n"))
+        out.write("" if last.endswith("\n") else "\n")
         out.flush()
 
 
-def show_attention(run, args, out):
-    """Attention maps for args.attention (or the built-in sentences), checked before printing."""
-    sentences = args.attention or ATTENTION_EXAMPLES
+def show_attention(run, args, out, err=None, ckpt=None):
+    """Attention maps for attention_sentences(args), checked before printing; with args.html also
+    the page, for the run at `ckpt` (its facts; its saved probe result)."""
+    sentences = attention_sentences(args)
     n_layer, n_head = run.model.config.n_layer, run.model.config.n_head
     if args.layer is not None and not 0 <= args.layer < n_layer:
         raise ValueError(f"--layer must be in 0..{n_layer - 1} (the model has {n_layer} layers), "
@@ -227,10 +352,63 @@ def show_attention(run, args, out):
                         for a in analysed)
     out.write(text + "\n")
     if args.html:
-        best = probe(run, "", permutations=1)["best_head"]
-        write_html(args.html, [sentence_page(a) for a in analysed], best_head=best)
-        out.write(f"wrote {args.html} (best head on the probe's dev set: "
-                  f"layer {best['layer']} head {best['head']})\n")
+        best = best_head(run, ckpt, args.no_probe, err or sys.stderr)
+        write_html(args.html, [sentence_page(a) for a in analysed], best_head=best, checkpoint=ckpt,
+                   step=run.ckpt.get("step"), val_loss=run.ckpt.get("best_val_loss"))
+        outlined = f"layer {best['layer']} head {best['head']}" if best else "none (--no-probe)"
+        out.write(f"wrote {args.html} (outlined, the probe's best head: {outlined})\n")
+
+
+def best_head(run, ckpt, no_probe, err):
+    """The probe's best head for the page: saved for this checkpoint, else found now (and saved)
+    unless no_probe; None when there is none."""
+    saved = saved_probe(run, ckpt)
+    if saved is not None or no_probe:
+        return saved and saved["best_head"]
+    path = probe_path(ckpt)
+    kept = f", saved to {path} for next time" if path else ""
+    err.write(f"note: running the probe on its {2 * DEFAULT_COUNT} built-in sentences to find "
+              f"the head to outline{kept} (--no-probe skips it)\n")
+    result = probe(run, "", permutations=1)  # the best head needs no p-value
+    save_probe(run, ckpt, result, err)
+    return result["best_head"]
+
+
+def probe_path(ckpt):
+    """Where the run folder `ckpt` keeps its probe result; None for a model that is not a
+    train.py run folder (a Hugging Face download is not ours to write into)."""
+    folder = Path(ckpt) if ckpt else None
+    return folder / PROBE_FILE if folder and (folder / CKPT_NAME).is_file() else None
+
+
+def checkpoint_id(run):
+    """What tells one checkpoint of a run folder from the next: a saved probe result is this
+    checkpoint's only if these match."""
+    return {"step": run.ckpt.get("step"), "best_val_loss": run.ckpt.get("best_val_loss")}
+
+
+def save_probe(run, ckpt, result, err):
+    """Save the built-in probe's result in the run folder for --html; a folder that cannot take
+    it is a note, not an error: the result has been shown."""
+    path = probe_path(ckpt)
+    if path is None:
+        return
+    try:
+        write_atomic(path, json.dumps({**result, "checkpoint": checkpoint_id(run)}) + "\n")
+    except ValueError as e:
+        err.write(f"note: the probe's result was not saved: {e}\n")
+
+
+def saved_probe(run, ckpt):
+    """The probe result saved in the run folder for this very checkpoint, or None."""
+    path = probe_path(ckpt)
+    try:
+        saved = json.loads(path.read_text(encoding="utf-8"))
+    except (AttributeError, OSError, ValueError):  # no run folder, no file, not JSON
+        return None
+    if not isinstance(saved, dict) or saved.get("checkpoint") != checkpoint_id(run):
+        return None  # a probe of an earlier checkpoint: this one may have other heads
+    return saved if isinstance(saved.get("best_head"), dict) else None
 
 
 def probe(run, path, permutations=1000):
@@ -256,13 +434,20 @@ def main(argv=None, out=None, err=None):
         device = pick_device(args.device)
         ckpt = args.ckpt or default_out_dir()
         check_run_folder(ckpt)
+        if args.threads is not None:
+            torch.set_num_threads(args.threads)
         run = load_run(ckpt, device)
         if args.probe is not None:
             result = probe(run, args.probe, args.permutations)
             out.write((json.dumps(result) if args.json else format_report(result)) + "\n")
-        elif args.attention is not None:
-            show_attention(run, args, out)
+            if not args.probe:  # the built-in sets: what --html outlines
+                save_probe(run, ckpt, result, err)
+        elif args.attention is not None or args.attention_file is not None:
+            show_attention(run, args, out, err, ckpt)
         else:
+            threads = generation_threads(run.model.config.n_embd, args.threads)
+            if threads is not None:
+                torch.set_num_threads(threads)
             sample(run, args, device, out, err)
     except BrokenPipeError:  # `generate.py | head`: the reader left; stop quietly
         sys.stdout = open(os.devnull, "w")  # so the flush at exit does not complain

@@ -4,8 +4,9 @@ the heads that attend most to each word (for models with many heads), and a toke
 Pure rendering: functions take words and weights and return strings, so tests check the exact
 output. A weight w in [0, 1] is drawn as a shade ( ░▒▓█, w rounded to quarters) and printed
 with two decimals (".61", "1.0"); the most attended word of each head is marked ▲. With
-`colour` set, the cell's background is a heat colour instead of a shade, and the top word is
-bold and underlined (the ▲ stays, so piping or copying loses nothing).
+`colour` set, the cell's background shows the weight instead of a shade, and the top word is
+bold and underlined (the ▲ stays, so piping or copying loses nothing): "truecolor" draws a heat
+ramp from navy (0) to yellow (1), "256" a step of xterm's grey ramp, brighter for more weight.
 """
 
 import unicodedata
@@ -15,6 +16,11 @@ MARK = "▲"
 RESET = "\x1b[0m"
 TOP = "\x1b[1;4m"  # bold + underline
 COLD, HOT = (20, 20, 50), (255, 210, 60)  # heat colours for weight 0 and weight 1
+# The 256-colour palette's greys, #1c1c1c (234) to #eeeeee (255) in even steps; its two darker
+# greys are left out so that weight 0 stays visible on a black background. Quantising the heat
+# ramp to the 6x6x6 colour cube instead gave an uneven ramp (.04 and .21 were one grey).
+GREY_FIRST, GREY_LAST = 234, 255
+LEGEND = ((0.0, "0"), (0.25, ".25"), (0.5, ".5"), (0.75, ".75"), (1.0, "1"))  # weight, label
 MAX_WORD = 12  # longest word label before it is cut with …
 MAX_TOKEN = 8  # longest token label in the grid
 MANY_HEADS = 32  # above this many heads, generate.py shows the compact view unless told otherwise
@@ -52,13 +58,29 @@ def heat(w):
     return tuple(round(c + (h - c) * w) for c, h in zip(COLD, HOT))
 
 
+def grey_index(w):
+    """The 256-colour palette index drawing weight w: one of the 22 greys, brighter for more."""
+    w = min(max(w, 0.0), 1.0)
+    return GREY_FIRST + round(w * (GREY_LAST - GREY_FIRST))
+
+
 def sgr_colours(w, colour):
-    """ANSI escape setting the background to heat(w) and a foreground readable on it."""
-    fg = (0, 0, 0) if w >= 0.5 else (255, 255, 255)
+    """ANSI escape setting the background to weight w's colour and a foreground readable on it."""
+    dark_text = w >= 0.5
     if colour == "truecolor":
+        fg = (0, 0, 0) if dark_text else (255, 255, 255)
         return "\x1b[48;2;{};{};{}m\x1b[38;2;{};{};{}m".format(*heat(w), *fg)
-    cube = lambda rgb: 16 + sum(round(c / 255 * 5) * m for c, m in zip(rgb, (36, 6, 1)))
-    return f"\x1b[48;5;{cube(heat(w))}m\x1b[38;5;{cube(fg)}m"
+    return f"\x1b[48;5;{grey_index(w)}m\x1b[38;5;{16 if dark_text else 231}m"
+
+
+def weight_legend(colour):
+    """How a cell shows its weight in this colour mode, for the token grid's header."""
+    if colour is None:
+        return f"weight {SHADES[1:]} by quarters, · under 1/8"
+    scale = "".join(f"{sgr_colours(w, colour)} {label} {RESET}" for w, label in LEGEND)
+    if colour == "truecolor":
+        return f"weight {scale} navy to yellow, 24-bit colour"
+    return f"weight {scale} dark to light grey, 256 colours (COLORTERM=truecolor for 24-bit)"
 
 
 def display_token(text, limit=None, spaces=True):
@@ -187,6 +209,6 @@ def render_sentence(sa, colour=None, width=100, layer=None, head=None, top=None)
         parts.append(render_top_heads(sa.words[: sa.query_word], rows, top, colour))
     if head is not None:
         parts.append(f"\nL{layer} H{head}, token by token (row: query, column: key; "
-                     f"weight {SHADES[1:]} by quarters, · under 1/8)")
+                     f"{weight_legend(colour)})")
         parts.append(render_token_grid(sa.tokens, sa.weights[layer][head], colour, width))
     return "\n".join(parts)

@@ -2,6 +2,7 @@
 
 import io
 import re
+from itertools import pairwise
 
 import pytest
 import torch
@@ -9,7 +10,7 @@ import torch
 import generate
 from analysis.terminal import (
     colour_mode, display_token, render_sentence, render_token_grid, render_top_heads,
-    render_word_rows,
+    render_word_rows, sgr_colours,
 )
 from analysis.words import find_query_span, group_tokens, model_window, sentence_attention
 from data.tokenizer import train_tokenizer
@@ -245,6 +246,48 @@ def test_plain_output_has_no_escape_codes_and_colour_output_does(char_run):
     assert "\x1b[48;5;" in render_sentence(sa, "256")
 
 
+def xterm_rgb(index):
+    """(r, g, b) of a 256-colour palette index above 15, as xterm defines the palette: a
+    6 x 6 x 6 colour cube (16-231), then 24 greys (232-255)."""
+    if index >= 232:
+        return (8 + 10 * (index - 232),) * 3
+    levels = (0, 95, 135, 175, 215, 255)
+    n = index - 16
+    return levels[n // 36], levels[n // 6 % 6], levels[n % 6]
+
+
+def background_brightness(w):
+    """Relative luminance (Rec. 709, 0-255) of the background sgr_colours gives weight w."""
+    index = int(re.match(r"\x1b\[48;5;(\d+)m", sgr_colours(w, "256")).group(1))
+    r, g, b = xterm_rgb(index)
+    return 0.2126 * r + 0.7152 * g + 0.0722 * b
+
+
+def test_256_colour_brightness_rises_steadily_with_the_weight():
+    brightness = [background_brightness(i / 1000) for i in range(1001)]
+    assert all(a <= b for a, b in pairwise(brightness))  # never darker for more
+    assert background_brightness(0.04) < background_brightness(0.21)  # once one grey
+    assert background_brightness(0.025) == background_brightness(0.03)  # no purple in between
+    assert len(set(brightness)) >= 20 and brightness[-1] - brightness[0] > 180
+
+
+def test_the_token_grids_legend_says_what_each_colour_mode_shows(char_run):
+    sa = sentence_attention(char_run.model, char_run.tokenizer, SENTENCE)
+
+    def legend(colour):
+        text = render_sentence(sa, colour, layer=0, head=1)
+        return next(line for line in text.splitlines() if "token by token" in line)
+
+    assert legend(None) == ("L0 H1, token by token (row: query, column: key; "
+                            "weight ░▒▓█ by quarters, · under 1/8)")
+    grey = legend("256")
+    assert "256 colours" in grey and "░" not in grey
+    assert re.findall(r"\x1b\[48;5;(\d+)m[^ ]* (\S+) ", grey) == [
+        ("234", "0"), ("239", ".25"), ("244", ".5"), ("250", ".75"), ("255", "1")]
+    heat = legend("truecolor")
+    assert "24-bit" in heat and heat.count("\x1b[48;2;") == 5 and "░" not in heat
+
+
 class Stream(io.StringIO):
     def __init__(self, tty):
         super().__init__()
@@ -284,6 +327,28 @@ def test_cli_prints_one_line_per_head_and_with_layer_and_head_the_grid(char_run)
     text = attention_cli(char_run, ["--attention", SENTENCE, "--layer", "1", "--head", "0"])
     assert sum(bool(re.match(r"L1 H\d  ", line)) for line in text.splitlines()) == 2
     assert "L1 H0, token by token" in text
+
+
+def test_attention_file_gives_one_sentence_a_line_and_skips_blank_ones(char_run, tmp_path):
+    path = tmp_path / "sentences.txt"
+    path.write_text(f"\n{SENTENCE}\n   \r\nIt was hungry.\r\n\n", encoding="utf-8")
+    from_file = attention_cli(char_run, ["--attention-file", str(path)])
+    assert from_file == attention_cli(char_run, ["--attention", SENTENCE, "It was hungry."])
+    assert from_file.count("attention of") == 2
+
+
+@pytest.mark.parametrize("content, message", [
+    (None, "does not exist"),
+    (b"\n  \n", "no sentences, only blank lines"),
+    (b"", "the file is empty"),
+    (b"It \xe9tait.", "not valid UTF-8"),
+])
+def test_attention_file_errors(char_run, tmp_path, content, message):
+    path = tmp_path / "sentences.txt"
+    if content is not None:
+        path.write_bytes(content)
+    with pytest.raises(ValueError, match=message):
+        attention_cli(char_run, ["--attention-file", str(path)])
 
 
 def test_layer_alone_shows_that_layers_heads(char_run):
@@ -359,6 +424,7 @@ def test_many_heads_options(gpt2_shaped_run, argv, lines, top):
     (["--attention", SENTENCE, "--word", "zebra"], "not in"),
     (["--attention", ""], "empty"),
     (["--word", "it"], "go with --attention"),
+    (["--attention", SENTENCE, "--attention-file", "x.txt"], "give one of them"),
 ])
 def test_cli_errors(char_run, argv, message):
     with pytest.raises(ValueError, match=message):

@@ -242,3 +242,166 @@ def test_the_default_run_folder_comes_from_the_default_config(tmp_path):
     config.write_text("seed: 1\n")
     assert generate.default_out_dir(config) == "out/default"
     assert generate.default_out_dir(tmp_path / "missing.yaml") == "out/default"
+
+
+# --- stop strings, the end-of-text token, prompts from files --------------------------------
+
+def sample_cli(run, *argv):
+    """generate.py's sampling on an in-memory Run: (what each write printed, stderr)."""
+    args = generate.build_parser().parse_args([str(a) for a in argv])
+    generate.check_args(args)
+    writes, err = [], io.StringIO()
+    out = io.StringIO()
+    out.write = writes.append  # every piece as it streams
+    generate.sample(run, args, "cpu", out, err)
+    return writes, err.getvalue()
+
+
+@pytest.fixture(scope="module")
+def greedy_bpe(bpe_run):
+    """The bpe run loaded as generate.py loads it, and its greedy continuation of "The owl",
+    token by token."""
+    from model.checkpoint import load_run
+
+    run = load_run(bpe_run[0])
+    prompt = torch.tensor([run.tokenizer.encode("The owl")])
+    ids = torch.cat(list(sample_tokens(run.model, prompt, 20, temperature=0))).tolist()
+    return run, ids, [run.tokenizer.decode([i]) for i in ids]
+
+
+def test_a_stop_string_across_tokens_ends_each_sample_before_it_and_never_streams(greedy_bpe):
+    run, _, pieces = greedy_bpe
+    text = "".join(pieces)
+    at = len("".join(pieces[:6]))
+    stop = text[at - 1 : at + 1]  # the last character of token 6 and the first of token 7
+    assert len(pieces[5]) > 1 and len(pieces[6]) > 1  # so it cuts into both tokens
+    sample = "The owl" + text[: text.index(stop)] + "\n"
+    writes, err = sample_cli(run, "--prompt", "The owl", "--max-new-tokens", 20,
+                             "--temperature", 0, "--num-samples", 2, "--stop", stop,
+                             "--stop", "never in it")
+    assert "".join(writes) == sample + "---\n" + sample and err == ""
+    # Nothing of the stop string was printed on the way: the first piece of it was held back.
+    assert not any(stop[0] in w for w in writes if w not in ("The owl", "---\n"))
+
+
+def test_stop_strings_hold_back_only_what_could_start_one():
+    stops = generate.StopStrings(["owl", "at"])
+    assert [stops.push(t) for t in ("The o", "x", " a", "a")] == ["The ", "ox", " ", "a"]
+    assert stops.flush() == "a" and not stops.stopped
+    stops = generate.StopStrings(["l ho", "wl"])
+    assert stops.push("The o") == "The o" and stops.push("wl hoo") == "" and stops.stopped
+
+
+def test_the_end_of_text_token_ends_a_sample_unprinted(greedy_bpe):
+    run, ids, pieces = greedy_bpe
+    run.tokenizer.eot_id = ids[6]  # as if token 7 were GPT-2's <|endoftext|>
+    try:
+        writes, _ = sample_cli(run, "--prompt", "The owl", "--max-new-tokens", 20,
+                               "--temperature", 0, "--num-samples", 2)
+    finally:
+        run.tokenizer.eot_id = None
+    first = ids.index(ids[6])
+    sample = "The owl" + "".join(pieces[:first]) + "\n"
+    assert "".join(writes) == sample + "---\n" + sample
+
+
+def test_a_prompt_file_is_the_prompt(char_run, tmp_path):
+    path = tmp_path / "prompt.txt"
+    path.write_text("The owl", encoding="utf-8")
+    argv = ["--ckpt", str(char_run[0]), "--max-new-tokens", "10", "--temperature", "0"]
+    by_flag, by_file = io.StringIO(), io.StringIO()
+    assert generate.main([*argv, "--prompt", "The owl"], out=by_flag, err=io.StringIO()) == 0
+    assert generate.main([*argv, "--prompt-file", str(path)], out=by_file, err=io.StringIO()) == 0
+    assert by_file.getvalue() == by_flag.getvalue() and by_file.getvalue().startswith("The owl")
+
+
+@pytest.mark.parametrize("content, fragment", [
+    (None, "the file does not exist"),
+    ("folder", "the file is a folder"),
+    (b"The \xff owl", "is not valid UTF-8 (first bad byte at offset 4)"),
+    (b"", "the file is empty"),
+])
+def test_prompt_file_errors_are_one_line(char_run, tmp_path, content, fragment):
+    path = tmp_path / "prompt.txt"
+    if content == "folder":
+        path.mkdir()
+    elif content is not None:
+        path.write_bytes(content)
+    err = io.StringIO()
+    argv = ["--ckpt", str(char_run[0]), "--prompt-file", str(path)]
+    assert generate.main(argv, out=io.StringIO(), err=err) == 2
+    assert err.getvalue().count("\n") == 1 and fragment in err.getvalue(), err.getvalue()
+
+
+@pytest.mark.parametrize("argv, fragment", [
+    (["--prompt", "a", "--prompt-file", "p.txt"], "give one of them"),
+    (["--stop", ""], "--stop is empty"),
+    (["--attention", "--stop", "."], "are for sampling"),
+    (["--probe", "--prompt", "a"], "are for sampling"),
+    (["--threads", "0"], "--threads must be at least 1"),
+    (["--no-probe"], "--no-probe goes with --html"),
+])
+def test_new_flag_mistakes_are_one_line_errors(char_run, argv, fragment):
+    err = io.StringIO()
+    assert generate.main(["--ckpt", str(char_run[0]), *argv], out=io.StringIO(), err=err) == 2
+    assert err.getvalue().count("\n") == 1 and fragment in err.getvalue(), err.getvalue()
+
+
+# --- threads ------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("n_embd, requested, environ, threads", [
+    (128, None, {}, 1),  # the default model: one thread
+    (767, None, {}, 1),
+    (768, None, {}, None),  # GPT-2 small's width and up: torch's default
+    (1600, None, {}, None),
+    (128, 3, {}, 3),  # --threads wins
+    (768, 1, {}, 1),
+    (128, None, {"OMP_NUM_THREADS": "2"}, None),  # the user's environment is respected
+])
+def test_generation_threads(n_embd, requested, environ, threads):
+    assert generate.generation_threads(n_embd, requested, environ) == threads
+
+
+# --- the probe's result, saved for --html -------------------------------------------------------
+
+def call(*argv):
+    out, err = io.StringIO(), io.StringIO()
+    code = generate.main([str(a) for a in argv], out=out, err=err)
+    return code, out.getvalue(), err.getvalue()
+
+
+SENTENCE = "The king smiled because he ruled the land."
+
+
+def test_html_reuses_the_probe_saved_for_this_checkpoint_and_says_when_it_runs_it(tmp_path):
+    folder, page = tmp_path / "run", tmp_path / "maps.html"
+    make_run(folder, "bpe", 64)
+    code, out, err = call("--ckpt", folder, "--probe", "--json", "--permutations", 5)
+    assert code == 0 and err == ""
+    saved = json.loads((folder / "probe.json").read_text())
+    assert saved == {**json.loads(out), "checkpoint": {"step": 0, "best_val_loss": None}}
+    best = saved["best_head"]
+
+    code, out, err = call("--ckpt", folder, "--attention", SENTENCE, "--html", page)
+    assert code == 0 and err == ""  # no probe run: the saved one is this checkpoint's
+    assert f"(outlined, the probe's best head: layer {best['layer']} head {best['head']})" in out
+    html = page.read_text()
+    assert f"<dt>Checkpoint</dt><dd>{folder}</dd>" in html
+    assert "<dt>Training step</dt><dd>0</dd>" in html
+    assert f"L{best['layer']} H{best['head']}: dev {best['dev']:.1%}" in html
+
+    saved["checkpoint"]["step"] = 100  # a probe of another checkpoint: not this one's heads
+    (folder / "probe.json").write_text(json.dumps(saved))
+    code, out, err = call("--ckpt", folder, "--attention", SENTENCE, "--html", page)
+    assert code == 0 and err.count("\n") == 1, err
+    assert err.startswith("note: running the probe on its 600 built-in sentences")
+    assert "--no-probe skips it" in err
+    assert json.loads((folder / "probe.json").read_text())["checkpoint"]["step"] == 0  # saved anew
+
+
+def test_no_probe_outlines_no_head_and_runs_nothing(tmp_path):
+    folder, page = tmp_path / "run", tmp_path / "maps.html"
+    make_run(folder, "bpe", 64)
+    code, out, err = call("--ckpt", folder, "--attention", SENTENCE, "--html", page, "--no-probe")
+    assert code == 0 and err == "" and "(outlined, the probe's best head: none (--no-probe))" in out
+    assert not (folder / "probe.json").exists() and "Best head" not in page.read_text()

@@ -2,20 +2,24 @@
 
 The browser tests run Debian's chromium headless, with every host name made unresolvable so a
 page that needed the network would fail here as it would offline. They skip, saying how to
-install it, when no chromium is found.
+install it, when no chromium is found. Headless chromium's window is never narrower than 500 px,
+so a phone is emulated through the DevTools protocol (on a pipe, no port opened).
 """
 
+import fcntl
 import html
 import json
+import os
 import re
 import shutil
 import subprocess
+import time
 
 import numpy as np
 import pytest
 import torch
 
-from analysis.html import render_html, sentence_page, write_html
+from analysis.html import ASSETS, BEST_HEAD_MEANS, render_html, sentence_page, write_html
 from analysis.words import sentence_attention
 from data.tokenizer import train_tokenizer
 from model.gpt import GPT, GPTConfig
@@ -55,12 +59,70 @@ def data_block(page):
     return found.group(1)
 
 
+FACTS = {"checkpoint": "out/default", "step": 800, "val_loss": 1.23456,
+         "best_head": {"layer": 1, "head": 2, "dev": 0.9933, "test": 0.9867}}
+
+
 def test_page_is_self_contained():
-    page = render_html(SENTENCES, best_head=(1, 2))
+    page = render_html(SENTENCES, **FACTS)
     assert "http://" not in page and "https://" not in page and "//cdn" not in page
     assert not re.search(r"<link\b", page, re.I)
-    assert not re.search(r"<script[^>]*\bsrc\s*=", page, re.I)
+    assert re.findall(r"\b(?:src|href)\s*=", page, re.I) == []  # no file, no URL, nothing
     assert "@import" not in page and "url(" not in page
+
+
+def test_the_assets_are_files_inlined_whole_into_the_page():
+    page = render_html(SENTENCES)
+    for name in ("page.css", "page.js", "error-hook.js"):
+        text = (ASSETS / name).read_text(encoding="utf-8")
+        assert len(text) > 100 and text in page, name
+    assert not re.search(r"\$\w", page)  # every placeholder of the template filled
+    assert '<meta name="viewport" content="width=device-width, initial-scale=1">' in page
+
+
+def facts_of(page):
+    """The run section's (label, value) rows, as text."""
+    rows = re.findall(r"<dt>(.*?)</dt><dd>(.*?)</dd>", page)
+    return {html.unescape(k): html.unescape(v) for k, v in rows}
+
+
+def test_the_runs_facts_and_what_best_head_means_are_at_the_top():
+    page = render_html(SENTENCES, **FACTS)
+    assert facts_of(page) == {
+        "Checkpoint": "out/default", "Training step": "800", "Best validation loss": "1.2346",
+        "Best head": "L1 H2: dev 99.3%, test 98.7% cand@1, outlined in each grid",
+    }
+    assert BEST_HEAD_MEANS in page
+    assert page.index('class="facts"') < page.index('id="sentences"')
+
+
+def test_facts_a_model_lacks_are_left_out():
+    # A Hugging Face model: no step, no validation loss; a run never evaluated: best_val_loss inf.
+    page = render_html(SENTENCES, checkpoint="hf:gpt2", best_head=(1, 2), val_loss=float("inf"))
+    assert facts_of(page) == {"Checkpoint": "hf:gpt2", "Best head": "L1 H2, outlined in each grid"}
+    page = render_html(SENTENCES, checkpoint="<b>run</b>")
+    assert facts_of(page) == {"Checkpoint": "<b>run</b>"} and "<b>" not in page
+    assert BEST_HEAD_MEANS not in page  # no probe, nothing to explain
+    assert 'class="facts"' not in render_html(SENTENCES)  # nothing known: no section
+
+
+@pytest.mark.parametrize("facts, message", [
+    ({"step": "800"}, "step must be an integer"),
+    ({"val_loss": "low"}, "val_loss must be a number"),
+])
+def test_bad_facts_say_what_to_pass(facts, message):
+    with pytest.raises(ValueError, match=message):
+        render_html(SENTENCES, **facts)
+
+
+def test_space_only_tokens_are_shown_as_the_terminal_shows_them():
+    text = "The king smiled because he  ruled."
+    tokenizer = train_tokenizer("char", text)
+    torch.manual_seed(0)
+    config = GPTConfig(vocab_size=tokenizer.vocab_size, block_size=64, n_layer=1, n_head=2,
+                       n_embd=16)
+    page = sentence_page(sentence_attention(GPT(config).eval(), tokenizer, text))
+    assert page["tokens"][:4] == ["T", "h", "e", "␣"] and " " not in "".join(page["tokens"])
 
 
 def test_hostile_tokens_cannot_end_the_script_and_round_trip_as_text():
@@ -124,11 +186,11 @@ def chromium(tmp_path, url, *args, width=1280):
     return done.stdout, console
 
 
-def browse(tmp_path, sentences, script, best_head=(1, 2), width=1280):
+def browse(tmp_path, sentences, script, best_head=(1, 2), width=1280, **facts):
     """Write the page, run `script` after the page's own (it fills the object `out`), load it in
     chromium and return (out, console messages, the DOM)."""
     path = tmp_path / "page.html"
-    write_html(path, sentences, best_head=best_head)
+    write_html(path, sentences, best_head=best_head, **facts)
     script = ('<script>const out = {}, sec = document.querySelector("#sentences section");'
               + script + 'const p = document.createElement("pre"); p.id = "test-out";'
               "p.textContent = JSON.stringify(out); document.body.appendChild(p);</script></body>")
@@ -137,6 +199,103 @@ def browse(tmp_path, sentences, script, best_head=(1, 2), width=1280):
     found = re.search(r'<pre id="test-out">(.*?)</pre>', dom, re.S)
     assert found, dom[-2000:]
     return json.loads(html.unescape(found.group(1))), console, dom
+
+
+class DevTools:
+    """Chromium driven through the DevTools protocol on a pipe (--remote-debugging-pipe: it reads
+    commands on fd 3 and writes replies and events on fd 4, each a JSON text ended by NUL)."""
+
+    def __init__(self, tmp_path):
+        to_browser, self.from_browser = os.pipe(), os.pipe()
+        self.commands, self.replies = to_browser[1], self.from_browser[0]
+        ends = (to_browser[0], self.from_browser[1])
+
+        def fds_3_and_4():  # in the child: first out of the way, then onto 3 and 4
+            high = [fcntl.fcntl(fd, fcntl.F_DUPFD, 100) for fd in ends]
+            for fd, target in zip(high, (3, 4)):
+                os.dup2(fd, target)
+
+        self.proc = subprocess.Popen(
+            [BROWSER, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
+             "--no-first-run", "--disable-background-networking", "--disable-component-update",
+             "--disable-sync", "--host-resolver-rules=MAP * ~NOTFOUND", "--hide-scrollbars",
+             f"--user-data-dir={tmp_path / 'profile'}", "--remote-debugging-pipe"],
+            pass_fds=(3, 4), preexec_fn=fds_3_and_4,  # noqa: PLW1509 (no threads started here)
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        for fd in ends:
+            os.close(fd)
+        self.next_id, self.buffer, self.events = 0, b"", []
+
+    def _message(self, deadline):
+        while b"\0" not in self.buffer:
+            assert time.monotonic() < deadline, "chromium did not answer in time"
+            chunk = os.read(self.replies, 1 << 16)
+            assert chunk, "chromium closed the pipe"
+            self.buffer += chunk
+        text, self.buffer = self.buffer.split(b"\0", 1)
+        return json.loads(text)
+
+    def send(self, method, session=None, timeout=60, **params):
+        """The result of one command; events that arrive meanwhile are kept in self.events."""
+        self.next_id += 1
+        message = {"id": self.next_id, "method": method, "params": params}
+        if session:
+            message["sessionId"] = session
+        os.write(self.commands, json.dumps(message).encode() + b"\0")
+        deadline = time.monotonic() + timeout
+        while True:
+            reply = self._message(deadline)
+            if reply.get("id") == self.next_id:
+                assert "error" not in reply, reply
+                return reply["result"]
+            self.events.append(reply)
+
+    def wait_for(self, method, timeout=60):
+        deadline = time.monotonic() + timeout
+        while not any(e.get("method") == method for e in self.events):
+            self.events.append(self._message(deadline))
+
+    def close(self):
+        try:
+            self.send("Browser.close", timeout=10)
+        except (AssertionError, OSError):
+            pass
+        finally:
+            self.proc.kill()
+            self.proc.wait(timeout=30)
+            os.close(self.commands)
+            os.close(self.replies)
+
+
+def phone(tmp_path, sentences, script, width, **facts):
+    """Write the page and load it in chromium emulating a phone `width` CSS pixels wide (its
+    viewport meta tag applies, as on a phone); run `script` (it fills the object `out`) and
+    return (out, console messages and uncaught errors)."""
+    path = tmp_path / "page.html"
+    write_html(path, sentences, **facts)
+    browser = DevTools(tmp_path)
+    try:
+        target = browser.send("Target.createTarget", url="about:blank")["targetId"]
+        session = browser.send("Target.attachToTarget", targetId=target, flatten=True)["sessionId"]
+        for domain in ("Page.enable", "Runtime.enable", "Log.enable"):
+            browser.send(domain, session)
+        browser.send("Emulation.setDeviceMetricsOverride", session, width=width, height=900,
+                     deviceScaleFactor=1, mobile=True)
+        browser.send("Page.navigate", session, url=path.as_uri())
+        browser.wait_for("Page.loadEventFired")
+        expression = ('(() => { const out = {}, sec = document.querySelector("#sentences section");'
+                      + script + "; out.errors = document.getElementById('status').dataset.errors"
+                      " || null; return JSON.stringify(out); })()")
+        result = browser.send("Runtime.evaluate", session, expression=expression,
+                              returnByValue=True)
+        assert "exceptionDetails" not in result, result
+        noise = ("Runtime.consoleAPICalled", "Runtime.exceptionThrown", "Log.entryAdded")
+        console = [e["params"] for e in browser.events if e.get("method") in noise]
+        out = json.loads(result["result"]["value"])
+        assert out.pop("errors") is None, out
+        return out, console
+    finally:
+        browser.close()
 
 
 # Click a head, hover a token and a cell, report what changed.
@@ -154,6 +313,8 @@ const at = {clientX: r.left + m + 1.5 * c, clientY: r.top + m + (T - 0.5) * c};
 big.dispatchEvent(new MouseEvent("mousemove", at));
 out.tip = sec.querySelector(".tip").textContent;
 out.tokenTitle = sec.querySelectorAll(".tok")[1].title;
+out.legend = sec.querySelector(".legend span").textContent;
+out.scale = [...sec.querySelectorAll(".scale span")].map(e => [e.textContent, e.style.background]);
 """
 
 
@@ -169,6 +330,11 @@ def test_real_browser_renders_without_errors_and_responds_to_clicks_and_hover(tm
     assert out["selected"] == ["L0 H1"]
     assert out["tip"] == '" it" \u2192 " </script><script>alert(1)</script>": 0.7000'
     assert out["tokenTitle"].endswith(': 0.7000')  # the sentence tinted by the hovered row
+    # The strip says whose attention tints it, and the scale gives the colours their numbers.
+    assert out["legend"].startswith('Token colour: the attention of " it" (row 6,')
+    assert out["scale"][0] == ["0", "rgb(255, 255, 255)"]
+    assert out["scale"][-1] == ["1", "rgb(8, 48, 107)"]
+    assert [label for label, _ in out["scale"]] == ["0", ".2", ".4", ".6", ".8", "1"]
     # The hostile token is on the page as text, never as markup.
     assert "&lt;/script&gt;&lt;script&gt;alert(1)&lt;/script&gt;" in dom
     assert "<b>" not in dom
@@ -223,6 +389,7 @@ out.cells = sec.querySelectorAll("button.cell").length;
 out.labels = [...grid.querySelectorAll(".label")].map(e => e.textContent);
 out.best = [...sec.querySelectorAll("button.cell.best")].map(c => c.dataset.head);
 out.pageWidth = document.documentElement.scrollWidth;
+out.clientWidth = document.documentElement.clientWidth;
 out.viewWidth = window.innerWidth;
 out.right = Math.max(grid.getBoundingClientRect().right, big.getBoundingClientRect().right);
 out.map = sec.querySelector("button.cell canvas").getBoundingClientRect().width;
@@ -231,13 +398,45 @@ out.note = sec.querySelector(".note").textContent;
 
 
 @needs_browser
-@pytest.mark.parametrize("width", [1280, 800])  # a desktop, and a narrow window
+@pytest.mark.parametrize("width", [1280, 800, 420])  # a desktop, a narrow window, a phone
 def test_real_browser_fits_a_12_by_12_grid_in_the_page_width(tmp_path, gpt2_shaped_page, width):
-    out, console, _ = browse(tmp_path, [gpt2_shaped_page], LAYOUT, best_head=(5, 7), width=width)
+    facts = {"best_head": (5, 7), "checkpoint": "out/" + "a-long-run-folder-name" * 4, "step": 800}
+    if width < 500:
+        out, console = phone(tmp_path, [gpt2_shaped_page], LAYOUT, width, **facts)
+    else:
+        out, console, _ = browse(tmp_path, [gpt2_shaped_page], LAYOUT, width=width, **facts)
     assert console == []
     assert out["cells"] == 144 and out["best"] == ["L5 H7"]
     assert out["labels"] == ["", *(f"H{h}" for h in range(12)), *(f"L{l}" for l in range(12))]
-    assert out["viewWidth"] == width
-    assert out["pageWidth"] <= width and out["right"] <= width, out  # no horizontal scrolling
-    assert out["map"] >= 24, out  # small multiples, still maps
+    assert out["viewWidth"] == out["clientWidth"] == width
+    assert out["pageWidth"] <= out["clientWidth"], out  # no sideways scrolling
+    assert out["right"] <= width, out
+    assert out["map"] >= (16 if width < 500 else 24), out  # small multiples, still maps
     assert out["note"].startswith("Note: the model sees 48 tokens")
+
+
+# A phone: hover the far right of the enlarged map, where the tooltip would stick out.
+PHONE = """
+const big = sec.querySelector(".big canvas"), r = big.getBoundingClientRect();
+out.bigWidth = r.width; out.bigDrawn = big.width;
+const k = r.width / big.width, m = +big.dataset.margin, c = +big.dataset.cell;
+const last = m + (big.dataset.tokens - 0.5) * c;  // the last row's and column's middle, drawn
+const at = {clientX: r.left + k * last, clientY: r.top + k * last};
+big.dispatchEvent(new MouseEvent("mousemove", at));
+out.tip = sec.querySelector(".tip").textContent;
+out.pageWidth = document.documentElement.scrollWidth;
+out.clientWidth = document.documentElement.clientWidth;
+const strip = [...sec.querySelectorAll(".tok, .legend")];
+out.strip = Math.max(...strip.map(e => e.getBoundingClientRect().right));
+"""
+
+
+@needs_browser
+def test_real_browser_fits_a_phone_with_the_facts_and_a_tooltip_on_the_edge(tmp_path):
+    long_sentence = {"tokens": HOSTILE * 4, "attention": known_attention(T=4 * T), "pronoun": None}
+    out, console = phone(tmp_path, [long_sentence], PHONE, 420, **FACTS)
+    assert console == []
+    assert out["clientWidth"] == 420 and out["pageWidth"] <= 420, out
+    assert out["strip"] <= 420, out  # the strip wraps, its legend too
+    assert out["bigWidth"] < out["bigDrawn"], out  # the enlarged map is scaled down to fit
+    assert out["tip"].endswith(": 0.0000") or out["tip"].endswith(": 1.0000"), out
