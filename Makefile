@@ -23,16 +23,17 @@ test: $(TEST_STAMP)
 	@$(PY) -m pytest -q tests; rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "make test: pytest collected no tests" >&2; exit 1; fi; exit $$rc
 
-# The main job on the built-in corpus, offline: train (or resume), sample, show and measure attention.
+# The main job on the built-in corpus, offline: train (or resume), sample, measure attention (the
+# probe and its causal tests, saved to the run folder), then show it (the page reuses that result).
 demo: $(STAMP)
 	$(PY) train.py configs/default.yaml
 	@echo; echo "== three samples =="
 	$(PY) generate.py --prompt "The owl" --num-samples 3 --max-new-tokens 60 --temperature 0.8 --seed 1
-	@echo; echo "== where does the pronoun look? =="
-	$(PY) generate.py --attention --html out/default/attention.html
-	@echo; echo "== the coreference probe =="
+	@echo; echo "== the coreference probe: which head finds the antecedent, and does it matter? =="
 	$(PY) generate.py --probe
-	@echo; echo "written: out/default/attention.html (open it in a browser), out/default/loss.png"
+	@echo; echo "== where does the pronoun look? (the page reuses the probe's saved result) =="
+	$(PY) generate.py --attention --html out/default/attention.html
+	@echo; echo "written: out/default/attention.html (open it in a browser), out/default/loss.png, out/default/probe.png"
 
 clean:
 	rm -rf $(VENV) .pytest_cache

@@ -4,6 +4,7 @@
     python bench.py --json               # the same, one JSON object
     python bench.py train --nanogpt DIR  # our loop against a nanoGPT checkout, same recipe, same run
     python bench.py profile              # where one training step's time goes (torch.profiler)
+    python bench.py load                 # a 124M GPT-2 folder: our loader against transformers'
     python bench.py gpu-check            # `make gpu-check`: the GPU table (needs one CUDA GPU)
 
 Machines are shared and noisy: every comparison runs both sides in the same invocation, and
@@ -158,16 +159,111 @@ def bench_bpe_without_whitespace():
 
 
 def bench_prepare(args):
-    from data.pronouns import corpus_text
-    from data.prepare import prepare
+    """Preparing a 20 MB text. char: prepare() once (one worker: threads cannot speed up its
+    Python encode). bpe, one worker against every usable CPU, alternating, best of each: the
+    whole prepare() from scratch (hash, scan, train the BPE on its first 10 M characters,
+    encode), twice each, then the encoding pass alone (data.prepare._encode, as prepare runs it
+    once the tokenizer is trained), three times each. Every bpe output must match the first
+    one-worker files byte for byte."""
+    import numpy as np
 
+    import data.prepare as prep
+    from data.pronouns import corpus_text
+    from data.sources import open_source
+
+    n = prep.usable_cpus()
+    whole, encoding, busy = {}, {}, {}
     with tempfile.TemporaryDirectory() as d:
         path = Path(d) / "corpus.txt"
         path.write_text(corpus_text(seed=1, n_bytes=20_000_000))
+        mb = path.stat().st_size / 1e6
         start = time.perf_counter()
-        prepare(str(path), "char", None, 0.1, Path(d) / "cache")
-        seconds = time.perf_counter() - start
-    return {"prepare MB/s (char, 20 MB, includes hashing)": 20 / seconds}
+        prep.prepare(str(path), "char", None, 0.1, Path(d) / "char")
+        char_s = time.perf_counter() - start
+
+        first = None
+        for i, workers in enumerate([1, n] * 2):
+            start = time.perf_counter()
+            done = prep.prepare(str(path), "bpe", None, 0.1, Path(d) / f"bpe{i}", workers=workers)
+            whole[workers] = min(time.perf_counter() - start, whole.get(workers, float("inf")))
+            first = first or done
+            if done.dir.name != first.dir.name:
+                sys.exit(f"error: the cache folder depends on the worker count: {done.dir.name}")
+            same_files(first.dir, done.dir, f"prepare() with {workers} workers")
+        meta = first.meta
+        for i, workers in enumerate([1, n] * 3):
+            out = Path(d) / f"pass{i}"
+            out.mkdir()
+            start, cpu = time.perf_counter(), time.process_time()
+            prep._encode(open_source(str(path)), first.tokenizer, meta["split_char"],
+                         meta["source_chars"], np.dtype(meta["dtype"]), out, workers,
+                         prep.ENCODE_CHUNK_CHARS)
+            seconds = time.perf_counter() - start
+            if seconds < encoding.get(workers, float("inf")):
+                encoding[workers], busy[workers] = seconds, (time.process_time() - cpu) / seconds
+            same_files(first.dir, out, f"the encoding pass with {workers} workers")
+            shutil.rmtree(out)
+    return {"prepare MB/s (char, 20 MB, includes hashing)": mb / char_s,
+            "prepare MB/s (bpe, 20 MB, whole, 1 worker)": mb / whole[1],
+            f"prepare MB/s (bpe, 20 MB, whole, {n} workers)": mb / whole[n],
+            "prepare speed-up, bpe whole (N workers / 1)": whole[1] / whole[n],
+            "bpe encoding pass MB/s (1 worker)": mb / encoding[1],
+            f"bpe encoding pass MB/s ({n} workers)": mb / encoding[n],
+            "bpe encoding pass speed-up (N workers / 1)": encoding[1] / encoding[n],
+            # Cores this process kept busy: below N, other work on the machine took the rest.
+            f"bpe encoding pass CPU s / wall s ({n} workers)": busy[n]}
+
+
+def same_files(reference, folder, what):
+    """Exit with an error unless every file in `folder` equals its namesake in `reference`."""
+    differ = [p.name for p in sorted(folder.iterdir())
+              if p.read_bytes() != (reference / p.name).read_bytes()]
+    if differ:
+        sys.exit(f"error: {what} wrote other bytes than one worker in {', '.join(differ)}")
+
+
+def bench_load(args):
+    """GPT-2 small's shape (124M, random weights) saved by transformers as a Hugging Face folder
+    (model.safetensors), loaded by our loader as load_run does it (model.gpt2_import +
+    checkpoint.build_gpt, unpadded) and by transformers' GPT2LMHeadModel.from_pretrained,
+    alternating, best of 3 each. Both map the file, so loading reads little; "+ first forward" (64
+    tokens) also reads every weight once. Fine-tuning (train.init_from) pads the token table to a
+    multiple of 64, a 154 MB copy: its row shows that cost."""
+    try:
+        import transformers
+    except ImportError:
+        sys.exit("error: `bench.py load` compares with transformers: pip install -r requirements-test.txt")
+    from model.checkpoint import build_gpt
+    from model.gpt2_import import read_gpt2
+
+    transformers.logging.set_verbosity_error()
+    transformers.logging.disable_progress_bar()
+    loaders = {"ours": lambda d: build_gpt(*read_gpt2(d, vocab_multiple=1)),
+               "transformers": lambda d: transformers.GPT2LMHeadModel.from_pretrained(d).eval(),
+               "ours, padded for fine-tuning": lambda d: build_gpt(*read_gpt2(d, vocab_multiple=64))}
+    load_s, first_s = {}, {}
+    x = torch.randint(0, 50257, (1, 64), generator=torch.Generator().manual_seed(0))
+    with tempfile.TemporaryDirectory() as d:
+        torch.manual_seed(0)
+        transformers.GPT2LMHeadModel(transformers.GPT2Config()).save_pretrained(d)
+        for _ in range(3):
+            for name, load in loaders.items():
+                start = time.perf_counter()
+                model = load(d)
+                loaded = time.perf_counter() - start
+                with torch.no_grad():
+                    model(x)
+                used = time.perf_counter() - start
+                del model
+                load_s[name] = min(loaded, load_s.get(name, float("inf")))
+                first_s[name] = min(used, first_s.get(name, float("inf")))
+    return {"load GPT-2 124M s (ours)": load_s["ours"],
+            "load GPT-2 124M s (transformers)": load_s["transformers"],
+            "load speed-up vs transformers": load_s["transformers"] / load_s["ours"],
+            "load + first forward s (ours)": first_s["ours"],
+            "load + first forward s (transformers)": first_s["transformers"],
+            "load + first forward speed-up vs transformers": first_s["transformers"] / first_s["ours"],
+            "load GPT-2 124M s (ours, padded for fine-tuning)": load_s["ours, padded for fine-tuning"]}
 
 
 def bench_profile(args):
@@ -318,7 +414,7 @@ def gpu_check(args):
 
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("what", nargs="*", default=[], help="train, generate, tokenizer, prepare, profile, gpu-check")
+    p.add_argument("what", nargs="*", default=[], help="train, generate, tokenizer, prepare, load, profile, gpu-check")
     p.add_argument("--json", action="store_true")
     p.add_argument("--iters", type=int, default=300, help="training steps per timed run (default 300)")
     p.add_argument("--nanogpt", metavar="DIR", help="a nanoGPT checkout with data/shakespeare_char prepared")
@@ -328,7 +424,7 @@ def main():
     p.add_argument("--gpu-iters", type=int, default=2500, help="gpu-check: steps of shakespeare_char")
     args = p.parse_args()
     benches = {"train": bench_train, "generate": bench_generation, "tokenizer": bench_tokenizer,
-               "prepare": bench_prepare, "profile": bench_profile, "gpu-check": gpu_check}
+               "prepare": bench_prepare, "load": bench_load, "profile": bench_profile, "gpu-check": gpu_check}
     chosen = args.what or ["train", "generate", "tokenizer", "prepare"]
     unknown = [w for w in chosen if w not in benches]
     if unknown:

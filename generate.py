@@ -7,7 +7,8 @@
     python generate.py --attention "The dog ate because it was hungry." --layer 1 --head 2
     python generate.py --attention --top-heads 5        # each word's 5 most attending heads
     python generate.py --attention --html attention.html   # the same maps as a page
-    python generate.py --probe [FILE.jsonl] [--json]       # which head finds the antecedent?
+    python generate.py --probe [FILE.jsonl] [--json]       # which head finds the antecedent,
+                                                           # and does the model use it?
 
 Errors are one line on stderr (`error: ...`) and exit code 2; Ctrl-C prints `interrupted` and
 exits 130, as a shell reports SIGINT.
@@ -24,6 +25,7 @@ from pathlib import Path
 import torch
 import yaml
 
+from analysis.causal import causal_tests, format_causal, with_best_head
 from analysis.html import sentence_page, write_html
 from analysis.probe import format_report, run_probe
 from analysis.terminal import DEFAULT_TOP, MANY_HEADS, colour_mode, render_sentence
@@ -40,9 +42,10 @@ DEFAULT_CONFIG = ROOT / "configs" / "default.yaml"
 SEED_MAX = 2**64 - 1  # torch.Generator.manual_seed takes 0 .. 2**64-1 (negatives wrap around)
 MIN_TEMPERATURE = 1e-6  # below it, float32 logits / temperature can overflow to inf
 PROBE_FILE = "probe.json"  # where --probe saves its result in a run folder, for --html
-# Sampling runs one token per step: below GPT-2 small's width each step's matmuls are too small
-# to share out, and on a busy machine a second thread waits (spinning) for a core instead of
-# helping; the measurements are in the README ("Threads").
+METRICS_FILE = "metrics.jsonl"  # what train.py logs in a run folder; --html draws its probe lines
+# Sampling runs one token per step, and the causal tests one query per intervention: below GPT-2
+# small's width such matmuls are too small to share out, and on a busy machine a second thread
+# waits (spinning) for a core instead of helping; the measurements are in the README ("Threads").
 ONE_THREAD_BELOW_WIDTH = 768
 
 
@@ -71,8 +74,8 @@ def build_parser():
     add("--device", default="auto", metavar="D",
         help="auto (cuda, then mps, then cpu), cpu, cuda, cuda:N or mps")
     add("--threads", type=int, metavar="N",
-        help="CPU threads for torch (default: for sampling, 1 for models under "
-             f"{ONE_THREAD_BELOW_WIDTH} wide, else torch's default; OMP_NUM_THREADS is respected)")
+        help=f"CPU threads for torch (default: 1 for models under {ONE_THREAD_BELOW_WIDTH} wide, "
+             "else torch's default; OMP_NUM_THREADS is respected)")
 
     add = p.add_argument_group("sampling").add_argument
     add("--prompt", metavar="TEXT", help="text to continue (default: a newline)")
@@ -110,9 +113,10 @@ def build_parser():
     add("--all-heads", action="store_true",
         help=f"one line per head even when more than {MANY_HEADS} heads are shown")
     add("--html", metavar="FILE", help="with --attention: also write every head's map to one "
-        f"self-contained page, with the run's facts and the probe's best head outlined: from the "
-        f"run folder's {PROBE_FILE} (saved by --probe) when it is this checkpoint's, else the "
-        "probe runs first (saying so on stderr) and saves it there")
+        f"self-contained page, with the run's facts, the probe's best head outlined and its "
+        f"causal tests, from the run folder's {PROBE_FILE} (saved by --probe) when it is this "
+        "checkpoint's, else the probe runs first (saying so on stderr) and saves it there; and "
+        f"the probe's training curve from the run folder's {METRICS_FILE}")
     add("--no-probe", action="store_true",
         help="with --html: do not run the probe; the page outlines no head unless "
              f"{PROBE_FILE} has one")
@@ -123,6 +127,10 @@ def build_parser():
              "(default: the built-in dev and test sets, the result saved to the run folder's "
              f"{PROBE_FILE}; FILE: your JSONL examples, not saved)")
     add("--json", action="store_true", help="with --probe: print one JSON object")
+    add("--no-causal", action="store_true",
+        help="with --probe (or --html when it runs the probe): skip the causal tests "
+             "(antecedent and distractor knockout, head ablation; about a second for the default "
+             "model)")
     add("--permutations", type=int, default=1000, metavar="N",
         help="label shuffles for the probe's p-value (default 1000)")
     return p
@@ -178,6 +186,8 @@ def check_args(args):
                          "--attention or --probe")
     if args.json and args.probe is None:
         raise ValueError("--json goes with --probe")
+    if args.no_causal and args.probe is None and args.html is None:
+        raise ValueError("--no-causal goes with --probe (or --html)")
     if args.permutations < 1:
         raise ValueError(f"--permutations must be at least 1, got {args.permutations}")
 
@@ -215,10 +225,11 @@ def attention_sentences(args):
 
 
 def generation_threads(n_embd, requested=None, environ=os.environ):
-    """How many CPU threads sampling should use: `requested` (--threads) when given; None (keep
-    torch's default) when OMP_NUM_THREADS says, or for models ONE_THREAD_BELOW_WIDTH wide or
-    more; else 1, because a small model's one-token steps gain nothing from a second thread and
-    lose much when the cores are busy (numbers in the README)."""
+    """How many CPU threads generate.py should use: `requested` (--threads) when given; None
+    (keep torch's default) when OMP_NUM_THREADS says, or for models ONE_THREAD_BELOW_WIDTH wide
+    or more; else 1, because a small model's one-token steps (sampling) and one-query passes (the
+    causal tests) gain nothing from a second thread and lose much when the cores are busy
+    (numbers in the README)."""
     if requested is not None:
         return requested
     if environ.get("OMP_NUM_THREADS") or n_embd >= ONE_THREAD_BELOW_WIDTH:
@@ -352,26 +363,45 @@ def show_attention(run, args, out, err=None, ckpt=None):
                         for a in analysed)
     out.write(text + "\n")
     if args.html:
-        best = best_head(run, ckpt, args.no_probe, err or sys.stderr)
+        found = page_probe(run, ckpt, args, err or sys.stderr) or {}
+        best = found.get("best_head")
         write_html(args.html, [sentence_page(a) for a in analysed], best_head=best, checkpoint=ckpt,
-                   step=run.ckpt.get("step"), val_loss=run.ckpt.get("best_val_loss"))
+                   step=run.ckpt.get("step"), val_loss=run.ckpt.get("best_val_loss"),
+                   causal=found.get("causal"), records=run_records(ckpt))
         outlined = f"layer {best['layer']} head {best['head']}" if best else "none (--no-probe)"
         out.write(f"wrote {args.html} (outlined, the probe's best head: {outlined})\n")
 
 
-def best_head(run, ckpt, no_probe, err):
-    """The probe's best head for the page: saved for this checkpoint, else found now (and saved)
-    unless no_probe; None when there is none."""
+def page_probe(run, ckpt, args, err):
+    """The probe's result for the page: saved for this checkpoint, else run now (and saved)
+    unless --no-probe; None when there is none."""
     saved = saved_probe(run, ckpt)
-    if saved is not None or no_probe:
-        return saved and saved["best_head"]
+    if saved is not None or args.no_probe:
+        return saved
     path = probe_path(ckpt)
     kept = f", saved to {path} for next time" if path else ""
-    err.write(f"note: running the probe on its {2 * DEFAULT_COUNT} built-in sentences to find "
-              f"the head to outline{kept} (--no-probe skips it)\n")
-    result = probe(run, "", permutations=1)  # the best head needs no p-value
+    tests = "" if args.no_causal else " and its causal tests"
+    err.write(f"note: running the probe{tests} on its {2 * DEFAULT_COUNT} built-in sentences "
+              f"for the head to outline{kept} (--no-probe skips it)\n")
+    result = probe(run, "", permutations=1, causal=not args.no_causal)  # no p-value needed
     save_probe(run, ckpt, result, err)
-    return result["best_head"]
+    return result
+
+
+def run_records(ckpt):
+    """The records of the run folder's metrics.jsonl (torn or foreign lines left out); [] for a
+    model without one (a Hugging Face download)."""
+    try:
+        lines = (Path(ckpt) / METRICS_FILE).read_text(encoding="utf-8").splitlines()
+    except (OSError, UnicodeDecodeError):
+        return []
+    records = []
+    for line in lines:
+        try:
+            records.append(json.loads(line))
+        except ValueError:  # a line torn by a kill
+            continue
+    return records
 
 
 def probe_path(ckpt):
@@ -411,18 +441,37 @@ def saved_probe(run, ckpt):
     return saved if isinstance(saved.get("best_head"), dict) else None
 
 
-def probe(run, path, permutations=1000):
-    """The coreference probe on a user's JSONL file, or on the built-in dev and test sets."""
+def probe(run, path, permutations=1000, causal=True):
+    """The coreference probe on a user's JSONL file, or on the built-in dev and test sets; with
+    `causal`, also the causal tests (analysis.causal) on the test set (or the file) under
+    "causal", with the probe's best head."""
     if path:
         try:
-            labelled = read_jsonl(path)
+            dev = read_jsonl(path)
         except OSError as e:  # a folder, a missing file, no permission: name the user's path
             raise ValueError(f"cannot read {path}: {e.strerror or e}") from None
-        if not labelled:
+        if not dev:
             raise ValueError(f"{path} holds no examples; write one JSON object per line")
-        return run_probe(run.model, run.tokenizer, labelled, permutations=permutations)
-    return run_probe(run.model, run.tokenizer, examples("dev"), examples("test"),
-                     permutations=permutations)
+        test = None
+    else:
+        dev, test = examples("dev"), examples("test")
+    result = run_probe(run.model, run.tokenizer, dev, test, permutations=permutations)
+    if causal:
+        try:
+            tested = causal_tests(run.model, run.tokenizer, test or dev)
+        except ValueError as e:
+            raise ValueError(f"{e}; --no-causal skips the causal tests") from None
+        best = result["best_head"]
+        result["causal"] = with_best_head(tested, best["layer"], best["head"])
+    return result
+
+
+def probe_report(result):
+    """The probe's plain-text report, and the causal tests' below it when it has them."""
+    parts = [format_report(result)]
+    if "causal" in result:
+        parts.append(format_causal(result["causal"]))
+    return "\n\n".join(parts)
 
 
 def main(argv=None, out=None, err=None):
@@ -434,20 +483,18 @@ def main(argv=None, out=None, err=None):
         device = pick_device(args.device)
         ckpt = args.ckpt or default_out_dir()
         check_run_folder(ckpt)
-        if args.threads is not None:
-            torch.set_num_threads(args.threads)
         run = load_run(ckpt, device)
+        threads = generation_threads(run.model.config.n_embd, args.threads)
+        if threads is not None:
+            torch.set_num_threads(threads)
         if args.probe is not None:
-            result = probe(run, args.probe, args.permutations)
-            out.write((json.dumps(result) if args.json else format_report(result)) + "\n")
+            result = probe(run, args.probe, args.permutations, causal=not args.no_causal)
+            out.write((json.dumps(result) if args.json else probe_report(result)) + "\n")
             if not args.probe:  # the built-in sets: what --html outlines
                 save_probe(run, ckpt, result, err)
         elif args.attention is not None or args.attention_file is not None:
             show_attention(run, args, out, err, ckpt)
         else:
-            threads = generation_threads(run.model.config.n_embd, args.threads)
-            if threads is not None:
-                torch.set_num_threads(threads)
             sample(run, args, device, out, err)
     except BrokenPipeError:  # `generate.py | head`: the reader left; stop quietly
         sys.stdout = open(os.devnull, "w")  # so the flush at exit does not complain

@@ -15,11 +15,13 @@ Knockouts run for every head alone (an L x H grid), for each layer's heads toget
 heads together; ablation for every head alone. Means come with a 95% percentile bootstrap
 interval: examples are resampled with replacement, the same resamples for every measure.
 
-An example is skipped (and counted) when the tokenizer cannot encode it, when no token follows
-the query in what the model reads (the text ends at the pronoun, or the text up to it fills
-block_size, analysis.words.model_window), or when the query sees no token of the antecedent or of
-any distractor. Examples of one length run as one batch; the tokens before the query are read
-once into KV caches, and each intervention reruns the query alone (nothing before it changes).
+An example is read as the probe reads it: in the model's window at the pronoun, the last
+block_size tokens up to the query when the text up to it is longer (analysis.words.model_window),
+and its next token is the one after the query in the text. It is skipped (and counted) when the
+tokenizer cannot encode it, when the text ends at the pronoun, or when the query sees no token of
+the antecedent or of any distractor (in a window, they may lie before it). Examples of one
+length run as one batch; the tokens before the query are read once into KV caches, and each
+intervention reruns the query alone (nothing before it changes).
 The model should be in eval mode (dropout would add noise).
 
 Letters: N examples, L layers, H heads, B batch, T tokens, D head size.
@@ -31,11 +33,13 @@ from typing import NamedTuple
 import torch
 import torch.nn.functional as F
 
-from analysis.probe import _encode
+from analysis.probe import encode_item
 from model.attention import inspect_attention
 
 BATCH_SIZE = 64
 MEASURES = ("antecedent", "distractor")  # knockouts, reported for layers and all heads
+READING = ("Positive: the prediction needed what was taken away. The control should stay near 0.",
+           "A head can attend to the antecedent and still not help the prediction.")
 
 
 class _Case(NamedTuple):
@@ -58,13 +62,13 @@ def _cases(tokenizer, examples, block_size, seed):
     rng = random.Random(seed)
     cases = []
     for ex in examples:
-        item = _encode(tokenizer, ex, block_size)
-        if item is None or item.query + 1 >= len(item.ids):
+        item = encode_item(tokenizer, ex, block_size)
+        if item is None or item.next_id is None:
             continue
         seen = [k for k, toks in enumerate(item.tokens) if toks and k != item.antecedent]
         if not item.tokens[item.antecedent] or not seen:
             continue
-        cases.append(_Case(item.ids[: item.query + 1], item.ids[item.query + 1],
+        cases.append(_Case(item.ids[: item.query + 1], item.next_id,
                            item.tokens[item.antecedent], item.tokens[rng.choice(seen)]))
     return cases, len(examples) - len(cases)
 
@@ -195,18 +199,31 @@ def with_best_head(result, layer, head):
     return {**result, "best_head": {"layer": layer, "head": head, **result["heads"][layer][head]}}
 
 
-def _signed(x):
+def signed(x):
+    """A delta as the reports show it: +0.12."""
     return f"{x:+.2f}"
 
 
-def _with_ci(d, name):
+def with_ci(d, name):
+    """d[name] and its interval d[name + "_ci"]: +0.12 [+0.08, +0.16]."""
     lo, hi = d[f"{name}_ci"]
-    return f"{_signed(d[name])} [{_signed(lo)}, {_signed(hi)}]"
+    return f"{signed(d[name])} [{signed(lo)}, {signed(hi)}]"
+
+
+def together(result):
+    """(label, deltas) rows of the heads knocked out together: each layer, all layers, and the
+    best head alone when with_best_head added it (its deltas include the ablation)."""
+    rows = [(f"layer {l}", d) for l, d in enumerate(result["layers"])]
+    rows.append(("all layers", result["all_heads"]))
+    if "best_head" in result:
+        b = result["best_head"]
+        rows.append((f"L{b['layer']} H{b['head']} alone", b))
+    return rows
 
 
 def _grid(heads, name):
     """Rows 'L<l>' of a name's means for every head, 7 characters a head."""
-    return [f"L{l:<3} " + "".join(f"{_signed(h[name]):>7}" for h in row) for l, row in enumerate(heads)]
+    return [f"L{l:<3} " + "".join(f"{signed(h[name]):>7}" for h in row) for l, row in enumerate(heads)]
 
 
 def format_causal(result: dict, width: int = 100) -> str:
@@ -230,14 +247,9 @@ def format_causal(result: dict, width: int = 100) -> str:
     lines += ["", "head ablated (its output at the query replaced by its mean):", header,
               *_grid(heads, "ablation"), "",
               f"heads together, with 95% bootstrap intervals ({result['resamples']} resamples):"]
-    rows = [(f"layer {l}", d) for l, d in enumerate(result["layers"])]
-    rows.append(("all layers", result["all_heads"]))
-    if "best_head" in result:
-        b = result["best_head"]
-        rows.append((f"L{b['layer']} H{b['head']} alone", b))
-    for label, d in rows:
-        lines.append(f"  {label:<13} antecedent {_with_ci(d, 'antecedent')}   control "
-                     f"{_with_ci(d, 'distractor')}")
+    for label, d in together(result):
+        lines.append(f"  {label:<13} antecedent {with_ci(d, 'antecedent')}   control "
+                     f"{with_ci(d, 'distractor')}")
         if "ablation" in d:  # the best head: its ablation beneath
-            lines.append(f"  {'':<13} ablation   {_with_ci(d, 'ablation')}")
-    return "\n".join(lines)
+            lines.append(f"  {'':<13} ablation   {with_ci(d, 'ablation')}")
+    return "\n".join([*lines, "", *READING])

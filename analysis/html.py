@@ -8,8 +8,10 @@ is outlined. The maps shrink (down to 16 px) so that the grid, GPT-2 small's 12 
 fits beside the enlarged map or, on a narrow page, across it.
 
 Above the maps, the run's facts: checkpoint, step, validation loss, and the probe's best head
-with its scores. Each sentence's token strip is tinted by the attention of one row (the query
-token, the pronoun at first), with a colour scale and a line that says which row that is.
+with its scores; then, when the probe's result has them, its causal tests as tables (does the
+head matter? analysis.causal), and when the run's metrics.jsonl has probe lines, the probe's
+training curve (analysis.curve). Each sentence's token strip is tinted by the attention of one
+row (the query token, the pronoun at first), with a colour scale and a line that says which row.
 
 Everything is inline (CSS, JS, and the data as JSON) because bertviz, which loads its scripts
 from a CDN, draws a blank page whenever the CDN is unreachable; the template, CSS and scripts
@@ -29,6 +31,8 @@ from string import Template
 
 import torch
 
+from analysis.causal import READING, signed, together, with_ci
+from analysis.curve import curve_section
 from analysis.terminal import display_token
 from storage.atomic import write_atomic
 
@@ -155,10 +159,69 @@ def run_section(checkpoint=None, step=None, val_loss=None, best_head=None):
     return f'<section class="facts"><h2>Run</h2><dl>{items}</dl>{means}</section>'
 
 
+CAUSAL_GRIDS = (("antecedent", "Antecedent knocked out"),
+                ("distractor", "Control: one distractor knocked out"),
+                ("ablation", "Head ablated (its output replaced by its mean)"))
+
+
+def _delta(value, scale, best=False):
+    """A <td> for one delta, tinted orange when the loss went up, blue when it went down."""
+    alpha = min(1.0, abs(value) / scale) * 0.6
+    rgb = "217,95,2" if value > 0 else "33,102,172"
+    return (f'<td class="{"best" if best else ""}" style="background:rgba({rgb},{alpha:.2f})">'
+            f"{signed(value)}</td>")
+
+
+def _causal_grid(heads, name, caption, best, scale):
+    """One L x H table of a measure's mean deltas, tinted relative to `scale`; the best head's
+    cell outlined."""
+    head_row = "".join(f"<th>H{h}</th>" for h in range(len(heads[0])))
+    rows = "".join(f"<tr><th>L{l}</th>" + "".join(_delta(cell[name], scale, [l, h] == best)
+                                                   for h, cell in enumerate(row)) + "</tr>"
+                   for l, row in enumerate(heads))
+    return (f'<div class="scroll"><table><caption>{html.escape(caption)}</caption>'
+            f"<tr><th></th>{head_row}</tr>{rows}</table></div>")
+
+
+def causal_section(causal):
+    """The causal tests of the probe's result ("causal", from analysis.causal): the three L x H
+    grids and the heads together with their intervals; "" when there is none."""
+    if not causal:
+        return ""
+    try:
+        b = causal.get("best_head")
+        best = [b["layer"], b["head"]] if b else None
+        # One scale for the three grids, so a control near 0 looks near 0 beside a real effect.
+        scale = max(0.05, *(abs(cell[name]) for row in causal["heads"] for cell in row
+                            for name, _ in CAUSAL_GRIDS))
+        grids = "".join(_causal_grid(causal["heads"], name, caption, best, scale)
+                        for name, caption in CAUSAL_GRIDS)
+        rows = "".join(
+            f"<tr><th>{html.escape(label)}</th><td>{with_ci(d, 'antecedent')}</td>"
+            f"<td>{with_ci(d, 'distractor')}</td>"
+            f"<td>{with_ci(d, 'ablation') if 'ablation' in d else ''}</td></tr>"
+            for label, d in together(causal))
+        said = (f"mean over {causal['n']} of the probe's sentences ({causal['skipped']} skipped), "
+                f"clean loss {causal['clean_loss']:.3f}; intervals: 95% bootstrap, "
+                f"{causal['resamples']} resamples")
+    except (KeyError, TypeError, IndexError, ValueError):
+        raise ValueError("the probe result's \"causal\" part is not what analysis.causal gives; "
+                         "run generate.py --probe again") from None
+    return f"""<section class="causal"><h2>Does the head matter?</h2>
+<p class="help">At the pronoun only, attention is changed and the loss of the next token is
+measured again: each number is the change, in nats (changed − clean), {html.escape(said)}.
+{html.escape(' '.join(READING))}</p>
+<div class="grids">{grids}</div>
+<div class="scroll"><table class="together"><caption>Heads together</caption>
+<tr><th></th><th>antecedent out</th><th>control</th><th>ablated</th></tr>{rows}</table></div>
+</section>"""
+
+
 def maps_section(best):
     """How to read the maps, and the element the script fills with one section a sentence."""
     outlined = f"; outlined: the probe's best head, L{best[0]} H{best[1]}" if best else ""
-    return f"""<section class="maps"><p class="help">Each small map is one head, L layer and H head
+    return f"""<section class="maps"><h2>Each head's attention, sentence by sentence</h2>
+<p class="help">Each small map is one head, L layer and H head
 (rows: the token attending; columns: the token attended to; darker = more weight, as in each
 sentence's colour scale; grey = future tokens, masked){outlined}. Click a map to enlarge it,
 hover a token to highlight its row, hover a cell for its weight.</p>
@@ -166,7 +229,7 @@ hover a token to highlight its row, hover a cell for its weight.</p>
 
 
 def render_html(sentences, best_head=None, title="Attention maps", checkpoint=None, step=None,
-                val_loss=None) -> str:
+                val_loss=None, causal=None, records=()) -> str:
     """The page as a string (see write_html)."""
     best = _best(best_head)
     if not sentences:
@@ -182,7 +245,8 @@ def render_html(sentences, best_head=None, title="Attention maps", checkpoint=No
     payload = payload.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
     # The page's parts, top to bottom. A new part is a function that returns its <section>
     # (its text escaped with html.escape), added to this list.
-    sections = [run_section(checkpoint, step, val_loss, best_head), maps_section(best)]
+    sections = [run_section(checkpoint, step, val_loss, best_head), causal_section(causal),
+                curve_section(records), maps_section(best)]
     return Template(asset("page.html")).substitute(
         title=html.escape(title), css=asset("page.css"), error_hook=asset("error-hook.js"),
         sections="\n".join(part for part in sections if part), data=payload,
@@ -191,7 +255,7 @@ def render_html(sentences, best_head=None, title="Attention maps", checkpoint=No
 
 
 def write_html(path, sentences, best_head=None, title="Attention maps", checkpoint=None,
-               step=None, val_loss=None) -> None:
+               step=None, val_loss=None, causal=None, records=()) -> None:
     """Write the page to `path` with storage.atomic.write_atomic: a reader never sees half a
     page, and a path that cannot take it (a folder, a read-only place) is a one-line ValueError.
 
@@ -200,5 +264,9 @@ def write_html(path, sentences, best_head=None, title="Attention maps", checkpoi
     sentence shown above the maps, or None}; sentence_page makes one from sentence_attention.
     best_head: (layer, head), or the probe's result["best_head"] (its dev and test scores are
     shown), or None. checkpoint, step, val_loss: the run's facts shown at the top (the run
-    folder or model name, the checkpoint's "step" and "best_val_loss"); None leaves one out."""
-    write_atomic(path, render_html(sentences, best_head, title, checkpoint, step, val_loss))
+    folder or model name, the checkpoint's "step" and "best_val_loss"); None leaves one out.
+    causal: the probe result's "causal" (analysis.causal), drawn as tables, or None. records:
+    the run's metrics.jsonl records; their probe lines are drawn as the training curve
+    (analysis.curve), none when there are none."""
+    write_atomic(path, render_html(sentences, best_head, title, checkpoint, step, val_loss,
+                                   causal, records))

@@ -40,6 +40,7 @@ from typing import NamedTuple
 import torch
 
 from analysis.words import PRONOUNS, model_window, token_indices, token_spans
+from model.attention import inspect_attention
 
 BATCH_SIZE = 64
 NOTE_WORDS = 3  # query words quoted in the note about non-pronouns
@@ -61,17 +62,19 @@ class CandidateScores(NamedTuple):
     skipped_unencodable: int  # the tokenizer refused the text (a char vocabulary without a letter)
 
 
-class _Item(NamedTuple):
+class Item(NamedTuple):
     ids: list[int]  # the window the model reads
     query: int  # index in ids of the pronoun's last token
+    next_id: int | None  # the token after the query in the text (None: the text ends there)
     tokens: list[list[int]]  # per candidate (text order), the indices in ids the query can see
     antecedent: int  # candidate index
     nearest: int  # candidate index, -1 if none precedes the pronoun
     windowed: bool  # the window leaves out the start of the text
 
 
-def _encode(tokenizer, example, block_size):
-    """An _Item, or None when the tokenizer cannot encode the example."""
+def encode_item(tokenizer, example, block_size):
+    """An Item, read in the model's window at the pronoun, or None when the tokenizer cannot
+    encode the example."""
     try:
         ids, starts = tokenizer.encode_with_offsets(example.text)
     except ValueError:
@@ -89,15 +92,9 @@ def _encode(tokenizer, example, block_size):
               for s in spans]
     before = [j for j, s in enumerate(spans) if s[1] <= example.pronoun[0]]
     nearest = max(before, key=lambda j: spans[j][0]) if before else -1
-    return _Item(ids[start:end], query - start, tokens, spans.index(example.antecedent), nearest,
-                 start > 0)
-
-
-def _device(model):
-    """Where the model's weights live (CPU for a weightless stand-in)."""
-    params = getattr(model, "parameters", None)
-    first = next(iter(params()), None) if params else None
-    return first.device if first is not None else torch.device("cpu")
+    next_id = ids[query + 1] if query + 1 < len(ids) else None
+    return Item(ids[start:end], query - start, next_id, tokens, spans.index(example.antecedent),
+                nearest, start > 0)
 
 
 @torch.no_grad()
@@ -106,7 +103,7 @@ def candidate_scores(model, tokenizer, examples) -> CandidateScores:
     docstring). The model runs once per group of equal-length examples: no padding, so no
     padding can leak into attention."""
     cfg = model.config
-    encoded = [_encode(tokenizer, ex, cfg.block_size) for ex in examples]
+    encoded = [encode_item(tokenizer, ex, cfg.block_size) for ex in examples]
     kept = [e for e in encoded if e is not None]
     if not kept:
         raise ValueError(
@@ -116,7 +113,7 @@ def candidate_scores(model, tokenizer, examples) -> CandidateScores:
     N, K = len(kept), max(len(e.tokens) for e in kept)
     scores = torch.zeros(N, cfg.n_layer, cfg.n_head, K)
     first = torch.zeros(N, cfg.n_layer, cfg.n_head)
-    device = _device(model)
+    device = next(model.parameters()).device
     by_length: dict[int, list[int]] = {}
     for n, e in enumerate(kept):
         by_length.setdefault(len(e.ids), []).append(n)
@@ -124,11 +121,12 @@ def candidate_scores(model, tokenizer, examples) -> CandidateScores:
         for at in range(0, len(group), BATCH_SIZE):
             batch = group[at : at + BATCH_SIZE]
             idx = torch.tensor([kept[n].ids for n in batch], device=device)  # (B, T)
-            _, attn = model(idx, return_attention=True)
+            with inspect_attention(model) as seen:
+                model(idx)
             # Keep only each item's query row: (B, H, T, T) per layer -> (B, L, H, T).
             b = torch.arange(len(batch), device=device)
             q = torch.tensor([kept[n].query for n in batch], device=device)
-            rows = torch.stack([a[b, :, q].float().cpu() for a in attn], dim=1)
+            rows = torch.stack([a[b, :, q].float().cpu() for a in seen.weights], dim=1)
             for i, n in enumerate(batch):
                 row = rows[i]  # (L, H, T)
                 first[n] = row[..., 0]

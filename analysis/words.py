@@ -23,6 +23,8 @@ from dataclasses import dataclass
 
 import torch
 
+from model.attention import inspect_attention
+
 PRONOUNS = ("it", "he", "she", "they")
 WORD_RE = re.compile(r"(?:[^\W_]|['’])+|[^\w\s]+|_+")
 
@@ -166,9 +168,9 @@ def sentence_attention(model, tokenizer, text, word=None):
     query = token_indices(token_spans(text, starts), query_span)[-1]
     start, end = model_window(len(ids), query, model.config.block_size)
     device = next(model.parameters()).device
-    with torch.no_grad():
-        _, attn = model(torch.tensor([ids[start:end]], device=device), return_attention=True)
-    weights = [[head.cpu() for head in layer[0]] for layer in attn]  # per layer, per head (T, T)
+    with torch.no_grad(), inspect_attention(model) as seen:
+        model(torch.tensor([ids[start:end]], device=device))
+    weights = [[head.cpu() for head in layer[0]] for layer in seen.weights]  # per head (T, T)
     first_word = token_word[start]
     window_word = [w - first_word for w in token_word[start:end]]  # words from the first shown
     query_word = token_word[query] - first_word

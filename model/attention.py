@@ -79,6 +79,15 @@ class KVCache:
         return self.k[:, :, :end], self.v[:, :, :end]
 
 
+def causal_mask(start, T, S, device=None):
+    """(T, S) bool: query i, at absolute position start + i, may see keys 0 .. start + i.
+
+    Made when a path needs it (the explicit one, or several new positions after a KV cache),
+    not kept as a (block_size, block_size) buffer per layer: training's fused path needs none,
+    and GPT-2's twelve 1024² masks would cost more than loading its weights."""
+    return torch.ones(T, S, dtype=torch.bool, device=device).tril(diagonal=start)
+
+
 class CausalSelfAttention(nn.Module):
     """Multi-head self-attention where position t only sees positions ≤ t.
 
@@ -88,7 +97,7 @@ class CausalSelfAttention(nn.Module):
     used for training and sampling.
     """
 
-    def __init__(self, n_embd, n_head, block_size, dropout=0.0, bias=True):
+    def __init__(self, n_embd, n_head, dropout=0.0, bias=True):
         super().__init__()
         self.n_head = n_head
         self.head_size = n_embd // n_head
@@ -97,8 +106,6 @@ class CausalSelfAttention(nn.Module):
         self.w_out = nn.Linear(n_embd, n_embd, bias=bias)
         self.dropout = dropout
         self.resid_dropout = nn.Dropout(dropout)
-        causal_mask = torch.tril(torch.ones(block_size, block_size, dtype=torch.bool))
-        self.register_buffer("causal_mask", causal_mask, persistent=False)
         self.inspector = None  # (Inspection, layer index) while inspect_attention runs
 
     def forward(self, x, cache=None):
@@ -117,18 +124,17 @@ class CausalSelfAttention(nn.Module):
             start = cache.length
             k, v = cache.append(k, v)  # (B, H, S, D) with S = start + T
         S = k.size(2)
-        # Query i sits at absolute position start + i and may see keys 0 .. start + i.
-        mask = self.causal_mask[start : start + T, :S]  # (T, S)
 
         dropout_p = self.dropout if self.training else 0.0
         if self.inspector is not None:
             inspection, layer = self.inspector
-            out = inspection.attend(layer, q, k, v, mask, dropout_p)  # (B, H, T, D)
+            out = inspection.attend(layer, q, k, v, causal_mask(start, T, S, x.device), dropout_p)  # (B, H, T, D)
         elif start == 0:
             out = F.scaled_dot_product_attention(q, k, v, dropout_p=dropout_p, is_causal=True)
         elif T == 1:  # one new position sees every cached key: nothing to mask
             out = F.scaled_dot_product_attention(q, k, v, dropout_p=dropout_p)
         else:  # several new positions after a cache: not the square lower triangle
+            mask = causal_mask(start, T, S, x.device)
             out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p)
         out = out.transpose(1, 2).contiguous().view(B, T, C)  # (B, H, T, D) -> (B, T, C): concat heads
         return self.resid_dropout(self.w_out(out))

@@ -10,7 +10,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from model.attention import CausalSelfAttention, KVCache, inspect_attention
+from model.attention import CausalSelfAttention, KVCache
 
 
 @dataclass
@@ -67,9 +67,7 @@ class Block(nn.Module):
     def __init__(self, config):
         super().__init__()
         self.ln_1 = nn.LayerNorm(config.n_embd, bias=config.bias)
-        self.attn = CausalSelfAttention(
-            config.n_embd, config.n_head, config.block_size, config.dropout, config.bias
-        )
+        self.attn = CausalSelfAttention(config.n_embd, config.n_head, config.dropout, config.bias)
         self.ln_2 = nn.LayerNorm(config.n_embd, bias=config.bias)
         self.mlp = MLP(config)
 
@@ -107,18 +105,13 @@ class GPT(nn.Module):
             nn.init.normal_(block.attn.w_out.weight, mean=0.0, std=residual_std)
             nn.init.normal_(block.mlp.w_out.weight, mean=0.0, std=residual_std)
 
-    def forward(self, idx, return_attention=False, caches=None):
+    def forward(self, idx, caches=None):
         """idx (B, T) token ids -> logits (B, T, V) for every position.
 
         `caches` (one KVCache per layer, from `new_caches`) makes idx the continuation of the
         positions already cached. To see or change the attention, run the model inside
-        model.attention.inspect_attention. return_attention=True is a shorthand for that, kept
-        for older callers: it returns (logits, attn), attn one (B, H, T, S) tensor per layer.
+        model.attention.inspect_attention.
         """
-        if return_attention:
-            with inspect_attention(self) as seen:
-                logits = self(idx, caches=caches)
-            return logits, seen.weights
         B, T = idx.shape
         start = caches[0].length if caches is not None else 0
         if start + T > self.config.block_size:

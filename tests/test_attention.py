@@ -79,7 +79,7 @@ def test_masked_positions_get_exactly_zero_weight():
 
 def test_module_weights_are_causal_and_rows_sum_to_one():
     torch.manual_seed(0)
-    attn = CausalSelfAttention(n_embd=32, n_head=4, block_size=16).eval()
+    attn = CausalSelfAttention(n_embd=32, n_head=4).eval()
     x = torch.randn(2, 10, 32)
     with inspect_attention(attn) as seen:
         attn(x)
@@ -92,7 +92,7 @@ def test_module_weights_are_causal_and_rows_sum_to_one():
 
 def test_module_explicit_and_fused_paths_agree():
     torch.manual_seed(0)
-    attn = CausalSelfAttention(n_embd=32, n_head=4, block_size=16).eval()
+    attn = CausalSelfAttention(n_embd=32, n_head=4).eval()
     x = torch.randn(3, 12, 32)
     fused = attn(x)
     with inspect_attention(attn):

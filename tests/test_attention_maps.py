@@ -14,6 +14,7 @@ from analysis.terminal import (
 )
 from analysis.words import find_query_span, group_tokens, model_window, sentence_attention
 from data.tokenizer import train_tokenizer
+from model.attention import inspect_attention
 from model.checkpoint import Run
 from model.gpt import GPT, GPTConfig
 
@@ -166,8 +167,9 @@ def test_a_sentence_longer_than_block_size_is_read_in_the_window_the_query_sees(
     sa = sentence_attention(model, tokenizer, SENTENCE)
     ids = tokenizer.encode(SENTENCE)
     cropped = ids[30 - block_size : 30]  # token 29 is "t" of "it"
-    with torch.no_grad():
-        _, attn = model(torch.tensor([cropped]), return_attention=True)
+    with torch.no_grad(), inspect_attention(model) as seen:
+        model(torch.tensor([cropped]))
+    attn = seen.weights
     assert sa.window_start == 30 - block_size and sa.query_token == block_size - 1
     assert sa.tokens == [tokenizer.decode([i]) for i in cropped]
     assert sa.words == ["because", "it"] and sa.window_note == note

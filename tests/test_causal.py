@@ -23,9 +23,9 @@ V = TOKENIZER.vocab_size
 ALPHA = (2.0, 1.0)
 
 
-def known_gpt():
+def known_gpt(block_size=64):
     C, D = 64, 32  # two heads of 32 channels; the V <= 32 token vectors fit in one head
-    model = GPT(GPTConfig(vocab_size=V, block_size=64, n_layer=2, n_head=2, n_embd=C)).eval()
+    model = GPT(GPTConfig(vocab_size=V, block_size=block_size, n_layer=2, n_head=2, n_embd=C)).eval()
     with torch.no_grad():
         for p in model.parameters():
             p.zero_()
@@ -132,6 +132,21 @@ def test_intervals_hold_the_mean_and_are_seeded(result):
             assert lo <= d[name] + 1e-12 and d[name] <= hi + 1e-12
     again = causal_tests(known_gpt(), TOKENIZER, [E1, ENDS, E2, ODD, E3], resamples=200)
     assert again == result
+
+
+def test_an_example_longer_than_block_size_is_measured_in_the_window_the_probe_reads():
+    # Block 20: at "it" the model reads the last 20 tokens, "ss saw the cat so it" (half of the
+    # antecedent "bass" among them), and the next token is still the "s" of "its". The window is
+    # an example of its own for the hand-worked model (its position embeddings are zero).
+    window = Example(E1.text[6:], (18, 20), (0, 2), [(11, 14)])
+    r = causal_tests(known_gpt(block_size=20), TOKENIZER, [E1], resamples=10)
+    assert (r["n"], r["skipped"]) == (1, 0)
+    assert r["clean_loss"] == pytest.approx(hand_loss(window), abs=1e-6)
+    assert abs(hand_loss(window) - hand_loss(E1)) > 1e-3  # the window is what was read
+    for h in range(2):
+        dropped = {h: tokens(window.antecedent)}
+        expected = hand_loss(window, dropped) - hand_loss(window)
+        assert r["heads"][0][h]["antecedent"] == pytest.approx(expected, abs=1e-5)
 
 
 def test_the_control_distractor_is_drawn_with_the_seed_among_the_ones_the_query_sees():

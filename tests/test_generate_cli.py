@@ -394,9 +394,13 @@ def test_html_reuses_the_probe_saved_for_this_checkpoint_and_says_when_it_runs_i
     (folder / "probe.json").write_text(json.dumps(saved))
     code, out, err = call("--ckpt", folder, "--attention", SENTENCE, "--html", page)
     assert code == 0 and err.count("\n") == 1, err
-    assert err.startswith("note: running the probe on its 600 built-in sentences")
+    assert err.startswith("note: running the probe and its causal tests on its 600 built-in "
+                          "sentences")
     assert "--no-probe skips it" in err
-    assert json.loads((folder / "probe.json").read_text())["checkpoint"]["step"] == 0  # saved anew
+    again = json.loads((folder / "probe.json").read_text())
+    assert again["checkpoint"]["step"] == 0  # saved anew, the causal tests with it, and shown
+    b = again["causal"]["best_head"]
+    assert f"L{b['layer']} H{b['head']} alone</th><td>{b['antecedent']:+.2f} [" in page.read_text()
 
 
 def test_no_probe_outlines_no_head_and_runs_nothing(tmp_path):

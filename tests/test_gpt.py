@@ -3,6 +3,7 @@
 import pytest
 import torch
 
+from model.attention import inspect_attention
 from model.gpt import GPT, GPTConfig, lm_loss
 
 
@@ -17,9 +18,9 @@ def test_logits_shape_for_every_position():
     model = tiny()
     idx = torch.randint(0, 50, (3, 11))
     assert model(idx).shape == (3, 11, 50)
-    logits, attn = model(idx, return_attention=True)
-    assert logits.shape == (3, 11, 50)
-    assert len(attn) == 2 and all(a.shape == (3, 4, 11, 11) for a in attn)
+    with inspect_attention(model) as seen:
+        assert model(idx).shape == (3, 11, 50)  # one return contract, inspected or not
+    assert len(seen.weights) == 2 and all(a.shape == (3, 4, 11, 11) for a in seen.weights)
 
 
 def test_future_tokens_do_not_change_past_logits():
@@ -35,7 +36,9 @@ def test_future_tokens_do_not_change_past_logits():
 
 def test_attention_maps_are_causal_distributions():
     model = tiny().eval()
-    _, attn = model(torch.randint(0, 50, (2, 12)), return_attention=True)
+    with torch.no_grad(), inspect_attention(model) as seen:
+        model(torch.randint(0, 50, (2, 12)))
+    attn = seen.weights
     above = torch.triu(torch.ones(12, 12, dtype=torch.bool), diagonal=1)
     for weights in attn:
         assert torch.all(weights[..., above] == 0.0)
@@ -49,8 +52,11 @@ def test_explicit_and_fused_paths_give_same_logits_and_gradients():
 
     def run(explicit):
         model.zero_grad()
-        out = model(idx, return_attention=explicit)
-        logits = out[0] if explicit else out
+        if explicit:
+            with inspect_attention(model):
+                logits = model(idx)
+        else:
+            logits = model(idx)
         lm_loss(logits, targets).backward()
         return logits.detach(), {n: p.grad.clone() for n, p in model.named_parameters()}
 

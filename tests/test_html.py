@@ -159,6 +159,81 @@ def test_bad_sentences_say_what_to_fix(change, message):
         render_html([{**SENTENCES[0], **change}])
 
 
+def deltas(value, names):
+    return {**{n: value for n in names}, **{f"{n}_ci": [value - 0.1, value + 0.1] for n in names}}
+
+
+def causal_result(L, H, best):
+    """Shaped as analysis.causal's with_best_head gives it; head (l, h)'s antecedent knockout
+    costs (l * H + h) / 10 nats, its control -0.01 * (h + 1), its ablation 0.05 * l."""
+    heads = [[{**deltas((l * H + h) / 10, ["antecedent"]), **deltas(-0.01 * (h + 1), ["distractor"]),
+               **deltas(0.05 * l, ["ablation"])} for h in range(H)] for l in range(L)]
+    pair = ("antecedent", "distractor")
+    return {"heads": heads, "layers": [deltas(l + 0.5, pair) for l in range(L)],  # both alike
+            "all_heads": deltas(3.25, pair), "n": 300, "skipped": 2, "clean_loss": 0.125,
+            "seed": 0, "resamples": 1000,
+            "best_head": {"layer": best[0], "head": best[1], **heads[best[0]][best[1]]}}
+
+
+def probe_records(L, H, best, steps=(200, 400, 600, 800)):
+    """metrics.jsonl records as training logs them: probe lines and eval lines, with a log line."""
+    records = [{"step": 10, "loss": 6.5, "lr": 1e-3}]
+    for i, step in enumerate(steps):
+        grid = [[0.4 + 0.01 * h for h in range(H)] for _ in range(L)]
+        grid[best[0]][best[1]] = 0.5 + 0.1 * i
+        records += [{"step": step, "train_loss": 3 - i / 2, "val_loss": 3.25 - i / 2},
+                    {"step": step, "probe_best": grid[best[0]][best[1]], "probe_best_head": list(best),
+                     "probe_heads": grid,
+                     "probe_baselines": {"random": 0.45, "first": 0.46, "nearest": 0.47}}]
+    return records
+
+
+def cells(section_html):
+    """The text of each <td> in a section, in order."""
+    return [html.unescape(re.sub("<.*?>", "", c)) for c in re.findall(r"<td[^>]*>(.*?)</td>", section_html)]
+
+
+def test_the_causal_tests_are_three_grids_and_the_heads_together_with_the_best_head_outlined():
+    page = render_html(SENTENCES, best_head=(1, 2), causal=causal_result(3, 4, (1, 2)))
+    section = re.search(r'<section class="causal">.*?</section>', page, re.S).group(0)
+    assert section.count("<table") == 4 and "Does the head matter?" in section
+    values = cells(section)
+    assert values[:12] == [f"{(l * 4 + h) / 10:+.2f}" for l in range(3) for h in range(4)]
+    assert values[12:24] == [f"{-0.01 * (h + 1):+.2f}" for _ in range(3) for h in range(4)]
+    assert values[24:36] == [f"{0.05 * l:+.2f}" for l in range(3) for h in range(4)]
+    assert re.findall(r'<td class="best"[^>]*>(.*?)</td>', section) == ["+0.60", "-0.03", "+0.05"]
+    # layers 0..2, all layers, the best head: antecedent, control, and the best head's ablation
+    together = [f"{v:+.2f} [{v - 0.1:+.2f}, {v + 0.1:+.2f}]" for v in (0.5, 1.5, 2.5, 3.25)]
+    assert values[36:] == [*(x for v in together for x in (v, v, "")),
+                           "+0.60 [+0.50, +0.70]", "-0.03 [-0.13, +0.07]", "+0.05 [-0.05, +0.15]"]
+    assert "mean over 300 of the probe&#x27;s sentences (2 skipped)" in section
+    assert page.index('class="facts"') < page.index('class="causal"') < page.index('id="sentences"')
+    assert 'class="causal"' not in render_html(SENTENCES)  # no causal tests: no section
+
+
+def test_a_malformed_causal_part_says_to_run_the_probe_again():
+    with pytest.raises(ValueError, match="run generate.py --probe again"):
+        render_html(SENTENCES, causal={"heads": [[{"antecedent": 1.0}]]})
+
+
+def test_the_training_curve_is_inline_svg_with_every_head_the_best_bold_and_the_val_loss():
+    page = render_html(SENTENCES, records=probe_records(3, 4, (1, 2)))
+    svg = re.search(r'<svg class="curve".*?</svg>', page, re.S).group(0)
+    lines = re.findall(r'<polyline class="([a-z ]+)" points="([^"]+)"[^>]*stroke-width="([\d.]+)"', svg)
+    heads = [(points, width) for cls, points, width in lines if cls == "head"]
+    [(best_points, best_width)] = [(p, w) for cls, p, w in lines if cls == "head best"]
+    assert len(heads) == 11 and best_width == "3" and {w for _, w in heads} == {"1"}
+    assert len(best_points.split()) == 4  # one point per probe line
+    ys = [float(p.split(",")[1]) for p in best_points.split()]
+    assert ys == sorted(ys, reverse=True)  # 50% .. 80%: rising, so up the page (y falls)
+    assert [cls for cls, _, _ in lines].count("baseline") == 3
+    assert [cls for cls, _, _ in lines].count("loss") == 1
+    assert "L1 H2, the best head at step 800" in page and "first baseline 46.0%" in page
+    assert page.index('class="training"') < page.index('id="sentences"')
+    # No probe lines (a run with the probe off, a Hugging Face model): no section, no SVG.
+    assert "<svg" not in render_html(SENTENCES, records=probe_records(3, 4, (1, 2))[:1])
+
+
 def test_no_sentences_is_an_error():
     with pytest.raises(ValueError, match="at least one"):
         render_html([])
@@ -298,6 +373,15 @@ def phone(tmp_path, sentences, script, width, **facts):
         browser.close()
 
 
+def drawn(tmp_path, sentences, script, width, **facts):
+    """(out, console) of `script` on the page in a window `width` pixels wide: a phone's
+    emulated viewport below headless chromium's 500 px minimum, a real window above it."""
+    if width < 500:
+        return phone(tmp_path, sentences, script, width, **facts)
+    out, console, _ = browse(tmp_path, sentences, script, width=width, **facts)
+    return out, console
+
+
 # Click a head, hover a token and a cell, report what changed.
 INTERACT = """
 const cells = sec.querySelectorAll("button.cell");
@@ -401,10 +485,7 @@ out.note = sec.querySelector(".note").textContent;
 @pytest.mark.parametrize("width", [1280, 800, 420])  # a desktop, a narrow window, a phone
 def test_real_browser_fits_a_12_by_12_grid_in_the_page_width(tmp_path, gpt2_shaped_page, width):
     facts = {"best_head": (5, 7), "checkpoint": "out/" + "a-long-run-folder-name" * 4, "step": 800}
-    if width < 500:
-        out, console = phone(tmp_path, [gpt2_shaped_page], LAYOUT, width, **facts)
-    else:
-        out, console, _ = browse(tmp_path, [gpt2_shaped_page], LAYOUT, width=width, **facts)
+    out, console = drawn(tmp_path, [gpt2_shaped_page], LAYOUT, width, **facts)
     assert console == []
     assert out["cells"] == 144 and out["best"] == ["L5 H7"]
     assert out["labels"] == ["", *(f"H{h}" for h in range(12)), *(f"L{l}" for l in range(12))]
@@ -413,6 +494,39 @@ def test_real_browser_fits_a_12_by_12_grid_in_the_page_width(tmp_path, gpt2_shap
     assert out["right"] <= width, out
     assert out["map"] >= (16 if width < 500 else 24), out  # small multiples, still maps
     assert out["note"].startswith("Note: the model sees 48 tokens")
+
+
+# The causal tables and the training curve as the browser drew them.
+SECTIONS = """
+const causal = document.querySelector("section.causal"), svg = document.querySelector("svg.curve");
+out.tables = causal.querySelectorAll("table").length;
+out.best = [...causal.querySelectorAll("td.best")].map(e => e.textContent);
+const r = svg.getBoundingClientRect();
+out.svg = [r.width, r.height, r.right];
+out.heads = svg.querySelectorAll("polyline.head").length;
+out.bestWidth = getComputedStyle(svg.querySelector("polyline.best")).strokeWidth;
+const right = sel => Math.max(...[...document.querySelectorAll(sel)].map(
+  e => e.getBoundingClientRect().right));
+out.right = Math.max(right(".curve-legend span"), right("section.causal .scroll"),
+                     right("section.causal .grids"));
+out.pageWidth = document.documentElement.scrollWidth;
+out.clientWidth = document.documentElement.clientWidth;
+"""
+
+
+@needs_browser
+@pytest.mark.parametrize("width", [1280, 420])  # a desktop, a phone
+def test_real_browser_draws_the_causal_tables_and_the_curve_of_144_heads_in_the_width(
+        tmp_path, gpt2_shaped_page, width):
+    facts = {"best_head": (5, 7), "causal": causal_result(12, 12, (5, 7)),
+             "records": probe_records(12, 12, (5, 7))}
+    out, console = drawn(tmp_path, [gpt2_shaped_page], SECTIONS, width, **facts)
+    assert console == []
+    assert out["tables"] == 4 and out["best"] == ["+6.70", "-0.08", "+0.25"]
+    assert out["heads"] == 144 and out["bestWidth"] == "3px"
+    svg_width, svg_height, svg_right = out["svg"]
+    assert svg_width >= (380 if width < 500 else 600) and svg_height > 150 and svg_right <= width
+    assert out["right"] <= width and out["pageWidth"] <= out["clientWidth"] == width, out
 
 
 # A phone: hover the far right of the enlarged map, where the tooltip would stick out.

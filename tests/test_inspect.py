@@ -20,7 +20,7 @@ IDX = torch.randint(0, 50, (2, 12), generator=torch.Generator().manual_seed(1))
 
 
 @torch.no_grad()
-def test_recorded_weights_are_the_equations_of_layer_0_and_what_return_attention_gives():
+def test_recorded_weights_are_the_equations_of_layer_0():
     model = tiny()
     with inspect_attention(model) as seen:
         logits = model(IDX)
@@ -35,9 +35,6 @@ def test_recorded_weights_are_the_equations_of_layer_0_and_what_return_attention
     torch.testing.assert_close(seen.weights[0], torch.softmax(scores, -1), atol=1e-6, rtol=0)
     assert [w.shape for w in seen.weights] == [(2, 4, 12, 12)] * 2
     assert [o.shape for o in seen.outputs] == [(2, 4, 12, 8)] * 2
-    old_logits, old_weights = model(IDX, return_attention=True)  # the flag, kept for older callers
-    assert torch.equal(old_logits, logits)
-    assert all(torch.equal(a, b) for a, b in zip(old_weights, seen.weights))
 
 
 def test_without_an_inspection_the_fused_kernel_runs_and_agrees_with_the_explicit_path(monkeypatch):

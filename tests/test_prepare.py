@@ -5,6 +5,8 @@ import json
 import random
 import subprocess
 import sys
+import threading
+from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -110,22 +112,30 @@ def test_one_character_cannot_be_split(tmp_path):
         prepare(write(tmp_path / "t.txt", "a"), "char", cache_dir=tmp_path / "cache")
 
 
+def folder_corpus(tmp_path: Path) -> Path:
+    """Many files with long lines, some without newlines or spaces, so small chunks are cut
+    every way and pieces cross files and the val split."""
+    folder = tmp_path / "docs"
+    folder.mkdir()
+    for i in range(30):
+        (folder / f"{i:02d}.txt").write_text(corpus(5, seed=i) + "x" * 130 + " y" * 40,
+                                             encoding="utf-8")
+    return folder
+
+
 @pytest.mark.parametrize("kind, vocab_size", [("char", None), ("bpe", 300)])
 def test_chunked_encoding_of_a_folder_round_trips(tmp_path, monkeypatch, kind, vocab_size):
     # Tiny chunks and many files: pieces cross the split, and long lines without newlines or
     # spaces must be cut anyway.
     monkeypatch.setattr(prepare_module, "ENCODE_CHUNK_CHARS", 50)
-    folder = tmp_path / "docs"
-    folder.mkdir()
-    docs = [corpus(5, seed=i) + "x" * 130 + " y" * 40 for i in range(30)]
-    for i, doc in enumerate(docs):
-        (folder / f"{i:02d}.txt").write_text(doc, encoding="utf-8")
+    folder = folder_corpus(tmp_path)
+    text = prepare_module.open_source(str(folder)).read_text()
     prepared = prepare(str(folder), kind, vocab_size, cache_dir=tmp_path / "cache")
     train, val = split_texts(prepared)
-    assert train + val == "\n".join(docs)
+    assert train + val == text
     if kind == "char":  # char ids do not depend on where the chunks were cut
         assert tokens(prepared, "train") + tokens(prepared, "val") == \
-            prepared.tokenizer.encode("\n".join(docs))
+            prepared.tokenizer.encode(text)
 
 
 def test_cache_is_reused_and_changes_prepare_anew(tmp_path, monkeypatch):
@@ -221,3 +231,91 @@ def test_memory_stays_bounded(tmp_path):
     report = json.loads(result.stdout)
     assert report["tokens"] == len(path.read_text(encoding="utf-8"))
     assert 0 < report["growth_kb"] * 1024 < size / 4, report
+
+
+# Parallel encoding: bpe and gpt2 encode on threads (tiktoken releases the GIL); the files must
+# not depend on how many.
+
+@pytest.mark.parametrize("kind, vocab_size", [("char", None), ("bpe", 300)])
+def test_encoding_writes_the_same_bytes_on_any_number_of_workers(tmp_path, kind, vocab_size):
+    # Through _encode, the pass prepare runs, so char too goes through the threads here.
+    src = prepare_module.open_source(str(folder_corpus(tmp_path)))
+    _, n_chars = prepare_module._fingerprint(src)
+    split, training_text = prepare_module._scan(src, n_chars, 0.1, kind)
+    tokenizer = prepare_module.train_tokenizer(kind, training_text, vocab_size)
+    dtype = token_dtype(tokenizer.vocab_size)
+    files, counts = {}, {}
+    for workers in (1, 2, 3):
+        out = tmp_path / f"workers{workers}"
+        out.mkdir()
+        # 64-character chunks: about 200 pieces, dozens of windows of 2 * workers.
+        counts[workers] = prepare_module._encode(src, tokenizer, split, n_chars, dtype, out,
+                                                 workers, 64)
+        files[workers] = [(out / name).read_bytes() for name in ("train.bin", "val.bin")]
+    assert files[1] == files[2] == files[3]
+    assert counts[1] == counts[2] == counts[3]
+    ids = np.frombuffer(files[1][0] + files[1][1], dtype=dtype).tolist()
+    assert tokenizer.decode(ids) == src.read_text()
+
+
+def test_prepare_writes_the_same_folder_on_any_number_of_workers(tmp_path):
+    text = corpus(30_000)  # ~840K characters: a dozen chunks of ENCODE_CHUNK_CHARS
+    assert len(text) > 10 * prepare_module.ENCODE_CHUNK_CHARS
+    source = write(tmp_path / "t.txt", text)
+    folders = [prepare(source, "bpe", 300, cache_dir=tmp_path / f"cache{w}", workers=w).dir
+               for w in (1, 2, 3)]
+    assert len({folder.name for folder in folders}) == 1  # the key ignores the worker count
+    contents = [{p.name: p.read_bytes() for p in folder.iterdir()} for folder in folders]
+    assert contents[0] == contents[1] == contents[2]
+    assert sorted(contents[0]) == ["meta.json", "tokenizer.bpe", "train.bin", "val.bin"]
+
+
+@pytest.mark.parametrize("workers", [0, -2, 1.5, True, "2"])
+def test_bad_worker_count_is_refused(tmp_path, workers):
+    with pytest.raises(ValueError, match="workers must be a positive integer"):
+        prepare(write(tmp_path / "t.txt", corpus(10)), "bpe", 300, cache_dir=tmp_path / "c",
+                workers=workers)
+
+
+@pytest.mark.parametrize("workers", [1, 2, 3])
+def test_pieces_in_flight_never_exceed_the_window(tmp_path, workers):
+    # The real pieces and the real piece encoder; the source only counts what is taken from it.
+    src = prepare_module.open_source(str(folder_corpus(tmp_path)))
+    tokenizer = prepare_module.train_tokenizer("bpe", src.read_text(), 300)
+    taken, in_flight = [], []
+
+    def counted_pieces():
+        for piece in prepare_module._chunks(src, 1000, 64):
+            taken.append(piece)
+            yield piece
+
+    encode = partial(prepare_module._encode_piece, tokenizer, np.dtype(np.uint16))
+    results = []
+    for result in prepare_module.map_in_order(encode, counted_pieces(), workers):
+        in_flight.append(len(taken) - len(results))  # taken, and not handed over before this one
+        results.append(result)
+    window = 2 * workers if workers > 1 else 1  # one worker encodes each piece as it is taken
+    assert len(results) == len(taken) > 10 * window
+    assert max(in_flight) == window
+    # In order: the same ids as encoding the pieces one after another.
+    assert [r[1].tolist() for r in results] == [tokenizer.encode(text) for _, text in taken]
+
+
+def test_a_failing_piece_stops_the_pool(tmp_path):
+    taken = []
+
+    def pieces():
+        for i in range(100):
+            taken.append(i)
+            yield i
+
+    def fail_on_five(i):
+        if i == 5:
+            raise RuntimeError("piece 5 is bad")
+        return i
+
+    with pytest.raises(RuntimeError, match="piece 5"):
+        for _ in prepare_module.map_in_order(fail_on_five, pieces(), 2):
+            pass
+    assert len(taken) == 5 + 4  # pieces 0-4 handed over, 5-8 in flight (2 workers: 4), no more
+    assert not [t for t in threading.enumerate() if t.name.startswith("prepare")]

@@ -10,6 +10,7 @@ So every cand@1, mass and baseline below is worked out by hand.
 """
 
 import json
+import math
 import re
 from types import SimpleNamespace
 
@@ -20,6 +21,7 @@ from analysis.probe import candidate_scores, format_report, run_probe
 from analysis.words import token_indices, token_spans
 from data.pronouns import Example
 from data.tokenizer import train_tokenizer
+from model.attention import CausalSelfAttention, inspect_attention
 
 TOKENIZER = train_tokenizer("char", "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ ,.")
 UPPER = {TOKENIZER.encode(c)[0] for c in "ABCDEFGHIJKLMNOPQRSTUVWXYZ"}
@@ -44,28 +46,34 @@ def uniform(ids, t):
     return {i: 1 / (t + 1) for i in range(t + 1)}
 
 
-class KnownModel:
-    """Callable like GPT: model(idx, return_attention=True) -> (logits, [per layer (B,H,T,T)])."""
+class KnownModel(torch.nn.Module):
+    """A stand-in seen through inspect_attention as GPT is: one CausalSelfAttention per layer,
+    whose explicit path (Inspection.attend) gets queries and keys chosen so that
+    softmax(q·kᵀ/√D) is each head's rule exactly: with k the identity, q = √D · log(rule)."""
 
     def __init__(self, layers, block_size=64):
+        super().__init__()
         self.layers = layers
-        self.config = SimpleNamespace(
-            block_size=block_size, n_layer=len(layers), n_head=len(layers[0])
-        )
+        H = len(layers[0])
+        self.attn = torch.nn.ModuleList(CausalSelfAttention(n_embd=H, n_head=H) for _ in layers)
+        self.config = SimpleNamespace(block_size=block_size, n_layer=len(layers), n_head=H)
 
-    def __call__(self, idx, return_attention=False):
+    def forward(self, idx):
         B, T = idx.shape
-        attn = []
-        for heads in self.layers:
-            a = torch.zeros(B, len(heads), T, T)
+        for heads, module in zip(self.layers, self.attn):
+            w = torch.zeros(B, len(heads), T, T, dtype=torch.float64)
             for b in range(B):
                 ids = idx[b].tolist()
                 for h, rule in enumerate(heads):
                     for t in range(T):
-                        for j, w in rule(ids, t).items():
-                            a[b, h, t, j] = w
-            attn.append(a)
-        return torch.zeros(B, T, TOKENIZER.vocab_size), attn
+                        for j, weight in rule(ids, t).items():
+                            w[b, h, t, j] = weight
+            q = w.log().clamp(min=-1e4) * math.sqrt(T)  # (B, H, T, D = T); exp(-1e4) is 0
+            k = torch.eye(T, dtype=torch.float64).expand(B, len(heads), T, T)
+            inspection, layer = module.inspector
+            causal = torch.ones(T, T, dtype=torch.bool).tril()
+            inspection.attend(layer, q, k, torch.zeros_like(k), causal)
+        return torch.zeros(B, T, TOKENIZER.vocab_size)
 
 
 MODEL = KnownModel([[sink, caps], [pos4, uniform]])
@@ -242,6 +250,14 @@ def test_long_examples_are_windowed_and_unencodable_ones_skipped_in_result_and_r
         run_probe(short, TOKENIZER, [odd])
 
 
+@torch.no_grad()
+def attention_of(model, idx):
+    """Each layer's (B, H, T, T) attention weights, through inspect_attention."""
+    with inspect_attention(model) as seen:
+        model(idx)
+    return seen.weights
+
+
 def test_a_windowed_example_in_a_real_gpt_scores_the_attention_on_the_cropped_ids():
     from model.gpt import GPT, GPTConfig
 
@@ -251,8 +267,7 @@ def test_a_windowed_example_in_a_real_gpt_scores_the_attention_on_the_cropped_id
     model = GPT(config).eval()
     cs = candidate_scores(model, TOKENIZER, [LONG])
     cropped = torch.tensor([TOKENIZER.encode(LONG.text)[13:29]])
-    with torch.no_grad():
-        _, attn = model(cropped, return_attention=True)
+    attn = attention_of(model, cropped)
     pig = torch.stack([a[0, :, -1, 16 - 13 : 19 - 13].sum(-1) for a in attn])  # (L, H)
     assert torch.allclose(cs.scores[0, :, :, 1], pig, atol=1e-6)
     assert cs.scores[0, :, :, 0].abs().max().item() == 0.0  # "cat" is before the window
@@ -286,8 +301,7 @@ def test_real_gpt_scores_match_a_direct_sum_over_its_attention():
     cs = candidate_scores(model, TOKENIZER, TEST)
     ex = TEST[3]
     ids = torch.tensor([TOKENIZER.encode(ex.text)])
-    with torch.no_grad():
-        _, attn = model(ids, return_attention=True)
+    attn = attention_of(model, ids)
     q = ex.pronoun[1] - 1
     s, e = ex.antecedent
     direct = attn[1][0, 0, q, s:e].sum().item()  # "PIG" is one token per character
@@ -314,8 +328,7 @@ def test_multi_token_candidates_with_leading_spaces_sum_their_tokens_in_a_real_g
     ex = TEST[0]  # "the cat saw the DOG so it ran." -> t|h|e| c|a|t| s|a|w| t|h|e| D|O|G| s|o| i|t|..
     cs = candidate_scores(model, PiecesTokenizer(), [ex])
     ids, _ = PiecesTokenizer().encode_with_offsets(ex.text)
-    with torch.no_grad():
-        _, attn = model(torch.tensor([ids]), return_attention=True)
+    attn = attention_of(model, torch.tensor([ids]))
     row = attn[0][0, :, 18]  # (H, T): the query is "t", the last of the pronoun's " i", "t"
     cat, dog = row[:, [3, 4, 5]].sum(-1), row[:, [12, 13, 14]].sum(-1)  # " c" a t, " D" O G
     assert cs.scores[0, 0, :, 0].tolist() == pytest.approx(cat.tolist())

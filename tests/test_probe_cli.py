@@ -19,6 +19,14 @@ def run_folder(tmp_path_factory):
     return folder
 
 
+@pytest.fixture(scope="module")
+def user_file(tmp_path_factory):
+    """A user's JSONL file: 40 of the built-in dev examples."""
+    path = tmp_path_factory.mktemp("mine") / "mine.jsonl"
+    write_jsonl(examples("dev")[:40], path)
+    return path
+
+
 def call(*argv):
     out, err = io.StringIO(), io.StringIO()
     code = generate.main([str(a) for a in argv], out=out, err=err)
@@ -33,12 +41,54 @@ def test_probe_json_has_the_documented_keys(run_folder):
     assert {"random", "first", "nearest", "position"} <= result["baselines"].keys()
     assert 0 < result["p_value"] <= 1 and len(result["heads"]) == 2 * 2
     assert result["selection"] == "dev" and result["counts"]["test"]["examples"] == len(examples("test"))
+    assert_causal_shape(result["causal"], result["best_head"], len(examples("test")))
+    # What --html shows is saved with it.
+    assert json.loads((run_folder / "probe.json").read_text())["causal"] == result["causal"]
 
 
-def test_probe_on_a_user_file_says_it_chose_and_scored_on_the_same_data(run_folder, tmp_path):
-    path = tmp_path / "mine.jsonl"
-    write_jsonl(examples("dev")[:40], path)
-    code, out, _ = call("--ckpt", run_folder, "--probe", path, "--permutations", "20")
+def assert_causal_shape(causal, best, examples_given, L=2, H=2):
+    """causal_tests' result with the probe's best head (analysis.causal), for an L x H model."""
+    ci = lambda d, names: all(d[f"{n}_ci"][0] <= d[n] <= d[f"{n}_ci"][1] for n in names)
+    together = ("antecedent", "distractor")
+    assert set(causal) == {"all_heads", "layers", "heads", "best_head", "n", "skipped",
+                           "clean_loss", "seed", "resamples"}
+    assert causal["n"] > 0 and causal["n"] + causal["skipped"] == examples_given
+    assert set(causal["all_heads"]) == {*together, *(f"{n}_ci" for n in together)}
+    assert len(causal["layers"]) == L and all(ci(d, together) for d in causal["layers"])
+    assert [len(row) for row in causal["heads"]] == [H] * L
+    each = (*together, "ablation")
+    assert all(set(c) == {*each, *(f"{n}_ci" for n in each)} and ci(c, each)
+               for row in causal["heads"] for c in row)
+    l, h = best["layer"], best["head"]
+    assert causal["best_head"] == {"layer": l, "head": h, **causal["heads"][l][h]}
+
+
+def test_no_causal_leaves_the_causal_tests_out_of_json_and_report(run_folder):
+    code, out, _ = call("--ckpt", run_folder, "--probe", "--json", "--permutations", "5",
+                        "--no-causal")
+    assert code == 0 and "causal" not in json.loads(out)
+    code, out, _ = call("--ckpt", run_folder, "--probe", "--permutations", "5", "--no-causal")
+    assert code == 0 and "Pronoun probe" in out and "Causal test" not in out
+
+
+def test_the_report_prints_the_causal_table_under_the_probes(run_folder, user_file):
+    path = user_file
+    code, out, _ = call("--ckpt", run_folder, "--probe", path, "--permutations", "5")
+    assert code == 0 and out.index("Clark et al. 2019") < out.index("Causal test at the pronoun")
+    code, js, _ = call("--ckpt", run_folder, "--probe", path, "--permutations", "5", "--json")
+    result = json.loads(js)
+    causal, best = result["causal"], result["best_head"]
+    assert_causal_shape(causal, best, 40)  # on the user's one set of examples
+    assert f"(mean over {causal['n']} examples, {causal['skipped']} skipped;" in out
+    row = next(line for line in out.splitlines() if line.startswith("L1 ") and " | " in line)
+    assert row.split(" | ")[0].split()[1:] == [f"{c['antecedent']:+.2f}" for c in causal["heads"][1]]
+    ante = causal["all_heads"]["antecedent"]
+    assert f"  all layers    antecedent {ante:+.2f} [" in out
+    assert f"  L{best['layer']} H{best['head']} alone   antecedent " in out
+
+
+def test_probe_on_a_user_file_says_it_chose_and_scored_on_the_same_data(run_folder, user_file):
+    code, out, _ = call("--ckpt", run_folder, "--probe", user_file, "--permutations", "20")
     assert code == 0 and "same data" in out and "Clark et al. 2019" in out
     assert "L1" in out and "H1" in out  # the layer x head table
 
@@ -58,6 +108,7 @@ def test_attention_html_writes_a_self_contained_page(run_folder, tmp_path):
     (["--html", "x.html"], "go with --attention"),
     (["--probe", "--attention"], "separate runs"),
     (["--probe", "--permutations", "0"], "--permutations must be at least 1"),
+    (["--no-causal"], "--no-causal goes with --probe (or --html)"),
     (["--probe", "missing.jsonl"], "missing.jsonl"),
 ])
 def test_probe_and_page_errors_are_one_line(run_folder, argv, fragment):
@@ -148,3 +199,42 @@ def test_attention_and_its_page_take_sentences_longer_than_block_size(short_run_
     code, out, _ = call("--ckpt", short_run_folder, "--attention", "--html", page)
     assert code == 0 and out.count("note: the model sees 16 tokens up to") >= 3
     assert "outside its window" in page.read_text()  # the page says so too
+
+
+def probe_line(step, ante):
+    """A metrics.jsonl probe line as training logs it, for a 2 x 2 model whose L0 H1 is best."""
+    return {"step": step, "probe_best": ante, "probe_best_head": [0, 1],
+            "probe_heads": [[0.5, ante], [0.4, 0.45]],
+            "probe_baselines": {"random": 0.45, "first": 0.46, "nearest": 0.47}}
+
+
+def test_the_page_shows_the_saved_causal_tests_and_the_runs_probe_curve(tmp_path):
+    folder = tmp_path / "run"
+    make_run(folder, "bpe", 64)
+    lines = [json.dumps(r) for r in (probe_line(200, 0.6), {"step": 200, "val_loss": 2.5},
+                                      probe_line(400, 0.9), {"step": 400, "val_loss": 1.5})]
+    (folder / "metrics.jsonl").write_text("\n".join(lines) + '\n{"step": 600, "probe_he\n')  # torn
+    assert call("--ckpt", folder, "--probe", "--permutations", "5")[0] == 0
+    causal = json.loads((folder / "probe.json").read_text())["causal"]
+    page = tmp_path / "maps.html"
+    code, _, err = call("--ckpt", folder, "--attention", "--html", page)
+    assert code == 0 and err == ""  # the saved result is reused: the probe does not run again
+    html = page.read_text()
+    assert html.index('class="causal"') < html.index('class="training"') < html.index('id="sentences"')
+    b = causal["best_head"]
+    assert f'<td class="best" style="background:rgba(' in html
+    assert f"L{b['layer']} H{b['head']} alone</th><td>{b['antecedent']:+.2f} [" in html
+    assert html.count('class="head"') == 3 and html.count('class="head best"') == 1
+    assert html.count('class="baseline"') == 3 and html.count('class="loss"') == 1
+
+
+def test_a_page_without_probe_lines_or_causal_tests_has_no_curve_and_no_causal_table(tmp_path):
+    folder, page = tmp_path / "run", tmp_path / "maps.html"
+    make_run(folder, "bpe", 64)  # no metrics.jsonl, as for a Hugging Face model
+    assert call("--ckpt", folder, "--attention", "--html", page, "--no-probe")[0] == 0
+    html = page.read_text()
+    assert 'class="training"' not in html and "<svg" not in html and 'class="causal"' not in html
+    assert call("--ckpt", folder, "--probe", "--permutations", "5", "--no-causal")[0] == 0
+    code, out, err = call("--ckpt", folder, "--attention", "--html", page)
+    assert code == 0 and err == "" and 'class="causal"' not in page.read_text()
+    assert "(outlined, the probe's best head: layer" in out

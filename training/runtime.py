@@ -97,7 +97,7 @@ def gpu_peak_flops(name):
 def peak_flops(device, override=None):
     """FLOP/s of one process taken as 100% MFU: the override, a GPU's bf16 peak from the table
     (None for a GPU the table lacks: MFU is then not shown), or on a CPU the best fp32 matmul
-    rate of several warmed-up timings."""
+    rate of several warmed-up timings (about half a second)."""
     if override:
         return float(override)
     if device.type == "cuda":
@@ -107,9 +107,11 @@ def peak_flops(device, override=None):
     return None
 
 
-def measured_matmul_flops(device, n=512, runs=7, seconds=0.04):
+def measured_matmul_flops(device, n=1024, runs=5, seconds=0.06):
     """The best of `runs` timings of n×n matmuls: a busy moment lowers a timing, and a lowered
-    peak would overstate MFU, so the fastest run is the one closest to what the machine can do."""
+    peak would overstate MFU, so the fastest run is the one closest to what the machine can do.
+    n = 1024: on a 2-core AVX2 machine 512² matmuls reached only 10-20 GFLOP/s against 65 for
+    1024², below what the model's own matmuls reach (MFU above 100%)."""
     a = torch.randn(n, n, device=device)
     b = torch.randn(n, n, device=device)
     for _ in range(3):
