@@ -5,7 +5,7 @@ PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 TEST_STAMP := $(VENV)/.installed-test
 
-.PHONY: test demo clean gpu-check
+.PHONY: test test-fast demo clean gpu-check
 
 $(STAMP): requirements.txt
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 10) else "Python >= 3.10 is needed; set PYTHON=/path/to/python3.x")'
@@ -22,6 +22,12 @@ $(TEST_STAMP): $(STAMP) requirements-test.txt
 test: $(TEST_STAMP)
 	@$(PY) -m pytest -q tests; rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "make test: pytest collected no tests" >&2; exit 1; fi; exit $$rc
+
+# The quick loop while working: everything but the tests marked slow (subprocesses, the real
+# browser, longer trainings); `make test` still runs them all.
+test-fast: $(TEST_STAMP)
+	@$(PY) -m pytest -q -m "not slow" tests; rc=$$?; \
+	if [ $$rc -eq 5 ]; then echo "make test-fast: pytest collected no tests" >&2; exit 1; fi; exit $$rc
 
 # The main job on the built-in corpus, offline: train (or resume), sample, measure attention (the
 # probe and its causal tests, saved to the run folder), then show it (the page reuses that result).

@@ -5,6 +5,7 @@
     python bench.py train --nanogpt DIR  # our loop against a nanoGPT checkout, same recipe, same run
     python bench.py profile              # where one training step's time goes (torch.profiler)
     python bench.py load                 # a 124M GPT-2 folder: our loader against transformers'
+    python bench.py speedrun --nanogpt DIR   # the CPU speedrun config against nanoGPT's 2000 steps
     python bench.py gpu-check            # `make gpu-check`: the GPU table (needs one CUDA GPU)
 
 Machines are shared and noisy: every comparison runs both sides in the same invocation, and
@@ -32,6 +33,7 @@ import yaml
 
 ROOT = Path(__file__).resolve().parent
 CPU_RECIPE = "configs/shakespeare_char_cpu.yaml"
+SPEEDRUN = "configs/shakespeare_char_cpu_speedrun.yaml"
 # nanoGPT's documented CPU recipe (its README), the same shape and batch as CPU_RECIPE.
 NANOGPT_CPU = ["config/train_shakespeare_char.py", "--device=cpu", "--compile=False", "--eval_iters=20",
                "--log_interval=1", "--block_size=64", "--batch_size=12", "--n_layer=4", "--n_head=4",
@@ -42,8 +44,9 @@ def run_ours(iters, *overrides, config=CPU_RECIPE):
     """Our train.py as a user runs it; returns (median ms per step, final record, seconds,
     median tokens/s, median MFU as the loop logged it)."""
     out = Path(tempfile.mkdtemp(prefix="bench-"))
-    cmd = [sys.executable, "train.py", config, f"out_dir={out}", f"train.max_iters={iters}",
-           "train.resume=never", "train.log_interval=10", *overrides]
+    steps = [f"train.max_iters={iters}"] if iters else []  # None: the config's own
+    cmd = [sys.executable, "train.py", config, f"out_dir={out}", *steps, "train.resume=never",
+           "train.log_interval=10", *overrides]
     start = time.perf_counter()
     run_or_explain(cmd, ROOT)
     seconds = time.perf_counter() - start
@@ -70,30 +73,38 @@ def run_or_explain(cmd, cwd):
 
 def run_nanogpt(path, iters):
     """nanoGPT's train.py from a checkout (data/shakespeare_char prepared there); median ms/iter
-    of the iterations that did not evaluate, and its last val loss."""
+    of the iterations that did not evaluate, its last val loss, and the whole process's seconds."""
     cmd = [sys.executable, "train.py", *NANOGPT_CPU, f"--max_iters={iters}",
            f"--out_dir={tempfile.mkdtemp(prefix='bench-nanogpt-')}"]
+    start = time.perf_counter()
     out = run_or_explain(cmd, path).stdout
+    seconds = time.perf_counter() - start
     times = {int(i): float(t) for i, t in re.findall(r"iter (\d+): loss [\d.]+, time ([\d.]+)ms", out)}
     evals = {int(s) for s in re.findall(r"step (\d+): train loss", out)}
     steady = [t for i, t in times.items() if i > 10 and i not in evals]
     val = re.findall(r"val loss ([\d.]+)", out)
-    return statistics.median(steady), float(val[-1]) if val else None
+    return statistics.median(steady), float(val[-1]) if val else None, seconds
 
 
 def bench_train(args):
     """Our loop on nanoGPT's CPU recipe (eager, and compiled with --compile), and nanoGPT itself
     with --nanogpt, alternating so that both see the same machine."""
-    row, ours, theirs, compiled = {}, [], [], []
+    row, ours, theirs, compiled, walls, walls_n = {}, [], [], [], [], []
     for _ in range(args.repeat):
         ms, final, seconds, tps, _ = run_ours(args.iters)
         ours.append(ms)
-        row.update({"train tokens/s (ours)": tps, "train wall s (ours, incl. start-up)": seconds})
+        walls.append(seconds)
+        row["train tokens/s (ours)"] = tps
         if args.compile:
             compiled.append(run_ours(args.iters, "train.compile=true")[0])
         if args.nanogpt:
-            ms_n, val = run_nanogpt(args.nanogpt, args.iters)
+            ms_n, val, seconds_n = run_nanogpt(args.nanogpt, args.iters)
             theirs.append(ms_n)
+            walls_n.append(seconds_n)
+    row["train wall s (ours, whole process)"] = statistics.median(walls)
+    if walls_n:
+        row["train wall s (nanoGPT, whole process)"] = statistics.median(walls_n)
+        row["start-to-finish speed-up vs nanoGPT"] = statistics.median(walls_n) / statistics.median(walls)
     row["train ms/step (ours)"] = statistics.median(ours)
     if compiled:
         row["train ms/step (ours, torch.compile)"] = statistics.median(compiled)
@@ -108,23 +119,57 @@ def bench_train(args):
     return row
 
 
+def bench_speedrun(args):
+    """configs/shakespeare_char_cpu_speedrun.yaml against nanoGPT's whole 2000-iteration CPU recipe,
+    whole processes, alternating: the time ratio and both final val losses (ours on the whole val
+    split; nanoGPT's is its own 20-batch estimate). Done when ours is <= 1.88."""
+    if not args.nanogpt:
+        sys.exit("error: bench.py speedrun compares with nanoGPT: give --nanogpt DIR")
+    walls, walls_n, losses, losses_n = [], [], [], []
+    for _ in range(args.repeat):
+        _, final, seconds, _, _ = run_ours(None, config=SPEEDRUN)
+        walls.append(seconds)
+        losses.append(final["val_loss_full"])
+        _, val, seconds_n = run_nanogpt(args.nanogpt, 2000)
+        walls_n.append(seconds_n)
+        losses_n.append(val)
+    return {"speedrun wall s (ours, whole process)": statistics.median(walls),
+            "speedrun val loss, whole split (ours)": statistics.median(losses),
+            "nanoGPT 2000 iterations wall s": statistics.median(walls_n),
+            "nanoGPT val loss (its estimate)": statistics.median(losses_n),
+            "speedrun speed-up vs nanoGPT": statistics.median(walls_n) / statistics.median(walls)}
+
+
 def bench_generation(args):
+    """Sampling at 256 tokens of context, with and without the KV cache, interleaved, five runs
+    each: the median rate of each and the median of the five paired ratios. Threads as
+    generate.py sets them (one for a model this small: two made the cached path bimodal, its
+    many tiny kernels waiting on the second core)."""
+    from generate import generation_threads
     from model.gpt import GPT, GPTConfig
     from model.sampling import generate
 
     torch.manual_seed(0)
     model = GPT(GPTConfig(vocab_size=1024, block_size=512, n_layer=2, n_head=4, n_embd=128)).eval()
     prompt = torch.randint(0, 1024, (1, 256))
-    rates = {}
-    for use_cache in (True, False) * 3:  # interleaved, best of three each
-        start = time.perf_counter()
-        for _ in generate(model, prompt, 128, temperature=0.0, use_cache=use_cache):
-            pass
-        rate = 128 / (time.perf_counter() - start)
-        rates[use_cache] = max(rate, rates.get(use_cache, 0.0))
-    return {"generate tok/s at 256 context, KV cache": rates[True],
-            "generate tok/s at 256 context, no cache": rates[False],
-            "KV-cache speed-up": rates[True] / rates[False]}
+    threads, before = generation_threads(model.config.n_embd), torch.get_num_threads()
+    if threads:
+        torch.set_num_threads(threads)
+    try:
+        rates = {True: [], False: []}
+        for use_cache in (True, False) * 5:
+            start = time.perf_counter()
+            for _ in generate(model, prompt, 128, temperature=0.0, use_cache=use_cache):
+                pass
+            rates[use_cache].append(128 / (time.perf_counter() - start))
+    finally:
+        torch.set_num_threads(before)
+    ratios = [a / b for a, b in zip(rates[True], rates[False])]
+    return {"generate tok/s at 256 context, KV cache (median of 5)": statistics.median(rates[True]),
+            "generate tok/s at 256 context, no cache (median of 5)": statistics.median(rates[False]),
+            "KV-cache speed-up (median of 5 paired runs)": statistics.median(ratios),
+            "KV-cache speed-up, lowest and highest": f"{min(ratios):.1f}x .. {max(ratios):.1f}x",
+            "generation threads": threads or torch.get_num_threads()}
 
 
 def bench_tokenizer(args):
@@ -414,7 +459,7 @@ def gpu_check(args):
 
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("what", nargs="*", default=[], help="train, generate, tokenizer, prepare, load, profile, gpu-check")
+    p.add_argument("what", nargs="*", default=[], help="train, generate, tokenizer, prepare, load, profile, speedrun, gpu-check")
     p.add_argument("--json", action="store_true")
     p.add_argument("--iters", type=int, default=300, help="training steps per timed run (default 300)")
     p.add_argument("--nanogpt", metavar="DIR", help="a nanoGPT checkout with data/shakespeare_char prepared")
@@ -424,7 +469,8 @@ def main():
     p.add_argument("--gpu-iters", type=int, default=2500, help="gpu-check: steps of shakespeare_char")
     args = p.parse_args()
     benches = {"train": bench_train, "generate": bench_generation, "tokenizer": bench_tokenizer,
-               "prepare": bench_prepare, "load": bench_load, "profile": bench_profile, "gpu-check": gpu_check}
+               "prepare": bench_prepare, "load": bench_load, "profile": bench_profile, "gpu-check": gpu_check,
+               "speedrun": bench_speedrun}
     chosen = args.what or ["train", "generate", "tokenizer", "prepare"]
     unknown = [w for w in chosen if w not in benches]
     if unknown:

@@ -23,26 +23,24 @@ import sys
 from pathlib import Path
 
 import torch
-import yaml
 
-from analysis.causal import causal_tests, format_causal, with_best_head
+from analysis.coreference import study, study_report
 from analysis.html import sentence_page, write_html
-from analysis.probe import format_report, run_probe
 from analysis.terminal import DEFAULT_TOP, MANY_HEADS, colour_mode, render_sentence
 from analysis.words import sentence_attention
-from data.pronouns import ATTENTION_EXAMPLES, DEFAULT_COUNT, examples, read_jsonl
+from checks import positive_int
+from configs.schema import load_config
+from data.pronouns import ATTENTION_EXAMPLES, DEFAULT_COUNT
 from data.sources import Source
-from model.checkpoint import CKPT_NAME, load_run
 from model.device import pick_device
-from model.sampling import generate
-from storage.atomic import write_atomic
+from runs.folder import METRICS_FILE, PROBE_FILE, probe_path, read_metrics, save_probe, saved_probe
+from runs.load import load_run
+from runs.stream import continuation
 
 ROOT = Path(__file__).resolve().parent
 DEFAULT_CONFIG = ROOT / "configs" / "default.yaml"
 SEED_MAX = 2**64 - 1  # torch.Generator.manual_seed takes 0 .. 2**64-1 (negatives wrap around)
 MIN_TEMPERATURE = 1e-6  # below it, float32 logits / temperature can overflow to inf
-PROBE_FILE = "probe.json"  # where --probe saves its result in a run folder, for --html
-METRICS_FILE = "metrics.jsonl"  # what train.py logs in a run folder; --html draws its probe lines
 # Sampling runs one token per step, and the causal tests one query per intervention: below GPT-2
 # small's width such matmuls are too small to share out, and on a busy machine a second thread
 # waits (spinning) for a core instead of helping; the measurements are in the README ("Threads").
@@ -58,11 +56,7 @@ class OneLineErrorParser(argparse.ArgumentParser):
 
 def default_out_dir(config_path=DEFAULT_CONFIG):
     """The default config's out_dir, so `generate.py` finds what `train.py` wrote by default."""
-    try:
-        out_dir = (yaml.safe_load(Path(config_path).read_text()) or {}).get("out_dir")
-    except (OSError, yaml.YAMLError, AttributeError):
-        out_dir = None
-    return out_dir or "out/default"
+    return load_config(config_path).out_dir
 
 
 def build_parser():
@@ -138,8 +132,7 @@ def build_parser():
 
 def check_args(args):
     """ValueError for values argparse's types let through."""
-    if args.num_samples < 1:
-        raise ValueError(f"--num-samples must be at least 1, got {args.num_samples}")
+    positive_int("--num-samples", args.num_samples)
     if args.max_new_tokens < 0:
         raise ValueError(f"--max-new-tokens must be 0 or more, got {args.max_new_tokens}")
     if not (math.isfinite(args.temperature) and args.temperature >= 0):
@@ -148,8 +141,8 @@ def check_args(args):
     if 0 < args.temperature < MIN_TEMPERATURE:
         raise ValueError(f"--temperature must be 0 (greedy) or at least {MIN_TEMPERATURE:g}, "
                          f"got {args.temperature:g}; smaller values overflow")
-    if args.top_k is not None and args.top_k < 1:
-        raise ValueError(f"--top-k must be at least 1, got {args.top_k}")
+    if args.top_k is not None:
+        positive_int("--top-k", args.top_k)
     if args.top_p is not None and not 0 < args.top_p <= 1:  # False for nan too
         raise ValueError(f"--top-p must be in (0, 1], got {args.top_p}")
     if args.seed is not None and not 0 <= args.seed <= SEED_MAX:
@@ -157,13 +150,13 @@ def check_args(args):
     if args.head is not None and args.layer is None:
         raise ValueError("--head goes with --layer: give --layer L --head H for that head's "
                          "token-by-token map")
-    if args.top_heads is not None and args.top_heads < 1:
-        raise ValueError(f"--top-heads must be at least 1, got {args.top_heads}")
+    if args.top_heads is not None:
+        positive_int("--top-heads", args.top_heads)
     if args.top_heads is not None and args.all_heads:
         raise ValueError("--top-heads (each word's top heads) and --all-heads (a line per head) "
                          "are two views; give one of them")
-    if args.threads is not None and args.threads < 1:
-        raise ValueError(f"--threads must be at least 1, got {args.threads}")
+    if args.threads is not None:
+        positive_int("--threads", args.threads)
     if args.prompt is not None and args.prompt_file is not None:
         raise ValueError("--prompt and --prompt-file both give the prompt; give one of them")
     if "" in args.stop:
@@ -188,8 +181,7 @@ def check_args(args):
         raise ValueError("--json goes with --probe")
     if args.no_causal and args.probe is None and args.html is None:
         raise ValueError("--no-causal goes with --probe (or --html)")
-    if args.permutations < 1:
-        raise ValueError(f"--permutations must be at least 1, got {args.permutations}")
+    positive_int("--permutations", args.permutations)
 
 
 def check_run_folder(path):
@@ -237,75 +229,6 @@ def generation_threads(n_embd, requested=None, environ=os.environ):
     return 1
 
 
-class TextStream:
-    """Decode tokens as they come. A token may end in the middle of a UTF-8 character (byte
-    BPE), which decodes to U+FFFD until the rest arrives, so such a tail is held back."""
-
-    def __init__(self, tokenizer):
-        self.tokenizer = tokenizer
-        self.pending = []
-
-    def push(self, token_id):
-        """Text that is now complete (maybe "")."""
-        self.pending.append(token_id)
-        text = self.tokenizer.decode(self.pending)
-        if text.endswith("\ufffd"):
-            return ""
-        self.pending = []
-        return text
-
-    def flush(self):
-        """Whatever is held back, as it decodes (with U+FFFD for bytes that never completed)."""
-        text = self.tokenizer.decode(self.pending) if self.pending else ""
-        self.pending = []
-        return text
-
-
-class StopStrings:
-    """Streamed text cut just before the first stop string. Text that could be the start of a
-    stop string is held back until the next piece shows whether it is, so no part of a stop
-    string, nor anything after one, is ever printed, even when it spans several tokens."""
-
-    def __init__(self, stops):
-        self.stops = list(stops)
-        self.held = ""
-        self.stopped = False  # True once a stop string is complete
-
-    def push(self, text):
-        """The text now safe to print; once a stop string is complete, the text before it."""
-        text = self.held + text
-        starts = [text.index(stop) for stop in self.stops if stop in text]
-        if starts:
-            self.held, self.stopped = "", True
-            return text[: min(starts)]
-        keep = max((k for stop in self.stops for k in range(1, len(stop))
-                    if text.endswith(stop[:k])), default=0)
-        self.held = text[len(text) - keep :]
-        return text[: len(text) - keep]
-
-    def flush(self):
-        """What is held back, at the end of the sample."""
-        text, self.held = self.held, ""
-        return text
-
-
-def continuation(run, idx, args, generator):
-    """One sample's text after the prompt, piece by piece as it is sampled: it ends before the
-    first stop string (args.stop) or the tokenizer's end-of-text token."""
-    text, stops = TextStream(run.tokenizer), StopStrings(args.stop)
-    eot = getattr(run.tokenizer, "eot_id", None)
-    for next_ids in generate(run.model, idx, args.max_new_tokens, args.temperature, args.top_k,
-                             args.top_p, generator, use_cache=not args.no_cache):
-        token = next_ids.item()
-        if token == eot:
-            break
-        yield stops.push(text.push(token))
-        if stops.stopped:
-            return
-    yield stops.push(text.flush())
-    yield stops.flush()
-
-
 def sample(run, args, device, out, err):
     """Stream args.num_samples samples of the prompt's continuation to `out`."""
     if args.prompt_file is not None:
@@ -330,7 +253,8 @@ def sample(run, args, device, out, err):
             out.write("---\n")
         out.write(prompt)
         last = prompt
-        for piece in continuation(run, idx, args, generator):
+        for piece in continuation(run, idx, args.max_new_tokens, args.temperature, args.top_k,
+                                  args.top_p, generator, not args.no_cache, args.stop):
             out.write(piece)
             out.flush()
             last = piece or last
@@ -367,7 +291,7 @@ def show_attention(run, args, out, err=None, ckpt=None):
         best = found.get("best_head")
         write_html(args.html, [sentence_page(a) for a in analysed], best_head=best, checkpoint=ckpt,
                    step=run.ckpt.get("step"), val_loss=run.ckpt.get("best_val_loss"),
-                   causal=found.get("causal"), records=run_records(ckpt))
+                   causal=found.get("causal"), records=read_metrics(Path(ckpt) / METRICS_FILE))
         outlined = f"layer {best['layer']} head {best['head']}" if best else "none (--no-probe)"
         out.write(f"wrote {args.html} (outlined, the probe's best head: {outlined})\n")
 
@@ -383,95 +307,19 @@ def page_probe(run, ckpt, args, err):
     tests = "" if args.no_causal else " and its causal tests"
     err.write(f"note: running the probe{tests} on its {2 * DEFAULT_COUNT} built-in sentences "
               f"for the head to outline{kept} (--no-probe skips it)\n")
-    result = probe(run, "", permutations=1, causal=not args.no_causal)  # no p-value needed
-    save_probe(run, ckpt, result, err)
+    # One permutation: the page needs the best head, not its p-value.
+    result = study(run.model, run.tokenizer, permutations=1, causal=not args.no_causal)
+    keep_probe(run, ckpt, result, err)
     return result
 
 
-def run_records(ckpt):
-    """The records of the run folder's metrics.jsonl (torn or foreign lines left out); [] for a
-    model without one (a Hugging Face download)."""
-    try:
-        lines = (Path(ckpt) / METRICS_FILE).read_text(encoding="utf-8").splitlines()
-    except (OSError, UnicodeDecodeError):
-        return []
-    records = []
-    for line in lines:
-        try:
-            records.append(json.loads(line))
-        except ValueError:  # a line torn by a kill
-            continue
-    return records
-
-
-def probe_path(ckpt):
-    """Where the run folder `ckpt` keeps its probe result; None for a model that is not a
-    train.py run folder (a Hugging Face download is not ours to write into)."""
-    folder = Path(ckpt) if ckpt else None
-    return folder / PROBE_FILE if folder and (folder / CKPT_NAME).is_file() else None
-
-
-def checkpoint_id(run):
-    """What tells one checkpoint of a run folder from the next: a saved probe result is this
-    checkpoint's only if these match."""
-    return {"step": run.ckpt.get("step"), "best_val_loss": run.ckpt.get("best_val_loss")}
-
-
-def save_probe(run, ckpt, result, err):
+def keep_probe(run, ckpt, result, err):
     """Save the built-in probe's result in the run folder for --html; a folder that cannot take
     it is a note, not an error: the result has been shown."""
-    path = probe_path(ckpt)
-    if path is None:
-        return
     try:
-        write_atomic(path, json.dumps({**result, "checkpoint": checkpoint_id(run)}) + "\n")
+        save_probe(run, ckpt, result)
     except ValueError as e:
         err.write(f"note: the probe's result was not saved: {e}\n")
-
-
-def saved_probe(run, ckpt):
-    """The probe result saved in the run folder for this very checkpoint, or None."""
-    path = probe_path(ckpt)
-    try:
-        saved = json.loads(path.read_text(encoding="utf-8"))
-    except (AttributeError, OSError, ValueError):  # no run folder, no file, not JSON
-        return None
-    if not isinstance(saved, dict) or saved.get("checkpoint") != checkpoint_id(run):
-        return None  # a probe of an earlier checkpoint: this one may have other heads
-    return saved if isinstance(saved.get("best_head"), dict) else None
-
-
-def probe(run, path, permutations=1000, causal=True):
-    """The coreference probe on a user's JSONL file, or on the built-in dev and test sets; with
-    `causal`, also the causal tests (analysis.causal) on the test set (or the file) under
-    "causal", with the probe's best head."""
-    if path:
-        try:
-            dev = read_jsonl(path)
-        except OSError as e:  # a folder, a missing file, no permission: name the user's path
-            raise ValueError(f"cannot read {path}: {e.strerror or e}") from None
-        if not dev:
-            raise ValueError(f"{path} holds no examples; write one JSON object per line")
-        test = None
-    else:
-        dev, test = examples("dev"), examples("test")
-    result = run_probe(run.model, run.tokenizer, dev, test, permutations=permutations)
-    if causal:
-        try:
-            tested = causal_tests(run.model, run.tokenizer, test or dev)
-        except ValueError as e:
-            raise ValueError(f"{e}; --no-causal skips the causal tests") from None
-        best = result["best_head"]
-        result["causal"] = with_best_head(tested, best["layer"], best["head"])
-    return result
-
-
-def probe_report(result):
-    """The probe's plain-text report, and the causal tests' below it when it has them."""
-    parts = [format_report(result)]
-    if "causal" in result:
-        parts.append(format_causal(result["causal"]))
-    return "\n\n".join(parts)
 
 
 def main(argv=None, out=None, err=None):
@@ -488,10 +336,11 @@ def main(argv=None, out=None, err=None):
         if threads is not None:
             torch.set_num_threads(threads)
         if args.probe is not None:
-            result = probe(run, args.probe, args.permutations, causal=not args.no_causal)
-            out.write((json.dumps(result) if args.json else probe_report(result)) + "\n")
+            result = study(run.model, run.tokenizer, args.probe, args.permutations,
+                           causal=not args.no_causal)
+            out.write((json.dumps(result) if args.json else study_report(result)) + "\n")
             if not args.probe:  # the built-in sets: what --html outlines
-                save_probe(run, ckpt, result, err)
+                keep_probe(run, ckpt, result, err)
         elif args.attention is not None or args.attention_file is not None:
             show_attention(run, args, out, err, ckpt)
         else:

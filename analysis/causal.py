@@ -119,10 +119,10 @@ def _summary(deltas, draws):
     """{name: mean, name_ci: [lo, hi]} for each (N,) tensor of deltas, over the resamples
     `draws` (R, N) of example indices."""
     out = {}
-    for name, d in deltas.items():
-        means = d[draws].mean(1)  # (R,)
+    for name, values in deltas.items():
+        means = values[draws].mean(1)  # (R,)
         lo, hi = torch.quantile(means, torch.tensor([0.025, 0.975], dtype=means.dtype))
-        out[name], out[f"{name}_ci"] = d.mean().item(), [lo.item(), hi.item()]
+        out[name], out[f"{name}_ci"] = values.mean().item(), [lo.item(), hi.item()]
     return out
 
 
@@ -204,16 +204,16 @@ def signed(x):
     return f"{x:+.2f}"
 
 
-def with_ci(d, name):
-    """d[name] and its interval d[name + "_ci"]: +0.12 [+0.08, +0.16]."""
-    lo, hi = d[f"{name}_ci"]
-    return f"{signed(d[name])} [{signed(lo)}, {signed(hi)}]"
+def with_ci(deltas, name):
+    """deltas[name] and its interval deltas[name + "_ci"]: +0.12 [+0.08, +0.16]."""
+    lo, hi = deltas[f"{name}_ci"]
+    return f"{signed(deltas[name])} [{signed(lo)}, {signed(hi)}]"
 
 
 def together(result):
     """(label, deltas) rows of the heads knocked out together: each layer, all layers, and the
     best head alone when with_best_head added it (its deltas include the ablation)."""
-    rows = [(f"layer {l}", d) for l, d in enumerate(result["layers"])]
+    rows = [(f"layer {l}", deltas) for l, deltas in enumerate(result["layers"])]
     rows.append(("all layers", result["all_heads"]))
     if "best_head" in result:
         b = result["best_head"]
@@ -247,9 +247,9 @@ def format_causal(result: dict, width: int = 100) -> str:
     lines += ["", "head ablated (its output at the query replaced by its mean):", header,
               *_grid(heads, "ablation"), "",
               f"heads together, with 95% bootstrap intervals ({result['resamples']} resamples):"]
-    for label, d in together(result):
-        lines.append(f"  {label:<13} antecedent {with_ci(d, 'antecedent')}   control "
-                     f"{with_ci(d, 'distractor')}")
-        if "ablation" in d:  # the best head: its ablation beneath
-            lines.append(f"  {'':<13} ablation   {with_ci(d, 'ablation')}")
+    for label, deltas in together(result):
+        lines.append(f"  {label:<13} antecedent {with_ci(deltas, 'antecedent')}   control "
+                     f"{with_ci(deltas, 'distractor')}")
+        if "ablation" in deltas:  # the best head: its ablation beneath
+            lines.append(f"  {'':<13} ablation   {with_ci(deltas, 'ablation')}")
     return "\n".join([*lines, "", *READING])

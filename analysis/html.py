@@ -9,9 +9,10 @@ fits beside the enlarged map or, on a narrow page, across it.
 
 Above the maps, the run's facts: checkpoint, step, validation loss, and the probe's best head
 with its scores; then, when the probe's result has them, its causal tests as tables (does the
-head matter? analysis.causal), and when the run's metrics.jsonl has probe lines, the probe's
-training curve (analysis.curve). Each sentence's token strip is tinted by the attention of one
-row (the query token, the pronoun at first), with a colour scale and a line that says which row.
+head matter? analysis.causal_tables), and when the run's metrics.jsonl has probe lines, the
+probe's training curve (analysis.curve). Each sentence's token strip is tinted by the attention
+of one row (the query token, the pronoun at first), with a colour scale and a line that says
+which row.
 
 Everything is inline (CSS, JS, and the data as JSON) because bertviz, which loads its scripts
 from a CDN, draws a blank page whenever the CDN is unreachable; the template, CSS and scripts
@@ -31,7 +32,7 @@ from string import Template
 
 import torch
 
-from analysis.causal import READING, signed, together, with_ci
+from analysis.causal_tables import causal_section
 from analysis.curve import curve_section
 from analysis.terminal import display_token
 from storage.atomic import write_atomic
@@ -65,14 +66,15 @@ def _best(best_head):
     return [layer, head]
 
 
-def sentence_page(sa):
+def sentence_page(sentence):
     """One analysis.words.SentenceAttention as a sentence for write_html: its window's tokens
     (spaces as ␣, newlines as ↵, as the terminal shows them, so a space-only token is not an
     empty box), its maps, the query's row shown first, and what the window leaves out as the
     note."""
-    return {"tokens": [display_token(t) for t in sa.tokens], "pronoun": sa.query_token,
-            "note": sa.window_note,
-            "attention": torch.stack([torch.stack(layer) for layer in sa.weights])}
+    return {"tokens": [display_token(token) for token in sentence.tokens],
+            "pronoun": sentence.query_token,
+            "note": sentence.window_note,
+            "attention": torch.stack([torch.stack(layer) for layer in sentence.weights])}
 
 
 def _sentence(s, i, best):
@@ -157,64 +159,6 @@ def run_section(checkpoint=None, step=None, val_loss=None, best_head=None):
                     for label, value in rows)
     means = f'<p class="help">{BEST_HEAD_MEANS}</p>' if best_head is not None else ""
     return f'<section class="facts"><h2>Run</h2><dl>{items}</dl>{means}</section>'
-
-
-CAUSAL_GRIDS = (("antecedent", "Antecedent knocked out"),
-                ("distractor", "Control: one distractor knocked out"),
-                ("ablation", "Head ablated (its output replaced by its mean)"))
-
-
-def _delta(value, scale, best=False):
-    """A <td> for one delta, tinted orange when the loss went up, blue when it went down."""
-    alpha = min(1.0, abs(value) / scale) * 0.6
-    rgb = "217,95,2" if value > 0 else "33,102,172"
-    return (f'<td class="{"best" if best else ""}" style="background:rgba({rgb},{alpha:.2f})">'
-            f"{signed(value)}</td>")
-
-
-def _causal_grid(heads, name, caption, best, scale):
-    """One L x H table of a measure's mean deltas, tinted relative to `scale`; the best head's
-    cell outlined."""
-    head_row = "".join(f"<th>H{h}</th>" for h in range(len(heads[0])))
-    rows = "".join(f"<tr><th>L{l}</th>" + "".join(_delta(cell[name], scale, [l, h] == best)
-                                                   for h, cell in enumerate(row)) + "</tr>"
-                   for l, row in enumerate(heads))
-    return (f'<div class="scroll"><table><caption>{html.escape(caption)}</caption>'
-            f"<tr><th></th>{head_row}</tr>{rows}</table></div>")
-
-
-def causal_section(causal):
-    """The causal tests of the probe's result ("causal", from analysis.causal): the three L x H
-    grids and the heads together with their intervals; "" when there is none."""
-    if not causal:
-        return ""
-    try:
-        b = causal.get("best_head")
-        best = [b["layer"], b["head"]] if b else None
-        # One scale for the three grids, so a control near 0 looks near 0 beside a real effect.
-        scale = max(0.05, *(abs(cell[name]) for row in causal["heads"] for cell in row
-                            for name, _ in CAUSAL_GRIDS))
-        grids = "".join(_causal_grid(causal["heads"], name, caption, best, scale)
-                        for name, caption in CAUSAL_GRIDS)
-        rows = "".join(
-            f"<tr><th>{html.escape(label)}</th><td>{with_ci(d, 'antecedent')}</td>"
-            f"<td>{with_ci(d, 'distractor')}</td>"
-            f"<td>{with_ci(d, 'ablation') if 'ablation' in d else ''}</td></tr>"
-            for label, d in together(causal))
-        said = (f"mean over {causal['n']} of the probe's sentences ({causal['skipped']} skipped), "
-                f"clean loss {causal['clean_loss']:.3f}; intervals: 95% bootstrap, "
-                f"{causal['resamples']} resamples")
-    except (KeyError, TypeError, IndexError, ValueError):
-        raise ValueError("the probe result's \"causal\" part is not what analysis.causal gives; "
-                         "run generate.py --probe again") from None
-    return f"""<section class="causal"><h2>Does the head matter?</h2>
-<p class="help">At the pronoun only, attention is changed and the loss of the next token is
-measured again: each number is the change, in nats (changed − clean), {html.escape(said)}.
-{html.escape(' '.join(READING))}</p>
-<div class="grids">{grids}</div>
-<div class="scroll"><table class="together"><caption>Heads together</caption>
-<tr><th></th><th>antecedent out</th><th>control</th><th>ablated</th></tr>{rows}</table></div>
-</section>"""
 
 
 def maps_section(best):

@@ -39,7 +39,9 @@ from typing import NamedTuple
 
 import torch
 
-from analysis.words import PRONOUNS, model_window, token_indices, token_spans
+from analysis.words import model_window, token_indices, token_spans
+from checks import positive_int
+from data.pronouns import PRONOUNS
 from model.attention import inspect_attention
 
 BATCH_SIZE = 64
@@ -52,7 +54,7 @@ PUBLISHED = (
 
 
 class CandidateScores(NamedTuple):
-    scores: torch.Tensor  # (N, L, H, K) attention from the query to each candidate, 0 where padded
+    attention: torch.Tensor  # (N, L, H, K) from the query to each candidate, 0 where padded
     valid: torch.Tensor  # (N, K) bool: a real candidate, not padding (real ones come first)
     label: torch.Tensor  # (N,) index of the antecedent among the candidates
     first: torch.Tensor  # (N, L, H) attention on the window's token 0, the usual "sink"
@@ -111,7 +113,7 @@ def candidate_scores(model, tokenizer, examples) -> CandidateScores:
             "examples written in the characters of its training text, or a model trained on them"
         )
     N, K = len(kept), max(len(e.tokens) for e in kept)
-    scores = torch.zeros(N, cfg.n_layer, cfg.n_head, K)
+    attention = torch.zeros(N, cfg.n_layer, cfg.n_head, K)
     first = torch.zeros(N, cfg.n_layer, cfg.n_head)
     device = next(model.parameters()).device
     by_length: dict[int, list[int]] = {}
@@ -131,33 +133,33 @@ def candidate_scores(model, tokenizer, examples) -> CandidateScores:
                 row = rows[i]  # (L, H, T)
                 first[n] = row[..., 0]
                 for k, toks in enumerate(kept[n].tokens):
-                    scores[n, :, :, k] = row[..., toks].sum(-1)
+                    attention[n, :, :, k] = row[..., toks].sum(-1)
     valid = torch.zeros(N, K, dtype=torch.bool)
     for n, e in enumerate(kept):
         valid[n, : len(e.tokens)] = True
     label = torch.tensor([e.antecedent for e in kept])
     nearest = torch.tensor([e.nearest for e in kept])
     return CandidateScores(
-        scores, valid, label, first, nearest, windowed=sum(e.windowed for e in kept),
+        attention, valid, label, first, nearest, windowed=sum(e.windowed for e in kept),
         antecedent_unseen=sum(e.windowed and not e.tokens[e.antecedent] for e in kept),
         skipped_unencodable=len(examples) - N,
     )
 
 
-def winners(cs: CandidateScores) -> torch.Tensor:
+def winners(scores: CandidateScores) -> torch.Tensor:
     """(N, L, H) index of the candidate with strictly the most attention; -1 where the top ties."""
-    s = cs.scores.masked_fill(~cs.valid[:, None, None, :], float("-inf"))
-    top = s.topk(2, dim=-1)  # every item has an antecedent and at least one distractor
+    masked = scores.attention.masked_fill(~scores.valid[:, None, None, :], float("-inf"))
+    top = masked.topk(2, dim=-1)  # every item has an antecedent and at least one distractor
     return torch.where(top.values[..., 0] > top.values[..., 1], top.indices[..., 0], -1)
 
 
-def position_rules(cs: CandidateScores) -> dict[str, torch.Tensor]:
+def position_rules(scores: CandidateScores) -> dict[str, torch.Tensor]:
     """Rule name -> (N,) predicted candidate index (-1: the item has no such candidate)."""
-    k = cs.valid.sum(1)
-    rules = {"first": torch.zeros_like(k), "nearest": cs.nearest}
-    for i in range(2, cs.valid.shape[1] + 1):
+    k = scores.valid.sum(1)
+    rules = {"first": torch.zeros_like(k), "nearest": scores.nearest}
+    for i in range(2, scores.valid.shape[1] + 1):
         rules[f"left {i}"] = torch.where(k >= i, i - 1, -1)
-    for i in range(1, cs.valid.shape[1] + 1):
+    for i in range(1, scores.valid.shape[1] + 1):
         rules[f"right {i}"] = torch.where(k >= i, k - i, -1)
     return rules
 
@@ -166,11 +168,11 @@ def _rate(hits: torch.Tensor) -> float:
     return hits.sum().item() / hits.numel()  # exact counts, not a float32 mean
 
 
-def _null_scores(w_dev, cs_dev, w_test, cs_test, same, permutations, seed):
+def _null_scores(w_dev, dev_scores, w_test, test_scores, same, permutations, seed):
     """Test hit counts of the best-on-dev head under `permutations` shuffled labellings."""
     gen = torch.Generator().manual_seed(seed)
     w_dev, w_test = w_dev.flatten(1), w_test.flatten(1)  # (N, L*H)
-    k_dev, k_test = cs_dev.valid.sum(1), cs_test.valid.sum(1)
+    k_dev, k_test = dev_scores.valid.sum(1), test_scores.valid.sum(1)
     out = []
     for at in range(0, permutations, 100):
         P = min(100, permutations - at)
@@ -184,12 +186,12 @@ def _null_scores(w_dev, cs_dev, w_test, cs_test, same, permutations, seed):
     return torch.cat(out)
 
 
-def _masses(cs: CandidateScores):
+def _masses(scores: CandidateScores):
     """(L, H) mean attention on the antecedent, on all distractors together, on token 0."""
-    n = torch.arange(len(cs.label))
-    ante = cs.scores[n, :, :, cs.label]  # (N, L, H)
-    distr = cs.scores.sum(-1) - ante  # padding holds 0
-    return ante.mean(0), distr.mean(0), cs.first.mean(0)
+    n = torch.arange(len(scores.label))
+    ante = scores.attention[n, :, :, scores.label]  # (N, L, H)
+    distr = scores.attention.sum(-1) - ante  # padding holds 0
+    return ante.mean(0), distr.mean(0), scores.first.mean(0)
 
 
 def query_word_notes(examples) -> list[str]:
@@ -211,16 +213,16 @@ def head_scores(model, tokenizer, examples) -> dict:
     permutations: what training logs as the head forms (train.probe_interval). JSON-ready:
     {"heads": L×H list, "best": cand@1 of the best head, "best_head": [layer, head],
      "baselines": {"random", "first", "nearest"}}."""
-    cs = candidate_scores(model, tokenizer, examples)
-    hits = (winners(cs) == cs.label[:, None, None]).sum(0)  # (L, H)
-    n = len(cs.label)
+    scores = candidate_scores(model, tokenizer, examples)
+    hits = (winners(scores) == scores.label[:, None, None]).sum(0)  # (L, H)
+    n = len(scores.label)
     best = int(hits.flatten().argmax())  # ties: the lowest (layer, head)
-    rules = position_rules(cs)
+    rules = position_rules(scores)
     return {"heads": [[h / n for h in row] for row in hits.tolist()],
             "best": hits.flatten()[best].item() / n, "best_head": list(divmod(best, hits.shape[1])),
-            "baselines": {"random": round((1 / cs.valid.sum(1).double()).mean().item(), 6),
-                          "first": _rate(rules["first"] == cs.label),
-                          "nearest": _rate(rules["nearest"] == cs.label)}}
+            "baselines": {"random": round((1 / scores.valid.sum(1).double()).mean().item(), 6),
+                          "first": _rate(rules["first"] == scores.label),
+                          "nearest": _rate(rules["nearest"] == scores.label)}}
 
 
 def run_probe(model, tokenizer, dev, test=None, permutations=1000, seed=0) -> dict:
@@ -238,20 +240,19 @@ def run_probe(model, tokenizer, dev, test=None, permutations=1000, seed=0) -> di
                  of those antecedent_unseen lost their antecedent from that window
       block_size the model's
       notes      caveats as sentences, [] if none (query words that are not pronouns)"""
-    if isinstance(permutations, bool) or not isinstance(permutations, int) or permutations < 1:
-        raise ValueError(f"permutations must be a positive integer, got {permutations!r}")
+    positive_int("permutations", permutations)
     same = test is None
-    cs_dev = candidate_scores(model, tokenizer, dev)
-    cs_test = cs_dev if same else candidate_scores(model, tokenizer, test)
-    w_dev, w_test = winners(cs_dev), winners(cs_test)
-    hits_dev = (w_dev == cs_dev.label[:, None, None]).sum(0)  # (L, H)
-    hits_test = (w_test == cs_test.label[:, None, None]).sum(0)
-    n_dev, n_test = len(cs_dev.label), len(cs_test.label)
+    dev_scores = candidate_scores(model, tokenizer, dev)
+    test_scores = dev_scores if same else candidate_scores(model, tokenizer, test)
+    w_dev, w_test = winners(dev_scores), winners(test_scores)
+    hits_dev = (w_dev == dev_scores.label[:, None, None]).sum(0)  # (L, H)
+    hits_test = (w_test == test_scores.label[:, None, None]).sum(0)
+    n_dev, n_test = len(dev_scores.label), len(test_scores.label)
     L, H = hits_dev.shape
     best = int(hits_dev.flatten().argmax())  # ties: the lowest (layer, head)
     layer, head = divmod(best, H)
 
-    ante, distr, sink = _masses(cs_test)
+    ante, distr, sink = _masses(test_scores)
     heads = [
         {"layer": i, "head": j, "dev": hits_dev[i, j].item() / n_dev,
          "test": hits_test[i, j].item() / n_test, "mass_antecedent": round(ante[i, j].item(), 6),
@@ -260,20 +261,20 @@ def run_probe(model, tokenizer, dev, test=None, permutations=1000, seed=0) -> di
         for i in range(L) for j in range(H)
     ]
 
-    rules_dev, rules_test = position_rules(cs_dev), position_rules(cs_test)
-    rule_dev = {name: _rate(p == cs_dev.label) for name, p in rules_dev.items()}
+    rules_dev, rules_test = position_rules(dev_scores), position_rules(test_scores)
+    rule_dev = {name: _rate(p == dev_scores.label) for name, p in rules_dev.items()}
     rule = max(rule_dev, key=rule_dev.get)  # dicts keep order: ties go to the earlier rule
 
     def baseline(name):
-        return {"dev": rule_dev[name], "test": _rate(rules_test[name] == cs_test.label)}
+        return {"dev": rule_dev[name], "test": _rate(rules_test[name] == test_scores.label)}
 
-    null = _null_scores(w_dev, cs_dev, w_test, cs_test, same, permutations, seed)
+    null = _null_scores(w_dev, dev_scores, w_test, test_scores, same, permutations, seed)
     observed = hits_test[layer, head]
     return {
         "best_head": {"layer": layer, "head": head, **{k: heads[best][k] for k in ("dev", "test")}},
         "baselines": {
-            "random": {"dev": (1 / cs_dev.valid.sum(1).double()).mean().item(),
-                       "test": (1 / cs_test.valid.sum(1).double()).mean().item()},
+            "random": {"dev": (1 / dev_scores.valid.sum(1).double()).mean().item(),
+                       "test": (1 / test_scores.valid.sum(1).double()).mean().item()},
             "first": baseline("first"),
             "nearest": baseline("nearest"),
             "position": {"rule": rule, **baseline(rule)},
@@ -284,10 +285,11 @@ def run_probe(model, tokenizer, dev, test=None, permutations=1000, seed=0) -> di
         "selection": "same data" if same else "dev",
         "heads": heads,
         "counts": {
-            split: {"examples": len(exs), "used": len(cs.label), "windowed": cs.windowed,
-                    "antecedent_unseen": cs.antecedent_unseen,
-                    "skipped_unencodable": cs.skipped_unencodable}
-            for split, exs, cs in (("dev", dev, cs_dev), ("test", dev if same else test, cs_test))
+            split: {"examples": len(exs), "used": len(scores.label), "windowed": scores.windowed,
+                    "antecedent_unseen": scores.antecedent_unseen,
+                    "skipped_unencodable": scores.skipped_unencodable}
+            for split, exs, scores in (("dev", dev, dev_scores),
+                                       ("test", dev if same else test, test_scores))
         },
         "block_size": model.config.block_size,
         "notes": query_word_notes(dev if same else [*dev, *test]),

@@ -188,27 +188,28 @@ def render_token_grid(tokens, weights, colour=None, width=100):
     return "\n".join(lines)
 
 
-def render_sentence(sa, colour=None, width=100, layer=None, head=None, top=None):
+def render_sentence(sentence, colour=None, width=100, layer=None, head=None, top=None):
     """Everything shown for one analysed sentence (an analysis.words.SentenceAttention): the
     sentence, what the model's window leaves out, then the heads of `layer` (None: of every
     layer) as one line each, or with `top` as the compact view (render_top_heads), and with
     `head` that head's token grid."""
-    query = sa.words[sa.query_word]
-    parts = [display_token(sa.text, spaces=False)]
-    if sa.window_note:
-        parts.append(f"note: {sa.window_note}")
-    rows = [(f"L{l} H{h}", weights) for l, layer_rows in enumerate(sa.rows)
+    query = sentence.words[sentence.query_word]
+    parts = [display_token(sentence.text, spaces=False)]
+    if sentence.window_note:
+        parts.append(f"note: {sentence.window_note}")
+    rows = [(f"L{l} H{h}", weights) for l, layer_rows in enumerate(sentence.rows)
             for h, weights in enumerate(layer_rows) if layer in (None, l)]
     if top is None:
-        parts.append(f'attention of "{query}" (its last token, #{sa.query_token}) over the words '
-                     f"up to it; each word sums its tokens, {MARK} marks the largest")
-        parts.append(render_word_rows(sa.words, rows, colour, width))
+        parts.append(f'attention of "{query}" (its last token, #{sentence.query_token}) over the '
+                     f"words up to it; each word sums its tokens, {MARK} marks the largest")
+        parts.append(render_word_rows(sentence.words, rows, colour, width))
     else:
         parts.append(f'the {min(top, len(rows))} of {len(rows)} heads that attend most from '
-                     f'"{query}" (its last token, #{sa.query_token}) to each word before it')
-        parts.append(render_top_heads(sa.words[: sa.query_word], rows, top, colour))
+                     f'"{query}" (its last token, #{sentence.query_token}) to each word before it')
+        parts.append(render_top_heads(sentence.words[: sentence.query_word], rows, top, colour))
     if head is not None:
         parts.append(f"\nL{layer} H{head}, token by token (row: query, column: key; "
                      f"{weight_legend(colour)})")
-        parts.append(render_token_grid(sa.tokens, sa.weights[layer][head], colour, width))
+        parts.append(render_token_grid(sentence.tokens, sentence.weights[layer][head], colour,
+                                       width))
     return "\n".join(parts)

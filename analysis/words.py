@@ -23,9 +23,9 @@ from dataclasses import dataclass
 
 import torch
 
+from data.pronouns import PRONOUNS
 from model.attention import inspect_attention
 
-PRONOUNS = ("it", "he", "she", "they")
 WORD_RE = re.compile(r"(?:[^\W_]|['’])+|[^\w\s]+|_+")
 
 
@@ -36,7 +36,7 @@ def split_words(text):
 
 def find_query_span(text, word=None):
     """(start, end) of the first occurrence of `word` in `text` as a whole word, case-insensitive;
-    with word None, of the first pronoun (it, he, she or they). ValueError if there is none."""
+    with word None, of the first pronoun (PRONOUNS: he, she, it or they). ValueError if none."""
     if not text.strip():
         raise ValueError("the sentence is empty; give a sentence with a pronoun in it")
     if word is not None and not word.strip():

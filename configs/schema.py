@@ -13,70 +13,73 @@ from pathlib import Path
 
 import yaml
 
+from checks import positive_int
 from model.gpt import GPTConfig
 
 
-def opt(default, help, choices=None):
+def setting(default, help, choices=None):
+    """A config field: its default, its --help text and, for a string, its allowed values."""
     return field(default=default, metadata={"help": help, "choices": choices})
 
 
 @dataclass
 class DataConfig:
-    source: str = opt("pronouns", "a .txt file, a folder of .txt files, hf:OWNER/DATASET/PATH (a text file of a Hugging Face dataset), or a named corpus: pronouns, tinyshakespeare")
-    val_fraction: float = opt(0.1, "share of the text, cut on a line boundary at the end, held out for validation")
-    cache_dir: str = opt(".cache", "where downloaded corpora and prepared token files are kept")
+    source: str = setting("pronouns", "a .txt file, a folder of .txt files, hf:OWNER/DATASET/PATH (a text file of a Hugging Face dataset), or a named corpus: pronouns, tinyshakespeare")
+    val_fraction: float = setting(0.1, "share of the text, cut on a line boundary at the end, held out for validation")
+    cache_dir: str = setting(".cache", "where downloaded corpora and prepared token files are kept")
 
 
 @dataclass
 class TokenizerConfig:
-    kind: str = opt("bpe", "char, bpe (trained on the corpus) or gpt2 (GPT-2's: from a Hugging Face folder in the hub cache, else tiktoken's)", ("char", "bpe", "gpt2"))
-    vocab_size: typing.Optional[int] = opt(1024, "bpe vocabulary size (ignored by char and gpt2)")
+    kind: str = setting("bpe", "char, bpe (trained on the corpus) or gpt2 (GPT-2's: from a Hugging Face folder in the hub cache, else tiktoken's)", ("char", "bpe", "gpt2"))
+    vocab_size: typing.Optional[int] = setting(1024, "bpe vocabulary size (ignored by char and gpt2)")
 
 
 @dataclass
 class ModelConfig:
-    block_size: int = opt(64, "context length in tokens")
-    n_layer: int = opt(2, "number of transformer blocks")
-    n_head: int = opt(4, "attention heads per block")
-    n_embd: int = opt(128, "width of the residual stream; divisible by n_head")
-    dropout: float = opt(0.0, "dropout probability in [0, 1)")
-    bias: bool = opt(True, "biases in linear layers and LayerNorms")
-    vocab_multiple: int = opt(64, "pad the embedding table to a multiple of this (faster GPU matmuls); padded ids are never scored or sampled")
+    block_size: int = setting(64, "context length in tokens")
+    n_layer: int = setting(2, "number of transformer blocks")
+    n_head: int = setting(4, "attention heads per block")
+    n_embd: int = setting(128, "width of the residual stream; divisible by n_head")
+    dropout: float = setting(0.0, "dropout probability in [0, 1)")
+    bias: bool = setting(True, "biases in linear layers and LayerNorms")
+    vocab_multiple: int = setting(64, "pad the embedding table to a multiple of this (faster GPU matmuls); padded ids are never scored or sampled")
 
 
 @dataclass
 class TrainConfig:
-    batch_size: int = opt(32, "sequences per micro-batch, per process")
-    grad_accum_steps: int = opt(1, "micro-batches per optimizer step, summed over all processes")
-    max_iters: int = opt(1000, "optimizer steps in the whole run")
-    lr: float = opt(3e-3, "peak learning rate")
-    min_lr: float = opt(3e-4, "learning rate at the end of the cosine decay")
-    warmup_iters: int = opt(50, "steps of linear warmup from 0 to lr")
-    optimizer: str = opt("adamw", "adamw, or muon (Muon for the blocks' matrices, AdamW for the rest)", ("adamw", "muon"))
-    weight_decay: float = opt(0.1, "AdamW weight decay, on weights of 2 or more dimensions only")
-    beta1: float = opt(0.9, "AdamW beta1")
-    beta2: float = opt(0.99, "AdamW beta2")
-    muon_lr: float = opt(0.02, "peak learning rate of Muon's matrices (optimizer: muon)")
-    muon_momentum: float = opt(0.95, "Muon's Nesterov momentum (optimizer: muon)")
-    grad_clip: float = opt(1.0, "clip the gradient's global norm to this; 0 turns clipping off")
-    eval_interval: int = opt(200, "steps between evaluations (and checkpoints)")
-    eval_iters: int = opt(20, "batches per split in each evaluation")
-    final_full_eval: bool = opt(True, "at the end, also measure the loss on the whole val split (not a few batches)")
-    log_interval: int = opt(10, "steps between log lines in metrics.jsonl")
-    device: str = opt("auto", "auto (cuda, then mps, then cpu), cpu, cuda, cuda:N or mps")
-    dtype: str = opt("auto", "auto, float32, bfloat16 or float16 (autocast on CUDA)", ("auto", "float32", "bfloat16", "float16"))
-    compile: bool = opt(False, "torch.compile the model")
-    init_from: str = opt("", "fine-tune: start from these weights with a fresh optimizer and their tokenizer: a run folder, a Hugging Face GPT-2 folder, or hf:OWNER/NAME; the model keys must match its shape (block_size may be smaller, dropout may differ)")
-    resume: str = opt("auto", "auto: continue from out_dir/ckpt.pt if there is one; never: refuse to run where a checkpoint exists (--force starts over)", ("auto", "never"))
-    probe_interval: int = opt(0, "steps between coreference probes while training (every head's cand@1 on the pronoun corpus's dev set, or train.probe_file), logged to metrics.jsonl and drawn in probe.png; 0: off")
-    probe_file: str = opt("", "labelled JSONL examples for train.probe_interval when the corpus is not the built-in pronouns")
-    peak_flops: typing.Optional[float] = opt(None, "FLOP/s of one process taken as 100% MFU; default: the GPU's bf16 peak (n/a for a GPU not in the table), or the best of several CPU matmul timings")
+    batch_size: int = setting(32, "sequences per micro-batch, per process")
+    grad_accum_steps: int = setting(1, "micro-batches per optimizer step, summed over all processes")
+    max_iters: int = setting(1000, "optimizer steps in the whole run")
+    run_steps: int = setting(0, "stop after this many steps of this invocation, with a checkpoint; the same command goes on (a job with a time limit); 0: train to max_iters")
+    lr: float = setting(3e-3, "peak learning rate")
+    min_lr: float = setting(3e-4, "learning rate at the end of the cosine decay")
+    warmup_iters: int = setting(50, "steps of linear warmup from 0 to lr")
+    optimizer: str = setting("adamw", "adamw, or muon (Muon for the blocks' matrices, AdamW for the rest)", ("adamw", "muon"))
+    weight_decay: float = setting(0.1, "AdamW weight decay, on weights of 2 or more dimensions only")
+    beta1: float = setting(0.9, "AdamW beta1")
+    beta2: float = setting(0.99, "AdamW beta2")
+    muon_lr: float = setting(0.02, "peak learning rate of Muon's matrices (optimizer: muon)")
+    muon_momentum: float = setting(0.95, "Muon's Nesterov momentum (optimizer: muon)")
+    grad_clip: float = setting(1.0, "clip the gradient's global norm to this; 0 turns clipping off")
+    eval_interval: int = setting(200, "steps between evaluations (and checkpoints)")
+    eval_iters: int = setting(20, "batches per split in each evaluation")
+    final_full_eval: bool = setting(True, "at the end, also measure the loss on the whole val split (not a few batches)")
+    log_interval: int = setting(10, "steps between log lines in metrics.jsonl")
+    device: str = setting("auto", "auto (cuda, then mps, then cpu), cpu, cuda, cuda:N or mps")
+    dtype: str = setting("auto", "auto, float32, bfloat16 or float16 (autocast on CUDA)", ("auto", "float32", "bfloat16", "float16"))
+    compile: bool = setting(False, "torch.compile the model")
+    init_from: str = setting("", "fine-tune: start from these weights with a fresh optimizer and their tokenizer: a run folder, a Hugging Face GPT-2 folder, or hf:OWNER/NAME; the model keys must match its shape (block_size may be smaller, dropout may differ)")
+    resume: str = setting("auto", "auto: continue from out_dir/ckpt.pt if there is one; never: refuse to run where a checkpoint exists (--force starts over)", ("auto", "never"))
+    probe_interval: int = setting(0, "steps between coreference probes while training (every head's cand@1 on the pronoun corpus's dev set, or train.probe_file), logged to metrics.jsonl and drawn in probe.png; 0: off")
+    probe_file: str = setting("", "labelled JSONL examples for train.probe_interval when the corpus is not the built-in pronouns")
+    peak_flops: typing.Optional[float] = setting(None, "FLOP/s of one process taken as 100% MFU; default: the GPU's bf16 peak (n/a for a GPU not in the table), or the best of several CPU matmul timings")
 
 
 @dataclass
 class Config:
-    out_dir: str = opt("out/default", "run folder: checkpoint, config, tokenizer, metrics, loss.png")
-    seed: int = opt(1337, "seed for initialisation, data order and dropout")
+    out_dir: str = setting("out/default", "run folder: checkpoint, config, tokenizer, metrics, loss.png")
+    seed: int = setting(1337, "seed for initialisation, data order and dropout")
     data: DataConfig = field(default_factory=DataConfig)
     tokenizer: TokenizerConfig = field(default_factory=TokenizerConfig)
     model: ModelConfig = field(default_factory=ModelConfig)
@@ -85,9 +88,6 @@ class Config:
 
 class ConfigError(ValueError):
     pass
-
-
-SECTIONS = {f.name: f.type for f in fields(Config) if f.name in ("data", "tokenizer", "model", "train")}
 
 
 def _is_section(tp):
@@ -202,31 +202,32 @@ def load_config(path=None, overrides=()):
 
 def check(config, origin):
     """Value ranges that a type alone cannot say."""
-    t, d = config.train, config.data
-    positive = {"train.batch_size": t.batch_size, "train.grad_accum_steps": t.grad_accum_steps,
-                "train.max_iters": t.max_iters, "train.eval_interval": t.eval_interval,
-                "train.eval_iters": t.eval_iters, "train.log_interval": t.log_interval}
-    for key, value in positive.items():
-        if value <= 0:
-            raise ConfigError(f"{origin}: {key}: must be a positive integer, got {value}")
-    for name, section in (("train", t), ("model", config.model), ("data", d)):
+    train, data = config.train, config.data
+    for key in ("batch_size", "grad_accum_steps", "max_iters", "eval_interval", "eval_iters", "log_interval"):
+        try:
+            positive_int(f"train.{key}", getattr(train, key))
+        except ValueError as e:
+            raise ConfigError(f"{origin}: {e}") from None
+    for name, section in (("train", train), ("model", config.model), ("data", data)):
         for f in fields(section):
             value = getattr(section, f.name)
             if isinstance(value, float) and not math.isfinite(value):
                 raise ConfigError(f"{origin}: {name}.{f.name}: must be a finite number, got {value}")
-    if t.probe_interval < 0:
-        raise ConfigError(f"{origin}: train.probe_interval: must be 0 (off) or a number of steps, got {t.probe_interval}")
+    if train.run_steps < 0:
+        raise ConfigError(f"{origin}: train.run_steps: must be 0 (train to max_iters) or a number of steps, got {train.run_steps}")
+    if train.probe_interval < 0:
+        raise ConfigError(f"{origin}: train.probe_interval: must be 0 (off) or a number of steps, got {train.probe_interval}")
     if not config.out_dir.strip():
         raise ConfigError(f"{origin}: out_dir: must not be empty; give a folder such as out/mine")
-    if t.peak_flops is not None and not t.peak_flops > 0:
-        raise ConfigError(f"{origin}: train.peak_flops: must be a positive FLOP/s figure, got {t.peak_flops}")
-    if not 0.0 < d.val_fraction < 1.0:
-        raise ConfigError(f"{origin}: data.val_fraction: must be in (0, 1), got {d.val_fraction}")
-    if t.lr <= 0 or t.min_lr < 0 or t.min_lr > t.lr:
+    if train.peak_flops is not None and not train.peak_flops > 0:
+        raise ConfigError(f"{origin}: train.peak_flops: must be a positive FLOP/s figure, got {train.peak_flops}")
+    if not 0.0 < data.val_fraction < 1.0:
+        raise ConfigError(f"{origin}: data.val_fraction: must be in (0, 1), got {data.val_fraction}")
+    if train.lr <= 0 or train.min_lr < 0 or train.min_lr > train.lr:
         raise ConfigError(f"{origin}: train.lr / train.min_lr: need 0 <= min_lr <= lr and lr > 0")
-    if t.warmup_iters < 0 or t.grad_clip < 0 or t.weight_decay < 0:
+    if train.warmup_iters < 0 or train.grad_clip < 0 or train.weight_decay < 0:
         raise ConfigError(f"{origin}: train.warmup_iters, grad_clip and weight_decay must be >= 0")
-    if not (0 <= t.beta1 < 1 and 0 <= t.beta2 < 1):
+    if not (0 <= train.beta1 < 1 and 0 <= train.beta2 < 1):
         raise ConfigError(f"{origin}: train.beta1 / train.beta2: must be in [0, 1)")
     try:  # the model's own checks, before any data is prepared
         GPTConfig(vocab_size=1, **asdict(config.model))

@@ -37,6 +37,7 @@ from pathlib import Path
 import numpy as np
 from tqdm import tqdm
 
+from checks import positive_int
 from data.sources import Source, open_source
 from data.tokenizer import KINDS, Tokenizer, load_tokenizer, train_tokenizer
 from storage.atomic import clean_stale_temps, make_temp_folder, publish_folder
@@ -93,14 +94,9 @@ def prepare(source: str, tokenizer_kind: str, vocab_size: int | None = None,
     if not 0.0 < val_fraction < 1.0:
         raise ValueError(f"val_fraction must be between 0 and 1 (exclusive), got {val_fraction}; "
                          f"0.1 is usual")
-    if block_size is not None and (isinstance(block_size, bool) or not isinstance(block_size, int)
-                                   or block_size < 1):
-        raise ValueError(f"block_size must be a positive integer, got {block_size!r}")
-    if workers is None:
-        workers = usable_cpus()
-    elif isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
-        raise ValueError(f"workers must be a positive integer (or None for every CPU), got "
-                         f"{workers!r}")
+    if block_size is not None:
+        positive_int("block_size", block_size)
+    workers = usable_cpus() if workers is None else positive_int("workers", workers, note="or None for every CPU")
     src = open_source(source, cache_dir)
     sha256, n_chars = _fingerprint(src)
     given = None

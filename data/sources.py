@@ -94,7 +94,7 @@ class Source:
                     offset += len(chunk)
 
     def read_text(self) -> str:
-        """The whole text in memory; for small corpora and tests only."""
+        """The whole text in memory: for small texts only (a prompt, a file of sentences)."""
         return "".join(self.iter_text())
 
 
@@ -141,31 +141,28 @@ def _files_at(source: str) -> tuple[Path, ...]:
                             f"{', '.join(NAMED_CORPORA)}")
 
 
-def tinyshakespeare_path(cache_dir: str | os.PathLike, url: str = TINYSHAKESPEARE_URL,
-                         sha256: str = TINYSHAKESPEARE_SHA256) -> Path:
-    """`<cache_dir>/corpora/tinyshakespeare.txt`, downloaded and verified on first use."""
+def tinyshakespeare_path(cache_dir: str | os.PathLike) -> Path:
+    """`<cache_dir>/corpora/tinyshakespeare.txt`, downloaded from TINYSHAKESPEARE_URL and
+    verified against TINYSHAKESPEARE_SHA256 on first use."""
     dest = Path(cache_dir) / "corpora" / "tinyshakespeare.txt"
     if dest.exists():
         # The file may have been put there by hand, so it is checked like a download.
         actual = file_sha256(dest)
-        if actual != sha256:
-            raise ValueError(f"{dest} has SHA-256 {actual}, expected {sha256}; delete it to "
-                             f"download it again, or replace it with the right file")
+        if actual != TINYSHAKESPEARE_SHA256:
+            raise ValueError(f"{dest} has SHA-256 {actual}, expected {TINYSHAKESPEARE_SHA256}; "
+                             "delete it to download it again, or replace it with the right file")
         return dest
-    return download(url, dest, sha256)
+    return download(TINYSHAKESPEARE_URL, dest, TINYSHAKESPEARE_SHA256)
 
 
 def pronouns_path(cache_dir: str | os.PathLike, seed: int = 0) -> Path:
     """The embedded pronouns corpus, written once to
     `<cache_dir>/corpora/pronouns-seed<N>-<version>.txt`, where version hashes the generator's
     source files: an edited generator writes a new corpus instead of reusing a stale one."""
-    generator_files = [Path(__file__).with_name(n) for n in ("pronouns.py", "pronoun_words.py")]
-    version = hashlib.sha256(b"".join(p.read_bytes() for p in generator_files)).hexdigest()[:12]
-    dest = Path(cache_dir) / "corpora" / f"pronouns-seed{seed}-{version}.txt"
-    if not dest.exists():
-        # Imported here: only this corpus needs the generator.
-        from data.pronouns import corpus_text
+    from data.pronouns import corpus_text, corpus_version  # only this corpus needs the generator
 
+    dest = Path(cache_dir) / "corpora" / f"pronouns-seed{seed}-{corpus_version()}.txt"
+    if not dest.exists():
         write_atomic(dest, corpus_text(seed=seed))
     return dest
 

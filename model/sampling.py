@@ -12,6 +12,7 @@ exactly what the uncached path computes, so both give the same tokens.
 
 import torch
 
+from checks import positive_int
 from model.gpt import GPT
 
 
@@ -121,8 +122,8 @@ def generate(model: GPT, idx, max_new_tokens, temperature=1.0, top_k=None, top_p
         raise ValueError(f"max_new_tokens must be >= 0, got {max_new_tokens}")
     if temperature < 0:
         raise ValueError(f"temperature must be >= 0 (0 is greedy), got {temperature}")
-    if top_k is not None and top_k < 1:
-        raise ValueError(f"top_k must be >= 1 (or None to keep all tokens), got {top_k}")
+    if top_k is not None:
+        positive_int("top_k", top_k, note="or None to keep all tokens")
     if top_p is not None and not 0 < top_p <= 1:
         raise ValueError(f"top_p must be in (0, 1] (or None to keep all tokens), got {top_p}")
     return _generate(model, idx, max_new_tokens, temperature, top_k, top_p, generator, use_cache)

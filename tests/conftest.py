@@ -1,24 +1,47 @@
-import sys
-from pathlib import Path
-
-# The packages (model/, data/, ...) are imported from the repository root, as the scripts do.
-ROOT = Path(__file__).resolve().parent.parent
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
+"""Fixtures pytest hands to tests: a small corpus and a tiny model. Functions that tests import
+and call (the repository root, running a script, a tiny training config, a tiny run folder) are
+in tests/helpers.py. The repository root is on sys.path through pyproject.toml's pythonpath."""
 
 import pytest
 import torch
+
+from model.gpt import GPT, GPTConfig
 
 # Test models are tiny: one thread is as fast, and several pytest or torchrun processes on a small
 # machine would otherwise fight over the cores.
 torch.set_num_threads(1)
 
+TINY_GPT = dict(vocab_size=50, block_size=16, n_layer=2, n_head=4, n_embd=32)
+
 
 @pytest.fixture(scope="session")
 def corpus(tmp_path_factory):
     """A small deterministic text and a shared data cache, so data is prepared once."""
-    d = tmp_path_factory.mktemp("corpus")
+    folder = tmp_path_factory.mktemp("corpus")
     words = "the cat sat on a mat while one dog ran to the old red barn and it barked".split()
     lines = [" ".join(words[(i * 7 + j * 3) % len(words)] for j in range(9)) + "." for i in range(400)]
-    (d / "text.txt").write_text("\n".join(lines) + "\n")
-    return d
+    (folder / "text.txt").write_text("\n".join(lines) + "\n")
+    return folder
+
+
+@pytest.fixture(scope="session")
+def gpt2_folder(tmp_path_factory):
+    """A tiny Hugging Face GPT-2 folder as transformers writes it (tests/fakehub.py), shared by
+    the session: copy it before changing it."""
+    pytest.importorskip("transformers", reason="the tiny GPT-2 folder is written by transformers: "
+                                               "pip install -r requirements-test.txt")
+    from tests.fakehub import tiny_gpt2_folder
+
+    return tiny_gpt2_folder(tmp_path_factory.mktemp("gpt2"))
+
+
+@pytest.fixture
+def tiny_gpt():
+    """tiny_gpt(**GPTConfig keys): a GPT seeded with 0, by default 2 layers x 4 heads, 32 wide,
+    block 16, vocabulary 50; in training mode, as GPT() is."""
+
+    def build(**overrides):
+        torch.manual_seed(0)
+        return GPT(GPTConfig(**{**TINY_GPT, **overrides}))
+
+    return build

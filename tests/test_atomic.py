@@ -20,9 +20,9 @@ from data.sources import pronouns_path
 from data.tokenizer import CharTokenizer
 from model.checkpoint import atomic_save, load_checkpoint
 from storage.atomic import clean_stale_temps, make_temp_folder, write_atomic
+from tests.helpers import ROOT, one_line
 from training.report import Metrics, plot_losses
 
-ROOT = Path(__file__).resolve().parent.parent
 SENTENCE = {"tokens": ["a", " b"], "attention": torch.full((1, 1, 2, 2), 0.5), "pronoun": None}
 WRITERS = {
     "write_atomic": lambda path: write_atomic(path, b"new"),
@@ -34,12 +34,6 @@ WRITERS = {
     "metrics": lambda path: Metrics(path),
     "loss.png": lambda path: plot_losses([{"step": 1, "loss": 2.0}], path),
 }
-
-
-def one_line(excinfo) -> str:
-    message = str(excinfo.value)
-    assert message and "\n" not in message
-    return message
 
 
 def names(folder: Path) -> list[str]:
@@ -168,6 +162,7 @@ except ValueError as e:
 """
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("what", ["bytes", "checkpoint"])
 def test_a_full_disk_is_one_line_and_keeps_the_previous_file(tmp_path, what):
     with contextlib.ExitStack() as stack:
@@ -258,6 +253,7 @@ def kill_9_while_writing(script, *args) -> int:
     return proc.pid
 
 
+@pytest.mark.slow
 def test_temps_of_killed_writers_are_cleaned_and_live_ones_kept(tmp_path):
     path = tmp_path / "big.bin"
     path.write_bytes(b"previous")
@@ -272,6 +268,7 @@ def test_temps_of_killed_writers_are_cleaned_and_live_ones_kept(tmp_path):
     assert path.read_bytes() == b"previous" and clean_stale_temps(tmp_path / "nope") == 0
 
 
+@pytest.mark.slow
 def test_a_killed_prepare_leaves_a_temp_folder_that_the_next_prepare_removes(tmp_path):
     source, cache = tmp_path / "text.txt", tmp_path / "cache"
     source.write_text("the owl hooted\nit was hungry\n" * 20)

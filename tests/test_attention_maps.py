@@ -15,8 +15,8 @@ from analysis.terminal import (
 from analysis.words import find_query_span, group_tokens, model_window, sentence_attention
 from data.tokenizer import train_tokenizer
 from model.attention import inspect_attention
-from model.checkpoint import Run
 from model.gpt import GPT, GPTConfig
+from runs.load import Run
 
 SENTENCE = "The animal went out because it was hungry."
 
@@ -98,15 +98,15 @@ def test_find_query_span_errors(text, word, message):
 # --- a model whose attention we know ---------------------------------------------------
 
 def test_uniform_attention_gives_each_word_its_share_of_tokens(char_run):
-    sa = sentence_attention(char_run.model, char_run.tokenizer, SENTENCE)
+    sentence = sentence_attention(char_run.model, char_run.tokenizer, SENTENCE)
     # Char tokens, spaces with the next word: The 3, " animal" 7, " went" 5, " out" 4,
     # " because" 8, " it" 3; the query ("t" of "it", token 29) sees 30 tokens, 1/30 each.
-    assert sa.words == ["The", "animal", "went", "out", "because", "it"]
-    assert sa.query_token == 29
-    for layer in sa.rows:
+    assert sentence.words == ["The", "animal", "went", "out", "because", "it"]
+    assert sentence.query_token == 29
+    for layer in sentence.rows:
         for row in layer:
             assert row == pytest.approx([3 / 30, 7 / 30, 5 / 30, 4 / 30, 8 / 30, 3 / 30], abs=1e-6)
-    text = render_sentence(sa)
+    text = render_sentence(sentence)
     lines = text.splitlines()
     assert lines[0] == SENTENCE
     assert lines[2] == "       The   animal went  out   because it"
@@ -115,15 +115,15 @@ def test_uniform_attention_gives_each_word_its_share_of_tokens(char_run):
 
 
 def test_a_pronoun_first_gets_all_of_its_own_attention(char_run):
-    sa = sentence_attention(char_run.model, char_run.tokenizer, "It was hungry.")
-    assert sa.words == ["It"] and sa.query_token == 1
-    assert render_word_rows(sa.words, [("L0 H0", sa.rows[0][0])]).splitlines()[1] == "L0 H0  █1.0▲"
+    sentence = sentence_attention(char_run.model, char_run.tokenizer, "It was hungry.")
+    assert sentence.words == ["It"] and sentence.query_token == 1
+    assert render_word_rows(sentence.words, [("L0 H0", sentence.rows[0][0])]).splitlines()[1] == "L0 H0  █1.0▲"
 
 
 def test_word_option_moves_the_query(char_run):
-    sa = sentence_attention(char_run.model, char_run.tokenizer, SENTENCE, word="animal")
-    assert sa.words == ["The", "animal"] and sa.query_token == 9
-    assert sa.rows[1][0] == pytest.approx([0.3, 0.7])
+    sentence = sentence_attention(char_run.model, char_run.tokenizer, SENTENCE, word="animal")
+    assert sentence.words == ["The", "animal"] and sentence.query_token == 9
+    assert sentence.rows[1][0] == pytest.approx([0.3, 0.7])
 
 
 def test_no_attention_is_lost_with_a_real_bpe_tokenizer():
@@ -132,9 +132,9 @@ def test_no_attention_is_lost_with_a_real_bpe_tokenizer():
     torch.manual_seed(1)
     config = GPTConfig(vocab_size=tokenizer.vocab_size, block_size=64, n_layer=1, n_head=2, n_embd=16)
     model = GPT(config).eval()
-    sa = sentence_attention(model, tokenizer, text)
-    assert sa.words == ["The", "soldiers", "followed", "the", "dog", "until", "they"]
-    for row in sa.rows[0]:
+    sentence = sentence_attention(model, tokenizer, text)
+    assert sentence.words == ["The", "soldiers", "followed", "the", "dog", "until", "they"]
+    for row in sentence.rows[0]:
         assert sum(row) == pytest.approx(1.0, abs=1e-6)  # causal: all of it lands on these words
 
 
@@ -164,32 +164,32 @@ def test_the_window_is_the_last_block_size_tokens_up_to_the_query():
 def test_a_sentence_longer_than_block_size_is_read_in_the_window_the_query_sees(
         char_run, block_size, note):
     model, tokenizer = random_model(char_run.tokenizer.vocab_size, block_size), char_run.tokenizer
-    sa = sentence_attention(model, tokenizer, SENTENCE)
+    sentence = sentence_attention(model, tokenizer, SENTENCE)
     ids = tokenizer.encode(SENTENCE)
     cropped = ids[30 - block_size : 30]  # token 29 is "t" of "it"
     with torch.no_grad(), inspect_attention(model) as seen:
         model(torch.tensor([cropped]))
     attn = seen.weights
-    assert sa.window_start == 30 - block_size and sa.query_token == block_size - 1
-    assert sa.tokens == [tokenizer.decode([i]) for i in cropped]
-    assert sa.words == ["because", "it"] and sa.window_note == note
+    assert sentence.window_start == 30 - block_size and sentence.query_token == block_size - 1
+    assert sentence.tokens == [tokenizer.decode([i]) for i in cropped]
+    assert sentence.words == ["because", "it"] and sentence.window_note == note
     n_because = block_size - 3  # " it" is the last three tokens
     for l in range(2):
         for h in range(2):
-            assert torch.equal(sa.weights[l][h], attn[l][0, h])
+            assert torch.equal(sentence.weights[l][h], attn[l][0, h])
             row = attn[l][0, h, -1]
-            assert sa.rows[l][h] == pytest.approx([row[:n_because].sum().item(),
+            assert sentence.rows[l][h] == pytest.approx([row[:n_because].sum().item(),
                                                    row[n_because:].sum().item()], abs=1e-6)
-    text = render_sentence(sa)
+    text = render_sentence(sentence)
     assert text.splitlines()[1] == f"note: {note}"
 
 
 def test_a_long_sentence_whose_query_fits_is_read_from_its_start(char_run):
     model = random_model(char_run.tokenizer.vocab_size, 8)
-    sa = sentence_attention(model, char_run.tokenizer, "It was hungry.")  # 14 tokens
-    assert (sa.window_start, sa.window_note, len(sa.tokens), sa.words) == (0, None, 8, ["It"])
-    assert sa.rows[0][0] == pytest.approx([1.0])
-    assert "note:" not in render_sentence(sa)
+    sentence = sentence_attention(model, char_run.tokenizer, "It was hungry.")  # 14 tokens
+    assert (sentence.window_start, sentence.window_note, len(sentence.tokens), sentence.words) == (0, None, 8, ["It"])
+    assert sentence.rows[0][0] == pytest.approx([1.0])
+    assert "note:" not in render_sentence(sentence)
 
 
 def test_the_cli_prints_the_window_note_and_a_token_map_of_the_window(char_run):
@@ -240,12 +240,12 @@ def test_display_token_makes_spaces_and_control_characters_visible():
 
 
 def test_plain_output_has_no_escape_codes_and_colour_output_does(char_run):
-    sa = sentence_attention(char_run.model, char_run.tokenizer, SENTENCE)
-    plain = render_sentence(sa, None, layer=1, head=0)
+    sentence = sentence_attention(char_run.model, char_run.tokenizer, SENTENCE)
+    plain = render_sentence(sentence, None, layer=1, head=0)
     assert "\x1b" not in plain and "▲" in plain
-    true = render_sentence(sa, "truecolor", layer=1, head=0)
+    true = render_sentence(sentence, "truecolor", layer=1, head=0)
     assert "\x1b[48;2;" in true and "\x1b[1;4m" in true and "▲" in true
-    assert "\x1b[48;5;" in render_sentence(sa, "256")
+    assert "\x1b[48;5;" in render_sentence(sentence, "256")
 
 
 def xterm_rgb(index):
@@ -274,10 +274,10 @@ def test_256_colour_brightness_rises_steadily_with_the_weight():
 
 
 def test_the_token_grids_legend_says_what_each_colour_mode_shows(char_run):
-    sa = sentence_attention(char_run.model, char_run.tokenizer, SENTENCE)
+    sentence = sentence_attention(char_run.model, char_run.tokenizer, SENTENCE)
 
     def legend(colour):
-        text = render_sentence(sa, colour, layer=0, head=1)
+        text = render_sentence(sentence, colour, layer=0, head=1)
         return next(line for line in text.splitlines() if "token by token" in line)
 
     assert legend(None) == ("L0 H1, token by token (row: query, column: key; "
@@ -386,9 +386,9 @@ def test_many_heads_default_to_each_words_top_heads_with_a_hint(gpt2_shaped_run)
     assert text.startswith("note: 144 heads, so each word lists the 3 that attend most to it;")
     assert head_lines(text) == []  # no 144-line wall
     assert 'the 3 of 144 heads that attend most from "it"' in text
-    sa = sentence_attention(gpt2_shaped_run.model, gpt2_shaped_run.tokenizer, SENTENCE)
+    sentence = sentence_attention(gpt2_shaped_run.model, gpt2_shaped_run.tokenizer, SENTENCE)
     # The heads listed for "animal" are the three with the largest weight on it, largest first.
-    ranked = sorted(((w[1], f"L{l} H{h}") for l, layer in enumerate(sa.rows)
+    ranked = sorted(((w[1], f"L{l} H{h}") for l, layer in enumerate(sentence.rows)
                      for h, w in enumerate(layer)), key=lambda x: -x[0])
     animal = next(line for line in text.splitlines() if line.startswith("animal "))
     assert re.findall(r"L\d+ H\d+", animal) == [label for _, label in ranked[:3]]
@@ -415,7 +415,7 @@ def test_many_heads_options(gpt2_shaped_run, argv, lines, top):
 @pytest.mark.parametrize("argv, message", [
     (["--attention", SENTENCE, "--layer", "2", "--head", "0"], "--layer must be in 0..1"),
     (["--attention", SENTENCE, "--layer", "2"], "--layer must be in 0..1"),
-    (["--attention", SENTENCE, "--top-heads", "0"], "--top-heads must be at least 1"),
+    (["--attention", SENTENCE, "--top-heads", "0"], "--top-heads must be a positive integer, got 0"),
     (["--attention", SENTENCE, "--top-heads", "2", "--all-heads"], "two views"),
     (["--top-heads", "2"], "go with --attention"),
     (["--all-heads"], "go with --attention"),

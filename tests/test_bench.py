@@ -1,35 +1,98 @@
-"""bench.py's command line (its timings are never asserted: they belong to the benchmark)."""
+"""bench.py's command line and output, driven in this process with stand-in benchmarks: nothing
+is timed here (timings belong to the benchmark, never to a test)."""
 
-import subprocess
+import json
 import sys
-from pathlib import Path
 
 import pytest
 import torch
 
-ROOT = Path(__file__).resolve().parent.parent
+import bench
+
+CPU_BENCHES = ("bench_train", "bench_generation", "bench_tokenizer", "bench_prepare")
 
 
-def bench(*args):
-    return subprocess.run([sys.executable, "bench.py", *args], cwd=ROOT, capture_output=True, text=True, timeout=120)
+def run_bench(monkeypatch, capsys, *argv):
+    """bench.main() with these arguments: (exit code, stdout, stderr)."""
+    monkeypatch.setattr(sys, "argv", ["bench.py", *argv])
+    code = 0
+    try:
+        bench.main()
+    except SystemExit as e:
+        code = e.code
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
 
 
-def test_unknown_benchmark_is_a_one_line_error():
-    r = bench("nothing")
-    assert r.returncode == 2 and r.stderr.startswith("error: unknown benchmark 'nothing'")
+@pytest.fixture
+def stand_ins(monkeypatch):
+    """Each CPU benchmark replaced by one that returns a fixed row and records its arguments."""
+    called = []
+
+    def stand_in(name, row):
+        def run(args):
+            called.append((name, args))
+            return row
+        return run
+
+    rows = {
+        "bench_train": {"train ms/step (ours)": 71.9, "train tokens/s (ours)": 10680.5},
+        "bench_generation": {"generate tok/s at 256 context, KV cache": 1050.25},
+        "bench_tokenizer": {"bpe bytes/token": 3.59, "bpe vocabulary": 4096},
+        "bench_prepare": {"prepare MB/s (char)": 11.0},
+    }
+    for name, row in rows.items():
+        monkeypatch.setattr(bench, name, stand_in(name, row))
+    return called, rows
 
 
-@pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has a GPU: gpu-check would run")
-def test_gpu_check_without_a_gpu_says_what_to_run_instead():
-    r = bench("gpu-check")
-    assert r.returncode == 1 and "needs a CUDA GPU" in r.stderr and "Traceback" not in r.stderr
+def test_no_argument_runs_the_four_cpu_benchmarks_in_order(monkeypatch, capsys, stand_ins):
+    called, _ = stand_ins
+    code, out, _ = run_bench(monkeypatch, capsys, "--iters", "7")
+    assert code == 0 and [name for name, _ in called] == list(CPU_BENCHES)
+    assert all(args.iters == 7 for _, args in called)  # each gets the parsed flags
 
 
-def test_generation_benchmark_reports_both_rates_and_their_ratio_as_json():
-    import json
+def test_json_is_one_object_with_the_machine_every_row_and_the_peak_memory(monkeypatch, capsys,
+                                                                           stand_ins):
+    _, rows = stand_ins
+    code, out, _ = run_bench(monkeypatch, capsys, "generate", "tokenizer", "--json")
+    assert code == 0 and out.count("\n") == 1
+    result = json.loads(out)
+    assert list(result) == ["machine", *rows["bench_generation"], *rows["bench_tokenizer"], "peak RSS MB"]
+    assert {k: result[k] for k in rows["bench_tokenizer"]} == rows["bench_tokenizer"]
+    assert f"torch {torch.__version__}" in result["machine"] and result["peak RSS MB"] > 0
 
-    r = bench("generate", "--json")
-    assert r.returncode == 0, r.stderr
-    row = json.loads(r.stdout)
-    cached, plain = row["generate tok/s at 256 context, KV cache"], row["generate tok/s at 256 context, no cache"]
-    assert row["KV-cache speed-up"] == pytest.approx(cached / plain)
+
+def test_the_table_aligns_values_and_prints_floats_with_three_decimals(monkeypatch, capsys, stand_ins):
+    code, out, _ = run_bench(monkeypatch, capsys, "train", "tokenizer")
+    lines = out.splitlines()
+    width = len("train tokens/s (ours)")  # the longest key
+    assert code == 0 and lines[0].startswith(f"{'machine':<{width}}  ")
+    assert lines[-1].startswith(f"{'peak RSS MB':<{width}}  ")
+    assert lines[1:-1] == [f"{'train ms/step (ours)':<{width}}  71.900",
+                           f"{'train tokens/s (ours)':<{width}}  10,680.500",
+                           f"{'bpe bytes/token':<{width}}  3.590",
+                           f"{'bpe vocabulary':<{width}}  4096"]  # an int as it is
+
+
+def test_an_unknown_benchmark_is_a_one_line_error_before_anything_runs(monkeypatch, capsys, stand_ins):
+    called, _ = stand_ins
+    code, out, err = run_bench(monkeypatch, capsys, "train", "nothing")
+    assert code == 2 and out == "" and called == []
+    assert err.startswith("error: unknown benchmark 'nothing'; choose from train, generate, ")
+    assert err.count("\n") == 1
+
+
+@pytest.mark.parametrize("driver, cuda, says", [
+    ("not found (no nvidia-smi)", "13.0", "gpu-check needs a CUDA GPU and a CUDA build of torch"),
+    ("470.82, Tesla V100", "13.0", "which this NVIDIA driver cannot run"),
+])
+def test_gpu_check_without_a_usable_gpu_says_what_to_do(monkeypatch, capsys, driver, cuda, says):
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    monkeypatch.setattr(bench, "gpu_versions", lambda: {"torch": "2.13.0", "built for CUDA": cuda,
+                                                         "NVIDIA driver, GPU": driver})
+    monkeypatch.setattr(torch.version, "cuda", cuda)
+    code, out, _ = run_bench(monkeypatch, capsys, "gpu-check")
+    assert isinstance(code, str) and code.startswith("error: ") and says in code  # sys.exit(message): exit 1
+    assert f"NVIDIA driver, GPU: {driver}\n" in out  # the versions come first

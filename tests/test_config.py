@@ -1,15 +1,22 @@
-"""The YAML config: strict loading, typed conversion, overrides, and the CLI's error contract."""
+"""The YAML config: strict loading, typed conversion, overrides, the CLI's error contract, and
+the shipped configs, each built, the CPU ones trained for two steps."""
 
-import subprocess
-import sys
-from pathlib import Path
+import json
+from dataclasses import asdict
 
 import pytest
+import torch
 import yaml
 
 from configs.schema import ConfigError, describe, load_config, to_yaml
+from model.checkpoint import load_checkpoint
+from model.gpt import GPT, GPTConfig
+from tests.helpers import ROOT, run_script
+from training.loop import train
 
-ROOT = Path(__file__).resolve().parent.parent
+CONFIGS = sorted((ROOT / "configs").glob("*.yaml"))
+GPT2_VOCAB = 50257
+TINYSHAKESPEARE_CHARS = 65
 
 
 def write(tmp_path, text):
@@ -18,13 +25,46 @@ def write(tmp_path, text):
     return path
 
 
-def test_every_shipped_config_loads():
-    paths = sorted((ROOT / "configs").glob("*.yaml"))
-    assert {p.name for p in paths} >= {"default.yaml", "shakespeare_char.yaml", "shakespeare_char_cpu.yaml",
-                                       "shakespeare_bpe.yaml", "gpt2_124m.yaml"}
-    for path in paths:
-        config = load_config(path)
-        assert config.model.n_embd % config.model.n_head == 0, path
+def vocab_size(config):
+    """The vocabulary a config's model gets from its tokenizer; an init_from source's is GPT-2's."""
+    if config.train.init_from or config.tokenizer.kind == "gpt2":
+        return GPT2_VOCAB
+    return TINYSHAKESPEARE_CHARS if config.tokenizer.kind == "char" else config.tokenizer.vocab_size
+
+
+@pytest.mark.parametrize("path", CONFIGS, ids=lambda path: path.name)
+def test_every_shipped_config_loads_and_builds_its_model(path):
+    config = load_config(path)
+    with torch.device("meta"):  # shapes only: no memory for GPT-2's 124M parameters
+        model = GPT(GPTConfig(vocab_size=vocab_size(config), **asdict(config.model)))
+    if path.name == "gpt2_124m.yaml":  # GPT-2 small: 124,439,808, plus 47 padded rows of 768
+        assert sum(p.numel() for p in model.parameters()) == 124_439_808 + 47 * 768
+    if config.train.init_from == "hf:gpt2":  # the model keys must match GPT-2 small's shape
+        m = config.model
+        assert (m.n_layer, m.n_head, m.n_embd, m.bias) == (12, 12, 768, True) and m.block_size <= 1024
+
+
+def test_the_shipped_configs_include_the_documented_ones():
+    assert {p.name for p in CONFIGS} >= {
+        "default.yaml", "shakespeare_char_cpu.yaml", "shakespeare_char_cpu_muon.yaml", "shakespeare_char.yaml",
+        "shakespeare_bpe.yaml", "gpt2_124m.yaml", "finetune_shakespeare.yaml", "tinystories.yaml"}
+
+
+@pytest.mark.parametrize("name", [
+    pytest.param("default.yaml", marks=pytest.mark.slow),  # its evaluation batches: ~3 s
+    "shakespeare_char_cpu.yaml", "shakespeare_char_cpu_muon.yaml"])
+def test_the_cpu_configs_train_two_steps_with_their_model(corpus, tmp_path, name):
+    # Their corpora are not downloadable here: a small text, with the config's every other key.
+    out = tmp_path / "run"
+    config = load_config(ROOT / "configs" / name, [
+        f"data.source={corpus / 'text.txt'}", f"data.cache_dir={corpus / 'cache'}", f"out_dir={out}",
+        "train.max_iters=2", "train.device=cpu"])
+    assert train(config)["step"] == 2
+    ckpt = load_checkpoint(out)
+    assert {k: ckpt["model_config"][k] for k in asdict(config.model)} == asdict(config.model)
+    assert ("muon" in ckpt["optimizer"]) == (config.train.optimizer == "muon")  # Muon's state beside AdamW's
+    records = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in records if "val_loss" in r] == [2]
 
 
 def test_values_are_converted_by_field_type(tmp_path):
@@ -54,7 +94,7 @@ def test_unknown_key_lists_valid_keys_and_suggests(tmp_path):
         ("train:\n  lr: fast\n", "train.lr: expected float"),
         ("train:\n  compile: maybe\n", "train.compile: expected bool"),
         ("tokenizer:\n  kind: words\n", "tokenizer.kind: 'words' is not one of char, bpe, gpt2"),
-        ("train:\n  batch_size: 0\n", "train.batch_size: must be a positive integer"),
+        ("train:\n  batch_size: 0\n", "train.batch_size must be a positive integer, got 0"),
         ("model:\n  n_embd: 30\n  n_head: 4\n", "model.n_embd"),
         ("model:\n  dropout: 1.5\n", "model.dropout"),
         ("data:\n  val_fraction: 1.0\n", "data.val_fraction"),
@@ -92,21 +132,19 @@ def test_help_lists_every_key_with_type_default_and_description():
         assert "default" in line and len(line.split("default", 1)[1].split()) >= 2, line
 
 
-def run_cli(*args):
-    return subprocess.run([sys.executable, "train.py", *args], cwd=ROOT, capture_output=True, text=True, timeout=60)
-
-
+@pytest.mark.slow
 def test_cli_errors_are_one_line_exit_2(tmp_path):
     for args in (["train.lrr=1"], [str(tmp_path / "missing.yaml")], ["model.n_head=3"]):
-        r = run_cli(*args)
+        r = run_script("train.py", *args)
         assert r.returncode == 2, r
         assert r.stderr.startswith("error: ") and r.stderr.count("\n") == 1 and "Traceback" not in r.stderr
 
 
+@pytest.mark.slow
 def test_cli_print_config_and_help():
-    r = run_cli("--print-config", "train.max_iters=7")
+    r = run_script("train.py", "--print-config", "train.max_iters=7")
     assert r.returncode == 0 and yaml.safe_load(r.stdout)["train"]["max_iters"] == 7
-    r = run_cli("configs/shakespeare_char_cpu.yaml", "--print-config", "train.lr=0.5")  # flags anywhere
+    r = run_script("train.py", "configs/shakespeare_char_cpu.yaml", "--print-config", "train.lr=0.5")  # flags anywhere
     assert r.returncode == 0 and yaml.safe_load(r.stdout)["train"]["lr"] == 0.5
-    r = run_cli("--help")
+    r = run_script("train.py", "--help")
     assert r.returncode == 0 and "train.warmup_iters" in r.stdout and "torchrun" not in r.stderr

@@ -4,19 +4,15 @@ import pytest
 import torch
 
 from model.attention import inspect_attention
-from model.gpt import GPT, GPTConfig, lm_loss
+from model.gpt import lm_loss
 from model.sampling import generate
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA GPU on this machine")
+SHAPE = dict(vocab_size=64, block_size=32, n_embd=64)
 
 
-def tiny():
-    torch.manual_seed(0)
-    return GPT(GPTConfig(vocab_size=64, block_size=32, n_layer=2, n_head=4, n_embd=64)).cuda()
-
-
-def test_explicit_and_fused_paths_agree_on_cuda():
-    model = tiny().eval()
+def test_explicit_and_fused_paths_agree_on_cuda(tiny_gpt):
+    model = tiny_gpt(**SHAPE).cuda().eval()
     idx = torch.randint(0, 64, (4, 32), device="cuda")
     with torch.no_grad():
         fused = model(idx)
@@ -25,8 +21,8 @@ def test_explicit_and_fused_paths_agree_on_cuda():
     assert (fused - explicit).abs().max().item() <= 1e-4
 
 
-def test_bf16_autocast_training_learns_on_cuda():
-    model = tiny()
+def test_bf16_autocast_training_learns_on_cuda(tiny_gpt):
+    model = tiny_gpt(**SHAPE).cuda()
     opt = torch.optim.AdamW(model.parameters(), lr=3e-3, fused=True)
     x = torch.randint(0, 64, (8, 33), device="cuda")
     losses = []
@@ -40,8 +36,8 @@ def test_bf16_autocast_training_learns_on_cuda():
     assert losses[-1] < 0.5 * losses[0]
 
 
-def test_kv_cache_matches_recomputation_on_cuda():
-    model = tiny().eval()
+def test_kv_cache_matches_recomputation_on_cuda(tiny_gpt):
+    model = tiny_gpt(**SHAPE).cuda().eval()
     prompt = torch.randint(0, 64, (1, 5), device="cuda")
     cached = torch.cat(list(generate(model, prompt, 40, temperature=0.0, use_cache=True)))
     plain = torch.cat(list(generate(model, prompt, 40, temperature=0.0, use_cache=False)))

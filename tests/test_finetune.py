@@ -7,14 +7,10 @@ import torch
 
 from data.loader import get_batch
 from data.prepare import prepare
-from model.checkpoint import load_run
 from model.gpt import lm_loss
-from test_train import tiny_config
+from runs.load import load_run
+from tests.helpers import tiny_config
 from training.loop import micro_batch_generator, train
-
-pytest.importorskip("transformers", reason="the tiny GPT-2 folder is written by transformers: "
-                                           "pip install -r requirements-test.txt")
-from tests.fakehub import tiny_gpt2_folder  # noqa: E402
 
 
 def first_loss(out):
@@ -38,16 +34,16 @@ def gpt2_overrides(folder, *more):
             f"train.init_from={folder}", "train.log_interval=1", "train.max_iters=3", *more)
 
 
-def test_init_from_a_gpt2_folder_starts_at_its_loss_with_its_tokenizer(corpus, tmp_path, capsys):
-    folder = tiny_gpt2_folder(tmp_path / "gpt2")
+def test_init_from_a_gpt2_folder_starts_at_its_loss_with_its_tokenizer(corpus, tmp_path, gpt2_folder,
+                                                                       capsys):
     out = tmp_path / "run"
-    config = tiny_config(corpus, out, *gpt2_overrides(folder))  # block_size 16 < the source's 64
+    config = tiny_config(corpus, out, *gpt2_overrides(gpt2_folder))  # block_size 16 < the source's 64
     train(config)
     assert "starting from the weights of" in capsys.readouterr().out
-    assert first_loss(out) == pytest.approx(source_loss_on_the_first_batch(folder, config), abs=1e-5)
+    assert first_loss(out) == pytest.approx(source_loss_on_the_first_batch(gpt2_folder, config), abs=1e-5)
     run = load_run(out)
     assert run.model.config.gelu_approximate == "tanh" and run.model.config.block_size == 16
-    assert run.tokenizer.encode("the owl") == load_run(folder).tokenizer.encode("the owl")
+    assert run.tokenizer.encode("the owl") == load_run(gpt2_folder).tokenizer.encode("the owl")
 
 
 def test_init_from_a_run_folder_starts_at_its_loss(corpus, tmp_path):
@@ -63,16 +59,14 @@ def test_init_from_a_run_folder_starts_at_its_loss(corpus, tmp_path):
     ("model.n_layer=3", "model.n_layer is 3, .* has 2"),
     ("model.block_size=128", "model.block_size 128 is longer than .* 64 positions"),
 ])
-def test_a_shape_that_does_not_fit_the_source_is_one_line(corpus, tmp_path, override, message):
-    folder = tiny_gpt2_folder(tmp_path / "gpt2")
+def test_a_shape_that_does_not_fit_the_source_is_one_line(corpus, tmp_path, gpt2_folder, override, message):
     with pytest.raises(ValueError, match=message):
-        train(tiny_config(corpus, tmp_path / "run", *gpt2_overrides(folder, override)))
+        train(tiny_config(corpus, tmp_path / "run", *gpt2_overrides(gpt2_folder, override)))
     assert not (tmp_path / "run" / "ckpt.pt").exists()
 
 
-def test_an_interrupted_fine_tune_resumes_from_its_own_checkpoint(corpus, tmp_path, capsys):
-    folder = tiny_gpt2_folder(tmp_path / "gpt2")
+def test_an_interrupted_fine_tune_resumes_from_its_own_checkpoint(corpus, tmp_path, gpt2_folder, capsys):
     out = tmp_path / "run"
-    train(tiny_config(corpus, out, *gpt2_overrides(folder, "train.max_iters=6")), stop_after=2)
-    train(tiny_config(corpus, out, *gpt2_overrides(folder, "train.max_iters=6")))
+    train(tiny_config(corpus, out, *gpt2_overrides(gpt2_folder, "train.max_iters=6"), "train.run_steps=2"))
+    train(tiny_config(corpus, out, *gpt2_overrides(gpt2_folder, "train.max_iters=6")))
     assert "resuming from step 2" in capsys.readouterr().out

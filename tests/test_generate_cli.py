@@ -7,35 +7,14 @@ import re
 import signal
 import subprocess
 import sys
-from dataclasses import asdict
-from pathlib import Path
 
 import pytest
 import torch
 
 import generate
 from data.pronouns import ATTENTION_EXAMPLES
-from data.tokenizer import train_tokenizer
-from model.checkpoint import atomic_save
-from model.gpt import GPT, GPTConfig
 from model.sampling import generate as sample_tokens
-
-ROOT = Path(__file__).resolve().parent.parent
-TEXT = "\n".join(ATTENTION_EXAMPLES) + "\nabcdefghijklmnopqrstuvwxyz ABCDEFGHIJKLMNOPQRSTUVWXYZ.,'\n"
-
-
-def make_run(folder, kind, block_size):
-    """A run folder as train.py leaves it: ckpt.pt, meta.json and the tokenizer file."""
-    folder.mkdir(parents=True, exist_ok=True)
-    tokenizer = train_tokenizer(kind, TEXT * 5, None if kind == "char" else 300)
-    tokenizer.save(folder / "tokenizer.txt")
-    (folder / "meta.json").write_text(json.dumps({"tokenizer_file": "tokenizer.txt", "tokenizer_kind": kind}))
-    torch.manual_seed(0)
-    config = GPTConfig(vocab_size=tokenizer.vocab_size, block_size=block_size, n_layer=2, n_head=2, n_embd=32)
-    model = GPT(config).eval()
-    atomic_save({"model": model.state_dict(), "model_config": asdict(config), "step": 0}, folder / "ckpt.pt")
-    return model, tokenizer
-
+from tests.helpers import ROOT, make_run, run_generate, run_script
 
 @pytest.fixture(scope="module")
 def char_run(tmp_path_factory):
@@ -53,8 +32,7 @@ def run_cli(*args, **env):
     # One thread: the models are tiny, and threads only fight over a busy test machine.
     env = {**os.environ, "OMP_NUM_THREADS": "1", **env}
     env.pop("NO_COLOR", None)
-    return subprocess.run([sys.executable, "generate.py", *map(str, args)], cwd=ROOT, env=env,
-                          capture_output=True, text=True, timeout=120)
+    return run_script("generate.py", *args, env=env)
 
 
 def assert_one_line_error(proc, fragment):
@@ -64,6 +42,7 @@ def assert_one_line_error(proc, fragment):
     assert len(lines) == 1 and lines[0].startswith("error: ") and fragment in lines[0], proc.stderr
 
 
+@pytest.mark.slow
 def test_sampling_streams_the_prompt_and_its_continuation(char_run):
     folder, model, tokenizer = char_run
     proc = run_cli("--ckpt", folder, "--prompt", "The owl", "--max-new-tokens", 20,
@@ -76,6 +55,7 @@ def test_sampling_streams_the_prompt_and_its_continuation(char_run):
     assert proc.stdout == sample + "---\n" + sample  # greedy: both samples alike
 
 
+@pytest.mark.slow
 def test_the_same_seed_gives_the_same_samples_in_process_and_out(char_run):
     def argv(seed):
         return ["--ckpt", str(char_run[0]), "--prompt", "The", "--max-new-tokens", "15",
@@ -99,6 +79,7 @@ def test_a_prompt_longer_than_block_size_is_cropped_with_a_note(char_run):
     assert out.getvalue().startswith(prompt)
 
 
+@pytest.mark.slow
 def test_attention_prints_one_line_per_layer_and_head_and_no_colour_into_a_pipe(bpe_run):
     proc = run_cli("--ckpt", bpe_run[0], "--attention", COLORTERM="truecolor")
     assert proc.returncode == 0, proc.stderr
@@ -108,22 +89,12 @@ def test_attention_prints_one_line_per_layer_and_head_and_no_colour_into_a_pipe(
     assert "\x1b" not in proc.stdout
 
 
-def test_bpe_text_streams_without_broken_characters():
-    tokenizer = train_tokenizer("bpe", "plain ascii text", 256)  # 256: bytes only, no merges
-    text = "héllo wörld ✓"
-    stream = generate.TextStream(tokenizer)
-    pieces = [stream.push(i) for i in tokenizer.encode(text)]
-    assert "".join(pieces) + stream.flush() == text
-    assert all("\ufffd" not in piece for piece in pieces)
-    assert pieces[1] == "" and pieces[2] == "é"  # é is two bytes: held back, then whole
-    stream.push(tokenizer.encode("✓")[0])  # a character cut short stays visible at the end
-    assert stream.flush() == "\ufffd"
-
-
+@pytest.mark.slow
 def test_missing_run_folder_is_a_one_line_error(tmp_path):
     assert_one_line_error(run_cli("--ckpt", tmp_path / "nothing"), "no checkpoint at")
 
 
+@pytest.mark.slow
 def test_a_truncated_checkpoint_is_a_one_line_error(tmp_path):
     folder = tmp_path / "run"
     make_run(folder, "char", 16)
@@ -142,6 +113,7 @@ class WritesAMarker:
         return (open, (self.marker, "w"))
 
 
+@pytest.mark.slow
 def test_a_checkpoint_carrying_code_is_refused_and_the_code_never_runs(tmp_path):
     folder, marker = tmp_path / "run", tmp_path / "pwned"
     make_run(folder, "char", 16)
@@ -155,6 +127,7 @@ def test_a_checkpoint_carrying_code_is_refused_and_the_code_never_runs(tmp_path)
     assert not marker.exists()
 
 
+@pytest.mark.slow
 def test_bad_values_are_one_line_errors_in_a_real_process(char_run):
     assert_one_line_error(run_cli("--ckpt", char_run[0], "--temperature", -1), "--temperature")
     assert_one_line_error(run_cli("--temperature", "hot"), "invalid float value")
@@ -164,8 +137,8 @@ def test_bad_values_are_one_line_errors_in_a_real_process(char_run):
     (["--temperature", "-0.5"], "--temperature must be 0"),
     (["--top-p", "0"], "--top-p must be in (0, 1]"),
     (["--top-p", "1.5"], "--top-p must be in (0, 1]"),
-    (["--top-k", "0"], "--top-k must be at least 1"),
-    (["--num-samples", "0"], "--num-samples must be at least 1"),
+    (["--top-k", "0"], "--top-k must be a positive integer, got 0"),
+    (["--num-samples", "0"], "--num-samples must be a positive integer, got 0"),
     (["--max-new-tokens", "-1"], "--max-new-tokens must be 0 or more"),
     (["--prompt", ""], "--prompt is empty"),
     (["--prompt", "€"], "is not in the vocabulary"),
@@ -221,6 +194,7 @@ def test_ctrl_c_while_loading_prints_one_line_and_exits_130(char_run, monkeypatc
     assert code == 130 and err.getvalue() == "interrupted\n"
 
 
+@pytest.mark.slow
 def test_ctrl_c_while_sampling_stops_a_real_process_without_a_traceback(char_run):
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     proc = subprocess.Popen([sys.executable, "generate.py", "--ckpt", str(char_run[0]),
@@ -240,8 +214,10 @@ def test_the_default_run_folder_comes_from_the_default_config(tmp_path):
     config.write_text("out_dir: out/mine\nseed: 1\n")
     assert generate.default_out_dir(config) == "out/mine"
     config.write_text("seed: 1\n")
-    assert generate.default_out_dir(config) == "out/default"
-    assert generate.default_out_dir(tmp_path / "missing.yaml") == "out/default"
+    assert generate.default_out_dir(config) == "out/default"  # the schema's default
+    config.write_text("out_dri: out/mine\n")
+    with pytest.raises(ValueError, match="unknown key 'out_dri'; did you mean 'out_dir'"):
+        generate.default_out_dir(config)  # read as train.py reads it, never guessed
 
 
 # --- stop strings, the end-of-text token, prompts from files --------------------------------
@@ -261,7 +237,7 @@ def sample_cli(run, *argv):
 def greedy_bpe(bpe_run):
     """The bpe run loaded as generate.py loads it, and its greedy continuation of "The owl",
     token by token."""
-    from model.checkpoint import load_run
+    from runs.load import load_run
 
     run = load_run(bpe_run[0])
     prompt = torch.tensor([run.tokenizer.encode("The owl")])
@@ -282,14 +258,6 @@ def test_a_stop_string_across_tokens_ends_each_sample_before_it_and_never_stream
     assert "".join(writes) == sample + "---\n" + sample and err == ""
     # Nothing of the stop string was printed on the way: the first piece of it was held back.
     assert not any(stop[0] in w for w in writes if w not in ("The owl", "---\n"))
-
-
-def test_stop_strings_hold_back_only_what_could_start_one():
-    stops = generate.StopStrings(["owl", "at"])
-    assert [stops.push(t) for t in ("The o", "x", " a", "a")] == ["The ", "ox", " ", "a"]
-    assert stops.flush() == "a" and not stops.stopped
-    stops = generate.StopStrings(["l ho", "wl"])
-    assert stops.push("The o") == "The o" and stops.push("wl hoo") == "" and stops.stopped
 
 
 def test_the_end_of_text_token_ends_a_sample_unprinted(greedy_bpe):
@@ -338,7 +306,7 @@ def test_prompt_file_errors_are_one_line(char_run, tmp_path, content, fragment):
     (["--stop", ""], "--stop is empty"),
     (["--attention", "--stop", "."], "are for sampling"),
     (["--probe", "--prompt", "a"], "are for sampling"),
-    (["--threads", "0"], "--threads must be at least 1"),
+    (["--threads", "0"], "--threads must be a positive integer, got 0"),
     (["--no-probe"], "--no-probe goes with --html"),
 ])
 def test_new_flag_mistakes_are_one_line_errors(char_run, argv, fragment):
@@ -364,25 +332,19 @@ def test_generation_threads(n_embd, requested, environ, threads):
 
 # --- the probe's result, saved for --html -------------------------------------------------------
 
-def call(*argv):
-    out, err = io.StringIO(), io.StringIO()
-    code = generate.main([str(a) for a in argv], out=out, err=err)
-    return code, out.getvalue(), err.getvalue()
-
-
 SENTENCE = "The king smiled because he ruled the land."
 
 
 def test_html_reuses_the_probe_saved_for_this_checkpoint_and_says_when_it_runs_it(tmp_path):
     folder, page = tmp_path / "run", tmp_path / "maps.html"
     make_run(folder, "bpe", 64)
-    code, out, err = call("--ckpt", folder, "--probe", "--json", "--permutations", 5)
+    code, out, err = run_generate("--ckpt", folder, "--probe", "--json", "--permutations", 5)
     assert code == 0 and err == ""
     saved = json.loads((folder / "probe.json").read_text())
     assert saved == {**json.loads(out), "checkpoint": {"step": 0, "best_val_loss": None}}
     best = saved["best_head"]
 
-    code, out, err = call("--ckpt", folder, "--attention", SENTENCE, "--html", page)
+    code, out, err = run_generate("--ckpt", folder, "--attention", SENTENCE, "--html", page)
     assert code == 0 and err == ""  # no probe run: the saved one is this checkpoint's
     assert f"(outlined, the probe's best head: layer {best['layer']} head {best['head']})" in out
     html = page.read_text()
@@ -392,7 +354,7 @@ def test_html_reuses_the_probe_saved_for_this_checkpoint_and_says_when_it_runs_i
 
     saved["checkpoint"]["step"] = 100  # a probe of another checkpoint: not this one's heads
     (folder / "probe.json").write_text(json.dumps(saved))
-    code, out, err = call("--ckpt", folder, "--attention", SENTENCE, "--html", page)
+    code, out, err = run_generate("--ckpt", folder, "--attention", SENTENCE, "--html", page)
     assert code == 0 and err.count("\n") == 1, err
     assert err.startswith("note: running the probe and its causal tests on its 600 built-in "
                           "sentences")
@@ -406,6 +368,6 @@ def test_html_reuses_the_probe_saved_for_this_checkpoint_and_says_when_it_runs_i
 def test_no_probe_outlines_no_head_and_runs_nothing(tmp_path):
     folder, page = tmp_path / "run", tmp_path / "maps.html"
     make_run(folder, "bpe", 64)
-    code, out, err = call("--ckpt", folder, "--attention", SENTENCE, "--html", page, "--no-probe")
+    code, out, err = run_generate("--ckpt", folder, "--attention", SENTENCE, "--html", page, "--no-probe")
     assert code == 0 and err == "" and "(outlined, the probe's best head: none (--no-probe))" in out
     assert not (folder / "probe.json").exists() and "Best head" not in page.read_text()

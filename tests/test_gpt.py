@@ -4,18 +4,11 @@ import pytest
 import torch
 
 from model.attention import inspect_attention
-from model.gpt import GPT, GPTConfig, lm_loss
+from model.gpt import GPTConfig, lm_loss
 
 
-def tiny(**overrides):
-    cfg = dict(vocab_size=50, block_size=16, n_layer=2, n_head=4, n_embd=32, dropout=0.0)
-    cfg.update(overrides)
-    torch.manual_seed(0)
-    return GPT(GPTConfig(**cfg))
-
-
-def test_logits_shape_for_every_position():
-    model = tiny()
+def test_logits_shape_for_every_position(tiny_gpt):
+    model = tiny_gpt()
     idx = torch.randint(0, 50, (3, 11))
     assert model(idx).shape == (3, 11, 50)
     with inspect_attention(model) as seen:
@@ -23,8 +16,8 @@ def test_logits_shape_for_every_position():
     assert len(seen.weights) == 2 and all(a.shape == (3, 4, 11, 11) for a in seen.weights)
 
 
-def test_future_tokens_do_not_change_past_logits():
-    model = tiny().eval()
+def test_future_tokens_do_not_change_past_logits(tiny_gpt):
+    model = tiny_gpt().eval()
     idx = torch.randint(0, 50, (2, 16))
     changed = idx.clone()
     t = 6
@@ -34,8 +27,8 @@ def test_future_tokens_do_not_change_past_logits():
     assert (a[:, t + 1 :] - b[:, t + 1 :]).abs().max() > 1e-3  # the change did reach later positions
 
 
-def test_attention_maps_are_causal_distributions():
-    model = tiny().eval()
+def test_attention_maps_are_causal_distributions(tiny_gpt):
+    model = tiny_gpt().eval()
     with torch.no_grad(), inspect_attention(model) as seen:
         model(torch.randint(0, 50, (2, 12)))
     attn = seen.weights
@@ -45,8 +38,8 @@ def test_attention_maps_are_causal_distributions():
         torch.testing.assert_close(weights.sum(-1), torch.ones(2, 4, 12))
 
 
-def test_explicit_and_fused_paths_give_same_logits_and_gradients():
-    model = tiny()
+def test_explicit_and_fused_paths_give_same_logits_and_gradients(tiny_gpt):
+    model = tiny_gpt()
     idx = torch.randint(0, 50, (4, 16))
     targets = torch.randint(0, 50, (4, 16))
 
@@ -67,8 +60,8 @@ def test_explicit_and_fused_paths_give_same_logits_and_gradients():
         assert (grad - explicit_grads[name]).abs().max().item() <= 1e-5, name
 
 
-def test_tiny_model_overfits_one_batch():
-    model = tiny()
+def test_tiny_model_overfits_one_batch(tiny_gpt):
+    model = tiny_gpt()
     idx = torch.randint(0, 50, (4, 16), generator=torch.Generator().manual_seed(1))
     x, y = idx[:, :-1], idx[:, 1:]
     opt = torch.optim.AdamW(model.parameters(), lr=3e-3)
@@ -82,8 +75,8 @@ def test_tiny_model_overfits_one_batch():
     assert loss.item() < 0.1, f"loss {loss.item():.3f} after {step + 1} steps"
 
 
-def test_lm_head_is_tied_and_init_scales_residual_projections():
-    model = tiny(n_layer=8, n_embd=64)
+def test_lm_head_is_tied_and_init_scales_residual_projections(tiny_gpt):
+    model = tiny_gpt(n_layer=8, n_embd=64)
     assert model.lm_head.weight is model.tok_emb.weight
     std_plain = model.blocks[0].attn.w_qkv.weight.std().item()
     std_resid = model.blocks[0].attn.w_out.weight.std().item()
@@ -91,8 +84,8 @@ def test_lm_head_is_tied_and_init_scales_residual_projections():
     assert abs(std_resid - 0.02 / 4.0) < 0.001  # 1/√(2·8) = 1/4
 
 
-def test_param_count_and_flops():
-    model = tiny()
+def test_param_count_and_flops(tiny_gpt):
+    model = tiny_gpt()
     C, V, T, L = 32, 50, 16, 2
     per_block = (C * 3 * C + 3 * C) + (C * C + C) + (C * 4 * C + 4 * C) + (4 * C * C + C) + 2 * (2 * C)
     expected = V * C + L * per_block + 2 * C  # token table (tied head), blocks, final LayerNorm
@@ -101,8 +94,8 @@ def test_param_count_and_flops():
     assert model.flops_per_token() == 6 * expected + 12 * L * C * T
 
 
-def test_kv_cache_matches_full_forward():
-    model = tiny().eval()
+def test_kv_cache_matches_full_forward(tiny_gpt):
+    model = tiny_gpt().eval()
     idx = torch.randint(0, 50, (2, 12))
     full = model(idx)
     caches = model.new_caches(2)
@@ -129,7 +122,7 @@ def test_bad_config_names_the_field(overrides, field):
         GPTConfig(**cfg)
 
 
-def test_input_longer_than_block_size_is_refused():
-    model = tiny()
+def test_input_longer_than_block_size_is_refused(tiny_gpt):
+    model = tiny_gpt()
     with pytest.raises(ValueError, match="block_size"):
         model(torch.zeros(1, 17, dtype=torch.long))

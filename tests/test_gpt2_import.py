@@ -10,11 +10,12 @@ import torch
 
 from data.tokenizer import gpt2_tokenizer, load_tokenizer
 from model.attention import inspect_attention
-from model.checkpoint import load_pretrained, load_run
 from model.gpt import GPT
 from model.gpt2_import import read_gpt2
 from model.sampling import generate
+from runs.load import load_pretrained, load_run
 from tests.fakehub import tiny_gpt2_folder
+from tests.helpers import one_line
 
 transformers = pytest.importorskip("transformers", reason="the reference: "
                                    "pip install -r requirements-test.txt")
@@ -28,25 +29,14 @@ TORTURE = ("\ufeffBOM first\r\nCRLF line\r\ntabs\tand\t\tmore\nfamily \U0001F468
 
 
 @pytest.fixture(scope="module")
-def folder(tmp_path_factory):
-    return tiny_gpt2_folder(tmp_path_factory.mktemp("gpt2"))
-
-
-@pytest.fixture(scope="module")
-def reference(folder):
+def reference(gpt2_folder):
     # eager attention: the only implementation that hands back the attention weights.
-    return transformers.GPT2LMHeadModel.from_pretrained(folder, attn_implementation="eager").eval()
+    return transformers.GPT2LMHeadModel.from_pretrained(gpt2_folder, attn_implementation="eager").eval()
 
 
 @pytest.fixture(scope="module")
-def run(folder):
-    return load_run(folder)
-
-
-def one_line(excinfo) -> str:
-    message = str(excinfo.value)
-    assert message and "\n" not in message
-    return message
+def run(gpt2_folder):
+    return load_run(gpt2_folder)
 
 
 def assert_same_model(ours, reference, ids):
@@ -76,9 +66,9 @@ def test_logits_and_every_layers_attention_equal_transformers(run, reference):
     assert run.model.lm_head.weight is run.model.tok_emb.weight
 
 
-def test_the_exact_gelu_would_not_match(folder, reference):
+def test_the_exact_gelu_would_not_match(gpt2_folder, reference):
     """The GELU approximation is what makes the match exact: with erf-GELU it drifts."""
-    config, state = read_gpt2(folder)
+    config, state = read_gpt2(gpt2_folder)
     config.gelu_approximate = "none"
     model = GPT(config).eval()
     model.load_state_dict(state)
@@ -96,7 +86,7 @@ def test_greedy_generation_matches_transformers_token_for_token(run, reference):
     assert ours.tolist() == theirs[:, prompt.size(1):].tolist()
 
 
-def test_pytorch_model_bin_with_old_key_names_loads_the_same(tmp_path, folder, reference):
+def test_pytorch_model_bin_with_old_key_names_loads_the_same(tmp_path, gpt2_folder, reference):
     old = tiny_gpt2_folder(tmp_path / "bin", bin_file=True)
     assert not (old / "model.safetensors").exists()
     assert "h.0.attn.masked_bias" in torch.load(old / "pytorch_model.bin", weights_only=True)
@@ -104,7 +94,7 @@ def test_pytorch_model_bin_with_old_key_names_loads_the_same(tmp_path, folder, r
     assert_same_model(ours, reference, torch.tensor([[3, 1, 4, 1, 5, 9, 2, 6]]))
 
 
-def test_loading_draws_no_random_numbers_and_inits_only_shapes(folder, monkeypatch):
+def test_loading_draws_no_random_numbers_and_inits_only_shapes(gpt2_folder, monkeypatch):
     seen = []
     normal_ = torch.nn.init.normal_
 
@@ -114,15 +104,15 @@ def test_loading_draws_no_random_numbers_and_inits_only_shapes(folder, monkeypat
 
     monkeypatch.setattr(torch.nn.init, "normal_", spy)
     before = torch.get_rng_state()
-    load_run(folder)
+    load_run(gpt2_folder)
     assert torch.equal(torch.get_rng_state(), before)  # no random init on real memory
     assert seen and set(seen) == {"meta"}
-    GPT(read_gpt2(folder)[0])  # the ordinary constructor, by contrast, draws them
+    GPT(read_gpt2(gpt2_folder)[0])  # the ordinary constructor, by contrast, draws them
     assert not torch.equal(torch.get_rng_state(), before)
 
 
-def test_load_pretrained_gives_config_weights_and_tokenizer(folder, run):
-    config, state, tokenizer = load_pretrained(folder)
+def test_load_pretrained_gives_config_weights_and_tokenizer(gpt2_folder, run):
+    config, state, tokenizer = load_pretrained(gpt2_folder)
     assert config.vocab_multiple == 64 and replace(config, vocab_multiple=1) == run.model.config
     assert tokenizer.vocab_size == config.vocab_size
     assert config.padded_vocab_size % 64 == 0 and config.padded_vocab_size > config.vocab_size
@@ -133,15 +123,16 @@ def test_load_pretrained_gives_config_weights_and_tokenizer(folder, run):
     ids = torch.tensor([[1, 2, 3, 4]])
     with torch.no_grad():
         assert torch.equal(model.eval()(ids), run.model(ids))
-    assert run.meta == {"source": str(folder), "folder": str(folder), "tokenizer_kind": "gpt2"}
+    path = str(gpt2_folder)
+    assert run.meta == {"source": path, "folder": path, "tokenizer_kind": "gpt2"}
 
 
 # --- the tokenizer -----------------------------------------------------------------------------
 
 @pytest.mark.parametrize("reference_class", ["GPT2TokenizerFast", "GPT2Tokenizer"])
-def test_tokenizer_ids_equal_transformers_on_a_unicode_torture_text(run, folder, reference_class):
+def test_tokenizer_ids_equal_transformers_on_a_unicode_torture_text(run, gpt2_folder, reference_class):
     cls = getattr(transformers, reference_class)
-    reference = cls(vocab=str(folder / "vocab.json"), merges=str(folder / "merges.txt"))
+    reference = cls(vocab=str(gpt2_folder / "vocab.json"), merges=str(gpt2_folder / "merges.txt"))
     expected = reference(TORTURE)["input_ids"]
     assert len(expected) > 100  # a tokenizer built wrongly can quietly return nothing
     assert run.tokenizer.encode(TORTURE) == expected
@@ -150,8 +141,8 @@ def test_tokenizer_ids_equal_transformers_on_a_unicode_torture_text(run, folder,
     assert ids == expected and starts == sorted(starts) and starts[0] == 0
 
 
-def test_end_of_text_is_plain_text_but_its_id_is_known(run, folder):
-    vocab = json.loads((folder / "vocab.json").read_text())
+def test_end_of_text_is_plain_text_but_its_id_is_known(run, gpt2_folder):
+    vocab = json.loads((gpt2_folder / "vocab.json").read_text())
     assert run.tokenizer.eot_id == vocab["<|endoftext|>"]
     ids = run.tokenizer.encode("a <|endoftext|> b")
     assert run.tokenizer.eot_id not in ids
@@ -159,7 +150,7 @@ def test_end_of_text_is_plain_text_but_its_id_is_known(run, folder):
     assert run.tokenizer.decode([run.tokenizer.eot_id]) == "<|endoftext|>"
 
 
-def test_tokenizer_from_files_saves_and_loads_by_itself(run, folder, tmp_path):
+def test_tokenizer_from_files_saves_and_loads_by_itself(run, gpt2_folder, tmp_path):
     run.tokenizer.save(tmp_path / "tok.json")
     loaded = load_tokenizer(tmp_path / "tok.json")  # no folder needed any more
     assert (loaded.kind, loaded.vocab_size) == ("gpt2", run.tokenizer.vocab_size)
@@ -167,7 +158,7 @@ def test_tokenizer_from_files_saves_and_loads_by_itself(run, folder, tmp_path):
     assert loaded.encode(TORTURE) == run.tokenizer.encode(TORTURE)
 
 
-def test_gpt2_kind_finds_gpt2_in_the_hugging_face_cache(folder, tmp_path, monkeypatch):
+def test_gpt2_kind_finds_gpt2_in_the_hugging_face_cache(gpt2_folder, tmp_path, monkeypatch):
     from huggingface_hub import constants
 
     snapshot = tmp_path / "hub" / "models--openai-community--gpt2" / "snapshots" / "abc"
@@ -175,17 +166,17 @@ def test_gpt2_kind_finds_gpt2_in_the_hugging_face_cache(folder, tmp_path, monkey
     (snapshot.parents[1] / "refs").mkdir()
     (snapshot.parents[1] / "refs" / "main").write_text("abc")
     for name in ("vocab.json", "merges.txt"):
-        shutil.copy(folder / name, snapshot / name)
+        shutil.copy(gpt2_folder / name, snapshot / name)
     monkeypatch.setattr(constants, "HF_HUB_CACHE", str(tmp_path / "hub"))
     tokenizer = gpt2_tokenizer()  # offline: the cache is enough
-    assert tokenizer.encode(TORTURE) == gpt2_tokenizer(folder).encode(TORTURE)
+    assert tokenizer.encode(TORTURE) == gpt2_tokenizer(gpt2_folder).encode(TORTURE)
 
 
 # --- bad input: one line each, saying what to do ------------------------------------------------
 
-def copy_folder(folder, tmp_path, drop=(), config_changes=None):
+def copy_folder(gpt2_folder, tmp_path, drop=(), config_changes=None):
     out = tmp_path / "copy"
-    shutil.copytree(folder, out)
+    shutil.copytree(gpt2_folder, out)
     for name in drop:
         (out / name).unlink()
     if config_changes:
@@ -194,8 +185,8 @@ def copy_folder(folder, tmp_path, drop=(), config_changes=None):
     return out
 
 
-def test_a_folder_without_config_json(folder, tmp_path):
-    bad = copy_folder(folder, tmp_path, drop=["config.json"])
+def test_a_folder_without_config_json(gpt2_folder, tmp_path):
+    bad = copy_folder(gpt2_folder, tmp_path, drop=["config.json"])
     with pytest.raises(ValueError) as err:
         read_gpt2(bad)
     assert "has no config.json" in one_line(err) and "model.safetensors" in one_line(err)
@@ -204,21 +195,21 @@ def test_a_folder_without_config_json(folder, tmp_path):
     assert "no checkpoint at" in one_line(err) and "Hugging Face GPT-2 folder" in one_line(err)
 
 
-def test_a_folder_without_weights(folder, tmp_path):
+def test_a_folder_without_weights(gpt2_folder, tmp_path):
     with pytest.raises(ValueError) as err:
-        load_run(copy_folder(folder, tmp_path, drop=["model.safetensors"]))
+        load_run(copy_folder(gpt2_folder, tmp_path, drop=["model.safetensors"]))
     assert "has no weights: download model.safetensors or pytorch_model.bin" in one_line(err)
 
 
-def test_a_folder_without_tokenizer_files(folder, tmp_path):
+def test_a_folder_without_tokenizer_files(gpt2_folder, tmp_path):
     with pytest.raises(ValueError) as err:
-        load_run(copy_folder(folder, tmp_path, drop=["merges.txt"]))
+        load_run(copy_folder(gpt2_folder, tmp_path, drop=["merges.txt"]))
     assert "has no merges.txt" in one_line(err) and "vocab.json and merges.txt" in one_line(err)
 
 
-def test_another_model_type_names_what_is_supported(folder, tmp_path):
+def test_another_model_type_names_what_is_supported(gpt2_folder, tmp_path):
     with pytest.raises(ValueError) as err:
-        load_run(copy_folder(folder, tmp_path, config_changes={"model_type": "llama"}))
+        load_run(copy_folder(gpt2_folder, tmp_path, config_changes={"model_type": "llama"}))
     assert "'llama'" in one_line(err) and "only model_type 'gpt2'" in one_line(err)
 
 
@@ -228,9 +219,9 @@ def test_another_model_type_names_what_is_supported(folder, tmp_path):
     ({"n_inner": 100}, "n_inner 100"),
     ({"scale_attn_by_inverse_layer_idx": True}, "scale_attn_by_inverse_layer_idx"),
 ])
-def test_gpt2_variants_we_do_not_implement_are_refused(folder, tmp_path, change, fragment):
+def test_gpt2_variants_we_do_not_implement_are_refused(gpt2_folder, tmp_path, change, fragment):
     with pytest.raises(ValueError) as err:
-        read_gpt2(copy_folder(folder, tmp_path, config_changes=change))
+        read_gpt2(copy_folder(gpt2_folder, tmp_path, config_changes=change))
     assert fragment in one_line(err)
 
 
@@ -240,14 +231,14 @@ def test_gpt2_variants_we_do_not_implement_are_refused(folder, tmp_path, change,
     ({"n_layer": 1}, "have no place"),
     ({"n_positions": 32}, "wpe.weight is (64, 32), config.json implies (32, 32)"),
 ])
-def test_weights_that_do_not_match_the_config(folder, tmp_path, change, fragment):
+def test_weights_that_do_not_match_the_config(gpt2_folder, tmp_path, change, fragment):
     with pytest.raises(ValueError) as err:
-        load_run(copy_folder(folder, tmp_path, config_changes=change))
+        load_run(copy_folder(gpt2_folder, tmp_path, config_changes=change))
     assert "do not match its config.json" in one_line(err) and fragment in one_line(err)
 
 
-def test_a_tokenizer_of_another_size_is_refused(folder, tmp_path):
-    bad = copy_folder(folder, tmp_path)
+def test_a_tokenizer_of_another_size_is_refused(gpt2_folder, tmp_path):
+    bad = copy_folder(gpt2_folder, tmp_path)
     merges = (bad / "merges.txt").read_text().splitlines()
     vocab = json.loads((bad / "vocab.json").read_text())
     del vocab["".join(merges[-1].split(" "))]  # the last merge and its token: one token fewer
@@ -259,22 +250,22 @@ def test_a_tokenizer_of_another_size_is_refused(folder, tmp_path):
     assert "mixes two runs or models" in one_line(err)
 
 
-def test_tokenizer_files_that_are_not_gpt2_style_are_refused(folder, tmp_path):
-    bad = copy_folder(folder, tmp_path)
+def test_tokenizer_files_that_are_not_gpt2_style_are_refused(gpt2_folder, tmp_path):
+    bad = copy_folder(gpt2_folder, tmp_path)
     (bad / "merges.txt").write_text("#version: 0.2\nno such merge\n")
     with pytest.raises(ValueError) as err:
         load_run(bad)
     assert "not GPT-2's byte-level BPE format" in one_line(err)
 
 
-def test_a_pytorch_model_bin_carrying_code_is_refused_and_nothing_runs(folder, tmp_path):
+def test_a_pytorch_model_bin_carrying_code_is_refused_and_nothing_runs(gpt2_folder, tmp_path):
     marker = tmp_path / "ran"
 
     class Payload:
         def __reduce__(self):
             return (exec, (f"open({str(marker)!r}, 'w').write('ran')",))
 
-    bad = copy_folder(folder, tmp_path, drop=["model.safetensors"])
+    bad = copy_folder(gpt2_folder, tmp_path, drop=["model.safetensors"])
     torch.save({"wte.weight": torch.zeros(3), "payload": Payload()}, bad / "pytorch_model.bin")
     with pytest.raises(ValueError) as err:
         load_run(bad)
@@ -282,8 +273,8 @@ def test_a_pytorch_model_bin_carrying_code_is_refused_and_nothing_runs(folder, t
     assert not marker.exists()
 
 
-def test_a_truncated_safetensors_file(folder, tmp_path):
-    bad = copy_folder(folder, tmp_path)
+def test_a_truncated_safetensors_file(gpt2_folder, tmp_path):
+    bad = copy_folder(gpt2_folder, tmp_path)
     data = (bad / "model.safetensors").read_bytes()
     (bad / "model.safetensors").write_bytes(data[: len(data) // 2])
     with pytest.raises(ValueError) as err:

@@ -29,11 +29,16 @@ HOSTILE = [
 ]
 T = len(HOSTILE)
 BROWSER = shutil.which("chromium") or shutil.which("chromium-browser")
-needs_browser = pytest.mark.skipif(
+no_browser = pytest.mark.skipif(
     BROWSER is None,
     reason="chromium not found; install it (Debian/Ubuntu: `apt-get install -y chromium`) "
     "to run the real-browser checks",
 )
+
+
+def needs_browser(test):
+    """A real-browser test: slow, and skipped (saying how to install it) without chromium."""
+    return pytest.mark.slow(no_browser(test))
 
 
 def known_attention(L=3, H=4, T=T):

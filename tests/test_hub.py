@@ -8,9 +8,10 @@ import torch
 
 import generate
 from data.sources import open_source
-from model.checkpoint import load_run
+from runs.load import load_run
 from storage.hub import dataset_file, model_folder
 from tests.fakehub import FakeHub, tiny_gpt2_folder, use_hub
+from tests.helpers import ROOT, one_line
 
 pytest.importorskip("transformers", reason="makes the tiny GPT-2: pip install -r requirements-test.txt")
 pytest.importorskip("huggingface_hub", reason="pip install -r requirements.txt")
@@ -20,20 +21,15 @@ STORY = "Once upon a time there was a small owl.\nIt was hungry, so it flew to t
 
 
 @pytest.fixture(scope="module")
-def gpt2(tmp_path_factory):
-    return tiny_gpt2_folder(tmp_path_factory.mktemp("gpt2"))
-
-
-@pytest.fixture(scope="module")
 def gpt2_bin(tmp_path_factory):
     return tiny_gpt2_folder(tmp_path_factory.mktemp("gpt2-bin"), bin_file=True)
 
 
 @pytest.fixture
-def hub(gpt2, gpt2_bin, tmp_path, monkeypatch):
+def hub(gpt2_folder, gpt2_bin, tmp_path, monkeypatch):
     """A hub with a GPT-2 (plus files a loader must not fetch), an old one with only a
     pytorch_model.bin, and a dataset; huggingface_hub pointed at it, with an empty cache."""
-    model = {p.name: p.read_bytes() for p in gpt2.iterdir()}
+    model = {p.name: p.read_bytes() for p in gpt2_folder.iterdir()}
     model.update({"README.md": b"# tiny", "pytorch_model.bin": (gpt2_bin / "pytorch_model.bin").read_bytes(),
                   "flax_model.msgpack": b"\0" * 100})
     old = {p.name: p.read_bytes() for p in gpt2_bin.iterdir()}
@@ -45,12 +41,6 @@ def hub(gpt2, gpt2_bin, tmp_path, monkeypatch):
     server.close()
 
 
-def one_line(excinfo) -> str:
-    message = str(excinfo.value)
-    assert message and "\n" not in message
-    return message
-
-
 def same_logits(a, b):
     ids = torch.tensor([[1, 5, 9, 30, 2]])
     with torch.no_grad():
@@ -59,9 +49,9 @@ def same_logits(a, b):
 
 # --- models ------------------------------------------------------------------------------------
 
-def test_hf_name_fetches_only_the_four_files_and_loads_like_the_folder(hub, gpt2):
+def test_hf_name_fetches_only_the_four_files_and_loads_like_the_folder(hub, gpt2_folder):
     run = load_run("hf:tiny/gpt2")
-    assert same_logits(run, load_run(gpt2))
+    assert same_logits(run, load_run(gpt2_folder))
     assert sorted(hub.fetched("GET")) == sorted(f"/tiny/gpt2/resolve/{rev}/{name}" for name, rev in zip(
         MODEL_FILES, ["main"] + ["0123456789abcdef0123456789abcdef01234567"] * 3))
     assert run.meta["source"] == "hf:tiny/gpt2" and run.meta["tokenizer_kind"] == "gpt2"
@@ -73,9 +63,9 @@ def test_a_name_without_owner_works(hub):
     assert load_run("hf:tinygpt2").model.config.n_layer == 2
 
 
-def test_a_repository_with_only_pytorch_model_bin(hub, gpt2):
+def test_a_repository_with_only_pytorch_model_bin(hub, gpt2_folder):
     run = load_run("hf:old/gpt2")
-    assert same_logits(run, load_run(gpt2))
+    assert same_logits(run, load_run(gpt2_folder))
     assert any(path.endswith("/pytorch_model.bin") for path in hub.fetched("GET"))
 
 
@@ -123,14 +113,14 @@ def test_generate_samples_from_an_hf_name(hub):
     assert out.getvalue().startswith("the owl") and len(out.getvalue()) > len("the owl\n")
 
 
-def test_generate_attention_and_probe_on_a_gpt2_folder(gpt2):
+def test_generate_attention_and_probe_on_a_gpt2_folder(gpt2_folder):
     out, err = io.StringIO(), io.StringIO()
-    code = generate.main(["--ckpt", str(gpt2), "--device", "cpu", "--attention",
+    code = generate.main(["--ckpt", str(gpt2_folder), "--device", "cpu", "--attention",
                           "The dog ate because it was hungry."], out=out, err=err)
     assert code == 0, err.getvalue()
     assert "L1 H1" in out.getvalue()
     out = io.StringIO()
-    code = generate.main(["--ckpt", str(gpt2), "--device", "cpu", "--probe", "--json",
+    code = generate.main(["--ckpt", str(gpt2_folder), "--device", "cpu", "--probe", "--json",
                           "--permutations", "5"], out=out, err=err)
     assert code == 0, err.getvalue()
     assert '"best_head"' in out.getvalue()
@@ -173,4 +163,4 @@ def test_importing_storage_hub_does_not_import_huggingface_hub():
     import sys
 
     code = "import sys, storage.hub; sys.exit('huggingface_hub' in sys.modules)"
-    assert subprocess.run([sys.executable, "-c", code], cwd=generate.ROOT).returncode == 0
+    assert subprocess.run([sys.executable, "-c", code], cwd=ROOT).returncode == 0

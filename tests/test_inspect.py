@@ -8,20 +8,14 @@ import torch
 import torch.nn.functional as F
 
 from model.attention import inspect_attention
-from model.gpt import GPT, GPTConfig
-
-
-def tiny(n_layer=2, n_head=4):
-    torch.manual_seed(0)
-    return GPT(GPTConfig(vocab_size=50, block_size=16, n_layer=n_layer, n_head=n_head, n_embd=32)).eval()
 
 
 IDX = torch.randint(0, 50, (2, 12), generator=torch.Generator().manual_seed(1))
 
 
 @torch.no_grad()
-def test_recorded_weights_are_the_equations_of_layer_0():
-    model = tiny()
+def test_recorded_weights_are_the_equations_of_layer_0(tiny_gpt):
+    model = tiny_gpt().eval()
     with inspect_attention(model) as seen:
         logits = model(IDX)
     assert logits.shape == (2, 12, 50)  # model(idx) still returns logits only
@@ -37,8 +31,8 @@ def test_recorded_weights_are_the_equations_of_layer_0():
     assert [o.shape for o in seen.outputs] == [(2, 4, 12, 8)] * 2
 
 
-def test_without_an_inspection_the_fused_kernel_runs_and_agrees_with_the_explicit_path(monkeypatch):
-    model = tiny()
+def test_without_an_inspection_the_fused_kernel_runs_and_agrees_with_the_explicit_path(tiny_gpt, monkeypatch):
+    model = tiny_gpt().eval()
     calls = []
     fused = F.scaled_dot_product_attention
 
@@ -60,8 +54,8 @@ def test_without_an_inspection_the_fused_kernel_runs_and_agrees_with_the_explici
 
 
 @torch.no_grad()
-def test_an_empty_knockout_changes_nothing_and_a_knockout_renormalises_the_row():
-    model = tiny()
+def test_an_empty_knockout_changes_nothing_and_a_knockout_renormalises_the_row(tiny_gpt):
+    model = tiny_gpt().eval()
     with inspect_attention(model) as clean:
         logits = model(IDX)
     nothing = {l: torch.zeros(2, 4, 12, 12, dtype=torch.bool) for l in range(2)}
@@ -84,8 +78,8 @@ def test_an_empty_knockout_changes_nothing_and_a_knockout_renormalises_the_row()
 
 
 @torch.no_grad()
-def test_ablation_replaces_chosen_heads_outputs_before_w_o():
-    model = tiny()
+def test_ablation_replaces_chosen_heads_outputs_before_w_o(tiny_gpt):
+    model = tiny_gpt().eval()
     with inspect_attention(model) as clean:
         logits = model(IDX)
     own = clean.outputs[0]
@@ -101,8 +95,8 @@ def test_ablation_replaces_chosen_heads_outputs_before_w_o():
     assert (changed[:, 5] - logits[:, 5]).abs().max().item() > 1e-6
 
 
-def test_edits_keep_the_graph_so_gradients_flow():
-    model = tiny()
+def test_edits_keep_the_graph_so_gradients_flow(tiny_gpt):
+    model = tiny_gpt().eval()
     blocked = torch.zeros(1, 1, 12, 12, dtype=torch.bool)
     blocked[..., 11, 0] = True
     with inspect_attention(model, knockout={0: blocked}) as seen:
@@ -111,8 +105,8 @@ def test_edits_keep_the_graph_so_gradients_flow():
     assert model.blocks[0].attn.w_qkv.weight.grad.abs().sum().item() > 0
 
 
-def test_mistakes_are_value_errors_and_the_block_always_uninstalls():
-    model = tiny()
+def test_mistakes_are_value_errors_and_the_block_always_uninstalls(tiny_gpt):
+    model = tiny_gpt().eval()
     every = torch.ones(1, 1, 12, 12, dtype=torch.bool)
     with pytest.raises(ValueError, match="leaves a query with no key"):
         with inspect_attention(model, knockout={0: every}):
@@ -130,8 +124,8 @@ def test_mistakes_are_value_errors_and_the_block_always_uninstalls():
 
 
 @torch.no_grad()
-def test_inspection_with_a_kv_cache_matches_the_whole_sequence():
-    model = tiny()
+def test_inspection_with_a_kv_cache_matches_the_whole_sequence(tiny_gpt):
+    model = tiny_gpt().eval()
     caches = model.new_caches(2)
     model(IDX[:, :11], caches=caches)
     blocked = torch.zeros(2, 4, 12, 12, dtype=torch.bool)

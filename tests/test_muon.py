@@ -3,17 +3,12 @@
 import pytest
 import torch
 
-from model.gpt import GPT, GPTConfig, lm_loss
+from model.gpt import lm_loss
 from training.optim import make_optimizer
 
 
-def tiny():
-    torch.manual_seed(0)
-    return GPT(GPTConfig(vocab_size=30, block_size=16, n_layer=2, n_head=2, n_embd=32))
-
-
-def test_muon_trains_and_checkpoints():
-    model = tiny()
+def test_muon_trains_and_checkpoints(tiny_gpt):
+    model = tiny_gpt()
     opt = make_optimizer(model, "muon", 3e-3, 0.0, (0.9, 0.95), "cpu")
     muon_params = sum(len(g["params"]) for g in opt.param_groups if g.get("use_muon"))
     assert muon_params == 2 * 4  # w_qkv, attention w_out, mlp w_in, mlp w_out per block
@@ -32,8 +27,8 @@ def test_muon_trains_and_checkpoints():
     assert torch.equal(again.state[p]["momentum_buffer"], opt.state[p]["momentum_buffer"])
 
 
-def test_setting_a_groups_lr_reaches_the_optimizer_that_steps():
-    model = tiny()
+def test_setting_a_groups_lr_reaches_the_optimizer_that_steps(tiny_gpt):
+    model = tiny_gpt()
     opt = make_optimizer(model, "muon", 3e-3, 0.0, (0.9, 0.95), "cpu")
     for group in opt.param_groups:
         group["lr"] = 0.0  # what the schedule does at a step with lr 0
@@ -43,8 +38,8 @@ def test_setting_a_groups_lr_reaches_the_optimizer_that_steps():
     assert all(torch.equal(a, b) for a, b in zip(before, model.parameters()))
 
 
-def test_works_under_the_grad_scaler():
-    model = tiny()
+def test_works_under_the_grad_scaler(tiny_gpt):
+    model = tiny_gpt()
     opt = make_optimizer(model, "muon", 3e-3, 0.0, (0.9, 0.95), "cpu")
     scaler = torch.amp.GradScaler("cpu", enabled=True)
     before = [p.detach().clone() for p in model.parameters()]
@@ -57,7 +52,7 @@ def test_works_under_the_grad_scaler():
     assert sum(not torch.equal(a, b) for a, b in zip(before, model.parameters())) > 10
 
 
-def test_a_foreign_optimizer_state_is_refused():
-    opt = make_optimizer(tiny(), "muon", 3e-3, 0.0, (0.9, 0.95), "cpu")
+def test_a_foreign_optimizer_state_is_refused(tiny_gpt):
+    opt = make_optimizer(tiny_gpt(), "muon", 3e-3, 0.0, (0.9, 0.95), "cpu")
     with pytest.raises(ValueError, match="not a Muon"):
         opt.load_state_dict({"state": {}, "param_groups": []})

@@ -14,8 +14,8 @@ import pytest
 
 import data.prepare as prepare_module
 from data.prepare import prepare, token_dtype
+from tests.helpers import ROOT
 
-ROOT = Path(__file__).resolve().parent.parent
 WORDS = ["the", "owl", "hooted", "naïve", "café", "über", "—", "it", "was", "hungry", "42",
          "✓"]
 
@@ -217,6 +217,7 @@ print(json.dumps({"growth_kb": peak_rss_kb() - before,
 """
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not Path("/proc/self/status").exists(), reason="needs Linux /proc")
 def test_memory_stays_bounded(tmp_path):
     # 20 MB of text: reading it whole, or holding all its ids in a list, would cost 20-180 MB.

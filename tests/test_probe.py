@@ -124,18 +124,18 @@ def test_token_indices_map_spans_to_every_overlapping_token():
 
 
 def test_candidate_scores_sum_multi_token_spans_and_order_candidates_by_text():
-    cs = candidate_scores(MODEL, TOKENIZER, TEST)
-    assert cs.scores.shape == (4, 2, 2, 3)
-    assert cs.valid.tolist() == [[True, True, False]] * 3 + [[True, True, True]]
-    assert cs.label.tolist() == [1, 1, 0, 1]  # text order: "cat" before "DOG", ...
-    assert cs.nearest.tolist() == [1, 1, 1, 1]  # t4: "ox" follows the pronoun, so "PIG"
+    scores = candidate_scores(MODEL, TOKENIZER, TEST)
+    assert scores.attention.shape == (4, 2, 2, 3)
+    assert scores.valid.tolist() == [[True, True, False]] * 3 + [[True, True, True]]
+    assert scores.label.tolist() == [1, 1, 0, 1]  # text order: "cat" before "DOG", ...
+    assert scores.nearest.tolist() == [1, 1, 1, 1]  # t4: "ox" follows the pronoun, so "PIG"
     # caps head: 0.9 over the three tokens of "DOG" sums back to 0.9; "ox" is unseen, so 0.
-    assert cs.scores[0, 0, 1].tolist() == pytest.approx([0.0, 0.9, 0.0])
-    assert cs.scores[3, 0, 1].tolist() == pytest.approx([0.0, 0.9, 0.0])
+    assert scores.attention[0, 0, 1].tolist() == pytest.approx([0.0, 0.9, 0.0])
+    assert scores.attention[3, 0, 1].tolist() == pytest.approx([0.0, 0.9, 0.0])
     # uniform head: a candidate's share is its token count over the visible tokens.
     q = TEST[0].pronoun[1] - 1
-    assert cs.scores[0, 1, 1, :2].tolist() == pytest.approx([3 / (q + 1), 3 / (q + 1)])
-    assert cs.first[:, 0, 0].tolist() == [1.0] * 4
+    assert scores.attention[0, 1, 1, :2].tolist() == pytest.approx([3 / (q + 1), 3 / (q + 1)])
+    assert scores.first[:, 0, 0].tolist() == [1.0] * 4
 
 
 def test_cand_at_1_per_head_is_exact_with_ties_as_misses(result):
@@ -222,13 +222,13 @@ LOST = item("the CAT and the pig ran so it saw the ox.", "CAT", "pig")  # the an
 
 def test_a_long_example_is_read_in_the_window_before_its_pronoun_and_counted():
     short = KnownModel([[sink, caps]], block_size=16)
-    cs = candidate_scores(short, TOKENIZER, [LONG, LOST, TEST[0]])
-    assert (cs.windowed, cs.antecedent_unseen, cs.skipped_unencodable) == (3, 1, 0)
+    scores = candidate_scores(short, TOKENIZER, [LONG, LOST, TEST[0]])
+    assert (scores.windowed, scores.antecedent_unseen, scores.skipped_unencodable) == (3, 1, 0)
     # caps spreads 0.9 over the window's capitals (P, I, G) and 0.1 on its first token, "h".
-    assert cs.scores[0, 0, 1].tolist() == pytest.approx([0.0, 0.9])  # "cat" is outside: 0
-    assert cs.first[0, 0, 1].item() == pytest.approx(0.1)
+    assert scores.attention[0, 0, 1].tolist() == pytest.approx([0.0, 0.9])  # "cat" is outside: 0
+    assert scores.first[0, 0, 1].item() == pytest.approx(0.1)
     # No capital in LOST's window: caps puts it all on the window's first token; a tie at 0.
-    assert cs.scores[1, 0, 1].tolist() == [0.0, 0.0]
+    assert scores.attention[1, 0, 1].tolist() == [0.0, 0.0]
 
 
 def test_long_examples_are_windowed_and_unencodable_ones_skipped_in_result_and_report():
@@ -265,13 +265,13 @@ def test_a_windowed_example_in_a_real_gpt_scores_the_attention_on_the_cropped_id
     config = GPTConfig(vocab_size=TOKENIZER.vocab_size, block_size=16, n_layer=2, n_head=2,
                        n_embd=16)
     model = GPT(config).eval()
-    cs = candidate_scores(model, TOKENIZER, [LONG])
+    scores = candidate_scores(model, TOKENIZER, [LONG])
     cropped = torch.tensor([TOKENIZER.encode(LONG.text)[13:29]])
     attn = attention_of(model, cropped)
     pig = torch.stack([a[0, :, -1, 16 - 13 : 19 - 13].sum(-1) for a in attn])  # (L, H)
-    assert torch.allclose(cs.scores[0, :, :, 1], pig, atol=1e-6)
-    assert cs.scores[0, :, :, 0].abs().max().item() == 0.0  # "cat" is before the window
-    assert cs.windowed == 1
+    assert torch.allclose(scores.attention[0, :, :, 1], pig, atol=1e-6)
+    assert scores.attention[0, :, :, 0].abs().max().item() == 0.0  # "cat" is before the window
+    assert scores.windowed == 1
 
 
 def test_result_is_json_with_the_documented_keys(result):
@@ -298,16 +298,16 @@ def test_real_gpt_scores_match_a_direct_sum_over_its_attention():
     torch.manual_seed(0)
     config = GPTConfig(vocab_size=TOKENIZER.vocab_size, block_size=64, n_layer=2, n_head=2, n_embd=16)
     model = GPT(config).eval()
-    cs = candidate_scores(model, TOKENIZER, TEST)
+    scores = candidate_scores(model, TOKENIZER, TEST)
     ex = TEST[3]
     ids = torch.tensor([TOKENIZER.encode(ex.text)])
     attn = attention_of(model, ids)
     q = ex.pronoun[1] - 1
     s, e = ex.antecedent
     direct = attn[1][0, 0, q, s:e].sum().item()  # "PIG" is one token per character
-    assert cs.scores[3, 1, 0, 1].item() == pytest.approx(direct, abs=1e-6)
-    assert cs.first[3, 0, 1].item() == pytest.approx(attn[0][0, 1, q, 0].item(), abs=1e-6)
-    assert cs.scores[3, :, :, 2].abs().max().item() == 0.0  # "ox" comes after the pronoun
+    assert scores.attention[3, 1, 0, 1].item() == pytest.approx(direct, abs=1e-6)
+    assert scores.first[3, 0, 1].item() == pytest.approx(attn[0][0, 1, q, 0].item(), abs=1e-6)
+    assert scores.attention[3, :, :, 2].abs().max().item() == 0.0  # "ox" comes after the pronoun
 
 
 class PiecesTokenizer:
@@ -326,13 +326,13 @@ def test_multi_token_candidates_with_leading_spaces_sum_their_tokens_in_a_real_g
     torch.manual_seed(1)
     model = GPT(GPTConfig(vocab_size=64, block_size=32, n_layer=1, n_head=2, n_embd=16)).eval()
     ex = TEST[0]  # "the cat saw the DOG so it ran." -> t|h|e| c|a|t| s|a|w| t|h|e| D|O|G| s|o| i|t|..
-    cs = candidate_scores(model, PiecesTokenizer(), [ex])
+    scores = candidate_scores(model, PiecesTokenizer(), [ex])
     ids, _ = PiecesTokenizer().encode_with_offsets(ex.text)
     attn = attention_of(model, torch.tensor([ids]))
     row = attn[0][0, :, 18]  # (H, T): the query is "t", the last of the pronoun's " i", "t"
     cat, dog = row[:, [3, 4, 5]].sum(-1), row[:, [12, 13, 14]].sum(-1)  # " c" a t, " D" O G
-    assert cs.scores[0, 0, :, 0].tolist() == pytest.approx(cat.tolist())
-    assert cs.scores[0, 0, :, 1].tolist() == pytest.approx(dog.tolist())
+    assert scores.attention[0, 0, :, 0].tolist() == pytest.approx(cat.tolist())
+    assert scores.attention[0, 0, :, 1].tolist() == pytest.approx(dog.tolist())
 
 
 def test_query_words_that_are_not_pronouns_are_noted_in_the_result_and_the_report():

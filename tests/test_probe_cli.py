@@ -1,15 +1,13 @@
 """generate.py --probe, --json and --html, driven through main() on a real run folder."""
 
-import io
 import json
 import os
 import stat
 
 import pytest
 
-import generate
 from data.pronouns import examples, write_jsonl
-from tests.test_generate_cli import make_run
+from tests.helpers import make_run, run_generate
 
 
 @pytest.fixture(scope="module")
@@ -27,14 +25,8 @@ def user_file(tmp_path_factory):
     return path
 
 
-def call(*argv):
-    out, err = io.StringIO(), io.StringIO()
-    code = generate.main([str(a) for a in argv], out=out, err=err)
-    return code, out.getvalue(), err.getvalue()
-
-
 def test_probe_json_has_the_documented_keys(run_folder):
-    code, out, _ = call("--ckpt", run_folder, "--probe", "--json", "--permutations", "20")
+    code, out, _ = run_generate("--ckpt", run_folder, "--probe", "--json", "--permutations", "20")
     assert code == 0
     result = json.loads(out)
     assert {"layer", "head", "dev", "test"} <= result["best_head"].keys()
@@ -64,38 +56,59 @@ def assert_causal_shape(causal, best, examples_given, L=2, H=2):
 
 
 def test_no_causal_leaves_the_causal_tests_out_of_json_and_report(run_folder):
-    code, out, _ = call("--ckpt", run_folder, "--probe", "--json", "--permutations", "5",
+    code, out, _ = run_generate("--ckpt", run_folder, "--probe", "--json", "--permutations", "5",
                         "--no-causal")
     assert code == 0 and "causal" not in json.loads(out)
-    code, out, _ = call("--ckpt", run_folder, "--probe", "--permutations", "5", "--no-causal")
+    code, out, _ = run_generate("--ckpt", run_folder, "--probe", "--permutations", "5", "--no-causal")
     assert code == 0 and "Pronoun probe" in out and "Causal test" not in out
 
 
 def test_the_report_prints_the_causal_table_under_the_probes(run_folder, user_file):
     path = user_file
-    code, out, _ = call("--ckpt", run_folder, "--probe", path, "--permutations", "5")
+    code, out, _ = run_generate("--ckpt", run_folder, "--probe", path, "--permutations", "5")
     assert code == 0 and out.index("Clark et al. 2019") < out.index("Causal test at the pronoun")
-    code, js, _ = call("--ckpt", run_folder, "--probe", path, "--permutations", "5", "--json")
+    code, js, _ = run_generate("--ckpt", run_folder, "--probe", path, "--permutations", "5", "--json")
     result = json.loads(js)
     causal, best = result["causal"], result["best_head"]
     assert_causal_shape(causal, best, 40)  # on the user's one set of examples
     assert f"(mean over {causal['n']} examples, {causal['skipped']} skipped;" in out
     row = next(line for line in out.splitlines() if line.startswith("L1 ") and " | " in line)
     assert row.split(" | ")[0].split()[1:] == [f"{c['antecedent']:+.2f}" for c in causal["heads"][1]]
-    ante = causal["all_heads"]["antecedent"]
-    assert f"  all layers    antecedent {ante:+.2f} [" in out
-    assert f"  L{best['layer']} H{best['head']} alone   antecedent " in out
+    def with_ci(deltas, name):  # written out, not analysis.causal's: what the report must show
+        lo, hi = deltas[f"{name}_ci"]
+        return f"{deltas[name]:+.2f} [{lo:+.2f}, {hi:+.2f}]"
+
+    every, alone = causal["all_heads"], causal["best_head"]
+    assert (f"  all layers    antecedent {with_ci(every, 'antecedent')}   control "
+            f"{with_ci(every, 'distractor')}") in out
+    assert (f"  L{best['layer']} H{best['head']} alone   antecedent {with_ci(alone, 'antecedent')}   "
+            f"control {with_ci(alone, 'distractor')}\n{'':<15} ablation   {with_ci(alone, 'ablation')}") in out
 
 
-def test_probe_on_a_user_file_says_it_chose_and_scored_on_the_same_data(run_folder, user_file):
-    code, out, _ = call("--ckpt", run_folder, "--probe", user_file, "--permutations", "20")
-    assert code == 0 and "same data" in out and "Clark et al. 2019" in out
-    assert "L1" in out and "H1" in out  # the layer x head table
+def test_probe_report_on_a_user_file_shows_the_numbers_of_its_json(run_folder, user_file):
+    code, out, _ = run_generate("--ckpt", run_folder, "--probe", user_file, "--permutations", "20")
+    assert code == 0
+    code, js, _ = run_generate("--ckpt", run_folder, "--probe", user_file, "--permutations", "20",
+                               "--json")
+    result = json.loads(js)
+    assert code == 0 and result["selection"] == "same data"  # one set: chosen and scored on it
+    lines = out.splitlines()
+    at = lines.index("cand@1 by layer (rows) and head (columns):")
+    assert lines[at + 1].split() == ["H0", "H1"]
+    table = {line.split()[0]: line.split()[1:] for line in lines[at + 2 : at + 4]}
+    assert table == {f"L{layer}": [f"{h['test']:.1%}" for h in result["heads"] if h["layer"] == layer]
+                     for layer in (0, 1)}
+    best, b = result["best_head"], result["baselines"]
+    assert (f"Best head L{best['layer']} H{best['head']}: {best['test']:.1%} cand@1; permutation "
+            f"test p = {result['p_value']:.4f} (20 shuffles") in out
+    assert (f"Baselines (cand@1): random {b['random']['test']:.1%}, first {b['first']['test']:.1%}, "
+            f"nearest before the pronoun {b['nearest']['test']:.1%}") in out
+    assert "chosen and scored on the same data" in out and "Clark et al. 2019" in out
 
 
 def test_attention_html_writes_a_self_contained_page(run_folder, tmp_path):
     page = tmp_path / "maps.html"
-    code, out, _ = call("--ckpt", run_folder, "--attention", "The king smiled because he ruled the land.",
+    code, out, _ = run_generate("--ckpt", run_folder, "--attention", "The king smiled because he ruled the land.",
                         "--html", page)
     assert code == 0 and f"wrote {page}" in out
     html = page.read_text()
@@ -107,12 +120,12 @@ def test_attention_html_writes_a_self_contained_page(run_folder, tmp_path):
     (["--json"], "--json goes with --probe"),
     (["--html", "x.html"], "go with --attention"),
     (["--probe", "--attention"], "separate runs"),
-    (["--probe", "--permutations", "0"], "--permutations must be at least 1"),
+    (["--probe", "--permutations", "0"], "--permutations must be a positive integer, got 0"),
     (["--no-causal"], "--no-causal goes with --probe (or --html)"),
     (["--probe", "missing.jsonl"], "missing.jsonl"),
 ])
 def test_probe_and_page_errors_are_one_line(run_folder, argv, fragment):
-    code, _, err = call("--ckpt", run_folder, *argv)
+    code, _, err = run_generate("--ckpt", run_folder, *argv)
     assert code == 2 and err.count("\n") == 1 and fragment in err, err
 
 
@@ -124,23 +137,23 @@ def test_a_query_word_that_is_not_a_pronoun_is_noted_in_report_and_json(run_fold
     path = tmp_path / "mine.jsonl"
     path.write_text(json.dumps(MINE) + "\n" + json.dumps({**MINE, "pronoun": [22, 29]}) + "\n")
     note = "the query words of 1 of 2 examples are not pronouns ('because')"
-    code, out, _ = call("--ckpt", run_folder, "--probe", path, "--permutations", "5")
+    code, out, _ = run_generate("--ckpt", run_folder, "--probe", path, "--permutations", "5")
     assert code == 0 and f"Note: {note}" in out
-    code, out, _ = call("--ckpt", run_folder, "--probe", path, "--permutations", "5", "--json")
+    code, out, _ = run_generate("--ckpt", run_folder, "--probe", path, "--permutations", "5", "--json")
     assert code == 0 and json.loads(out)["notes"][0].startswith(note)
 
 
 def test_a_probe_file_that_is_a_folder_or_empty_is_a_one_line_error(run_folder, tmp_path):
-    code, _, err = call("--ckpt", run_folder, "--probe", tmp_path)
+    code, _, err = run_generate("--ckpt", run_folder, "--probe", tmp_path)
     assert code == 2 and err == f"error: cannot read {tmp_path}: Is a directory\n"
     (tmp_path / "empty.jsonl").write_text("\n")
-    code, _, err = call("--ckpt", run_folder, "--probe", tmp_path / "empty.jsonl")
+    code, _, err = run_generate("--ckpt", run_folder, "--probe", tmp_path / "empty.jsonl")
     assert code == 2 and err == f"error: {tmp_path / 'empty.jsonl'} holds no examples; " \
                                 "write one JSON object per line\n"
 
 
 def html_error(run_folder, target):
-    code, out, err = call("--ckpt", run_folder, "--attention", "--html", target)
+    code, out, err = run_generate("--ckpt", run_folder, "--attention", "--html", target)
     assert code == 2 and err.count("\n") == 1 and err.startswith("error: ") and str(target) in err
     assert "wrote" not in out
     return err
@@ -182,21 +195,21 @@ def short_run_folder(tmp_path_factory):
 
 
 def test_the_probe_reads_long_examples_in_the_window_instead_of_skipping_them(short_run_folder):
-    code, out, _ = call("--ckpt", short_run_folder, "--probe", "--json", "--permutations", "5")
+    code, out, _ = run_generate("--ckpt", short_run_folder, "--probe", "--json", "--permutations", "5")
     assert code == 0
     result = json.loads(out)
     for split in ("dev", "test"):
         c = result["counts"][split]
         assert c["used"] == c["examples"] == len(examples(split))
         assert 0 < c["antecedent_unseen"] <= c["windowed"] <= c["used"]
-    code, out, _ = call("--ckpt", short_run_folder, "--probe", "--permutations", "5")
+    code, out, _ = run_generate("--ckpt", short_run_folder, "--probe", "--permutations", "5")
     windowed = result["counts"]["test"]["windowed"]
     assert f"  {windowed} read in the model's window, the last 16 tokens up to the pronoun" in out
 
 
 def test_attention_and_its_page_take_sentences_longer_than_block_size(short_run_folder, tmp_path):
     page = tmp_path / "maps.html"
-    code, out, _ = call("--ckpt", short_run_folder, "--attention", "--html", page)
+    code, out, _ = run_generate("--ckpt", short_run_folder, "--attention", "--html", page)
     assert code == 0 and out.count("note: the model sees 16 tokens up to") >= 3
     assert "outside its window" in page.read_text()  # the page says so too
 
@@ -214,15 +227,15 @@ def test_the_page_shows_the_saved_causal_tests_and_the_runs_probe_curve(tmp_path
     lines = [json.dumps(r) for r in (probe_line(200, 0.6), {"step": 200, "val_loss": 2.5},
                                       probe_line(400, 0.9), {"step": 400, "val_loss": 1.5})]
     (folder / "metrics.jsonl").write_text("\n".join(lines) + '\n{"step": 600, "probe_he\n')  # torn
-    assert call("--ckpt", folder, "--probe", "--permutations", "5")[0] == 0
+    assert run_generate("--ckpt", folder, "--probe", "--permutations", "5")[0] == 0
     causal = json.loads((folder / "probe.json").read_text())["causal"]
     page = tmp_path / "maps.html"
-    code, _, err = call("--ckpt", folder, "--attention", "--html", page)
+    code, _, err = run_generate("--ckpt", folder, "--attention", "--html", page)
     assert code == 0 and err == ""  # the saved result is reused: the probe does not run again
     html = page.read_text()
     assert html.index('class="causal"') < html.index('class="training"') < html.index('id="sentences"')
     b = causal["best_head"]
-    assert f'<td class="best" style="background:rgba(' in html
+    assert '<td class="best" style="background:rgba(' in html
     assert f"L{b['layer']} H{b['head']} alone</th><td>{b['antecedent']:+.2f} [" in html
     assert html.count('class="head"') == 3 and html.count('class="head best"') == 1
     assert html.count('class="baseline"') == 3 and html.count('class="loss"') == 1
@@ -231,10 +244,10 @@ def test_the_page_shows_the_saved_causal_tests_and_the_runs_probe_curve(tmp_path
 def test_a_page_without_probe_lines_or_causal_tests_has_no_curve_and_no_causal_table(tmp_path):
     folder, page = tmp_path / "run", tmp_path / "maps.html"
     make_run(folder, "bpe", 64)  # no metrics.jsonl, as for a Hugging Face model
-    assert call("--ckpt", folder, "--attention", "--html", page, "--no-probe")[0] == 0
+    assert run_generate("--ckpt", folder, "--attention", "--html", page, "--no-probe")[0] == 0
     html = page.read_text()
     assert 'class="training"' not in html and "<svg" not in html and 'class="causal"' not in html
-    assert call("--ckpt", folder, "--probe", "--permutations", "5", "--no-causal")[0] == 0
-    code, out, err = call("--ckpt", folder, "--attention", "--html", page)
+    assert run_generate("--ckpt", folder, "--probe", "--permutations", "5", "--no-causal")[0] == 0
+    code, out, err = run_generate("--ckpt", folder, "--attention", "--html", page)
     assert code == 0 and err == "" and 'class="causal"' not in page.read_text()
     assert "(outlined, the probe's best head: layer" in out

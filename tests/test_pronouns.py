@@ -4,15 +4,15 @@ import re
 
 import pytest
 
-from data.pronoun_words import (
-    ACTIONS, CONNECTORS, LINK_VERBS, NOUNS, PLACES, PRONOUNS, ROLE_PREPOSITIONS, TEMPLATES,
-)
 from data.pronouns import (
     ATTENTION_EXAMPLES, Example, corpus_text, examples, iter_examples, read_jsonl, split_of,
     validate_example, write_jsonl,
 )
+from data.pronouns.words import ACTIONS, CONNECTORS, LINK_VERBS, NOUNS, PLACES, PRONOUNS, TEMPLATES
 
 WORD = re.compile(r"[A-Za-z]+")
+# The prepositions that introduce a role template's distractor, as TEMPLATES writes them.
+ROLE_PREPOSITIONS = ("in", "near", "with", "beside", "from")
 
 
 @pytest.fixture(scope="module")

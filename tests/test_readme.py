@@ -3,9 +3,8 @@ tied by content, so an added import or comment never breaks it."""
 
 import ast
 import re
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+from tests.helpers import ROOT
 
 
 def function_sources(path):

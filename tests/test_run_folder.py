@@ -5,15 +5,13 @@ import json
 import os
 import signal
 import subprocess
-import sys
-import time
 from pathlib import Path
 
 import pytest
 import torch
 
 from model.checkpoint import atomic_save, load_checkpoint
-from test_train import ROOT, start_training, tiny_config, wait_for_metrics, write_yaml
+from tests.helpers import run_script, start_training, tiny_config, wait_for_metrics, write_yaml
 from training import loop
 from training.loop import TrainingStopped, train
 from training.optim import lr_at
@@ -21,11 +19,6 @@ from training.optim import lr_at
 
 def snapshot(folder):
     return {p.name: p.read_bytes() for p in sorted(Path(folder).iterdir()) if p.is_file()}
-
-
-def cli(*args, timeout=120):
-    return subprocess.run([sys.executable, "train.py", *map(str, args)], cwd=ROOT, capture_output=True,
-                          text=True, timeout=timeout)
 
 
 def assert_one_line_error(r, code=2):
@@ -38,7 +31,7 @@ def assert_one_line_error(r, code=2):
 
 def test_resume_takes_the_new_learning_rate_and_says_so(corpus, tmp_path, capsys):
     out = tmp_path / "run"
-    train(tiny_config(corpus, out, "train.lr=1e-2", "train.min_lr=1e-3"), stop_after=5)
+    train(tiny_config(corpus, out, "train.lr=1e-2", "train.min_lr=1e-3", "train.run_steps=5"))
     result = train(tiny_config(corpus, out, "train.lr=1e-3", "train.min_lr=1e-4"))
     assert result["step"] == 20
     assert "from the new config: train.lr 0.01 -> 0.001, train.min_lr 0.001 -> 0.0001" in capsys.readouterr().out
@@ -93,12 +86,13 @@ def test_dropout_may_change_on_resume_and_force_starts_over(corpus, tmp_path, ca
 def test_resume_with_dropout_is_exact(corpus, tmp_path):
     overrides = ("model.dropout=0.2", "train.final_full_eval=false")
     train(tiny_config(corpus, tmp_path / "whole", *overrides))
-    train(tiny_config(corpus, tmp_path / "split", *overrides), stop_after=7)
+    train(tiny_config(corpus, tmp_path / "split", *overrides, "train.run_steps=7"))
     train(tiny_config(corpus, tmp_path / "split", *overrides))
     whole, split = (load_checkpoint(tmp_path / name)["model"] for name in ("whole", "split"))
     assert all(torch.equal(whole[k], split[k]) for k in whole)
 
 
+@pytest.mark.slow
 def test_a_second_run_on_the_same_folder_is_refused_and_kill_9_frees_it(corpus, tmp_path):
     out = tmp_path / "run"
     cfg = write_yaml(tiny_config(corpus, out, "train.max_iters=100000", "train.log_interval=1"), tmp_path / "c.yaml")
@@ -180,30 +174,33 @@ def small_tmpfs(tmp_path):
         subprocess.run(["umount", "-l", str(mount)], check=False)
 
 
+@pytest.mark.slow
 def test_disk_full_during_a_checkpoint_is_one_line_and_keeps_the_previous_one(corpus, tmp_path, small_tmpfs):
     out = small_tmpfs / "run"
     cfg = write_yaml(tiny_config(corpus, out, "train.max_iters=10", "train.eval_interval=5"), tmp_path / "c.yaml")
-    assert cli(cfg).returncode == 0
+    assert run_script("train.py", cfg).returncode == 0
     before = (out / "ckpt.pt").read_bytes()
     free = os.statvfs(small_tmpfs).f_bavail * os.statvfs(small_tmpfs).f_frsize
     (small_tmpfs / "filler").write_bytes(b"\0" * (free - len(before) // 2))  # room for half a checkpoint
-    line = assert_one_line_error(cli(cfg, "train.max_iters=20"), code=1)
+    line = assert_one_line_error(run_script("train.py", cfg, "train.max_iters=20"), code=1)
     assert "No space left on device" in line and "previous file is untouched" in line
     assert (out / "ckpt.pt").read_bytes() == before and load_checkpoint(out)["step"] == 10
     assert not [p.name for p in out.iterdir() if p.name.endswith(".tmp")]
 
 
+@pytest.mark.slow
 def test_read_only_out_dir_and_cache_dir_are_one_line(corpus, tmp_path, small_tmpfs):
     (small_tmpfs / "run").mkdir()
     (small_tmpfs / "cache").mkdir()
     subprocess.run(["mount", "-o", "remount,ro", str(small_tmpfs)], check=True)
     cfg = write_yaml(tiny_config(corpus, small_tmpfs / "run"), tmp_path / "c.yaml")
-    assert "Read-only file system" in assert_one_line_error(cli(cfg))
+    assert "Read-only file system" in assert_one_line_error(run_script("train.py", cfg))
     fresh_cache = f"data.cache_dir={small_tmpfs / 'cache'}"
-    line = assert_one_line_error(cli(cfg, f"out_dir={tmp_path / 'run'}", fresh_cache))
+    line = assert_one_line_error(run_script("train.py", cfg, f"out_dir={tmp_path / 'run'}", fresh_cache))
     assert "Read-only file system" in line
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("override, message", [
     ("out_dir=", "out_dir: must not be empty"),
     ("train.peak_flops=0", "train.peak_flops: must be a positive"),
@@ -212,21 +209,22 @@ def test_read_only_out_dir_and_cache_dir_are_one_line(corpus, tmp_path, small_tm
 ])
 def test_bad_settings_are_one_line(corpus, tmp_path, override, message):
     cfg = write_yaml(tiny_config(corpus, tmp_path / "run"), tmp_path / "c.yaml")
-    assert message in assert_one_line_error(cli(cfg, override))
+    assert message in assert_one_line_error(run_script("train.py", cfg, override))
     assert not (tmp_path / "run").exists()
 
 
+@pytest.mark.slow
 def test_out_dir_or_cache_dir_that_is_a_file_is_one_line(corpus, tmp_path):
     a_file = tmp_path / "file"
     a_file.write_text("not a folder")
     cfg = write_yaml(tiny_config(corpus, tmp_path / "run"), tmp_path / "c.yaml")
-    assert str(a_file) in assert_one_line_error(cli(cfg, f"out_dir={a_file}"))
-    assert str(a_file) in assert_one_line_error(cli(cfg, f"data.cache_dir={a_file}"))
+    assert str(a_file) in assert_one_line_error(run_script("train.py", cfg, f"out_dir={a_file}"))
+    assert str(a_file) in assert_one_line_error(run_script("train.py", cfg, f"data.cache_dir={a_file}"))
     assert a_file.read_text() == "not a folder"
 
 
 def test_load_run_refuses_a_tokenizer_that_does_not_fit_the_model(corpus, tmp_path):
-    from model.checkpoint import load_run
+    from runs.load import load_run
 
     out = tmp_path / "run"
     train(tiny_config(corpus, out, "train.max_iters=2"))

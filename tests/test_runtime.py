@@ -96,13 +96,8 @@ def test_mfu_divides_by_every_process_peak():
     assert mfu(100.0, 10.0, None, 1) is None
 
 
-def tiny_padded():
-    torch.manual_seed(0)
-    return GPT(GPTConfig(vocab_size=50, block_size=16, n_layer=1, n_head=2, n_embd=16, vocab_multiple=64)).eval()
-
-
-def test_padded_vocabulary_is_never_scored_or_sampled():
-    model = tiny_padded()
+def test_padded_vocabulary_is_never_scored_or_sampled(tiny_gpt):
+    model = tiny_gpt(n_layer=1, n_head=2, n_embd=16, vocab_multiple=64).eval()
     assert model.tok_emb.weight.shape[0] == 64 and model.config.padded_vocab_size == 64
     with torch.no_grad():  # make the 14 padding rows win every argmax, were they scored
         model.ln_f.bias.fill_(1.0)

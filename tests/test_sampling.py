@@ -5,22 +5,15 @@ import math
 import pytest
 import torch
 
-from model.gpt import GPT, GPTConfig
 from model.sampling import ContextWindow, filter_top_k, filter_top_p, generate, sample_next
-
-
-def tiny(block_size=16, vocab_size=40):
-    torch.manual_seed(0)
-    cfg = GPTConfig(vocab_size=vocab_size, block_size=block_size, n_layer=2, n_head=4, n_embd=32)
-    return GPT(cfg).eval()
 
 
 def kept(logits):
     return torch.isfinite(logits).nonzero().flatten().tolist()
 
 
-def test_cache_gives_the_same_greedy_tokens_as_recomputing_also_past_block_size():
-    model = tiny(block_size=16)
+def test_cache_gives_the_same_greedy_tokens_as_recomputing_also_past_block_size(tiny_gpt):
+    model = tiny_gpt().eval()
     prompt = torch.randint(0, 40, (2, 5), generator=torch.Generator().manual_seed(1))
     cached = torch.stack(list(generate(model, prompt, 40, temperature=0, use_cache=True)), 1)
     full = torch.stack(list(generate(model, prompt, 40, temperature=0, use_cache=False)), 1)
@@ -28,8 +21,8 @@ def test_cache_gives_the_same_greedy_tokens_as_recomputing_also_past_block_size(
     assert torch.equal(cached, full)
 
 
-def test_cache_gives_the_same_logits_at_every_step_within_and_past_block_size():
-    model = tiny(block_size=16)
+def test_cache_gives_the_same_logits_at_every_step_within_and_past_block_size(tiny_gpt):
+    model = tiny_gpt().eval()
     prompt = torch.randint(0, 40, (2, 5), generator=torch.Generator().manual_seed(2))
     fast, slow = ContextWindow(model, prompt, True), ContextWindow(model, prompt, False)
     tokens = torch.Generator().manual_seed(3)
@@ -41,8 +34,8 @@ def test_cache_gives_the_same_logits_at_every_step_within_and_past_block_size():
     assert fast.tokens.shape == (2, 16) and torch.equal(fast.tokens, slow.tokens)
 
 
-def test_cached_logits_match_one_full_forward_of_the_window():
-    model = tiny(block_size=8)
+def test_cached_logits_match_one_full_forward_of_the_window(tiny_gpt):
+    model = tiny_gpt(block_size=8).eval()
     prompt = torch.arange(3).view(1, 3)
     window = ContextWindow(model, prompt, use_cache=True)
     for t in range(10):
@@ -51,16 +44,16 @@ def test_cached_logits_match_one_full_forward_of_the_window():
     assert (window.logits - expected).abs().max().item() <= 1e-5
 
 
-def test_a_prompt_longer_than_block_size_is_cropped_to_its_last_block_size_tokens():
-    model = tiny(block_size=8)
+def test_a_prompt_longer_than_block_size_is_cropped_to_its_last_block_size_tokens(tiny_gpt):
+    model = tiny_gpt(block_size=8).eval()
     prompt = torch.randint(0, 40, (1, 20), generator=torch.Generator().manual_seed(4))
     a = torch.cat(list(generate(model, prompt, 5, temperature=0)))
     b = torch.cat(list(generate(model, prompt[:, -8:], 5, temperature=0)))
     assert torch.equal(a, b)
 
 
-def test_the_same_seed_gives_the_same_tokens_and_another_seed_differs():
-    model = tiny()
+def test_the_same_seed_gives_the_same_tokens_and_another_seed_differs(tiny_gpt):
+    model = tiny_gpt().eval()
     prompt = torch.zeros(1, 1, dtype=torch.long)
 
     def draw(seed):
@@ -113,8 +106,8 @@ def test_sampling_follows_the_softmax_of_logits_over_temperature():
     assert abs(hot - 0.64 / 0.68) < 0.03  # T=0.5 squares the probabilities: .8² / (.2² + .8²)
 
 
-def test_tokens_stream_one_at_a_time():
-    model = tiny()
+def test_tokens_stream_one_at_a_time(tiny_gpt):
+    model = tiny_gpt().eval()
     calls = []
     model.register_forward_hook(lambda module, args, output: calls.append(args[0].shape[1]))
     stream = generate(model, torch.zeros(3, 4, dtype=torch.long), 5, temperature=0)
@@ -133,15 +126,15 @@ def test_tokens_stream_one_at_a_time():
     (dict(top_p=1.5), "top_p"),
     (dict(max_new_tokens=-1), "max_new_tokens"),
 ])
-def test_bad_arguments_are_refused_at_the_call(kwargs, message):
+def test_bad_arguments_are_refused_at_the_call(tiny_gpt, kwargs, message):
     args = dict(max_new_tokens=3) | kwargs
     with pytest.raises(ValueError, match=message):
-        generate(tiny(), torch.zeros(1, 1, dtype=torch.long), **args)
+        generate(tiny_gpt().eval(), torch.zeros(1, 1, dtype=torch.long), **args)
 
 
-def test_a_uniform_model_samples_every_token():
+def test_a_uniform_model_samples_every_token(tiny_gpt):
     # Sanity for the whole loop: zero logits give each of the V tokens probability 1/V.
-    model = tiny(vocab_size=8)
+    model = tiny_gpt(vocab_size=8).eval()
     torch.nn.init.zeros_(model.tok_emb.weight)  # tied: the LM head is zero too
     g = torch.Generator().manual_seed(0)
     tokens = torch.cat(list(generate(model, torch.zeros(1, 1, dtype=torch.long), 100, generator=g)))

@@ -9,13 +9,9 @@ from types import SimpleNamespace
 
 import pytest
 
-from data.sources import download, open_source, pronouns_path, tinyshakespeare_path
-
-
-def one_line(excinfo) -> str:
-    message = str(excinfo.value)
-    assert message and "\n" not in message
-    return message
+import data.sources as sources
+from data.sources import download, open_source, pronouns_path
+from tests.helpers import one_line
 
 
 # --- files and folders --------------------------------------------------------------------------
@@ -183,25 +179,32 @@ def test_cut_off_transfer_is_never_taken_for_complete(tmp_path, server):
         assert dest.read_bytes() == BODY and leftovers(tmp_path) == []
 
 
-def test_offline_message_says_where_to_put_the_file(tmp_path):
+def serve_tinyshakespeare(monkeypatch, url, sha256):
+    """The named corpus `tinyshakespeare`, as users ask for it, fetched from `url` instead."""
+    monkeypatch.setattr(sources, "TINYSHAKESPEARE_URL", url)
+    monkeypatch.setattr(sources, "TINYSHAKESPEARE_SHA256", sha256)
+
+
+def test_offline_message_says_where_to_put_the_file(tmp_path, monkeypatch):
+    serve_tinyshakespeare(monkeypatch, "http://127.0.0.1:9/input.txt", BODY_SHA256)  # nobody there
     with pytest.raises(ValueError) as excinfo:
-        tinyshakespeare_path(tmp_path, url="http://127.0.0.1:9/input.txt")
+        open_source("tinyshakespeare", tmp_path)
     message = one_line(excinfo)
     dest = tmp_path / "corpora" / "tinyshakespeare.txt"
     assert str(dest) in message and "SHA-256" in message
     assert not dest.exists() and leftovers(dest.parent) == []
 
 
-def test_tinyshakespeare_is_downloaded_once_then_checked(tmp_path, server):
+def test_tinyshakespeare_is_downloaded_once_then_checked(tmp_path, server, monkeypatch):
     server.routes["/input.txt"] = (BODY, len(BODY))
-    url = server.url + "/input.txt"
-    path = tinyshakespeare_path(tmp_path, url=url, sha256=BODY_SHA256)
-    assert path == tmp_path / "corpora" / "tinyshakespeare.txt"
-    assert path.read_bytes() == BODY
-    assert tinyshakespeare_path(tmp_path, url=url, sha256=BODY_SHA256) == path
+    serve_tinyshakespeare(monkeypatch, server.url + "/input.txt", BODY_SHA256)
+    source = open_source("tinyshakespeare", tmp_path)
+    path = tmp_path / "corpora" / "tinyshakespeare.txt"
+    assert source.files == (path,) and path.read_bytes() == BODY
+    assert open_source("tinyshakespeare", tmp_path).files == (path,)
     assert server.hits["/input.txt"] == 1
     # A wrong file put there by hand is reported, not used.
     path.write_bytes(b"not shakespeare")
     with pytest.raises(ValueError) as excinfo:
-        tinyshakespeare_path(tmp_path, url=url, sha256=BODY_SHA256)
+        open_source("tinyshakespeare", tmp_path)
     assert "delete it" in one_line(excinfo)

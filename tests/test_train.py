@@ -7,28 +7,23 @@ import signal
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import pytest
 import torch
 
-from configs.schema import load_config
 from model.checkpoint import atomic_save, load_checkpoint
-from model.gpt import GPT, GPTConfig, lm_loss
+from model.gpt import lm_loss
+from tests.helpers import ROOT, run_script, start_training, tiny_config, wait_for_metrics, write_yaml
 from training import loop
 from training.loop import TrainingStopped, train
 from training.optim import lr_at
 
-ROOT = Path(__file__).resolve().parent.parent
 
-
-def tiny_config(corpus, out_dir, *overrides):
-    return load_config(None, [
-        f"out_dir={out_dir}", f"data.source={corpus / 'text.txt'}", f"data.cache_dir={corpus / 'cache'}",
-        "tokenizer.kind=char", "model.block_size=16", "model.n_layer=2", "model.n_head=2", "model.n_embd=32",
-        "train.batch_size=4", "train.max_iters=20", "train.warmup_iters=2", "train.eval_interval=10",
-        "train.eval_iters=2", "train.log_interval=5", "train.device=cpu", "train.peak_flops=1e12", *overrides,
-    ])
+def torchrun(cfg):
+    """train.py on the config file `cfg` in two torchrun processes (gloo), one thread each."""
+    r = run_script("-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2", "train.py", cfg,
+                   timeout=300, env=dict(os.environ, OMP_NUM_THREADS="1"))
+    assert r.returncode == 0, r.stderr[-2000:]
 
 
 def test_lr_schedule_warmup_then_cosine():
@@ -41,18 +36,38 @@ def test_lr_schedule_warmup_then_cosine():
     assert all(a >= b for a, b in zip(values, values[1:]))
 
 
-def test_accumulated_micro_batches_give_the_big_batch_gradient():
-    torch.manual_seed(0)
-    model = GPT(GPTConfig(vocab_size=20, block_size=8, n_layer=1, n_head=2, n_embd=16))
-    x, y = torch.randint(0, 20, (12, 8)), torch.randint(0, 20, (12, 8))
-    lm_loss(model(x), y).backward()
-    big = [p.grad.clone() for p in model.parameters()]
-    model.zero_grad()
-    k = 3
-    for xs, ys in zip(x.chunk(k), y.chunk(k)):
-        (lm_loss(model(xs), ys) / k).backward()  # what the loop does with grad_accum_steps=k
-    for g_big, p in zip(big, model.parameters()):
-        torch.testing.assert_close(p.grad, g_big, atol=1e-6, rtol=1e-5)
+def test_two_micro_batches_of_half_the_windows_step_like_one_batch_of_all(corpus, tmp_path, monkeypatch):
+    # Each micro-batch draws its own windows (micro_batch_generator), so the two runs would see
+    # different data: the loop is given the same 8 windows, whole or as two halves in turn.
+    real_get_batch, served = loop.get_batch, []
+
+    def the_same_windows(path, dtype, batch_size, block_size, device, generator):
+        x, y = real_get_batch(path, dtype, 8, block_size, device, torch.Generator().manual_seed(0))
+        start = sum(served) % 8
+        served.append(batch_size)
+        return x[start : start + batch_size], y[start : start + batch_size]
+
+    monkeypatch.setattr(loop, "get_batch", the_same_windows)
+
+    def one_step(name, batch_size, accum):
+        served.clear()
+        out = tmp_path / name
+        train(tiny_config(corpus, out, f"train.batch_size={batch_size}", f"train.grad_accum_steps={accum}",
+                          "train.max_iters=1", "train.log_interval=1"))
+        loss = next(r["loss"] for r in map(json.loads, (out / "metrics.jsonl").read_text().splitlines())
+                    if "loss" in r)
+        return served.copy(), loss, load_checkpoint(out)["model"]
+
+    served_whole, loss_whole, whole = one_step("whole", 8, 1)
+    served_halves, loss_halves, halves = one_step("halves", 4, 2)
+    _, _, first_half_only = one_step("first-half", 4, 1)
+    assert served_whole == [8] and served_halves == [4, 4]
+    # The logged loss is the mean over all 8 windows: each micro-batch's loss is divided by 2.
+    assert loss_halves == pytest.approx(loss_whole, rel=1e-6)
+    for name, tensor in whole.items():
+        torch.testing.assert_close(halves[name], tensor, atol=1e-6, rtol=1e-5, msg=name)
+    # The second micro-batch counted: without it the step goes elsewhere.
+    assert any(not torch.allclose(first_half_only[name], t, atol=1e-6) for name, t in whole.items())
 
 
 def test_end_to_end_run_writes_a_complete_run_folder(corpus, tmp_path):
@@ -77,7 +92,7 @@ def test_end_to_end_run_writes_a_complete_run_folder(corpus, tmp_path):
 
 def test_resume_continues_exactly_like_an_uninterrupted_run(corpus, tmp_path):
     train(tiny_config(corpus, tmp_path / "whole"))
-    assert train(tiny_config(corpus, tmp_path / "split"), stop_after=10)["stopped"]
+    assert train(tiny_config(corpus, tmp_path / "split", "train.run_steps=10"))["stopped"]
     assert load_checkpoint(tmp_path / "split")["step"] == 10
     train(tiny_config(corpus, tmp_path / "split"))
 
@@ -122,6 +137,7 @@ def test_non_finite_loss_stops_and_keeps_last_good_checkpoint(corpus, tmp_path, 
     assert ckpt["step"] == 10 and all(torch.isfinite(v).all() for v in ckpt["model"].values())
 
 
+@pytest.mark.slow
 def test_atomic_save_survives_kill_9(tmp_path):
     path = tmp_path / "ckpt.pt"
     writer = (
@@ -158,27 +174,7 @@ def test_failed_save_leaves_the_old_file_and_no_temp(tmp_path, monkeypatch):
     assert load_checkpoint(path) == {"i": 1} and [p.name for p in tmp_path.iterdir()] == ["ckpt.pt"]
 
 
-def write_yaml(config, path):
-    from configs.schema import to_yaml
-    path.write_text(to_yaml(config))
-    return path
-
-
-def start_training(cfg):
-    # A shell that starts jobs in the background (nohup ... &, some CI runners) leaves SIGINT
-    # ignored, and Python then never raises KeyboardInterrupt; a terminal's Ctrl-C is the default.
-    return subprocess.Popen([sys.executable, "train.py", str(cfg)], cwd=ROOT, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True,
-                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
-
-
-def wait_for_metrics(out, proc):
-    deadline = time.time() + 60
-    while time.time() < deadline and not ((out / "metrics.jsonl").exists() and (out / "metrics.jsonl").read_text()):
-        assert proc.poll() is None, proc.communicate()
-        time.sleep(0.1)
-
-
+@pytest.mark.slow
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
 def test_ctrl_c_or_sigterm_saves_and_the_same_command_resumes(corpus, tmp_path, sig):
     out = tmp_path / "run"
@@ -191,12 +187,12 @@ def test_ctrl_c_or_sigterm_saves_and_the_same_command_resumes(corpus, tmp_path, 
     assert f"interrupted ({sig.name}): checkpoint of step" in stdout and "Traceback" not in stderr
     step = load_checkpoint(out)["step"]
     assert step >= 1
-    r = subprocess.run([sys.executable, "train.py", str(cfg), f"train.max_iters={step + 2}"], cwd=ROOT,
-                       capture_output=True, text=True, timeout=120)
+    r = run_script("train.py", cfg, f"train.max_iters={step + 2}")
     assert r.returncode == 0 and f"resuming from step {step}" in r.stdout
     assert load_checkpoint(out)["step"] == step + 2
 
 
+@pytest.mark.slow
 def test_two_quick_ctrl_c_quit_without_saving_and_say_so(corpus, tmp_path):
     out = tmp_path / "run"
     # Evaluating every step keeps checkpoints coming; the second Ctrl-C must not tear one.
@@ -214,6 +210,7 @@ def test_two_quick_ctrl_c_quit_without_saving_and_say_so(corpus, tmp_path):
     assert not [p for p in out.iterdir() if p.name.endswith(".tmp")]
 
 
+@pytest.mark.slow
 def test_ctrl_c_during_start_up_is_one_line(corpus, tmp_path):
     cfg = write_yaml(tiny_config(corpus, tmp_path / "run"), tmp_path / "c.yaml")
     proc = start_training(cfg)
@@ -223,16 +220,14 @@ def test_ctrl_c_during_start_up_is_one_line(corpus, tmp_path):
     assert proc.returncode == 130 and "Traceback" not in stderr, stderr
 
 
+@pytest.mark.slow
 def test_torchrun_two_processes_match_one_process(corpus, tmp_path):
     # Same global batch: 2 processes x 1 micro-batch vs 1 process x 2 micro-batches.
     single = tiny_config(corpus, tmp_path / "single", "train.grad_accum_steps=2", "train.max_iters=10")
     train(single)
     cfg = write_yaml(tiny_config(corpus, tmp_path / "ddp", "train.grad_accum_steps=2", "train.max_iters=10"),
                      tmp_path / "ddp.yaml")
-    env = dict(os.environ, OMP_NUM_THREADS="1")
-    r = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
-                        "train.py", str(cfg)], cwd=ROOT, capture_output=True, text=True, timeout=300, env=env)
-    assert r.returncode == 0, r.stderr[-2000:]
+    torchrun(cfg)
     a = [json.loads(line) for line in (tmp_path / "single" / "metrics.jsonl").read_text().splitlines()]
     b = [json.loads(line) for line in (tmp_path / "ddp" / "metrics.jsonl").read_text().splitlines()]
     assert [r["step"] for r in a] == [r["step"] for r in b]
@@ -242,6 +237,7 @@ def test_torchrun_two_processes_match_one_process(corpus, tmp_path):
                 assert rb[key] == pytest.approx(ra[key], abs=1e-4), (ra["step"], key)
 
 
+@pytest.mark.slow
 def test_prepare_only_then_torchrun_with_fewer_eval_batches_than_processes(corpus, tmp_path):
     # A fresh cache: local rank 0 prepares while rank 1 waits; then eval_iters=1 leaves rank 1
     # without an eval batch, which must not hang a collective.
@@ -249,18 +245,13 @@ def test_prepare_only_then_torchrun_with_fewer_eval_batches_than_processes(corpu
     cfg = write_yaml(tiny_config(corpus, tmp_path / "ddp", f"data.cache_dir={cache}", "train.grad_accum_steps=2",
                                  "train.max_iters=6", "train.eval_interval=3", "train.eval_iters=1"),
                      tmp_path / "ddp.yaml")
-    env = dict(os.environ, OMP_NUM_THREADS="1")
-    torchrun = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
-                "train.py", str(cfg)]
-    r = subprocess.run(torchrun, cwd=ROOT, capture_output=True, text=True, timeout=300, env=env)
-    assert r.returncode == 0, r.stderr[-2000:]
+    torchrun(cfg)
     evals = [json.loads(line) for line in (tmp_path / "ddp" / "metrics.jsonl").read_text().splitlines()]
     assert [e["step"] for e in evals if "val_loss" in e] == [3, 6]
     assert len(list((cache / "prepared").iterdir())) == 1
 
     fresh = tmp_path / "fresh-cache"
-    r = subprocess.run([sys.executable, "train.py", str(cfg), f"data.cache_dir={fresh}", "--prepare-only",
-                        f"out_dir={tmp_path / 'unused'}"], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    r = run_script("train.py", cfg, f"data.cache_dir={fresh}", "--prepare-only", f"out_dir={tmp_path / 'unused'}")
     assert r.returncode == 0, r.stderr
     prepared = next((fresh / "prepared").iterdir())
     assert f"in {prepared}" in r.stdout and (prepared / "meta.json").exists()
@@ -271,23 +262,24 @@ def test_full_val_loss_averages_every_window_of_the_val_split(corpus, tmp_path):
     import numpy as np
 
     from data.prepare import prepare
-    from model.checkpoint import build_model
+    from runs.load import load_run
     from training.evaluate import full_val_loss
     from training.runtime import Runtime
 
     out = tmp_path / "run"
     result = train(tiny_config(corpus, out, "train.max_iters=5", "train.eval_interval=5"))
-    model = build_model(load_checkpoint(out))
+    model = load_run(out).model
     prepared = prepare(str(corpus / "text.txt"), "char", None, 0.1, corpus / "cache")
     data = torch.from_numpy(np.fromfile(prepared.val_path, dtype=prepared.meta["dtype"]).astype(np.int64))
     n = (len(data) - 1) // 16
     windows = torch.stack([data[i * 16 : i * 16 + 17] for i in range(n)])
     expected = lm_loss(model(windows[:, :-1]), windows[:, 1:]).item()
-    rt = Runtime(torch.device("cpu"), torch.float32)
-    assert full_val_loss(model, prepared, 16, 3, rt) == pytest.approx(expected, rel=1e-5)  # 3: a ragged last batch
+    runtime = Runtime(torch.device("cpu"), torch.float32)
+    assert full_val_loss(model, prepared, 16, 3, runtime) == pytest.approx(expected, rel=1e-5)  # 3: a ragged last batch
     assert result["final"]["val_loss_full"] == pytest.approx(expected, rel=1e-5)
 
 
+@pytest.mark.slow
 def test_piped_output_is_one_plain_line_per_log_and_eval(corpus, tmp_path):
     cfg = write_yaml(tiny_config(corpus, tmp_path / "run"), tmp_path / "c.yaml")
     proc = subprocess.Popen([sys.executable, "train.py", str(cfg)], cwd=ROOT, stdout=subprocess.PIPE,

@@ -5,7 +5,7 @@ import json
 import pytest
 
 import train as train_script
-from test_train import tiny_config, write_yaml
+from tests.helpers import tiny_config, write_yaml
 from training.loop import train
 
 

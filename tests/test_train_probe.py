@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from test_train import tiny_config
+from tests.helpers import tiny_config
 from training.loop import train
 
 SENTENCES = [
@@ -33,7 +33,7 @@ def test_probe_records_appear_at_their_steps_survive_resume_and_draw_probe_png(c
     probe_file = write_probe_file(tmp_path / "probe.jsonl")
     overrides = ("train.probe_interval=6", f"train.probe_file={probe_file}")
     out = tmp_path / "run"
-    train(tiny_config(corpus, out, *overrides), stop_after=13)
+    train(tiny_config(corpus, out, *overrides, "train.run_steps=13"))
     assert [r["step"] for r in records(out) if "probe_heads" in r] == [6, 12]
     train(tiny_config(corpus, out, *overrides))
     probes = [r for r in records(out) if "probe_heads" in r]

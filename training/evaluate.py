@@ -26,41 +26,41 @@ def eval_batch_size(block_size, batch_size):
     return max(batch_size, EVAL_TOKENS // block_size)
 
 
-def _token_losses(model, x, y, rt):
+def _token_losses(model, x, y, runtime):
     """Summed next-token loss of windows x (N, T) against targets y, in large batches."""
-    total = torch.zeros((), dtype=torch.float64, device=rt.device)
+    total = torch.zeros((), dtype=torch.float64, device=runtime.device)
     step = eval_batch_size(x.size(1), 1)
     for i in range(0, len(x), step):
-        with rt.autocast():
+        with runtime.autocast():
             logits = model(x[i : i + step])
         total += F.cross_entropy(logits.float().flatten(0, 1), y[i : i + step].flatten(), reduction="sum")
     return total
 
 
 @torch.inference_mode()
-def evaluate(model, prepared, config, rt):
+def evaluate(model, prepared, config, runtime):
     """Mean loss over eval_iters fixed batches of each split; processes share the batches out.
     The batches are drawn as in training, then run through the model in larger chunks: the
     mean over batches of equal size is the mean over all their tokens."""
-    t, block_size = config.train, config.model.block_size
+    settings, block_size = config.train, config.model.block_size
     model.eval()
     out = {}
     for split, path in (("train", prepared.train_path), ("val", prepared.val_path)):
-        xs, ys = [torch.zeros(0, block_size, dtype=torch.long, device=rt.device)], [torch.zeros(0, block_size, dtype=torch.long, device=rt.device)]
-        for k in range(rt.rank, t.eval_iters, rt.world_size):
+        xs, ys = [torch.zeros(0, block_size, dtype=torch.long, device=runtime.device)], [torch.zeros(0, block_size, dtype=torch.long, device=runtime.device)]
+        for k in range(runtime.rank, settings.eval_iters, runtime.world_size):
             # The same batches at every evaluation, so the curve shows the model change, not the data.
             g = torch.Generator().manual_seed(config.seed + 7919 * (k + 1))
-            x, y = get_batch(path, prepared.meta["dtype"], t.batch_size, block_size, rt.device, g)
+            x, y = get_batch(path, prepared.meta["dtype"], settings.batch_size, block_size, runtime.device, g)
             xs.append(x)
             ys.append(y)
-        total = _token_losses(model, torch.cat(xs), torch.cat(ys), rt) / (t.batch_size * block_size)
-        out[f"{split}_loss"] = (all_sum(total, rt) / t.eval_iters).item()
+        total = _token_losses(model, torch.cat(xs), torch.cat(ys), runtime) / (settings.batch_size * block_size)
+        out[f"{split}_loss"] = (all_sum(total, runtime) / settings.eval_iters).item()
     model.train()
     return out
 
 
 @torch.inference_mode()
-def windows_loss(model, ids, block_size, batch_size, rt):
+def windows_loss(model, ids, block_size, batch_size, runtime):
     """Mean next-token loss over a sequence of token ids (any 1-D array), cut into
     non-overlapping block_size windows (one shorter window if the text is shorter than that);
     each process takes every world_size-th batch of at least batch_size windows."""
@@ -69,20 +69,20 @@ def windows_loss(model, ids, block_size, batch_size, rt):
         raise ValueError("the text is one token or less; give a longer text to evaluate")
     starts = np.arange((len(ids) - 1) // window) * window
     batch_size = eval_batch_size(window, batch_size)
-    total = torch.zeros((), dtype=torch.float64, device=rt.device)
+    total = torch.zeros((), dtype=torch.float64, device=runtime.device)
     model.eval()
-    for i in range(rt.rank * batch_size, len(starts), rt.world_size * batch_size):
+    for i in range(runtime.rank * batch_size, len(starts), runtime.world_size * batch_size):
         windows = np.stack([ids[s : s + window + 1] for s in starts[i : i + batch_size]])
-        windows = torch.from_numpy(windows.astype(np.int64)).to(rt.device)  # (B, T + 1)
-        total += _token_losses(model, windows[:, :-1], windows[:, 1:], rt)
+        windows = torch.from_numpy(windows.astype(np.int64)).to(runtime.device)  # (B, T + 1)
+        total += _token_losses(model, windows[:, :-1], windows[:, 1:], runtime)
     model.train()
-    return (all_sum(total, rt) / (len(starts) * window)).item()
+    return (all_sum(total, runtime) / (len(starts) * window)).item()
 
 
-def full_val_loss(model, prepared, block_size, batch_size, rt):
+def full_val_loss(model, prepared, block_size, batch_size, runtime):
     """windows_loss over the whole val split."""
     data = np.memmap(prepared.val_path, dtype=np.dtype(prepared.meta["dtype"]), mode="r")
-    return windows_loss(model, data, block_size, batch_size, rt)
+    return windows_loss(model, data, block_size, batch_size, runtime)
 
 
 def bits_per_byte(loss, meta):
@@ -92,8 +92,8 @@ def bits_per_byte(loss, meta):
     return loss / math.log(2) * meta["val_tokens"] / meta["val_bytes"]
 
 
-def evaluate_run(run, rt, batch_size, text_path=None, prepared=None):
-    """The loss of a loaded run (model.checkpoint.load_run) on a text file, or on the val split
+def evaluate_run(run, runtime, batch_size, text_path=None, prepared=None):
+    """The loss of a loaded run (runs.load.load_run) on a text file, or on the val split
     of `prepared`; returns one line for people."""
     if text_path is not None:
         try:
@@ -105,7 +105,7 @@ def evaluate_run(run, rt, batch_size, text_path=None, prepared=None):
     else:
         ids = np.memmap(prepared.val_path, dtype=np.dtype(prepared.meta["dtype"]), mode="r")
         meta, what = prepared.meta, f"the val split of {prepared.meta['source']}"
-    loss = windows_loss(run.model, ids, run.model.config.block_size, batch_size, rt)
+    loss = windows_loss(run.model, ids, run.model.config.block_size, batch_size, runtime)
     bpb = bits_per_byte(loss, meta)
     return (f"{what}: loss {loss:.4f} nats/token, perplexity {math.exp(min(loss, 50)):.2f}"
             + (f", {bpb:.3f} bits/byte" if bpb is not None else "") + f" over {len(ids):,} tokens")

@@ -54,66 +54,65 @@ def dropout_seed(seed, step, rank):
     return ((seed * 1_000_003 + step) * 8_191 + rank) % (1 << 63)
 
 
-def train(config, force=False, stop_after=None):
+def train(config, force=False):
     """Train as `config` says; return a dict describing the finished run.
 
     force: start over in out_dir even if it holds a checkpoint (it is replaced).
-    stop_after: stop (saving a checkpoint) after this many steps, as an interruption would.
     """
-    rt = setup_runtime(config.train.device, config.train.dtype)
+    runtime = setup_runtime(config.train.device, config.train.dtype)
     try:
         # Rank 0 alone writes the run folder, so it alone holds the folder's lock.
-        with folder_lock(config.out_dir, "training run") if rt.is_main else contextlib.nullcontext():
-            if rt.is_main:
+        with folder_lock(config.out_dir, "training run") if runtime.is_main else contextlib.nullcontext():
+            if runtime.is_main:
                 clean_stale_temps(config.out_dir)  # leftovers of a killed writer; the lock keeps live ones away
-            return _train(config, rt, force, stop_after)
+            return _train(config, runtime, force)
     finally:
-        teardown(rt)
+        teardown(runtime)
 
 
-def _train(config, rt, force, stop_after):
-    t = config.train
-    if t.grad_accum_steps % rt.world_size:
+def _train(config, runtime, force):
+    settings = config.train
+    if settings.grad_accum_steps % runtime.world_size:
         raise ValueError(
-            f"train.grad_accum_steps ({t.grad_accum_steps}) must be a multiple of the number of "
-            f"processes ({rt.world_size}): each process runs an equal share of the micro-batches")
+            f"train.grad_accum_steps ({settings.grad_accum_steps}) must be a multiple of the number of "
+            f"processes ({runtime.world_size}): each process runs an equal share of the micro-batches")
     init = pretrained_start(config)
-    prepared = prepare_data(config, rt, init)
-    labelled = probe_examples(config, rt)
-    ckpt = resume_checkpoint(config, rt, prepared, force, init)
-    job, progress = build(config, rt, prepared, ckpt, init if ckpt is None else None)
+    prepared = prepare_data(config, runtime, init)
+    labelled = probe_examples(config, runtime)
+    ckpt = resume_checkpoint(config, runtime, prepared, force, init)
+    job, progress = build(config, runtime, prepared, ckpt, init if ckpt is None else None)
     job.probe_examples = labelled
     progress.last_log_time = progress.started = time.perf_counter()
-    console = job.console = Console(rt.is_main, t.max_iters, progress.step)
+    console = job.console = Console(runtime.is_main, settings.max_iters, progress.step)
     with StopRequests() as stop:
         try:
-            while progress.step < t.max_iters:
-                torch.manual_seed(dropout_seed(config.seed, progress.step, rt.rank))
+            while progress.step < settings.max_iters:
+                torch.manual_seed(dropout_seed(config.seed, progress.step, runtime.rank))
                 train_step(job, progress)
                 console.step()
-                if progress.step % t.log_interval == 0 or progress.step == t.max_iters:
+                if progress.step % settings.log_interval == 0 or progress.step == settings.max_iters:
                     log_progress(job, progress)
-                if progress.step % t.eval_interval == 0 or progress.step == t.max_iters:
+                if progress.step % settings.eval_interval == 0 or progress.step == settings.max_iters:
                     evaluate_and_save(job, progress)
-                if job.probe_examples and (progress.step % t.probe_interval == 0 or progress.step == t.max_iters):
+                if job.probe_examples and (progress.step % settings.probe_interval == 0 or progress.step == settings.max_iters):
                     probe_heads(job, progress)
-                stopping = stop_after is not None and progress.step - progress.start_step >= stop_after
-                if (stop.signal or stopping) and progress.step < t.max_iters:
+                stopping = settings.run_steps and progress.step - progress.start_step >= settings.run_steps
+                if (stop.signal or stopping) and progress.step < settings.max_iters:
                     console.close()
                     if progress.saved_step != progress.step:
                         save(job, progress)
                     break
         except KeyboardInterrupt:  # a second Ctrl-C or SIGTERM: out at once
             console.close()
-            say(rt, f"\nstopped without saving; {_checkpoint_state(job, progress)}")
+            say(runtime, f"\nstopped without saving; {_checkpoint_state(job, progress)}")
             raise
         finally:
             console.close()  # before any message or error, so none lands inside the bar
-    if stop.signal and progress.step < t.max_iters:
-        say(rt, f"\ninterrupted ({stop.signal}): checkpoint of step {progress.step} saved in "
+    if stop.signal and progress.step < settings.max_iters:
+        say(runtime, f"\ninterrupted ({stop.signal}): checkpoint of step {progress.step} saved in "
                  f"{job.out_dir}; run the same command to resume")
         raise KeyboardInterrupt
-    if progress.step < t.max_iters:
+    if progress.step < settings.max_iters:
         return {"step": progress.step, "stopped": True}
     return finish(job, progress)
 
@@ -154,7 +153,7 @@ class StopRequests:
 def probe_heads(job, progress):
     """Every head's cand@1 on the probe's sentences now, in metrics.jsonl and on the console
     (rank 0; the others wait for it at the next step's all-reduce)."""
-    if not job.rt.is_main:
+    if not job.runtime.is_main:
         return
     started = time.perf_counter()
     job.raw_model.eval()
@@ -172,25 +171,25 @@ def probe_heads(job, progress):
 
 def train_step(job, progress):
     """One optimizer step: the process's share of the micro-batches, clipping, the update."""
-    config, rt, t = job.config, job.rt, job.config.train
-    lr = lr_at(progress.step, t.lr, t.min_lr, t.warmup_iters, t.max_iters)
+    config, runtime, settings = job.config, job.runtime, job.config.train
+    lr = lr_at(progress.step, settings.lr, settings.min_lr, settings.warmup_iters, settings.max_iters)
     for group in job.optimizer.param_groups:  # every group follows the schedule's shape
-        group["lr"] = group["peak_lr"] * lr / t.lr
-    accum = t.grad_accum_steps // rt.world_size
+        group["lr"] = group["peak_lr"] * lr / settings.lr
+    accum = settings.grad_accum_steps // runtime.world_size
     for a in range(accum):
-        g = micro_batch_generator(config.seed, progress.step, rt.rank * accum + a)
-        x, y = get_batch(job.prepared.train_path, job.prepared.meta["dtype"], t.batch_size,
-                         config.model.block_size, rt.device, g)
+        g = micro_batch_generator(config.seed, progress.step, runtime.rank * accum + a)
+        x, y = get_batch(job.prepared.train_path, job.prepared.meta["dtype"], settings.batch_size,
+                         config.model.block_size, runtime.device, g)
         # Under DDP, gradients are all-reduced only on the last micro-batch of a step.
-        sync = not rt.ddp or a == accum - 1
+        sync = not runtime.ddp or a == accum - 1
         with contextlib.nullcontext() if sync else job.model.no_sync():
-            with rt.autocast():
+            with runtime.autocast():
                 loss = lm_loss(job.model(x), y) / accum
             job.scaler.scale(loss).backward()
         progress.loss_sum += loss.detach()
-    if t.grad_clip > 0:
+    if settings.grad_clip > 0:
         job.scaler.unscale_(job.optimizer)
-        torch.nn.utils.clip_grad_norm_(job.raw_model.parameters(), t.grad_clip)
+        torch.nn.utils.clip_grad_norm_(job.raw_model.parameters(), settings.grad_clip)
     job.scaler.step(job.optimizer)
     job.scaler.update()
     job.optimizer.zero_grad(set_to_none=True)
@@ -199,20 +198,20 @@ def train_step(job, progress):
 
 def log_progress(job, progress):
     """The mean training loss, learning rate, tokens/s and MFU since the last log line."""
-    rt, t, step = job.rt, job.config.train, progress.step
+    runtime, settings, step = job.runtime, job.config.train, progress.step
     steps = step - progress.last_log_step
-    loss = (all_sum(progress.loss_sum, rt) / (rt.world_size * steps)).item()
+    loss = (all_sum(progress.loss_sum, runtime) / (runtime.world_size * steps)).item()
     progress.loss_sum.zero_()
     if not math.isfinite(loss):
         raise TrainingStopped(f"loss is {loss} at step {step}; stopped, "
                               f"{_checkpoint_state(job, progress)} (try a lower train.lr)")
     now = time.perf_counter()
-    tokens = t.batch_size * job.config.model.block_size * t.grad_accum_steps * steps  # all processes
+    tokens = settings.batch_size * job.config.model.block_size * settings.grad_accum_steps * steps  # all processes
     tok_s = tokens / max(now - progress.last_log_time - progress.paused, 1e-9)
     progress.last_log_step, progress.last_log_time, progress.paused = step, now, 0.0
-    if rt.is_main:
-        lr = lr_at(step - 1, t.lr, t.min_lr, t.warmup_iters, t.max_iters)
-        util = mfu(job.raw_model.flops_per_token(), tok_s, job.peak, rt.world_size)
+    if runtime.is_main:
+        lr = lr_at(step - 1, settings.lr, settings.min_lr, settings.warmup_iters, settings.max_iters)
+        util = mfu(job.raw_model.flops_per_token(), tok_s, job.peak, runtime.world_size)
         job.metrics.log(step=step, loss=loss, lr=lr, tokens_per_sec=tok_s, mfu=util)
         job.console.log(step, loss, lr, tok_s, util)
     progress.tokens_per_sec = tok_s
@@ -221,7 +220,7 @@ def log_progress(job, progress):
 def evaluate_and_save(job, progress):
     """Train and val loss on fixed batches, logged; then a checkpoint."""
     started = time.perf_counter()
-    final = evaluate(job.raw_model, job.prepared, job.config, job.rt)
+    final = evaluate(job.raw_model, job.prepared, job.config, job.runtime)
     if not all(math.isfinite(v) for v in final.values()):
         raise TrainingStopped(f"eval loss is not finite at step {progress.step}; stopped, "
                               f"{_checkpoint_state(job, progress)} (try a lower train.lr)")
@@ -229,7 +228,7 @@ def evaluate_and_save(job, progress):
     final.update(val_ppl=math.exp(min(final["val_loss"], 50)),
                  val_bpb=bits_per_byte(final["val_loss"], job.prepared.meta))
     progress.final = final
-    if job.rt.is_main:
+    if job.runtime.is_main:
         job.metrics.log(step=progress.step, **final)
         job.console.say(eval_line(progress.step, final, progress.tokens_per_sec,
                                   time.perf_counter() - progress.started))
@@ -239,7 +238,7 @@ def evaluate_and_save(job, progress):
 
 def save(job, progress):
     """Write the checkpoint (rank 0). Non-finite weights are never saved over a good checkpoint."""
-    if not job.rt.is_main:
+    if not job.runtime.is_main:
         return
     if not all(torch.isfinite(p).all() for p in job.raw_model.parameters()):
         raise TrainingStopped(f"weights are not finite at step {progress.step}; "
@@ -258,22 +257,22 @@ def save(job, progress):
 
 def finish(job, progress):
     """The loss on the whole val split, loss.png and the closing summary."""
-    rt, t, final = job.rt, job.config.train, progress.final
+    runtime, settings, final = job.runtime, job.config.train, progress.final
     seconds = time.perf_counter() - progress.started
-    tokens = t.batch_size * job.config.model.block_size * t.grad_accum_steps * (progress.step - progress.start_step)
-    if final is not None and t.final_full_eval:
+    tokens = settings.batch_size * job.config.model.block_size * settings.grad_accum_steps * (progress.step - progress.start_step)
+    if final is not None and settings.final_full_eval:
         final["val_loss_full"] = full_val_loss(job.raw_model, job.prepared, job.config.model.block_size,
-                                               t.batch_size, rt)
+                                               settings.batch_size, runtime)
         final["val_bpb_full"] = bits_per_byte(final["val_loss_full"], job.prepared.meta)
-        if rt.is_main:
+        if runtime.is_main:
             job.metrics.log(step=progress.step, val_loss_full=final["val_loss_full"],
                             val_bpb_full=final["val_bpb_full"])
-    if progress.start_step >= t.max_iters:
-        say(rt, f"{job.out_dir} is already trained to train.max_iters={t.max_iters}; raise it to train on")
-    if rt.is_main:
+    if progress.start_step >= settings.max_iters:
+        say(runtime, f"{job.out_dir} is already trained to train.max_iters={settings.max_iters}; raise it to train on")
+    if runtime.is_main:
         plot_probe(job.metrics.records(), job.out_dir / "probe.png")
-    if rt.is_main and final is not None:
+    if runtime.is_main and final is not None:
         plot_losses(job.metrics.records(), job.out_dir / "loss.png")
-        say(rt, summary(final, tokens, seconds, job.out_dir))
+        say(runtime, summary(final, tokens, seconds, job.out_dir))
     return {"step": progress.step, "final": final, "tokens": tokens, "seconds": seconds,
             "tokens_per_sec": tokens / max(seconds, 1e-9)}

@@ -8,6 +8,7 @@ from pathlib import Path
 
 from tqdm import tqdm
 
+from runs.folder import read_metrics
 from storage.atomic import write_atomic
 
 
@@ -68,16 +69,9 @@ class Metrics:
 
     def __init__(self, path, resume_step=None):
         self.path = Path(path)
-        lines = []
-        if resume_step is not None and self.path.exists():
-            for line in self.path.read_text().splitlines():
-                try:
-                    record = json.loads(line)
-                except json.JSONDecodeError:  # a line torn by a kill
-                    continue
-                if record.get("step", math.inf) <= resume_step:
-                    lines.append(line)
-        write_atomic(self.path, "".join(line + "\n" for line in lines))
+        kept = [] if resume_step is None else [
+            record for record in read_metrics(self.path) if record.get("step", math.inf) <= resume_step]
+        write_atomic(self.path, "".join(json.dumps(record) + "\n" for record in kept))
 
     def log(self, **record):
         # An append, not write_atomic: rewriting the file per line would cost O(lines^2). The
@@ -87,19 +81,35 @@ class Metrics:
             f.write((json.dumps(record) + "\n").encode("utf-8"))
 
     def records(self):
-        return [json.loads(line) for line in self.path.read_text().splitlines()]
+        return read_metrics(self.path)
 
 
-def plot_losses(records, png_path):
-    """Train (every log line) and train/val (every evaluation) loss against step."""
+def _figure():
+    """A new (fig, ax) for a PNG file; matplotlib is imported only when a plot is drawn."""
     import matplotlib
 
     matplotlib.use("Agg")  # files only, no display needed
     import matplotlib.pyplot as plt
 
+    return plt.subplots(figsize=(7, 4), dpi=100)
+
+
+def _save(fig, png_path):
+    """Write the figure to png_path atomically (storage.atomic), then free it."""
+    import matplotlib.pyplot as plt
+
+    fig.tight_layout()
+    try:
+        write_atomic(png_path, lambda f: fig.savefig(f, format="png"))
+    finally:
+        plt.close(fig)
+
+
+def plot_losses(records, png_path):
+    """Train (every log line) and train/val (every evaluation) loss against step."""
     logs = [r for r in records if "loss" in r]
     evals = [r for r in records if "val_loss" in r]
-    fig, ax = plt.subplots(figsize=(7, 4), dpi=100)
+    fig, ax = _figure()
     if logs:
         ax.plot([r["step"] for r in logs], [r["loss"] for r in logs], lw=1, alpha=0.5, label="train (batch)")
     if evals:
@@ -109,28 +119,19 @@ def plot_losses(records, png_path):
     ax.set_ylabel("cross-entropy (nats/token)")
     ax.grid(alpha=0.3)
     ax.legend()
-    fig.tight_layout()
-    try:
-        write_atomic(png_path, lambda f: fig.savefig(f, format="png"))
-    finally:
-        plt.close(fig)
+    _save(fig, png_path)
 
 
 def plot_probe(records, png_path):
     """Each head's dev cand@1 against step (the best head at the last probe drawn boldly), the
     position baselines as flat lines, and the val loss on a second axis: the coreference head
     appearing during training."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
     probes = [r for r in records if "probe_heads" in r]
     if not probes:
         return
     steps = [r["step"] for r in probes]
     best_layer, best_head = probes[-1]["probe_best_head"]
-    fig, ax = plt.subplots(figsize=(7, 4), dpi=100)
+    fig, ax = _figure()
     for layer, row in enumerate(probes[-1]["probe_heads"]):
         for head in range(len(row)):
             values = [r["probe_heads"][layer][head] for r in probes]
@@ -150,11 +151,7 @@ def plot_probe(records, png_path):
         loss_ax.set_ylabel("val loss (nats/token)")
         loss_ax.legend(loc="center right", fontsize=8)
     ax.legend(loc="lower right", fontsize=8)
-    fig.tight_layout()
-    try:
-        write_atomic(png_path, lambda f: fig.savefig(f, format="png"))
-    finally:
-        plt.close(fig)
+    _save(fig, png_path)
 
 
 def summary(final, tokens_seen, seconds, out_dir):

@@ -78,7 +78,7 @@ def check_resume(ckpt, config_dict, model_config_dict, fingerprint, out_dir):
     if old_cfg.get("train.optimizer", new_cfg["train.optimizer"]) != new_cfg["train.optimizer"]:
         raise ValueError(f"{out_dir} was trained with another optimizer (train.optimizer="
                          f"{old_cfg['train.optimizer']}); resume with that one, or {FORCE_HINT}")
-    skip = {"out_dir", "train.resume", "data.source", "tokenizer.kind", "tokenizer.vocab_size",
+    skip = {"out_dir", "train.resume", "train.run_steps", "data.source", "tokenizer.kind", "tokenizer.vocab_size",
             "data.val_fraction"} | {f"model.{k}" for k in SHAPE_KEYS}
     return [f"{key} {old_cfg[key]!r} -> {value!r}" for key, value in new_cfg.items()
             if key not in skip and key in old_cfg and old_cfg[key] != value]

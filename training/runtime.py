@@ -73,14 +73,14 @@ def setup_runtime(device_name, dtype_name):
     return Runtime(device, dtype, rank, local_rank, world_size)
 
 
-def teardown(rt):
-    if rt.ddp and dist.is_initialized():
+def teardown(runtime):
+    if runtime.ddp and dist.is_initialized():
         dist.destroy_process_group()
 
 
-def all_sum(value, rt):
+def all_sum(value, runtime):
     """The sum of a scalar tensor over all processes (itself when there is one)."""
-    if rt.ddp:
+    if runtime.ddp:
         value = value.clone()
         dist.all_reduce(value)
     return value

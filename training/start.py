@@ -17,8 +17,9 @@ from configs.schema import to_yaml
 from data.pronouns import examples as pronoun_examples
 from data.pronouns import read_jsonl
 from data.prepare import Prepared, prepare
-from model.checkpoint import CKPT_NAME, load_checkpoint, load_pretrained, load_run
+from model.checkpoint import CKPT_NAME, load_checkpoint
 from model.gpt import GPT, GPTConfig
+from runs.load import load_pretrained, load_run
 from storage.atomic import write_atomic
 from training.evaluate import evaluate_run
 from training.optim import make_optimizer
@@ -32,9 +33,9 @@ from training.runtime import Runtime, peak_flops
 SHARED_SHAPE = ("n_layer", "n_head", "n_embd", "bias")
 
 
-def say(rt, message):
+def say(runtime, message):
     """Print on rank 0 only."""
-    if rt.is_main:
+    if runtime.is_main:
         print(message, flush=True)
 
 
@@ -71,7 +72,7 @@ class Job:
     """What stays fixed while a run trains."""
 
     config: object
-    rt: Runtime
+    runtime: Runtime
     prepared: Prepared
     raw_model: GPT  # the plain module: evaluation and checkpoints use it
     model: torch.nn.Module  # what the training step calls: maybe compiled, maybe DDP-wrapped
@@ -105,19 +106,19 @@ class Progress:
     started: float = 0.0
 
 
-def probe_examples(config, rt):
+def probe_examples(config, runtime):
     """The labelled sentences train.probe_interval scores heads on, or None (probe off). A
     missing or malformed train.probe_file is a one-line error before anything is trained."""
-    t = config.train
-    if not t.probe_interval or not rt.is_main:
+    settings = config.train
+    if not settings.probe_interval or not runtime.is_main:
         return None
-    if t.probe_file:
+    if settings.probe_file:
         try:
-            labelled = read_jsonl(t.probe_file)
+            labelled = read_jsonl(settings.probe_file)
         except OSError as e:
-            raise ValueError(f"train.probe_file {t.probe_file}: {e.strerror or e}") from None
+            raise ValueError(f"train.probe_file {settings.probe_file}: {e.strerror or e}") from None
         if not labelled:
-            raise ValueError(f"train.probe_file {t.probe_file} holds no examples; write one JSON object per line")
+            raise ValueError(f"train.probe_file {settings.probe_file} holds no examples; write one JSON object per line")
         return labelled
     if config.data.source == "pronouns":
         return pronoun_examples("dev")
@@ -137,28 +138,28 @@ def prepare_corpus(config, tokenizer=None):
                    config.data.val_fraction, config.data.cache_dir, config.model.block_size)
 
 
-def prepare_data(config, rt, init=None):
+def prepare_data(config, runtime, init=None):
     """Under torchrun, one process per node (local rank 0) prepares while the others wait, then
     they find it in the cache; nodes without a shared filesystem each prepare their own."""
-    if rt.ddp and rt.local_rank != 0:
+    if runtime.ddp and runtime.local_rank != 0:
         dist.barrier()
     prepared = prepare_corpus(config, init.tokenizer if init else None)
-    if rt.ddp and rt.local_rank == 0:
+    if runtime.ddp and runtime.local_rank == 0:
         dist.barrier()
     return prepared
 
 
-def resume_checkpoint(config, rt, prepared, force, init=None):
+def resume_checkpoint(config, runtime, prepared, force, init=None):
     """The checkpoint to continue from (None: start fresh), once every check has passed."""
-    t, ckpt_path = config.train, Path(config.out_dir) / CKPT_NAME
+    settings, ckpt_path = config.train, Path(config.out_dir) / CKPT_NAME
     if force or not ckpt_path.exists():
         return None
-    if t.resume == "never":
+    if settings.resume == "never":
         raise ValueError(f"{ckpt_path} exists and train.resume=never; {FORCE_HINT}")
-    ckpt = load_checkpoint(ckpt_path, map_location=rt.device)
+    ckpt = load_checkpoint(ckpt_path, map_location=runtime.device)
     changes = check_resume(ckpt, asdict(config), asdict(model_config(config, prepared, init)),
                            data_fingerprint(prepared), config.out_dir)
-    say(rt, f"resuming from step {ckpt['step']} of {ckpt_path}"
+    say(runtime, f"resuming from step {ckpt['step']} of {ckpt_path}"
              + (f"; from the new config: {', '.join(changes)}" if changes else ""))
     return ckpt
 
@@ -169,7 +170,7 @@ def evaluate_only(config, text_path=None):
     from model.device import pick_device, pick_dtype
 
     device = pick_device(config.train.device)
-    rt = Runtime(device, pick_dtype(config.train.dtype, device))
+    runtime = Runtime(device, pick_dtype(config.train.dtype, device))
     run = load_run(config.out_dir, device)
     prepared = None
     if text_path is None:
@@ -178,7 +179,7 @@ def evaluate_only(config, text_path=None):
         if mismatch:
             raise ValueError(f"{config.out_dir} {mismatch}, so this config's val split is not its own; "
                              "give the config it was trained with, or --text FILE")
-    return evaluate_run(run, rt, config.train.batch_size, text_path, prepared)
+    return evaluate_run(run, runtime, config.train.batch_size, text_path, prepared)
 
 
 def model_config(config, prepared, init=None):
@@ -189,49 +190,49 @@ def model_config(config, prepared, init=None):
     return GPTConfig(vocab_size=prepared.tokenizer.vocab_size, **asdict(config.model))
 
 
-def build(config, rt, prepared, ckpt, init=None):
+def build(config, runtime, prepared, ckpt, init=None):
     """The model, optimizer and loss scaler: from `ckpt` (resume), from `init` (fine-tuning: its
     weights, a fresh optimizer) or fresh; and the run folder's files."""
-    t = config.train
+    settings = config.train
     torch.manual_seed(config.seed)  # the same initial weights on every process
-    raw_model = GPT(model_config(config, prepared, init)).to(rt.device)
-    optimizer = make_optimizer(raw_model, t.optimizer, t.lr, t.weight_decay, (t.beta1, t.beta2),
-                               rt.device.type, t.muon_lr, t.muon_momentum)
-    scaler = torch.amp.GradScaler(rt.device.type, enabled=rt.dtype == torch.float16)
+    raw_model = GPT(model_config(config, prepared, init)).to(runtime.device)
+    optimizer = make_optimizer(raw_model, settings.optimizer, settings.lr, settings.weight_decay, (settings.beta1, settings.beta2),
+                               runtime.device.type, settings.muon_lr, settings.muon_momentum)
+    scaler = torch.amp.GradScaler(runtime.device.type, enabled=runtime.dtype == torch.float16)
     progress = Progress(step=0, start_step=0)
     if ckpt is not None:
         raw_model.load_state_dict(ckpt["model"])
         load_optimizer_state(optimizer, ckpt["optimizer"])
         note = load_scaler_state(scaler, ckpt.get("scaler", {}))
         if note:
-            say(rt, f"note: {note}")
+            say(runtime, f"note: {note}")
         progress = Progress(step=ckpt["step"], start_step=ckpt["step"], best_val=ckpt["best_val_loss"],
                             saved_step=ckpt["step"])
     elif init is not None:
         raw_model.load_state_dict(init.state_dict)
-        say(rt, f"starting from the weights of {init.source} into {config.out_dir}; its tokenizer is "
+        say(runtime, f"starting from the weights of {init.source} into {config.out_dir}; its tokenizer is "
                 "used, not the config's tokenizer section")
     else:
-        say(rt, f"training from scratch into {config.out_dir}")
+        say(runtime, f"training from scratch into {config.out_dir}")
     progress.last_log_step = progress.step
-    progress.loss_sum = torch.zeros((), device=rt.device)  # summed on the device: no sync per step
-    model = torch.compile(raw_model) if t.compile else raw_model
-    if rt.ddp:
+    progress.loss_sum = torch.zeros((), device=runtime.device)  # summed on the device: no sync per step
+    model = torch.compile(raw_model) if settings.compile else raw_model
+    if runtime.ddp:
         # The buffers (causal mask, positions) are constants: broadcasting them every step is waste.
-        model = DDP(model, device_ids=[rt.device.index] if rt.device.type == "cuda" else None,
+        model = DDP(model, device_ids=[runtime.device.index] if runtime.device.type == "cuda" else None,
                     broadcast_buffers=False)
     metrics, peak = None, None
-    if rt.is_main:
-        if progress.step < t.max_iters:
+    if runtime.is_main:
+        if progress.step < settings.max_iters:
             write_run_files(config, prepared, Path(config.out_dir))
         metrics = Metrics(Path(config.out_dir) / "metrics.jsonl", resume_step=progress.step if ckpt else None)
-        peak = peak_flops(rt.device, t.peak_flops)
+        peak = peak_flops(runtime.device, settings.peak_flops)
         if peak is None:
-            print(f"note: no peak FLOP/s known for {rt.device}; MFU is shown as n/a until you set "
+            print(f"note: no peak FLOP/s known for {runtime.device}; MFU is shown as n/a until you set "
                   "train.peak_flops", file=sys.stderr)
-    say(rt, f"{raw_model.num_params():,} parameters; {prepared.meta['train_tokens']:,} train tokens; "
-             f"device {rt.device}, {str(rt.dtype).removeprefix('torch.')}, {rt.world_size} process(es)")
-    job = Job(config, rt, prepared, raw_model, model, optimizer, scaler, data_fingerprint(prepared),
+    say(runtime, f"{raw_model.num_params():,} parameters; {prepared.meta['train_tokens']:,} train tokens; "
+             f"device {runtime.device}, {str(runtime.dtype).removeprefix('torch.')}, {runtime.world_size} process(es)")
+    job = Job(config, runtime, prepared, raw_model, model, optimizer, scaler, data_fingerprint(prepared),
               metrics, peak)
     return job, progress
 

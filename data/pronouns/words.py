@@ -1,4 +1,4 @@
-"""Word tables and sentence templates for the pronoun corpus (data/pronouns.py).
+"""Word tables and sentence templates for the pronoun corpus (data/pronouns/generator.py).
 
 Contract:
 - NOUNS maps each candidate noun (one lowercase word) to a Noun: the pronoun that agrees with it
@@ -255,5 +255,3 @@ TEMPLATES = (
     Template("far", "Far from the {0}, the {1} woke up. Soon {pro} {sig}.", subject_slot=1,
              pp_pool="place"),
 )
-# Prepositions that introduce a role template's distractor (tests check labels against these).
-ROLE_PREPOSITIONS = ("in", "near", "with", "beside", "from")

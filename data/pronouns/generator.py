@@ -9,7 +9,8 @@ at the pronoun itself (a causal model sees nothing after it), by
   place or object in the prepositional phrase also takes "it", but the subject is meant.
 Right after the pronoun comes the antecedent's own signature ("... because it hooted"), which no
 other noun shares, so predicting the next token forces the pronoun's position to look the
-antecedent up: the attention the probe measures. Words and templates: data/pronoun_words.py.
+antecedent up: the attention the probe measures. Words and templates: data/pronouns/words.py;
+the examples' record and file format: data/pronouns/jsonl.py.
 
 No positional shortcut: the antecedent's slot is random in agreement templates (2 or 3
 candidates), and role templates put the subject first ("The owl in the barn ...") or last ("In
@@ -18,25 +19,20 @@ the barn, the owl ..."), so "first candidate" and "nearest candidate" each score
 Splits hold out combinations: each (template, antecedent, set of distractors) is hashed to
 train / dev / test (80/10/10) independently of the seed, and each split is generated only from
 its own combinations, so dev and test sentences never occur in the training text.
-
-JSONL format (the probe's input; users may write their own), one object per line, character
-offsets with end exclusive:
-    {"text": str, "pronoun": [start, end], "antecedent": [start, end],
-     "distractors": [[start, end], ...]}
 """
 
 import hashlib
-import json
 import random
 import re
-from dataclasses import dataclass
+from pathlib import Path
 from typing import Iterator
 
-from data.pronoun_words import (
+from checks import positive_int
+from data.pronouns.jsonl import Example
+from data.pronouns.words import (
     ACTIONS, CONNECTORS, LINK_VERBS, NOUNS, OBJECT_NOUNS, PLACES, PRONOUNS, TAILS, TEMPLATES,
     Template,
 )
-from storage.atomic import write_atomic
 
 SPLITS = ("train", "dev", "test")
 SPLIT_PERCENT = {"train": 80, "dev": 10}  # test gets the remaining 10
@@ -51,24 +47,6 @@ ATTENTION_EXAMPLES = [
     "In the barn, the owl went out on a hunt because it hooted.",
     "While the knight watched the bell, the girl waited so she skipped rope.",
 ]
-
-
-@dataclass(frozen=True)
-class Example:
-    """One labelled pronoun. Spans are (start, end) character offsets into text, end exclusive;
-    antecedent and distractors span the bare noun ("dog", not "the dog"). Lists are stored as
-    tuples so that examples compare equal after a JSONL round trip."""
-
-    text: str
-    pronoun: tuple[int, int]
-    antecedent: tuple[int, int]
-    distractors: tuple[tuple[int, int], ...]
-
-    def __post_init__(self):
-        object.__setattr__(self, "pronoun", tuple(self.pronoun))
-        object.__setattr__(self, "antecedent", tuple(self.antecedent))
-        object.__setattr__(self, "distractors", tuple(tuple(d) for d in self.distractors))
-
 
 _FIELD = re.compile(r"\{(\w+)\}")
 _BY_PRONOUN = {p: [w for w, n in NOUNS.items() if n.pronoun == p] for p in PRONOUNS}
@@ -145,10 +123,7 @@ def iter_examples(split: str, rng: random.Random) -> Iterator[tuple[Example, str
 
 def examples(split: str, seed: int = 0, n: int | None = None) -> list[Example]:
     """`n` (default DEFAULT_COUNT) distinct labelled examples of `split`, deterministic in seed."""
-    if n is None:
-        n = DEFAULT_COUNT
-    if isinstance(n, bool) or not isinstance(n, int) or n <= 0:
-        raise ValueError(f"n must be a positive integer (or None for {DEFAULT_COUNT}), got {n!r}")
+    n = DEFAULT_COUNT if n is None else positive_int("n", n, note=f"or None for {DEFAULT_COUNT}")
     out, seen = [], set()
     for example, _ in iter_examples(split, random.Random(f"examples:{split}:{seed}")):
         if example.text not in seen:
@@ -162,8 +137,7 @@ def corpus_text(seed: int = 0, n_bytes: int = DEFAULT_CORPUS_BYTES) -> str:
     """Training text from train combinations only: one example per line, each line ending in
     "\\n", stopping at the first line that brings the total to at least n_bytes (ASCII, so
     bytes == characters)."""
-    if isinstance(n_bytes, bool) or not isinstance(n_bytes, int) or n_bytes <= 0:
-        raise ValueError(f"n_bytes must be a positive integer, got {n_bytes!r}")
+    positive_int("n_bytes", n_bytes)
     lines, size = [], 0
     for example, _ in iter_examples("train", random.Random(f"corpus:{seed}")):
         lines.append(example.text + "\n")
@@ -172,91 +146,8 @@ def corpus_text(seed: int = 0, n_bytes: int = DEFAULT_CORPUS_BYTES) -> str:
             return "".join(lines)
 
 
-# A word is a run of letters, digits and apostrophes ("it", "it's"); as in analysis.words, a
-# query word only needs no letter or digit right beside it ("it" is a word in "it's", not in "hit").
-_WORD = re.compile(r"(?:[^\W_]|['’])+")
-_LETTER_OR_DIGIT = re.compile(r"[^\W_]")
-
-
-def validate_example(example: Example) -> None:
-    """Raise ValueError saying what is wrong with an example's spans (read_jsonl uses it): each
-    span inside the text, none overlapping, the pronoun exactly one word, and every candidate
-    ending before the pronoun starts. The pronoun's word need not be in PRONOUNS (the probe's
-    report says when it is not)."""
-    text = example.text
-    if not isinstance(text, str) or not text:
-        raise ValueError('"text" must be a non-empty string')
-    if not example.distractors:
-        raise ValueError('"distractors" needs at least one [start, end] span')
-    named = [("pronoun", example.pronoun), ("antecedent", example.antecedent)]
-    named += [(f"distractors[{i}]", span) for i, span in enumerate(example.distractors)]
-    for name, span in named:
-        if len(span) != 2 or not all(type(x) is int for x in span):
-            raise ValueError(f'"{name}" must be a [start, end] pair of integers, got {list(span)}')
-        if not 0 <= span[0] < span[1] <= len(text):
-            raise ValueError(
-                f'"{name}" span {list(span)} is empty or outside the text (length {len(text)}); '
-                "use character offsets with 0 <= start < end <= len(text)"
-            )
-    ordered = sorted(named, key=lambda item: item[1])
-    for (name_a, a), (name_b, b) in zip(ordered, ordered[1:]):
-        if b[0] < a[1]:
-            raise ValueError(f'"{name_a}" {list(a)} and "{name_b}" {list(b)} overlap; '
-                             "make the spans disjoint")
-    start, end = example.pronoun
-    beside = text[start - 1 : start] + text[end : end + 1]
-    if not _WORD.fullmatch(text[start:end]) or _LETTER_OR_DIGIT.search(beside):
-        raise ValueError(f'"pronoun" {[start, end]} covers {text[start:end]!r}, which is not one '
-                         "whole word of the text; point it at exactly one word, such as \"it\"")
-    for name, span in named[1:]:
-        if span[1] > start:
-            raise ValueError(
-                f'"{name}" {list(span)} comes after the pronoun {[start, end]}; a causal model at '
-                "the pronoun cannot see it, so candidates must end before the pronoun starts"
-            )
-
-
-def write_jsonl(examples: list[Example], path) -> None:
-    """Write examples to `path` atomically (storage.atomic), one JSON object per line (format in
-    the module docstring)."""
-    lines = (json.dumps({"text": ex.text, "pronoun": list(ex.pronoun),
-                         "antecedent": list(ex.antecedent),
-                         "distractors": [list(d) for d in ex.distractors]}) + "\n"
-             for ex in examples)
-    write_atomic(path, "".join(lines))
-
-
-def _parse_line(line: str) -> Example:
-    try:
-        record = json.loads(line)
-    except json.JSONDecodeError as e:
-        raise ValueError(f"not valid JSON ({e.msg}); write one JSON object per line") from None
-    keys = ("text", "pronoun", "antecedent", "distractors")
-    missing = [k for k in keys if not isinstance(record, dict) or k not in record]
-    if missing:
-        raise ValueError(f'missing key "{missing[0]}"; each line needs {", ".join(keys)}')
-    spans = [record["pronoun"], record["antecedent"]]
-    if isinstance(record["distractors"], list):
-        spans += record["distractors"]
-    if not isinstance(record["distractors"], list) or not all(isinstance(s, list) for s in spans):
-        raise ValueError("spans must be [start, end] lists and distractors a list of them")
-    example = Example(record["text"], spans[0], spans[1], spans[2:])
-    validate_example(example)
-    return example
-
-
-def read_jsonl(path) -> list[Example]:
-    """Read and validate examples; blank lines are skipped. A bad line raises ValueError naming
-    the file and line number (text that is not UTF-8: naming the file); a missing file raises
-    FileNotFoundError."""
-    out = []
-    with open(path, encoding="utf-8") as f:
-        try:
-            for lineno, line in enumerate(f, start=1):
-                if line.strip():
-                    out.append(_parse_line(line))
-        except UnicodeDecodeError:
-            raise ValueError(f"{path} is not UTF-8 text; save it as UTF-8 JSONL") from None
-        except ValueError as e:
-            raise ValueError(f"{path}, line {lineno}: {e}") from None
-    return out
+def corpus_version() -> str:
+    """A hash of the generator's source files: a corpus written by another version of them is
+    another corpus (data.sources keeps one file per version)."""
+    files = [Path(__file__), Path(__file__).with_name("words.py")]
+    return hashlib.sha256(b"".join(p.read_bytes() for p in files)).hexdigest()[:12]

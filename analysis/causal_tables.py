@@ -1,0 +1,64 @@
+"""The causal tests of the probe's result (analysis.causal) as the page's tables: an L x H grid
+for each measure (antecedent knocked out, the control, head ablation), tinted orange where the
+loss went up and blue where it went down, and the heads together with their intervals."""
+
+import html
+
+from analysis.causal import READING, signed, together, with_ci
+
+CAUSAL_GRIDS = (("antecedent", "Antecedent knocked out"),
+                ("distractor", "Control: one distractor knocked out"),
+                ("ablation", "Head ablated (its output replaced by its mean)"))
+
+
+def _delta(value, scale, best=False):
+    """A <td> for one delta, tinted orange when the loss went up, blue when it went down."""
+    alpha = min(1.0, abs(value) / scale) * 0.6
+    rgb = "217,95,2" if value > 0 else "33,102,172"
+    return (f'<td class="{"best" if best else ""}" style="background:rgba({rgb},{alpha:.2f})">'
+            f"{signed(value)}</td>")
+
+
+def _causal_grid(heads, name, caption, best, scale):
+    """One L x H table of a measure's mean deltas, tinted relative to `scale`; the best head's
+    cell outlined."""
+    head_row = "".join(f"<th>H{h}</th>" for h in range(len(heads[0])))
+    rows = "".join(f"<tr><th>L{l}</th>" + "".join(_delta(cell[name], scale, [l, h] == best)
+                                                   for h, cell in enumerate(row)) + "</tr>"
+                   for l, row in enumerate(heads))
+    return (f'<div class="scroll"><table><caption>{html.escape(caption)}</caption>'
+            f"<tr><th></th>{head_row}</tr>{rows}</table></div>")
+
+
+def causal_section(causal):
+    """The causal tests of the probe's result ("causal", from analysis.causal): the three L x H
+    grids and the heads together with their intervals; "" when there is none."""
+    if not causal:
+        return ""
+    try:
+        b = causal.get("best_head")
+        best = [b["layer"], b["head"]] if b else None
+        # One scale for the three grids, so a control near 0 looks near 0 beside a real effect.
+        scale = max(0.05, *(abs(cell[name]) for row in causal["heads"] for cell in row
+                            for name, _ in CAUSAL_GRIDS))
+        grids = "".join(_causal_grid(causal["heads"], name, caption, best, scale)
+                        for name, caption in CAUSAL_GRIDS)
+        rows = "".join(
+            f"<tr><th>{html.escape(label)}</th><td>{with_ci(deltas, 'antecedent')}</td>"
+            f"<td>{with_ci(deltas, 'distractor')}</td>"
+            f"<td>{with_ci(deltas, 'ablation') if 'ablation' in deltas else ''}</td></tr>"
+            for label, deltas in together(causal))
+        said = (f"mean over {causal['n']} of the probe's sentences ({causal['skipped']} skipped), "
+                f"clean loss {causal['clean_loss']:.3f}; intervals: 95% bootstrap, "
+                f"{causal['resamples']} resamples")
+    except (KeyError, TypeError, IndexError, ValueError):
+        raise ValueError("the probe result's \"causal\" part is not what analysis.causal gives; "
+                         "run generate.py --probe again") from None
+    return f"""<section class="causal"><h2>Does the head matter?</h2>
+<p class="help">At the pronoun only, attention is changed and the loss of the next token is
+measured again: each number is the change, in nats (changed − clean), {html.escape(said)}.
+{html.escape(' '.join(READING))}</p>
+<div class="grids">{grids}</div>
+<div class="scroll"><table class="together"><caption>Heads together</caption>
+<tr><th></th><th>antecedent out</th><th>control</th><th>ablated</th></tr>{rows}</table></div>
+</section>"""

@@ -1,0 +1,42 @@
+"""The coreference study of a run, as `generate.py --probe` and the page run it: the probe
+(analysis/probe.py: does a head's attention find the antecedent?) and the causal tests
+(analysis/causal.py: does the model use it?), on the built-in dev and test sets or on a user's
+JSONL file, and their plain-text report."""
+
+from analysis.causal import causal_tests, format_causal, with_best_head
+from analysis.probe import format_report, run_probe
+from data.pronouns import examples, read_jsonl
+
+
+def study(model, tokenizer, path="", permutations=1000, causal=True):
+    """run_probe's result for a user's JSONL file at `path` (one set of examples), or for the
+    built-in dev and test sets when `path` is empty; with `causal`, also the causal tests
+    (with_best_head) on the test set (or the file) under "causal". ValueError (one line) for a
+    file that cannot be read or holds no examples."""
+    if path:
+        try:
+            dev = read_jsonl(path)
+        except OSError as e:  # a folder, a missing file, no permission: name the user's path
+            raise ValueError(f"cannot read {path}: {e.strerror or e}") from None
+        if not dev:
+            raise ValueError(f"{path} holds no examples; write one JSON object per line")
+        test = None
+    else:
+        dev, test = examples("dev"), examples("test")
+    result = run_probe(model, tokenizer, dev, test, permutations=permutations)
+    if causal:
+        try:
+            tested = causal_tests(model, tokenizer, test or dev)
+        except ValueError as e:
+            raise ValueError(f"{e}; --no-causal skips the causal tests") from None
+        best = result["best_head"]
+        result["causal"] = with_best_head(tested, best["layer"], best["head"])
+    return result
+
+
+def study_report(result):
+    """The probe's plain-text report, and the causal tests' below it when it has them."""
+    parts = [format_report(result)]
+    if "causal" in result:
+        parts.append(format_causal(result["causal"]))
+    return "\n\n".join(parts)

@@ -1,0 +1,120 @@
+"""A labelled pronoun example (Example), its checks, and the JSONL file of examples: the probe's
+input, either the generator's (data/pronouns/generator.py) or a file a user writes.
+
+One object per line, character offsets with end exclusive:
+    {"text": str, "pronoun": [start, end], "antecedent": [start, end],
+     "distractors": [[start, end], ...]}
+"""
+
+import json
+import re
+from dataclasses import dataclass
+
+from storage.atomic import write_atomic
+
+
+@dataclass(frozen=True)
+class Example:
+    """One labelled pronoun. Spans are (start, end) character offsets into text, end exclusive;
+    antecedent and distractors span the bare noun ("dog", not "the dog"). Lists are stored as
+    tuples so that examples compare equal after a JSONL round trip."""
+
+    text: str
+    pronoun: tuple[int, int]
+    antecedent: tuple[int, int]
+    distractors: tuple[tuple[int, int], ...]
+
+    def __post_init__(self):
+        object.__setattr__(self, "pronoun", tuple(self.pronoun))
+        object.__setattr__(self, "antecedent", tuple(self.antecedent))
+        object.__setattr__(self, "distractors", tuple(tuple(d) for d in self.distractors))
+
+
+# A word is a run of letters, digits and apostrophes ("it", "it's"); as in analysis.words, a
+# query word only needs no letter or digit right beside it ("it" is a word in "it's", not in "hit").
+_WORD = re.compile(r"(?:[^\W_]|['’])+")
+_LETTER_OR_DIGIT = re.compile(r"[^\W_]")
+
+
+def validate_example(example: Example) -> None:
+    """Raise ValueError saying what is wrong with an example's spans (read_jsonl uses it): each
+    span inside the text, none overlapping, the pronoun exactly one word, and every candidate
+    ending before the pronoun starts. The pronoun's word need not be in PRONOUNS (the probe's
+    report says when it is not)."""
+    text = example.text
+    if not isinstance(text, str) or not text:
+        raise ValueError('"text" must be a non-empty string')
+    if not example.distractors:
+        raise ValueError('"distractors" needs at least one [start, end] span')
+    named = [("pronoun", example.pronoun), ("antecedent", example.antecedent)]
+    named += [(f"distractors[{i}]", span) for i, span in enumerate(example.distractors)]
+    for name, span in named:
+        if len(span) != 2 or not all(type(x) is int for x in span):
+            raise ValueError(f'"{name}" must be a [start, end] pair of integers, got {list(span)}')
+        if not 0 <= span[0] < span[1] <= len(text):
+            raise ValueError(
+                f'"{name}" span {list(span)} is empty or outside the text (length {len(text)}); '
+                "use character offsets with 0 <= start < end <= len(text)"
+            )
+    ordered = sorted(named, key=lambda item: item[1])
+    for (name_a, a), (name_b, b) in zip(ordered, ordered[1:]):
+        if b[0] < a[1]:
+            raise ValueError(f'"{name_a}" {list(a)} and "{name_b}" {list(b)} overlap; '
+                             "make the spans disjoint")
+    start, end = example.pronoun
+    beside = text[start - 1 : start] + text[end : end + 1]
+    if not _WORD.fullmatch(text[start:end]) or _LETTER_OR_DIGIT.search(beside):
+        raise ValueError(f'"pronoun" {[start, end]} covers {text[start:end]!r}, which is not one '
+                         "whole word of the text; point it at exactly one word, such as \"it\"")
+    for name, span in named[1:]:
+        if span[1] > start:
+            raise ValueError(
+                f'"{name}" {list(span)} comes after the pronoun {[start, end]}; a causal model at '
+                "the pronoun cannot see it, so candidates must end before the pronoun starts"
+            )
+
+
+def write_jsonl(examples: list[Example], path) -> None:
+    """Write examples to `path` atomically (storage.atomic), one JSON object per line (format in
+    the module docstring)."""
+    lines = (json.dumps({"text": ex.text, "pronoun": list(ex.pronoun),
+                         "antecedent": list(ex.antecedent),
+                         "distractors": [list(d) for d in ex.distractors]}) + "\n"
+             for ex in examples)
+    write_atomic(path, "".join(lines))
+
+
+def _parse_line(line: str) -> Example:
+    try:
+        record = json.loads(line)
+    except json.JSONDecodeError as e:
+        raise ValueError(f"not valid JSON ({e.msg}); write one JSON object per line") from None
+    keys = ("text", "pronoun", "antecedent", "distractors")
+    missing = [k for k in keys if not isinstance(record, dict) or k not in record]
+    if missing:
+        raise ValueError(f'missing key "{missing[0]}"; each line needs {", ".join(keys)}')
+    spans = [record["pronoun"], record["antecedent"]]
+    if isinstance(record["distractors"], list):
+        spans += record["distractors"]
+    if not isinstance(record["distractors"], list) or not all(isinstance(s, list) for s in spans):
+        raise ValueError("spans must be [start, end] lists and distractors a list of them")
+    example = Example(record["text"], spans[0], spans[1], spans[2:])
+    validate_example(example)
+    return example
+
+
+def read_jsonl(path) -> list[Example]:
+    """Read and validate examples; blank lines are skipped. A bad line raises ValueError naming
+    the file and line number (text that is not UTF-8: naming the file); a missing file raises
+    FileNotFoundError."""
+    out = []
+    with open(path, encoding="utf-8") as f:
+        try:
+            for lineno, line in enumerate(f, start=1):
+                if line.strip():
+                    out.append(_parse_line(line))
+        except UnicodeDecodeError:
+            raise ValueError(f"{path} is not UTF-8 text; save it as UTF-8 JSONL") from None
+        except ValueError as e:
+            raise ValueError(f"{path}, line {lineno}: {e}") from None
+    return out

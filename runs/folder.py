@@ -1,0 +1,61 @@
+"""The files of a run folder besides the checkpoint that more than one program reads:
+metrics.jsonl, which training writes and the page draws, and probe.json, the probe's result that
+`generate.py --probe` saves for the page of the same checkpoint."""
+
+import json
+from pathlib import Path
+
+from model.checkpoint import CKPT_NAME
+from storage.atomic import write_atomic
+
+METRICS_FILE = "metrics.jsonl"  # one JSON object per line, each with "step"
+PROBE_FILE = "probe.json"
+
+
+def read_metrics(path):
+    """The records of a metrics.jsonl file, a line torn by a kill left out; [] when there is no
+    such file (a Hugging Face model has none)."""
+    try:
+        lines = Path(path).read_text(encoding="utf-8").splitlines()
+    except (OSError, UnicodeDecodeError):
+        return []
+    records = []
+    for line in lines:
+        try:
+            records.append(json.loads(line))
+        except ValueError:
+            continue
+    return records
+
+
+def probe_path(folder):
+    """Where the run folder `folder` keeps its probe result; None for a model that is not a
+    train.py run folder (a Hugging Face download is not ours to write into)."""
+    folder = Path(folder) if folder else None
+    return folder / PROBE_FILE if folder and (folder / CKPT_NAME).is_file() else None
+
+
+def checkpoint_id(run):
+    """What tells one checkpoint of a run folder from the next: a saved probe result is this
+    checkpoint's only if these match."""
+    return {"step": run.ckpt.get("step"), "best_val_loss": run.ckpt.get("best_val_loss")}
+
+
+def save_probe(run, folder, result):
+    """Save a probe result of the run loaded from `folder` there, with its checkpoint_id;
+    nothing for a folder that is not a run folder. ValueError (one line) if it cannot be written."""
+    path = probe_path(folder)
+    if path is not None:
+        write_atomic(path, json.dumps({**result, "checkpoint": checkpoint_id(run)}) + "\n")
+
+
+def saved_probe(run, folder):
+    """The probe result saved in the run folder for this very checkpoint, or None."""
+    path = probe_path(folder)
+    try:
+        saved = json.loads(path.read_text(encoding="utf-8"))
+    except (AttributeError, OSError, ValueError):  # no run folder, no file, not JSON
+        return None
+    if not isinstance(saved, dict) or saved.get("checkpoint") != checkpoint_id(run):
+        return None  # a probe of an earlier checkpoint: this one may have other heads
+    return saved if isinstance(saved.get("best_head"), dict) else None

@@ -1,0 +1,97 @@
+"""Loading a run: its model, tokenizer and meta.json together, one floor above model/ (tensors
+and checkpoints) and data/ (tokenizers), for generation, analysis and fine-tuning alike.
+
+A run folder (`out_dir`) holds everything generation needs:
+    ckpt.pt      the checkpoint (model/checkpoint.py)
+    config.yaml  the resolved training config
+    meta.json    what data the run was trained on, and the tokenizer's file name
+    <tokenizer>  the tokenizer file named in meta.json
+
+Wherever a run folder is read, a pretrained GPT-2 serves too: a Hugging Face GPT-2 folder
+(config.json, model.safetensors or pytorch_model.bin, vocab.json, merges.txt; model/gpt2_import.py)
+or `hf:OWNER/NAME`, which fetches that folder into the Hugging Face cache (storage/hub.py).
+"""
+
+import json
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from data.tokenizer import gpt2_tokenizer, load_tokenizer
+from model.checkpoint import CKPT_NAME, build_gpt, load_checkpoint, model_parts
+from model.gpt import GPT
+from model.gpt2_import import read_gpt2
+from storage.hub import is_hub_name, model_folder
+
+
+@dataclass
+class Run:
+    """What load_run returns: everything that sampling and the analyses read."""
+
+    model: GPT
+    tokenizer: object
+    meta: dict
+    ckpt: dict
+
+
+def load_run(source, device="cpu"):
+    """Load a model to sample from or study: a run folder written by train.py, a Hugging Face
+    GPT-2 folder, or hf:OWNER/NAME. The Run holds the model (eval mode), its tokenizer, the
+    meta.json of a run (for GPT-2: {"source", "folder", "tokenizer_kind"}) and the checkpoint (for
+    GPT-2: only "model_config"). A GPT-2 loads unpadded (vocab_multiple 1): padding the token
+    table only speeds up training's matmuls, and copying it would slow every load."""
+    config, state_dict, tokenizer, meta, ckpt = _open(source, device, vocab_multiple=1)
+    return Run(build_gpt(config, state_dict, device), tokenizer, meta, ckpt)
+
+
+def load_pretrained(source, device="cpu"):
+    """(GPTConfig, state_dict, tokenizer) of a run folder, a Hugging Face GPT-2 folder or
+    hf:OWNER/NAME: where fine-tuning starts (training's init_from). The state dict loads into
+    GPT(config) as it is; build_gpt(config, state_dict) does so without a random init. A GPT-2's
+    config has gelu_approximate "tanh", dropout 0 and vocab_multiple 64: a model built from a
+    training config must take those from here. Its Conv1D weights are transposed views
+    (non-contiguous); .contiguous() them where a layout matters."""
+    config, state_dict, tokenizer, _, _ = _open(source, device, vocab_multiple=64)
+    return config, state_dict, tokenizer
+
+
+def _open(source, device, vocab_multiple):
+    """(config, state_dict, tokenizer, meta, ckpt) of any source load_run accepts, checked to
+    agree on the vocabulary size; a GPT-2's token table padded to a multiple of vocab_multiple."""
+    path = Path(source)
+    is_gpt2 = is_hub_name(source) or ((path / "config.json").is_file() and not (path / CKPT_NAME).is_file())
+    if is_gpt2:
+        config, state_dict, tokenizer, meta, ckpt = _open_gpt2(source, device, vocab_multiple)
+    else:
+        config, state_dict, tokenizer, meta, ckpt = _open_run(source, device)
+    if tokenizer.vocab_size != config.vocab_size:
+        raise ValueError(f"the tokenizer of {source} has {tokenizer.vocab_size} tokens but its model "
+                         f"has {config.vocab_size}: the folder mixes two runs or models; train again "
+                         f"into a fresh out_dir, or download the model's files again")
+    return config, state_dict, tokenizer, meta, ckpt
+
+
+def _open_gpt2(source, device, vocab_multiple):
+    folder = model_folder(source) if is_hub_name(source) else Path(source)
+    config, state_dict = read_gpt2(folder, vocab_multiple)
+    state_dict = {name: t.to(device) for name, t in state_dict.items()}
+    meta = {"source": str(source), "folder": str(folder), "tokenizer_kind": "gpt2"}
+    return config, state_dict, gpt2_tokenizer(folder), meta, {"model_config": asdict(config)}
+
+
+def _open_run(out_dir, device):
+    out_dir = Path(out_dir)
+    if out_dir.is_dir() and not (out_dir / CKPT_NAME).is_file():
+        raise FileNotFoundError(f"no checkpoint at {out_dir / CKPT_NAME}; train one first with `python "
+                                f"train.py`, or give a Hugging Face GPT-2 folder or hf:OWNER/NAME")
+    ckpt = load_checkpoint(out_dir / CKPT_NAME, map_location=device)
+    meta_path = out_dir / "meta.json"
+    if not meta_path.is_file():
+        raise FileNotFoundError(f"{meta_path} is missing; the run folder {out_dir} is incomplete")
+    try:
+        meta = json.loads(meta_path.read_text())
+        tokenizer_path = out_dir / meta["tokenizer_file"]
+    except (json.JSONDecodeError, KeyError, TypeError):
+        raise ValueError(f"{meta_path} is not valid run metadata (it needs a tokenizer_file); "
+                         "train again to rewrite it") from None
+    config, state_dict = model_parts(ckpt)
+    return config, state_dict, load_tokenizer(tokenizer_path), meta, ckpt

@@ -1,0 +1,91 @@
+"""What several test files call: the repository root, its scripts run as a user runs them, a
+tiny training config and run folder, and a training process to watch."""
+
+import io
+import json
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import asdict
+from pathlib import Path
+
+import torch
+
+from configs.schema import load_config, to_yaml
+from data.pronouns import ATTENTION_EXAMPLES
+from data.tokenizer import train_tokenizer
+from model.checkpoint import atomic_save
+from model.gpt import GPT, GPTConfig
+
+ROOT = Path(__file__).resolve().parent.parent
+# Text a tiny run folder's tokenizer is trained on: the built-in sentences and every letter.
+RUN_TEXT = "\n".join(ATTENTION_EXAMPLES) + "\nabcdefghijklmnopqrstuvwxyz ABCDEFGHIJKLMNOPQRSTUVWXYZ.,'\n"
+
+
+def run_script(script, *args, timeout=120, **kwargs):
+    """`python SCRIPT ARGS...` in the repository root, its output captured as text."""
+    return subprocess.run([sys.executable, script, *map(str, args)], cwd=ROOT, capture_output=True,
+                          text=True, timeout=timeout, **kwargs)
+
+
+def tiny_config(corpus, out_dir, *overrides):
+    """A config that trains a 2 x 2 x 32 model on the `corpus` fixture for 20 steps, in seconds."""
+    return load_config(None, [
+        f"out_dir={out_dir}", f"data.source={corpus / 'text.txt'}", f"data.cache_dir={corpus / 'cache'}",
+        "tokenizer.kind=char", "model.block_size=16", "model.n_layer=2", "model.n_head=2", "model.n_embd=32",
+        "train.batch_size=4", "train.max_iters=20", "train.warmup_iters=2", "train.eval_interval=10",
+        "train.eval_iters=2", "train.log_interval=5", "train.device=cpu", "train.peak_flops=1e12", *overrides,
+    ])
+
+
+def write_yaml(config, path):
+    path.write_text(to_yaml(config))
+    return path
+
+
+def make_run(folder, kind, block_size):
+    """A run folder as train.py leaves it (ckpt.pt, meta.json and the tokenizer file) holding an
+    untrained 2 x 2 x 32 model; returns (model, tokenizer)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    tokenizer = train_tokenizer(kind, RUN_TEXT * 5, None if kind == "char" else 300)
+    tokenizer.save(folder / "tokenizer.txt")
+    (folder / "meta.json").write_text(json.dumps({"tokenizer_file": "tokenizer.txt", "tokenizer_kind": kind}))
+    torch.manual_seed(0)
+    config = GPTConfig(vocab_size=tokenizer.vocab_size, block_size=block_size, n_layer=2, n_head=2, n_embd=32)
+    model = GPT(config).eval()
+    atomic_save({"model": model.state_dict(), "model_config": asdict(config), "step": 0}, folder / "ckpt.pt")
+    return model, tokenizer
+
+
+def start_training(cfg):
+    """train.py on the config file `cfg`, running in the background with its output piped."""
+    # A shell that starts jobs in the background (nohup ... &, some CI runners) leaves SIGINT
+    # ignored, and Python then never raises KeyboardInterrupt; a terminal's Ctrl-C is the default.
+    return subprocess.Popen([sys.executable, "train.py", str(cfg)], cwd=ROOT, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+
+
+def wait_for_metrics(out, proc):
+    """Wait until the run folder `out` has a metrics line, failing if `proc` exits first."""
+    deadline = time.time() + 60
+    while time.time() < deadline and not ((out / "metrics.jsonl").exists() and (out / "metrics.jsonl").read_text()):
+        assert proc.poll() is None, proc.communicate()
+        time.sleep(0.1)
+
+
+def run_generate(*argv):
+    """generate.py's main() in this process: (exit code, stdout, stderr)."""
+    import generate
+
+    out, err = io.StringIO(), io.StringIO()
+    code = generate.main([str(a) for a in argv], out=out, err=err)
+    return code, out.getvalue(), err.getvalue()
+
+
+def one_line(excinfo):
+    """The message of a pytest.raises error, checked to be one line."""
+    message = str(excinfo.value)
+    assert message and "\n" not in message
+    return message

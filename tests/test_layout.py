@@ -1,0 +1,78 @@
+"""The house as a newcomer reads it: layers only look down, the README's Layout table is the
+tree, and pyproject.toml's dependencies are the requirements files'."""
+
+import ast
+import re
+
+import pytest
+
+from tests.helpers import ROOT
+
+# What each floor may import from the project (itself included); lower floors first.
+MAY_IMPORT = {
+    "checks": set(),
+    "storage": {"storage"},
+    "model": {"model", "storage", "checks"},
+    "data": {"data", "storage", "checks"},
+    "configs": {"configs", "model", "checks"},
+    "runs": {"runs", "model", "data", "storage", "checks"},
+    "analysis": {"analysis", "model", "data", "storage", "checks"},
+    "training": {"training", "analysis", "runs", "configs", "model", "data", "storage", "checks"},
+    "generate": {"analysis", "runs", "configs", "model", "data", "storage", "checks"},  # not training
+}
+PACKAGES = sorted(name for name in MAY_IMPORT if (ROOT / name).is_dir())
+
+
+def project_modules():
+    """Every module of the packages and the top-level scripts, as paths relative to ROOT."""
+    files = [p for name in PACKAGES for p in (ROOT / name).rglob("*.py")]
+    files += [p for p in ROOT.glob("*.py")]
+    return sorted(str(p.relative_to(ROOT)) for p in files)
+
+
+def imported_floors(path):
+    """The project's top-level names that the file imports, anywhere in it."""
+    names = set()
+    for node in ast.walk(ast.parse((ROOT / path).read_text())):
+        if isinstance(node, ast.Import):
+            names |= {alias.name.split(".")[0] for alias in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            names.add(node.module.split(".")[0])
+    return names & (set(MAY_IMPORT) | {"train", "bench"})
+
+
+@pytest.mark.parametrize("path", [p for p in project_modules() if p.split("/")[0].removesuffix(".py")
+                                  in MAY_IMPORT])
+def test_layers_only_look_down(path):
+    floor = path.split("/")[0].removesuffix(".py")
+    assert imported_floors(path) <= MAY_IMPORT[floor], (
+        f"{path} imports {sorted(imported_floors(path) - MAY_IMPORT[floor])}")
+
+
+def layout_paths():
+    """The paths named in the first column of the README's Layout table."""
+    readme = (ROOT / "README.md").read_text()
+    section = readme.split("\n## Layout\n", 1)[1].split("\n## ", 1)[0]
+    rows = [line for line in section.splitlines() if line.startswith("| `")]
+    return [path for row in rows for path in re.findall(r"`([^`]+)`", row.split(" | ")[0])]
+
+
+def test_the_readme_layout_table_is_the_tree():
+    named = layout_paths()
+    missing = [p for p in named if not (list(ROOT.glob(p)) if "*" in p else (ROOT / p).exists())]
+    assert missing == [], f"the Layout table names paths that do not exist: {missing}"
+    modules = [p for p in project_modules() if not p.endswith("__init__.py")]
+    unlisted = [p for p in modules if p not in named]
+    assert unlisted == [], f"the Layout table leaves out {unlisted}"
+
+
+def test_pyproject_dependencies_are_the_requirements_files():
+    tomllib = pytest.importorskip("tomllib", reason="tomllib is in the standard library from 3.11")
+
+    def requirements(name):
+        lines = (ROOT / name).read_text().splitlines()
+        return [line.strip() for line in lines if line.strip() and not line.startswith(("#", "-r"))]
+
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    assert project["dependencies"] == requirements("requirements.txt")
+    assert project["optional-dependencies"]["test"] == requirements("requirements-test.txt")
