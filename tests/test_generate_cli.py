@@ -197,9 +197,12 @@ def test_ctrl_c_while_loading_prints_one_line_and_exits_130(char_run, monkeypatc
 @pytest.mark.slow
 def test_ctrl_c_while_sampling_stops_a_real_process_without_a_traceback(char_run):
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    # A runner that starts jobs in the background (nohup ... &) leaves SIGINT ignored in its
+    # children; a terminal's Ctrl-C meets the default handler, so the child gets that back.
     proc = subprocess.Popen([sys.executable, "generate.py", "--ckpt", str(char_run[0]),
                              "--max-new-tokens", str(10**9)], cwd=ROOT, env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     try:
         assert os.read(proc.stdout.fileno(), 1)  # the prompt: main() is running
         proc.send_signal(signal.SIGINT)
