@@ -84,10 +84,11 @@ def run(args):
         print(to_yaml(config), end="")
         return 0
     from training.loop import TrainingStopped, train  # torch loads only when needed
-    from training.start import evaluate_only, prepare_corpus
+    from training.start import evaluate_only, prepare_corpus, pretrained_start
 
     if args.prepare_only:
-        prepared = prepare_corpus(config)
+        init = pretrained_start(config)  # fine-tuning prepares with the source's tokenizer
+        prepared = prepare_corpus(config, init.tokenizer if init else None)
         print(f"prepared {prepared.meta['train_tokens']:,} train and {prepared.meta['val_tokens']:,} "
               f"val tokens in {prepared.dir}")
         return 0

@@ -70,3 +70,15 @@ def test_an_interrupted_fine_tune_resumes_from_its_own_checkpoint(corpus, tmp_pa
     train(tiny_config(corpus, out, *gpt2_overrides(gpt2_folder, "train.max_iters=6"), "train.run_steps=2"))
     train(tiny_config(corpus, out, *gpt2_overrides(gpt2_folder, "train.max_iters=6")))
     assert "resuming from step 2" in capsys.readouterr().out
+
+
+def test_prepare_only_uses_the_sources_tokenizer_so_training_finds_it_prepared(corpus, tmp_path, gpt2_folder):
+    import train as train_script
+    from tests.helpers import write_yaml
+
+    cache = tmp_path / "cache"
+    config = tiny_config(corpus, tmp_path / "run", *gpt2_overrides(gpt2_folder, f"data.cache_dir={cache}"))
+    assert train_script.main([str(write_yaml(config, tmp_path / "c.yaml")), "--prepare-only"]) == 0
+    prepared = list((cache / "prepared").iterdir())
+    train(config)
+    assert list((cache / "prepared").iterdir()) == prepared  # nothing prepared a second time
