@@ -82,3 +82,11 @@ def test_prepare_only_uses_the_sources_tokenizer_so_training_finds_it_prepared(c
     prepared = list((cache / "prepared").iterdir())
     train(config)
     assert list((cache / "prepared").iterdir()) == prepared  # nothing prepared a second time
+
+
+def test_eval_only_on_a_fine_tuned_run_uses_its_tokenizer(corpus, tmp_path, gpt2_folder):
+    from training.start import evaluate_only
+
+    config = tiny_config(corpus, tmp_path / "run", *gpt2_overrides(gpt2_folder))
+    result = train(config)
+    assert f"loss {result['final']['val_loss_full']:.4f} nats/token" in evaluate_only(config)

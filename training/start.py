@@ -174,7 +174,8 @@ def evaluate_only(config, text_path=None):
     run = load_run(config.out_dir, device)
     prepared = None
     if text_path is None:
-        prepared = prepare_corpus(config)
+        # A fine-tuned run was prepared with its source's tokenizer, which the run folder holds.
+        prepared = prepare_corpus(config, run.tokenizer if config.train.init_from else None)
         mismatch = data_mismatch(recorded_fingerprint(run.ckpt, config.out_dir), data_fingerprint(prepared))
         if mismatch:
             raise ValueError(f"{config.out_dir} {mismatch}, so this config's val split is not its own; "
@@ -218,7 +219,7 @@ def build(config, runtime, prepared, ckpt, init=None):
     progress.loss_sum = torch.zeros((), device=runtime.device)  # summed on the device: no sync per step
     model = torch.compile(raw_model) if settings.compile else raw_model
     if runtime.ddp:
-        # The buffers (causal mask, positions) are constants: broadcasting them every step is waste.
+        # The only buffer (positions) is a constant: broadcasting it every step would be waste.
         model = DDP(model, device_ids=[runtime.device.index] if runtime.device.type == "cuda" else None,
                     broadcast_buffers=False)
     metrics, peak = None, None
