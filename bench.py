@@ -6,6 +6,7 @@
     python bench.py profile              # where one training step's time goes (torch.profiler)
     python bench.py load                 # a 124M GPT-2 folder: our loader against transformers'
     python bench.py speedrun --nanogpt DIR   # the CPU speedrun config against nanoGPT's 2000 steps
+    python bench.py causal               # the probe's causal tests on 300 sentences, 1 thread vs default
     python bench.py gpu-check            # `make gpu-check`: the GPU table (needs one CUDA GPU)
 
 Machines are shared and noisy: every comparison runs both sides in the same invocation, and
@@ -170,6 +171,33 @@ def bench_generation(args):
             "KV-cache speed-up (median of 5 paired runs)": statistics.median(ratios),
             "KV-cache speed-up, lowest and highest": f"{min(ratios):.1f}x .. {max(ratios):.1f}x",
             "generation threads": threads or torch.get_num_threads()}
+
+
+def bench_causal(args):
+    """The causal tests (every head, each layer, all heads) on the 300 built-in test sentences, for
+    the default model's shape (random weights: the cost does not depend on them), at one thread
+    and at torch's default, alternating, median of three each."""
+    from analysis.causal import causal_tests
+    from data.prepare import prepare
+    from data.pronouns import examples
+    from model.gpt import GPT, GPTConfig
+
+    tokenizer = prepare("pronouns", "bpe", 1024, 0.1, ROOT / ".cache").tokenizer
+    torch.manual_seed(0)
+    model = GPT(GPTConfig(vocab_size=tokenizer.vocab_size, block_size=64, n_layer=2, n_head=4, n_embd=128)).eval()
+    test = examples("test")
+    default, seconds = torch.get_num_threads(), {1: [], 0: []}
+    try:
+        for _ in range(3):
+            for threads in (1, 0):
+                torch.set_num_threads(threads or default)
+                start = time.perf_counter()
+                causal_tests(model, tokenizer, test)
+                seconds[threads].append(time.perf_counter() - start)
+    finally:
+        torch.set_num_threads(default)
+    return {"causal tests s, 300 sentences, 1 thread (median of 3)": statistics.median(seconds[1]),
+            f"causal tests s, 300 sentences, {default} threads (median of 3)": statistics.median(seconds[0])}
 
 
 def bench_tokenizer(args):
@@ -459,7 +487,7 @@ def gpu_check(args):
 
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("what", nargs="*", default=[], help="train, generate, tokenizer, prepare, load, profile, speedrun, gpu-check")
+    p.add_argument("what", nargs="*", default=[], help="train, generate, tokenizer, prepare, load, causal, profile, speedrun, gpu-check")
     p.add_argument("--json", action="store_true")
     p.add_argument("--iters", type=int, default=300, help="training steps per timed run (default 300)")
     p.add_argument("--nanogpt", metavar="DIR", help="a nanoGPT checkout with data/shakespeare_char prepared")
@@ -470,7 +498,7 @@ def main():
     args = p.parse_args()
     benches = {"train": bench_train, "generate": bench_generation, "tokenizer": bench_tokenizer,
                "prepare": bench_prepare, "load": bench_load, "profile": bench_profile, "gpu-check": gpu_check,
-               "speedrun": bench_speedrun}
+               "speedrun": bench_speedrun, "causal": bench_causal}
     chosen = args.what or ["train", "generate", "tokenizer", "prepare"]
     unknown = [w for w in chosen if w not in benches]
     if unknown:
