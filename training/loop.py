@@ -27,6 +27,7 @@ from training.evaluate import bits_per_byte, evaluate, full_val_loss
 from training.optim import lr_at
 from training.report import Console, eval_line, plot_losses, plot_probe, summary
 from training.runtime import all_sum, mfu, setup_runtime, teardown
+from training.resume import data_fingerprint
 from training.start import (build, prepare_data, pretrained_start, probe_examples, resume_checkpoint,
                             say)
 
@@ -79,8 +80,9 @@ def _train(config, runtime, force):
     init = pretrained_start(config)
     prepared = prepare_data(config, runtime, init)
     labelled = probe_examples(config, runtime)
-    ckpt = resume_checkpoint(config, runtime, prepared, force, init)
-    job, progress = build(config, runtime, prepared, ckpt, init if ckpt is None else None)
+    fingerprint = data_fingerprint(prepared)
+    ckpt = resume_checkpoint(config, runtime, prepared, fingerprint, force, init)
+    job, progress = build(config, runtime, prepared, fingerprint, ckpt, init if ckpt is None else None)
     job.probe_examples = labelled
     progress.last_log_time = progress.started = time.perf_counter()
     console = job.console = Console(runtime.is_main, settings.max_iters, progress.step)
@@ -206,8 +208,7 @@ def log_progress(job, progress):
         raise TrainingStopped(f"loss is {loss} at step {step}; stopped, "
                               f"{_checkpoint_state(job, progress)} (try a lower train.lr)")
     now = time.perf_counter()
-    tokens = settings.batch_size * job.config.model.block_size * settings.grad_accum_steps * steps  # all processes
-    tok_s = tokens / max(now - progress.last_log_time - progress.paused, 1e-9)
+    tok_s = job.tokens_per_step * steps / max(now - progress.last_log_time - progress.paused, 1e-9)
     progress.last_log_step, progress.last_log_time, progress.paused = step, now, 0.0
     if runtime.is_main:
         lr = lr_at(step - 1, settings.lr, settings.min_lr, settings.warmup_iters, settings.max_iters)
@@ -259,7 +260,7 @@ def finish(job, progress):
     """The loss on the whole val split, loss.png and the closing summary."""
     runtime, settings, final = job.runtime, job.config.train, progress.final
     seconds = time.perf_counter() - progress.started
-    tokens = settings.batch_size * job.config.model.block_size * settings.grad_accum_steps * (progress.step - progress.start_step)
+    tokens = job.tokens_per_step * (progress.step - progress.start_step)
     if final is not None and settings.final_full_eval:
         final["val_loss_full"] = full_val_loss(job.raw_model, job.prepared, job.config.model.block_size,
                                                settings.batch_size, runtime)
@@ -270,9 +271,10 @@ def finish(job, progress):
     if progress.start_step >= settings.max_iters:
         say(runtime, f"{job.out_dir} is already trained to train.max_iters={settings.max_iters}; raise it to train on")
     if runtime.is_main:
-        plot_probe(job.metrics.records(), job.out_dir / "probe.png")
-    if runtime.is_main and final is not None:
-        plot_losses(job.metrics.records(), job.out_dir / "loss.png")
-        say(runtime, summary(final, tokens, seconds, job.out_dir))
+        records = job.metrics.records()
+        plot_probe(records, job.out_dir / "probe.png")
+        if final is not None:
+            plot_losses(records, job.out_dir / "loss.png")
+            say(runtime, summary(final, tokens, seconds, job.out_dir))
     return {"step": progress.step, "final": final, "tokens": tokens, "seconds": seconds,
             "tokens_per_sec": tokens / max(seconds, 1e-9)}

@@ -18,17 +18,23 @@ import json
 from pathlib import Path
 
 from configs.schema import flatten
+from model.gpt import GPTConfig
 
 SHAPE_KEYS = ("block_size", "n_layer", "n_head", "n_embd", "bias")
 FORCE_HINT = "use another out_dir, or pass --force to start over in this one (its checkpoint is replaced)"
 
 
+def _fingerprint(meta, folder):
+    """The corpus, where val starts, and the tokenizer file, from a meta.json and its folder."""
+    tokenizer_bytes = (Path(folder) / meta["tokenizer_file"]).read_bytes()
+    return {"source": meta.get("source"), "source_sha256": meta.get("source_sha256"),
+            "split_char": meta.get("split_char"), "tokenizer_kind": meta.get("tokenizer_kind"),
+            "tokenizer_sha256": hashlib.sha256(tokenizer_bytes).hexdigest()}
+
+
 def data_fingerprint(prepared):
-    """What a run was trained on, by content: the corpus, where val starts, the tokenizer file."""
-    tokenizer_file = Path(prepared.dir) / prepared.meta["tokenizer_file"]
-    return {"source": prepared.meta["source"], "source_sha256": prepared.meta["source_sha256"],
-            "split_char": prepared.meta["split_char"], "tokenizer_kind": prepared.meta["tokenizer_kind"],
-            "tokenizer_sha256": hashlib.sha256(tokenizer_file.read_bytes()).hexdigest()}
+    """What a run is trained on, by content: the corpus, where val starts, the tokenizer file."""
+    return _fingerprint(prepared.meta, prepared.dir)
 
 
 def recorded_fingerprint(ckpt, out_dir):
@@ -36,16 +42,11 @@ def recorded_fingerprint(ckpt, out_dir):
     run folder's meta.json and tokenizer file give."""
     if "data" in ckpt:
         return ckpt["data"]
-    out_dir = Path(out_dir)
     try:
-        meta = json.loads((out_dir / "meta.json").read_text())
-        tokenizer_bytes = (out_dir / meta["tokenizer_file"]).read_bytes()
+        return _fingerprint(json.loads((Path(out_dir) / "meta.json").read_text()), out_dir)
     except (OSError, ValueError, KeyError, TypeError):
         raise ValueError(f"{out_dir} has a checkpoint but no readable meta.json or tokenizer file, so "
                          f"what it was trained on is unknown; {FORCE_HINT}") from None
-    return {"source": meta.get("source"), "source_sha256": meta.get("source_sha256"),
-            "split_char": meta.get("split_char"), "tokenizer_kind": meta.get("tokenizer_kind"),
-            "tokenizer_sha256": hashlib.sha256(tokenizer_bytes).hexdigest()}
 
 
 def data_mismatch(old, new):
@@ -64,8 +65,8 @@ def check_resume(ckpt, config_dict, model_config_dict, fingerprint, out_dir):
     new config; otherwise the list of honoured keys that changed, as "key old -> new"."""
     old_model, new_model = ckpt["model_config"], model_config_dict
     shape = [k for k in SHAPE_KEYS if old_model.get(k) != new_model[k]]
-    old_vocab = _padded(old_model.get("vocab_size"), old_model.get("vocab_multiple", 1))
-    new_vocab = _padded(new_model["vocab_size"], new_model["vocab_multiple"])
+    old_vocab = GPTConfig(**old_model).padded_vocab_size  # older checkpoints: vocab_multiple 1
+    new_vocab = GPTConfig(**new_model).padded_vocab_size
     if shape or old_vocab != new_vocab:
         diff = [f"{k} {old_model.get(k)} -> {new_model[k]}" for k in shape]
         if old_vocab != new_vocab:
@@ -82,10 +83,6 @@ def check_resume(ckpt, config_dict, model_config_dict, fingerprint, out_dir):
             "data.val_fraction"} | {f"model.{k}" for k in SHAPE_KEYS}
     return [f"{key} {old_cfg[key]!r} -> {value!r}" for key, value in new_cfg.items()
             if key not in skip and key in old_cfg and old_cfg[key] != value]
-
-
-def _padded(vocab, multiple):
-    return None if vocab is None else -(-vocab // multiple) * multiple
 
 
 def load_optimizer_state(optimizer, state):

@@ -88,6 +88,12 @@ class Job:
     def out_dir(self):
         return Path(self.config.out_dir)
 
+    @property
+    def tokens_per_step(self):
+        """Tokens one optimizer step trains on, over all processes."""
+        settings = self.config.train
+        return settings.batch_size * self.config.model.block_size * settings.grad_accum_steps
+
 
 @dataclass
 class Progress:
@@ -149,7 +155,7 @@ def prepare_data(config, runtime, init=None):
     return prepared
 
 
-def resume_checkpoint(config, runtime, prepared, force, init=None):
+def resume_checkpoint(config, runtime, prepared, fingerprint, force, init=None):
     """The checkpoint to continue from (None: start fresh), once every check has passed."""
     settings, ckpt_path = config.train, Path(config.out_dir) / CKPT_NAME
     if force or not ckpt_path.exists():
@@ -158,7 +164,7 @@ def resume_checkpoint(config, runtime, prepared, force, init=None):
         raise ValueError(f"{ckpt_path} exists and train.resume=never; {FORCE_HINT}")
     ckpt = load_checkpoint(ckpt_path, map_location=runtime.device)
     changes = check_resume(ckpt, asdict(config), asdict(model_config(config, prepared, init)),
-                           data_fingerprint(prepared), config.out_dir)
+                           fingerprint, config.out_dir)
     say(runtime, f"resuming from step {ckpt['step']} of {ckpt_path}"
              + (f"; from the new config: {', '.join(changes)}" if changes else ""))
     return ckpt
@@ -191,7 +197,7 @@ def model_config(config, prepared, init=None):
     return GPTConfig(vocab_size=prepared.tokenizer.vocab_size, **asdict(config.model))
 
 
-def build(config, runtime, prepared, ckpt, init=None):
+def build(config, runtime, prepared, fingerprint, ckpt, init=None):
     """The model, optimizer and loss scaler: from `ckpt` (resume), from `init` (fine-tuning: its
     weights, a fresh optimizer) or fresh; and the run folder's files."""
     settings = config.train
@@ -233,8 +239,7 @@ def build(config, runtime, prepared, ckpt, init=None):
                   "train.peak_flops", file=sys.stderr)
     say(runtime, f"{raw_model.num_params():,} parameters; {prepared.meta['train_tokens']:,} train tokens; "
              f"device {runtime.device}, {str(runtime.dtype).removeprefix('torch.')}, {runtime.world_size} process(es)")
-    job = Job(config, runtime, prepared, raw_model, model, optimizer, scaler, data_fingerprint(prepared),
-              metrics, peak)
+    job = Job(config, runtime, prepared, raw_model, model, optimizer, scaler, fingerprint, metrics, peak)
     return job, progress
 
 
