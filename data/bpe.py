@@ -20,9 +20,10 @@ pattern at encode time and merges long pieces with the learned ranks, so encodin
 
 import base64
 import heapq
+import multiprocessing
 import sys
 from collections import Counter, defaultdict
-from itertools import islice
+from concurrent.futures import ProcessPoolExecutor
 
 import regex
 from tqdm import tqdm
@@ -48,11 +49,24 @@ MIN_PAIR_COUNT = 2
 # piece. Speed hardly depends on it: on 1 MB of DNA, caps of 64 to 256 train within 10%.
 MAX_PIECE_CHARS = 128
 
+# Counting pieces is most of the training time (the merges work on distinct pieces, a few
+# thousand). The text is counted in parts of about this many characters, on several processes
+# where there are workers to spare: the regex module builds each piece as a Python string, under
+# the GIL, so threads cannot share the work.
+COUNT_PART_CHARS = 1 << 20
+
+# Where the text is cut into parts: after a newline, before a letter. No piece of GPT-4's
+# pattern holds a newline followed by a letter, and the pattern only looks ahead (a whitespace
+# run that ends a part and so ends in a newline is the same piece there, through `\s++$`, as it
+# is in the whole text, through `\s*[\r\n]`), so the parts' counts add up to the whole text's
+# exactly. A text without such a place is one part.
+SAFE_CUT = regex.compile(r"(?<=\n)(?=\p{L})")
+
 # Quick runs print nothing; a step that runs longer than this shows a progress bar.
 PROGRESS_DELAY_S = 3.0
 
 
-def train_bpe(text: str, vocab_size: int) -> dict[bytes, int]:
+def train_bpe(text: str, vocab_size: int, workers: int = 1) -> dict[bytes, int]:
     """Learn byte-level BPE merges on `text` and return tiktoken's mergeable ranks.
 
     `vocab_size` counts the 256 byte tokens, so `vocab_size - 256` merges are learned. Training
@@ -61,10 +75,11 @@ def train_bpe(text: str, vocab_size: int) -> dict[bytes, int]:
     overlaps counted ("aaa" holds two "aa"); ties go to the pair whose (left id, right id) is
     smallest, where ids are the ranks, so the result is a pure function of (text, vocab_size).
     Raises ValueError if vocab_size < 256 or the text is not valid Unicode (lone surrogates).
+    workers: processes that count the pieces (count_pieces); the result does not depend on it.
     """
     positive_int("bpe vocab_size", vocab_size, 256, "the 256 byte tokens come first; e.g. 4096")
     utf8_bytes(text)  # validate once, so the error can name the position in the whole text
-    chunk_counts = count_pieces(text)
+    chunk_counts = count_pieces(text, workers)
     words = [list(chunk.encode("utf-8")) for chunk in chunk_counts]
     freqs = list(chunk_counts.values())
 
@@ -101,22 +116,58 @@ def train_bpe(text: str, vocab_size: int) -> dict[bytes, int]:
     return ranks
 
 
-def count_pieces(text: str) -> Counter[str]:
+def count_pieces(text: str, workers: int = 1) -> Counter[str]:
     """Distinct pre-tokenised pieces of `text` (GPT-4's pattern, then split_long_piece) and
-    how often each occurs."""
+    how often each occurs, in the order they first appear.
+
+    The text is counted in parts (text_parts), on up to `workers` processes where the system can
+    fork (Linux); the counts and their order are the same for any number of workers.
+    """
+    parts = text_parts(text, COUNT_PART_CHARS)
     counts: Counter[str] = Counter()
-    matches = regex.compile(GPT4_SPLIT_PATTERN).finditer(text)
     with _progress(len(text), "bpe: counting pieces", "char", unit_scale=True) as bar:
-        # A batch at a time keeps the bar's cost off each piece; the pieces tile the text, so
-        # their lengths sum to the characters read.
-        while batch := list(map(regex.Match.group, islice(matches, 1 << 16))):
-            counts.update(batch)
-            bar.update(sum(map(len, batch)))
+        for part, part_counts in zip(parts, _map_parts(_count_part, parts, workers)):
+            counts.update(part_counts)  # in text order: first appearances stay in order
+            bar.update(len(part))
     for piece in [p for p in counts if len(p) > MAX_PIECE_CHARS]:
         freq = counts.pop(piece)
         for sub_piece in split_long_piece(piece):
             counts[sub_piece] += freq
     return counts
+
+
+def text_parts(text: str, size: int) -> list[str]:
+    """`text` cut into consecutive parts of at least `size` characters (the last one may be
+    shorter), each cut at the first SAFE_CUT from there on."""
+    parts, start = [], 0
+    while len(text) - start > size:
+        cut = SAFE_CUT.search(text, start + size)
+        if cut is None:
+            break
+        parts.append(text[start : cut.start()])
+        start = cut.start()
+    parts.append(text[start:])
+    return parts
+
+
+def _count_part(part: str) -> Counter[str]:
+    return Counter(regex.findall(GPT4_SPLIT_PATTERN, part))
+
+
+def _map_parts(fn, parts: list[str], workers: int):
+    """fn over parts, in order: on min(workers, parts) forked processes, or here.
+
+    fork, not spawn: a spawned process imports the caller's main module again (torch with it, or
+    a script without a `__main__` guard that would prepare again). The children only run the
+    regex, so the parent's threads (torch's, tqdm's) cannot deadlock them. Elsewhere (macOS,
+    Windows) the parts are counted one after another.
+    """
+    workers = min(workers, len(parts))
+    if workers == 1 or not sys.platform.startswith("linux"):
+        yield from map(fn, parts)
+        return
+    with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork")) as pool:
+        yield from pool.map(fn, parts)
 
 
 def split_long_piece(piece: str, cap: int = MAX_PIECE_CHARS) -> list[str]:
