@@ -234,10 +234,11 @@ def bench_bpe_without_whitespace():
 def bench_prepare(args):
     """Preparing a 20 MB text. char: prepare() once (one worker: threads cannot speed up its
     Python encode). bpe, one worker against every usable CPU, alternating, best of each: the
-    whole prepare() from scratch (hash, scan, train the BPE on its first 10 M characters,
-    encode), twice each, then the encoding pass alone (data.prepare._encode, as prepare runs it
-    once the tokenizer is trained), three times each. Every bpe output must match the first
-    one-worker files byte for byte."""
+    whole prepare() from scratch (hash, scan, train the BPE on its first 10 M characters with
+    its pieces counted on N processes, encode on N threads), three times each, then the
+    encoding pass alone (data.prepare._encode, as prepare runs it once the tokenizer is
+    trained), three times each. Every bpe output must match the first one-worker files byte
+    for byte."""
     import numpy as np
 
     import data.prepare as prep
@@ -255,7 +256,7 @@ def bench_prepare(args):
         char_s = time.perf_counter() - start
 
         first = None
-        for i, workers in enumerate([1, n] * 2):
+        for i, workers in enumerate([1, n] * 3):
             start = time.perf_counter()
             done = prep.prepare(str(path), "bpe", None, 0.1, Path(d) / f"bpe{i}", workers=workers)
             whole[workers] = min(time.perf_counter() - start, whole.get(workers, float("inf")))

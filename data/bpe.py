@@ -19,11 +19,12 @@ pattern at encode time and merges long pieces with the learned ranks, so encodin
 """
 
 import base64
+import contextlib
 import heapq
 import multiprocessing
+import signal
 import sys
 from collections import Counter, defaultdict
-from concurrent.futures import ProcessPoolExecutor
 
 import regex
 from tqdm import tqdm
@@ -125,8 +126,9 @@ def count_pieces(text: str, workers: int = 1) -> Counter[str]:
     """
     parts = text_parts(text, COUNT_PART_CHARS)
     counts: Counter[str] = Counter()
-    with _progress(len(text), "bpe: counting pieces", "char", unit_scale=True) as bar:
-        for part, part_counts in zip(parts, _map_parts(_count_part, parts, workers)):
+    with _pool(workers, len(parts)) as pool, \
+            _progress(len(text), "bpe: counting pieces", "char", unit_scale=True) as bar:
+        for part, part_counts in zip(parts, pool.imap(_count_part, parts) if pool else map(_count_part, parts)):
             counts.update(part_counts)  # in text order: first appearances stay in order
             bar.update(len(part))
     for piece in [p for p in counts if len(p) > MAX_PIECE_CHARS]:
@@ -154,20 +156,30 @@ def _count_part(part: str) -> Counter[str]:
     return Counter(regex.findall(GPT4_SPLIT_PATTERN, part))
 
 
-def _map_parts(fn, parts: list[str], workers: int):
-    """fn over parts, in order: on min(workers, parts) forked processes, or here.
+@contextlib.contextmanager
+def _pool(workers: int, n_parts: int):
+    """A pool of min(workers, n_parts) forked processes for the `with` block, or None for one.
 
     fork, not spawn: a spawned process imports the caller's main module again (torch with it, or
     a script without a `__main__` guard that would prepare again). The children only run the
-    regex, so the parent's threads (torch's, tqdm's) cannot deadlock them. Elsewhere (macOS,
-    Windows) the parts are counted one after another.
+    regex, so the parent's threads (torch's, tqdm's) cannot deadlock them. Ctrl-C stops the
+    parent alone: the children are born with SIGINT blocked (so is the parent while it forks, or
+    Python would lose a Ctrl-C that lands in its fork handlers), and leaving the block, on an
+    error too, kills them. Where fork is not safe (macOS, Windows) the parts are counted here,
+    one after another.
     """
-    workers = min(workers, len(parts))
+    workers = min(workers, n_parts)
     if workers == 1 or not sys.platform.startswith("linux"):
-        yield from map(fn, parts)
+        yield None
         return
-    with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork")) as pool:
-        yield from pool.map(fn, parts)
+    with contextlib.ExitStack() as stack:
+        mask = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+        try:
+            # Pool's __exit__ terminates the workers.
+            pool = stack.enter_context(multiprocessing.get_context("fork").Pool(workers))
+        finally:
+            signal.pthread_sigmask(signal.SIG_SETMASK, mask)  # a Ctrl-C held back arrives now
+        yield pool
 
 
 def split_long_piece(piece: str, cap: int = MAX_PIECE_CHARS) -> list[str]:
