@@ -1,8 +1,10 @@
 """What several test files call: the repository root, its scripts run as a user runs them, a
 tiny training config and run folder, and a training process to watch."""
 
+import contextlib
 import io
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -89,3 +91,28 @@ def one_line(excinfo):
     message = str(excinfo.value)
     assert message and "\n" not in message
     return message
+
+
+def mount_tmpfs(stack: contextlib.ExitStack, folder: Path, size: str) -> bool:
+    """Mount a tmpfs of `size` on `folder` (made if missing) until `stack` closes; False where
+    this process may not mount."""
+    folder.mkdir(exist_ok=True)
+    command = ["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(folder)]
+    if os.geteuid() != 0 or subprocess.run(command, capture_output=True).returncode != 0:
+        return False
+    stack.callback(subprocess.run, ["umount", str(folder)], check=True)
+    return True
+
+
+def read_only_folder(stack, folder):
+    """Make `folder` (created if missing) read-only until `stack` closes: as root a tmpfs
+    remounted read-only (chmod does not stop root), else chmod. False where it cannot be done."""
+    if os.geteuid() == 0:
+        if not mount_tmpfs(stack, folder, "1m"):
+            return False
+        subprocess.run(["mount", "-o", "remount,ro", str(folder)], check=True)
+        return True
+    folder.mkdir(exist_ok=True)
+    folder.chmod(0o555)
+    stack.callback(folder.chmod, 0o755)
+    return True

@@ -20,7 +20,7 @@ from data.sources import pronouns_path
 from data.tokenizer import CharTokenizer
 from model.checkpoint import atomic_save, load_checkpoint
 from storage.atomic import clean_stale_temps, make_temp_folder, write_atomic
-from tests.helpers import ROOT, one_line
+from tests.helpers import ROOT, mount_tmpfs, one_line
 from training.report import Metrics, plot_losses
 
 SENTENCE = {"tokens": ["a", " b"], "attention": torch.full((1, 1, 2, 2), 0.5), "pronoun": None}
@@ -45,17 +45,6 @@ def umask(request):
     old = os.umask(request.param)
     yield request.param
     os.umask(old)
-
-
-def mount_tmpfs(stack: contextlib.ExitStack, folder: Path, size: str) -> bool:
-    """Mount a tmpfs of `size` on `folder` (made if missing) until `stack` closes; False where
-    this process may not mount."""
-    folder.mkdir(exist_ok=True)
-    command = ["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(folder)]
-    if os.geteuid() != 0 or subprocess.run(command, capture_output=True).returncode != 0:
-        return False
-    stack.callback(subprocess.run, ["umount", str(folder)], check=True)
-    return True
 
 
 # --- modes ----------------------------------------------------------------------------------------

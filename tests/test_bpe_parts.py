@@ -1,15 +1,16 @@
 """BPE's pieces counted in parts, on several processes: the same counts, in the same order, as
 counting the whole text at once. No durations here: `bench.py prepare` times it."""
 
+import itertools
 import os
-import sys
 import random
+import sys
 from collections import Counter
 
 import pytest
 import regex
 
-import data.bpe as bpe
+from data import bpe
 from data.bpe import GPT4_SPLIT_PATTERN, count_pieces, text_parts, train_bpe
 
 # Every kind of character the split pattern treats differently, newlines and CR among them,
@@ -30,7 +31,7 @@ def test_parts_tile_the_text_and_are_cut_after_a_newline_before_a_letter():
     assert "".join(parts) == text
     assert len(parts) > 10
     assert all(len(p) >= 500 for p in parts[:-1])
-    assert all(p.endswith("\n") and nxt[0].isalpha() for p, nxt in zip(parts, parts[1:]))
+    assert all(p.endswith("\n") and nxt[0].isalpha() for p, nxt in itertools.pairwise(parts))
 
 
 def test_text_without_a_safe_place_is_one_part():

@@ -1,12 +1,16 @@
 """The GPU path's decisions, tested on any machine: device, dtype, peak FLOP/s, MFU, padding,
 the loss scaler on resume, and dropout seeds."""
 
+import contextlib
+import json
+
 import pytest
 import torch
 
 from model.device import Machine, choose_dtype, resolve_device
 from model.gpt import GPT, GPTConfig, lm_loss
 from model.sampling import generate
+from tests.helpers import read_only_folder
 from training.loop import dropout_seed
 from training.resume import load_scaler_state
 from training.runtime import gpu_peak_flops, mfu, torchrun_env
@@ -88,6 +92,46 @@ def test_peak_flops_lookup_takes_the_most_specific_name(name, tflops):
 @pytest.mark.parametrize("name", ["NVIDIA GeForce GTX 1080", "NVIDIA L45", "Radeon RX 7900"])
 def test_an_unknown_gpu_has_no_peak(name):
     assert gpu_peak_flops(name) is None
+
+
+def test_cpu_peak_is_measured_once_per_machine_and_thread_count(tmp_path, monkeypatch):
+    from training import runtime
+
+    measured = []
+    monkeypatch.setattr(runtime, "measured_matmul_flops", lambda device: measured.append(1) or 1e11 * len(measured))
+    assert runtime.cpu_peak_flops(tmp_path) == 1e11
+    assert runtime.cpu_peak_flops(tmp_path) == 1e11 and len(measured) == 1  # kept, not measured again
+    assert runtime.peak_flops(torch.device("cpu"), None, tmp_path) == 1e11
+    threads = torch.get_num_threads()
+    try:
+        torch.set_num_threads(threads + 1)  # another thread count has another peak
+        assert runtime.cpu_peak_flops(tmp_path) == 2e11
+    finally:
+        torch.set_num_threads(threads)
+    assert runtime.cpu_peak_flops(tmp_path) == 1e11 and len(measured) == 2  # both kept
+    assert runtime.cpu_peak_flops(None) == 3e11  # no cache folder: measured every time
+
+
+@pytest.mark.parametrize("content", ["not json", "[1, 2]", '{"x": 1}'])
+def test_a_damaged_peak_file_is_measured_again_and_replaced(tmp_path, monkeypatch, content):
+    from training import runtime
+
+    monkeypatch.setattr(runtime, "measured_matmul_flops", lambda device: 5e10)
+    (tmp_path / "cpu_peak_flops.json").write_text(content)
+    assert runtime.cpu_peak_flops(tmp_path) == 5e10
+    assert 5e10 in json.loads((tmp_path / "cpu_peak_flops.json").read_text()).values()
+
+
+def test_a_read_only_cache_still_gives_the_peak(tmp_path, monkeypatch):
+    from training import runtime
+
+    monkeypatch.setattr(runtime, "measured_matmul_flops", lambda device: 5e10)
+    folder = tmp_path / "ro"
+    with contextlib.ExitStack() as stack:
+        if not read_only_folder(stack, folder):
+            pytest.skip("running as root without permission to mount a tmpfs to remount read-only")
+        assert runtime.cpu_peak_flops(folder) == 5e10
+        assert not (folder / "cpu_peak_flops.json").exists()
 
 
 def test_mfu_divides_by_every_process_peak():

@@ -258,12 +258,14 @@ def test_prepare_only_then_torchrun_with_fewer_eval_batches_than_processes(corpu
     assert not (tmp_path / "unused").exists()  # preparing writes no run folder
 
 
-def test_full_val_loss_averages_every_window_of_the_val_split(corpus, tmp_path):
+def test_full_val_loss_averages_every_window_of_the_val_split(corpus, tmp_path, monkeypatch):
     import numpy as np
+
+    import training.evaluate
 
     from data.prepare import prepare
     from runs.load import load_run
-    from training.evaluate import full_val_loss
+    from training.evaluate import eval_batch_size, full_val_loss
     from training.runtime import Runtime
 
     out = tmp_path / "run"
@@ -275,8 +277,18 @@ def test_full_val_loss_averages_every_window_of_the_val_split(corpus, tmp_path):
     windows = torch.stack([data[i * 16 : i * 16 + 17] for i in range(n)])
     expected = lm_loss(model(windows[:, :-1]), windows[:, 1:]).item()
     runtime = Runtime(torch.device("cpu"), torch.float32)
-    assert full_val_loss(model, prepared, 16, 3, runtime) == pytest.approx(expected, rel=1e-5)  # 3: a ragged last batch
+    monkeypatch.setitem(training.evaluate.EVAL_TOKENS, "cpu", 8 * 16)  # batches of 8 windows
+    assert n > 8 and n % eval_batch_size(16, 3, "cpu")  # several batches and a ragged last one
+    assert full_val_loss(model, prepared, 16, 3, runtime) == pytest.approx(expected, rel=1e-5)
     assert result["final"]["val_loss_full"] == pytest.approx(expected, rel=1e-5)
+
+
+def test_evaluation_batches_are_cache_sized_on_a_cpu_and_never_below_the_training_batch():
+    from training.evaluate import eval_batch_size
+
+    assert eval_batch_size(64, 12, "cpu") == 32  # 2,048 tokens
+    assert eval_batch_size(64, 12, "cuda") == 256  # 16,384 tokens
+    assert eval_batch_size(1024, 12, "cpu") == 12 and eval_batch_size(4096, 1, "cpu") == 1
 
 
 @pytest.mark.slow

@@ -3,15 +3,19 @@ that count as 100% MFU."""
 
 import contextlib
 import datetime
+import json
 import os
+import platform
 import re
 import time
 from dataclasses import dataclass
+from pathlib import Path
 
 import torch
 import torch.distributed as dist
 
 from model.device import pick_device, pick_dtype
+from storage.atomic import write_atomic
 
 # Dense bf16 tensor-core peaks (FLOP/s), from the vendors' data sheets (the "without sparsity"
 # column). Matched against torch.cuda.get_device_name() as whole words, longest name first,
@@ -94,17 +98,48 @@ def gpu_peak_flops(name):
     return None
 
 
-def peak_flops(device, override=None):
+def peak_flops(device, override=None, cache_dir=None):
     """FLOP/s of one process taken as 100% MFU: the override, a GPU's bf16 peak from the table
     (None for a GPU the table lacks: MFU is then not shown), or on a CPU the best fp32 matmul
-    rate of several warmed-up timings (about half a second)."""
+    rate of several warmed-up timings (cpu_peak_flops: measured once per machine)."""
     if override:
         return float(override)
     if device.type == "cuda":
         return gpu_peak_flops(torch.cuda.get_device_name(device))
     if device.type == "cpu":
-        return measured_matmul_flops(device)
+        return cpu_peak_flops(cache_dir)
     return None
+
+
+def cpu_peak_flops(cache_dir=None):
+    """measured_matmul_flops, which takes about half a second, kept in
+    <cache_dir>/cpu_peak_flops.json under the CPU's name, torch's thread count and version, so
+    later runs on the machine reuse it (delete the file to measure again). Without a cache_dir,
+    or one that cannot be read or written, it is measured every time."""
+    key = f"{cpu_name()}; {torch.get_num_threads()} threads; torch {torch.__version__}"
+    path = Path(cache_dir) / "cpu_peak_flops.json" if cache_dir is not None else None
+    known = {}
+    if path is not None:
+        with contextlib.suppress(OSError, ValueError):
+            known = json.loads(path.read_text())
+        if not isinstance(known, dict):
+            known = {}
+        if isinstance(known.get(key), (int, float)) and known[key] > 0:
+            return float(known[key])
+    flops = measured_matmul_flops(torch.device("cpu"))
+    if path is not None:
+        with contextlib.suppress(ValueError):  # write_atomic's one-line error: measured again next run
+            write_atomic(path, json.dumps({**known, key: flops}, indent=1) + "\n")
+    return flops
+
+
+def cpu_name():
+    """The processor's model name (Linux: /proc/cpuinfo), else what the platform module knows."""
+    with contextlib.suppress(OSError):
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.partition(":")[2].strip()
+    return platform.processor() or platform.machine() or "unknown CPU"
 
 
 def measured_matmul_flops(device, n=1024, runs=5, seconds=0.06):

@@ -233,7 +233,7 @@ def build(config, runtime, prepared, fingerprint, ckpt, init=None):
         if progress.step < settings.max_iters:
             write_run_files(config, prepared, Path(config.out_dir))
         metrics = Metrics(Path(config.out_dir) / "metrics.jsonl", resume_step=progress.step if ckpt else None)
-        peak = peak_flops(runtime.device, settings.peak_flops)
+        peak = peak_flops(runtime.device, settings.peak_flops, config.data.cache_dir)
         if peak is None:
             print(f"note: no peak FLOP/s known for {runtime.device}; MFU is shown as n/a until you set "
                   "train.peak_flops", file=sys.stderr)
