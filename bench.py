@@ -246,12 +246,12 @@ def bench_bpe_without_whitespace():
 
 def bench_prepare(args):
     """Preparing a 20 MB text. char: prepare() once (one worker: threads cannot speed up its
-    Python encode). bpe, one worker against every usable CPU, alternating, best of each: the
-    whole prepare() from scratch (hash, scan, train the BPE on its first 10 M characters with
-    its pieces counted on N processes, encode on N threads), three times each, then the
-    encoding pass alone (data.prepare._encode, as prepare runs it once the tokenizer is
-    trained), three times each. Every bpe output must match the first one-worker files byte
-    for byte."""
+    Python encode). bpe, one worker against every usable CPU, alternating: the whole prepare()
+    from scratch (hash, scan, train the BPE on its first 10 M characters with its pieces counted
+    on N processes, encode on N threads), five times each, the best and the median of each; then
+    the encoding pass alone (data.prepare._encode, as prepare runs it once the tokenizer is
+    trained), three times each, the best of each. Every bpe output must match the first
+    one-worker files byte for byte."""
     import numpy as np
 
     import data.prepare as prep
@@ -259,7 +259,7 @@ def bench_prepare(args):
     from data.sources import open_source
 
     n = prep.usable_cpus()
-    whole, encoding, busy = {}, {}, {}
+    encoding, busy = {}, {}
     with tempfile.TemporaryDirectory() as d:
         path = Path(d) / "corpus.txt"
         path.write_text(corpus_text(seed=1, n_bytes=20_000_000))
@@ -268,11 +268,11 @@ def bench_prepare(args):
         prep.prepare(str(path), "char", None, 0.1, Path(d) / "char")
         char_s = time.perf_counter() - start
 
-        first = None
-        for i, workers in enumerate([1, n] * 3):
+        first, whole = None, {1: [], n: []}
+        for i, workers in enumerate([1, n] * 5):
             start = time.perf_counter()
             done = prep.prepare(str(path), "bpe", None, 0.1, Path(d) / f"bpe{i}", workers=workers)
-            whole[workers] = min(time.perf_counter() - start, whole.get(workers, float("inf")))
+            whole[workers].append(time.perf_counter() - start)
             first = first or done
             if done.dir.name != first.dir.name:
                 sys.exit(f"error: the cache folder depends on the worker count: {done.dir.name}")
@@ -291,9 +291,11 @@ def bench_prepare(args):
             same_files(first.dir, out, f"the encoding pass with {workers} workers")
             shutil.rmtree(out)
     return {"prepare MB/s (char, 20 MB, includes hashing)": mb / char_s,
-            "prepare MB/s (bpe, 20 MB, whole, 1 worker)": mb / whole[1],
-            f"prepare MB/s (bpe, 20 MB, whole, {n} workers)": mb / whole[n],
-            "prepare speed-up, bpe whole (N workers / 1)": whole[1] / whole[n],
+            "prepare MB/s (bpe, 20 MB, whole, 1 worker, best)": mb / min(whole[1]),
+            f"prepare MB/s (bpe, 20 MB, whole, {n} workers, best)": mb / min(whole[n]),
+            "prepare speed-up, bpe whole (N workers / 1), best": min(whole[1]) / min(whole[n]),
+            "prepare speed-up, bpe whole (N workers / 1), median": (statistics.median(whole[1])
+                                                                   / statistics.median(whole[n])),
             "bpe encoding pass MB/s (1 worker)": mb / encoding[1],
             f"bpe encoding pass MB/s ({n} workers)": mb / encoding[n],
             "bpe encoding pass speed-up (N workers / 1)": encoding[1] / encoding[n],

@@ -257,7 +257,7 @@ def _encode_piece(tokenizer: Tokenizer, dtype: np.dtype,
                   piece: tuple[str, str]) -> tuple[str, np.ndarray, int, int]:
     """(split name, ids, characters, UTF-8 bytes) of one ("train" | "val", text) piece."""
     name, text = piece
-    ids = np.asarray(tokenizer.encode(text), dtype=dtype)
+    ids = tokenizer.encode_array(text).astype(dtype, copy=False)
     return name, ids, len(text), len(text.encode("utf-8"))
 
 

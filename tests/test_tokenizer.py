@@ -6,6 +6,7 @@ holds the GPT-2 files, and the offline test points every proxy at a closed loopb
 
 import random
 
+import numpy as np
 import pytest
 import tiktoken
 import tiktoken.load
@@ -134,9 +135,19 @@ def test_bpe_training_is_deterministic():
     assert train_tokenizer("bpe", text, 300).ranks == train_tokenizer("bpe", text, 300).ranks
 
 
+@pytest.mark.parametrize("kind", ["char", "bpe"])
+def test_encode_array_gives_the_ids_of_encode(kind, bpe):
+    tok = bpe if kind == "bpe" else train_tokenizer("char", TORTURE)
+    ids = tok.encode_array(TORTURE)
+    assert ids.dtype == np.uint32 and ids.tolist() == tok.encode(TORTURE)
+    assert tok.encode_array("").tolist() == []
+
+
 def test_bpe_rejects_lone_surrogates_and_bad_ids(bpe):
     with pytest.raises(ValueError, match=r"lone surrogate U\+D800 at character 2"):
         bpe.encode("ab\ud800c")
+    with pytest.raises(ValueError, match=r"lone surrogate U\+D800 at character 2"):
+        bpe.encode_array("ab\ud800c")
     with pytest.raises(ValueError, match=r"token id 350 is outside .* \[0, 350\)"):
         bpe.decode([1, 350])
 
