@@ -128,7 +128,8 @@ def count_pieces(text: str, workers: int = 1) -> Counter[str]:
     counts: Counter[str] = Counter()
     with _pool(workers, len(parts)) as pool, \
             _progress(len(text), "bpe: counting pieces", "char", unit_scale=True) as bar:
-        for part, part_counts in zip(parts, pool.imap(_count_part, parts) if pool else map(_count_part, parts)):
+        counted = pool.imap(_count_part, parts) if pool else map(_count_part, parts)
+        for part, part_counts in zip(parts, counted):
             counts.update(part_counts)  # in text order: first appearances stay in order
             bar.update(len(part))
     for piece in [p for p in counts if len(p) > MAX_PIECE_CHARS]:

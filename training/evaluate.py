@@ -107,7 +107,8 @@ def windows_loss(model, ids, block_size, batch_size, runtime):
     if window < 1:
         raise ValueError("the text is one token or less; give a longer text to evaluate")
     starts = np.arange((len(ids) - 1) // window) * window
-    group = eval_batch_size(window, batch_size, runtime.device.type) * eval_lanes(runtime.device.type) * GROUP_BATCHES
+    device_type = runtime.device.type
+    group = eval_batch_size(window, batch_size, device_type) * eval_lanes(device_type) * GROUP_BATCHES
     total = torch.zeros((), dtype=torch.float64, device=runtime.device)
     model.eval()
     for i in range(runtime.rank * group, len(starts), runtime.world_size * group):
