@@ -44,9 +44,10 @@ class Tokenizer:
     """Common interface. `kind` is one of KINDS; ids are 0..vocab_size-1.
 
     encode(text) -> ids; decode(ids) -> text, with decode(encode(text)) == text for every text
-    the kind accepts. encode_array(text): the same ids as a numpy array (uint32). encode_with_offsets(text) -> (ids, starts): starts[i] is the character
-    offset in `text` where token i begins; a byte-level token that starts inside a multi-byte
-    character gets that character's offset, so starts never decrease. save(path) writes one file, atomically
+    the kind accepts. encode_array(text): the same ids as a numpy array (uint32).
+    encode_with_offsets(text) -> (ids, starts): starts[i] is the character offset in `text` where
+    token i begins; a byte-level token that starts inside a multi-byte character gets that
+    character's offset, so starts never decrease. save(path) writes one file, atomically
     (storage.atomic.write_atomic).
     """
 
