@@ -287,7 +287,7 @@ def test_full_val_loss_averages_every_window_of_the_val_split(corpus, tmp_path, 
 def test_cpu_evaluation_batches_run_side_by_side_in_order_and_torch_threads_come_back():
     import threading
 
-    from training.evaluate import map_on_cpu_threads
+    from training.evaluate import eval_lanes, map_on_cpu_threads
 
     def seen(i):
         if i == "boom":
@@ -306,6 +306,12 @@ def test_cpu_evaluation_batches_run_side_by_side_in_order_and_torch_threads_come
         assert torch.get_num_threads() == 2
         main = threading.current_thread().name
         assert map_on_cpu_threads(seen, [1, 2], "cuda") == [(1, 2, main), (2, 2, main)]  # one after another
+        assert eval_lanes("cpu") == 2 and eval_lanes("cuda") == 1
+        torch.set_num_threads(32)  # more threads than 16K tokens of lanes: 8 lanes of 4 threads
+        assert eval_lanes("cpu") == 8
+        out = map_on_cpu_threads(seen, range(40), "cpu")
+        assert {n for _, n, _ in out} == {4} and len({name for _, _, name in out}) <= 8
+        assert torch.get_num_threads() == 32
         torch.set_num_threads(1)
         assert map_on_cpu_threads(seen, [1, 2], "cpu") == [(1, 1, main), (2, 1, main)]
     finally:

@@ -38,23 +38,27 @@ def eval_batch_size(block_size, batch_size, device_type):
 
 def eval_lanes(device_type):
     """How many evaluation batches run side by side: on a CPU one per torch thread (see
-    map_on_cpu_threads), elsewhere one."""
-    return torch.get_num_threads() if device_type == "cpu" else 1
+    map_on_cpu_threads), but no more tokens at once than one batch elsewhere (for GPT-2's
+    vocabulary, 16K tokens of logits are 3.2 GB); elsewhere one."""
+    if device_type != "cpu":
+        return 1
+    return max(1, min(torch.get_num_threads(), EVAL_TOKENS_OTHER // EVAL_TOKENS["cpu"]))
 
 
 def map_on_cpu_threads(fn, items, device_type):
-    """[fn(item) for item in items], in order. On a CPU with n torch threads, n items run at
-    once, each on its own Python thread with torch at one thread: each core keeps one small
-    batch in its caches and no operation waits for another core (the whole val split above:
-    1.5 s against 2.0 s with two threads per operation). torch's thread count is process-wide, so
-    it is restored afterwards. fn runs on other threads: it must set up inference mode and
-    autocast itself, as those are per thread."""
-    threads = eval_lanes(device_type)
-    if threads == 1 or len(items) < 2:
+    """[fn(item) for item in items], in order. On a CPU with n torch threads, eval_lanes items
+    run at once, each on its own Python thread with torch's threads shared out among them (one
+    each on a machine of up to 8 cores): each core keeps one small batch in its caches and no
+    operation waits for another core (the whole val split above: 1.5 s against 2.0 s with two
+    threads per operation). torch's thread count is process-wide, so it is restored afterwards.
+    fn runs on other threads: it must set up inference mode and autocast itself, as those are
+    per thread."""
+    threads, lanes = torch.get_num_threads(), eval_lanes(device_type)
+    if lanes == 1 or len(items) < 2:
         return [fn(item) for item in items]
-    torch.set_num_threads(1)
+    torch.set_num_threads(threads // lanes)
     try:
-        with ThreadPoolExecutor(threads, thread_name_prefix="eval") as pool:
+        with ThreadPoolExecutor(lanes, thread_name_prefix="eval") as pool:
             return list(pool.map(fn, items))
     finally:
         torch.set_num_threads(threads)
