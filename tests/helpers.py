@@ -104,15 +104,19 @@ def mount_tmpfs(stack: contextlib.ExitStack, folder: Path, size: str) -> bool:
     return True
 
 
-def read_only_folder(stack, folder):
-    """Make `folder` (created if missing) read-only until `stack` closes: as root a tmpfs
-    remounted read-only (chmod does not stop root), else chmod. False where it cannot be done."""
-    if os.geteuid() == 0:
-        if not mount_tmpfs(stack, folder, "1m"):
-            return False
-        subprocess.run(["mount", "-o", "remount,ro", str(folder)], check=True)
-        return True
+def read_only_folder(stack, folder, files=None):
+    """Make `folder` (created if missing) read-only until `stack` closes, after writing `files`
+    ({name: text}) into it: as root a tmpfs remounted read-only (chmod does not stop root), else
+    chmod. False where it cannot be done."""
+    root = os.geteuid() == 0
+    if root and not mount_tmpfs(stack, folder, "1m"):
+        return False
     folder.mkdir(exist_ok=True)
-    folder.chmod(0o555)
-    stack.callback(folder.chmod, 0o755)
+    for name, text in (files or {}).items():
+        (folder / name).write_text(text)
+    if root:
+        subprocess.run(["mount", "-o", "remount,ro", str(folder)], check=True)
+    else:
+        folder.chmod(0o555)
+        stack.callback(folder.chmod, 0o755)
     return True

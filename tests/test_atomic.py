@@ -20,7 +20,7 @@ from data.sources import pronouns_path
 from data.tokenizer import CharTokenizer
 from model.checkpoint import atomic_save, load_checkpoint
 from storage.atomic import clean_stale_temps, make_temp_folder, write_atomic
-from tests.helpers import ROOT, mount_tmpfs, one_line
+from tests.helpers import ROOT, mount_tmpfs, one_line, read_only_folder
 from training.report import Metrics, plot_losses
 
 SENTENCE = {"tokens": ["a", " b"], "attention": torch.full((1, 1, 2, 2), 0.5), "pronoun": None}
@@ -176,17 +176,9 @@ def test_a_full_disk_is_one_line_and_keeps_the_previous_file(tmp_path, what):
 def test_a_read_only_folder_is_one_line_and_keeps_the_previous_file(tmp_path):
     folder = tmp_path / "ro"
     with contextlib.ExitStack() as stack:
-        if os.geteuid() == 0 and not mount_tmpfs(stack, folder, "1m"):
-            # chmod does not stop root; only a read-only mount does.
+        if not read_only_folder(stack, folder, {"maps.html": "previous"}):
             pytest.skip("running as root without permission to mount a tmpfs to remount read-only")
-        folder.mkdir(exist_ok=True)
         path = folder / "maps.html"
-        path.write_text("previous")
-        if os.geteuid() == 0:
-            subprocess.run(["mount", "-o", "remount,ro", str(folder)], check=True)
-        else:
-            folder.chmod(0o555)
-            stack.callback(folder.chmod, 0o755)
         with pytest.raises(ValueError) as excinfo:
             write_html(path, [SENTENCE])
         message = one_line(excinfo)
