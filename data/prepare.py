@@ -261,18 +261,19 @@ def _encode_piece(tokenizer: Tokenizer, dtype: np.dtype,
     return name, ids, len(text), len(text.encode("utf-8"))
 
 
-def map_in_order(fn: Callable, items: Iterable, workers: int) -> Iterator:
+def map_in_order(fn: Callable, items: Iterable, workers: int, thread_name: str = "prepare") -> Iterator:
     """fn(item) for each item, in the order of `items`, computed on `workers` threads.
 
     At most 2 * workers items are taken from `items` and not yet yielded (every thread has one
     queued while the caller handles a result), so memory stays bounded whatever the number of
-    items. workers == 1 runs fn in the calling thread, one item at a time.
+    items. workers == 1 runs fn in the calling thread, one item at a time. thread_name prefixes
+    the threads' names (training.evaluate runs its CPU batches here too).
     """
     if workers == 1:
         yield from map(fn, items)
         return
     window = 2 * workers
-    pool = ThreadPoolExecutor(workers, thread_name_prefix="prepare")
+    pool = ThreadPoolExecutor(workers, thread_name_prefix=thread_name)
     pending = deque()
     try:
         for item in items:

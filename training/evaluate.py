@@ -7,7 +7,6 @@ and eval mode would make torch.compile build a second graph.
 """
 
 import math
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
@@ -15,6 +14,7 @@ import torch
 import torch.nn.functional as F
 
 from data.loader import get_batch
+from data.prepare import map_in_order
 from training.runtime import all_sum
 
 
@@ -58,8 +58,7 @@ def map_on_cpu_threads(fn, items, device_type):
         return [fn(item) for item in items]
     torch.set_num_threads(threads // lanes)
     try:
-        with ThreadPoolExecutor(lanes, thread_name_prefix="eval") as pool:
-            return list(pool.map(fn, items))
+        return list(map_in_order(fn, items, lanes, thread_name="eval"))
     finally:
         torch.set_num_threads(threads)
 
