@@ -3,6 +3,9 @@
     Q = x W_Q,   K = x W_K,   V = x W_V
     Attention(Q, K, V) = softmax(Q Kᵀ / √d_k) V
 
+Two options (GPTConfig.qk_norm, .rotary) change each head's q and k before the scores: divided
+by their root mean square, and rotated by their positions. The equation is the same after that.
+
 Letters used in shape comments: B batch, T query positions, S key positions, C channels
 (n_embd), H heads, D head size (d_k = C / H), L layers.
 
@@ -79,6 +82,22 @@ class KVCache:
         return self.k[:, :, :end], self.v[:, :, :end]
 
 
+def rotary_angles(positions, head_size, base=10000.0):
+    """(cos, sin), each (positions, head_size / 2): position p turns channel pair i by the angle
+    p · base^(-2i / head_size), fast for the first pairs, slow for the last (RoFormer)."""
+    inv_freq = base ** -(torch.arange(0, head_size, 2, dtype=torch.float32) / head_size)  # (D/2,)
+    angles = torch.arange(positions, dtype=torch.float32)[:, None] * inv_freq  # (P, D/2)
+    return angles.cos(), angles.sin()
+
+
+def rotate(x, cos, sin):
+    """Rotate x (..., T, D) pair by pair, pairing channel i with channel i + D/2, by the angles
+    of its T positions: cos, sin (T, D/2). Then q·k depends on positions only through their
+    difference, so attention sees relative positions without a position table."""
+    x1, x2 = x.chunk(2, dim=-1)  # (..., T, D/2) each
+    return torch.cat((x1 * cos - x2 * sin, x1 * sin + x2 * cos), dim=-1).type_as(x)
+
+
 def causal_mask(start, T, S, device=None):
     """(T, S) bool: query i, at absolute position start + i, may see keys 0 .. start + i.
 
@@ -97,10 +116,19 @@ class CausalSelfAttention(nn.Module):
     used for training and sampling.
     """
 
-    def __init__(self, n_embd, n_head, dropout=0.0, bias=True):
+    def __init__(self, n_embd, n_head, dropout=0.0, bias=True, qk_norm=False, rotary_positions=0):
+        """qk_norm: RMS-normalise every head's q and k (no gain) before QKᵀ, so no score can grow
+        past √d_k. rotary_positions > 0: rotate q and k by their positions 0 .. rotary_positions-1
+        (`rotate`); the model then needs no position table."""
         super().__init__()
         self.n_head = n_head
         self.head_size = n_embd // n_head
+        self.qk_norm = qk_norm
+        self.rotary = rotary_positions > 0
+        if self.rotary:
+            cos, sin = rotary_angles(rotary_positions, self.head_size)
+            self.register_buffer("rotary_cos", cos, persistent=False)  # (P, D/2)
+            self.register_buffer("rotary_sin", sin, persistent=False)  # (P, D/2)
         # W_Q, W_K and W_V stacked side by side: one (C, 3C) matmul instead of three (C, C).
         self.w_qkv = nn.Linear(n_embd, 3 * n_embd, bias=bias)
         self.w_out = nn.Linear(n_embd, n_embd, bias=bias)
@@ -119,9 +147,13 @@ class CausalSelfAttention(nn.Module):
         q = q.view(B, T, self.n_head, self.head_size).transpose(1, 2)  # (B, T, C) -> (B, H, T, D)
         k = k.view(B, T, self.n_head, self.head_size).transpose(1, 2)  # (B, T, C) -> (B, H, T, D)
         v = v.view(B, T, self.n_head, self.head_size).transpose(1, 2)  # (B, T, C) -> (B, H, T, D)
-        start = 0
+        start = cache.length if cache is not None else 0
+        if self.qk_norm:
+            q, k = F.rms_norm(q, (self.head_size,)), F.rms_norm(k, (self.head_size,))
+        if self.rotary:  # positions start .. start+T-1; cached keys were rotated when they came
+            cos, sin = self.rotary_cos[start : start + T], self.rotary_sin[start : start + T]
+            q, k = rotate(q, cos, sin), rotate(k, cos, sin)
         if cache is not None:
-            start = cache.length
             k, v = cache.append(k, v)  # (B, H, S, D) with S = start + T
         S = k.size(2)
 

@@ -72,7 +72,8 @@ def build_gpt(config, state_dict, device="cpu"):
     except RuntimeError as e:  # names or shapes that do not fit the config
         what = " ".join(str(e).split())[:300]
         raise ValueError(f"the checkpoint does not hold a model this code can build ({what})") from None
-    model.lm_head.weight = model.tok_emb.weight  # assign=True replaced the two apart: tie again
+    if config.tie_embeddings:
+        model.lm_head.weight = model.tok_emb.weight  # assign=True replaced the two apart: tie again
     assert not any(t.is_meta for t in chain(model.parameters(), model.buffers())), "left on meta"
     return model.to(device).eval()
 

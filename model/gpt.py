@@ -1,5 +1,9 @@
 """The decoder: token + position embeddings, a stack of pre-LayerNorm blocks, a tied LM head.
 
+That is GPT-2, and the default. GPTConfig also offers four changes from the speedrun records,
+each one switch: relu² in the MLP, QK-norm and rotary positions in attention (model.attention),
+and an LM head with its own matrix.
+
 Letters used in shape comments: B batch, T time, C channels (n_embd), V vocabulary, L layers.
 """
 
@@ -29,6 +33,11 @@ class GPTConfig:
     # GELU exactly ("none"), or its tanh approximation ("tanh"), which GPT-2 was trained with
     # (Hugging Face's "gelu_new"): F.gelu's `approximate` argument.
     gelu_approximate: str = "none"
+    # Changes from the speedrun records (modded-nanogpt). Each is off by default, which is GPT-2.
+    mlp_activation: str = "gelu"  # or "relu2": relu(x)², the MLP of modded-nanogpt
+    qk_norm: bool = False  # RMS-normalise each head's q and k before QKᵀ (model.attention)
+    rotary: bool = False  # rotate q and k by their positions instead of adding a position table
+    tie_embeddings: bool = True  # the LM head is the token embedding matrix; False: its own
 
     def __post_init__(self):
         for name in ("vocab_size", "block_size", "n_layer", "n_head", "n_embd", "vocab_multiple"):
@@ -42,10 +51,25 @@ class GPTConfig:
             raise ValueError(f"dropout must be in [0, 1), got {self.dropout!r}")
         if self.gelu_approximate not in ("none", "tanh"):
             raise ValueError(f"gelu_approximate must be 'none' or 'tanh', got {self.gelu_approximate!r}")
+        if self.mlp_activation not in ACTIVATIONS:
+            raise ValueError(f"mlp_activation must be 'gelu' or 'relu2', got {self.mlp_activation!r}")
+        if self.rotary and (self.n_embd // self.n_head) % 2:
+            raise ValueError(f"rotary needs an even head size; n_embd / n_head is {self.n_embd // self.n_head}")
 
     @property
     def padded_vocab_size(self):
         return -(-self.vocab_size // self.vocab_multiple) * self.vocab_multiple
+
+
+def relu2(x):
+    """relu(x)²: zero for x ≤ 0, x² above."""
+    return F.relu(x).square()
+
+
+ACTIVATIONS = ("gelu", "relu2")
+# The GPTConfig options that change what the model computes without changing its sizes: a
+# checkpoint resumed or fine-tuned must keep them.
+ARCHITECTURE_KEYS = ("mlp_activation", "qk_norm", "rotary", "tie_embeddings")
 
 
 class MLP(nn.Module):
@@ -54,10 +78,13 @@ class MLP(nn.Module):
         self.w_in = nn.Linear(config.n_embd, 4 * config.n_embd, bias=config.bias)
         self.w_out = nn.Linear(4 * config.n_embd, config.n_embd, bias=config.bias)
         self.dropout = nn.Dropout(config.dropout)
+        self.activation = config.mlp_activation
         self.gelu_approximate = config.gelu_approximate
 
     def forward(self, x):
-        return self.dropout(self.w_out(F.gelu(self.w_in(x), approximate=self.gelu_approximate)))
+        h = self.w_in(x)  # (B, T, C) -> (B, T, 4C)
+        h = relu2(h) if self.activation == "relu2" else F.gelu(h, approximate=self.gelu_approximate)
+        return self.dropout(self.w_out(h))
 
 
 class Block(nn.Module):
@@ -66,7 +93,9 @@ class Block(nn.Module):
     def __init__(self, config):
         super().__init__()
         self.ln_1 = nn.LayerNorm(config.n_embd, bias=config.bias)
-        self.attn = CausalSelfAttention(config.n_embd, config.n_head, config.dropout, config.bias)
+        self.attn = CausalSelfAttention(config.n_embd, config.n_head, config.dropout, config.bias,
+                                        qk_norm=config.qk_norm,
+                                        rotary_positions=config.block_size if config.rotary else 0)
         self.ln_2 = nn.LayerNorm(config.n_embd, bias=config.bias)
         self.mlp = MLP(config)
 
@@ -81,12 +110,14 @@ class GPT(nn.Module):
         super().__init__()
         self.config = config
         self.tok_emb = nn.Embedding(config.padded_vocab_size, config.n_embd)
-        self.pos_emb = nn.Embedding(config.block_size, config.n_embd)
+        # Rotary attention layers rotate q and k by position themselves: no table to add.
+        self.pos_emb = None if config.rotary else nn.Embedding(config.block_size, config.n_embd)
         self.drop = nn.Dropout(config.dropout)
         self.blocks = nn.ModuleList(Block(config) for _ in range(config.n_layer))
         self.ln_f = nn.LayerNorm(config.n_embd, bias=config.bias)
         self.lm_head = nn.Linear(config.n_embd, config.padded_vocab_size, bias=False)
-        self.lm_head.weight = self.tok_emb.weight  # tied: one matrix reads and writes tokens
+        if config.tie_embeddings:
+            self.lm_head.weight = self.tok_emb.weight  # tied: one matrix reads and writes tokens
         # Positions 0 .. block_size-1, built once rather than on every forward.
         self.register_buffer("positions", torch.arange(config.block_size), persistent=False)
         self.reset_parameters()
@@ -118,7 +149,9 @@ class GPT(nn.Module):
                 f"input of {start + T} tokens is longer than block_size "
                 f"({self.config.block_size}); crop it to the last block_size tokens"
             )
-        x = self.tok_emb(idx) + self.pos_emb(self.positions[start : start + T])  # (B, T, C)
+        x = self.tok_emb(idx)  # (B, T, C)
+        if self.pos_emb is not None:
+            x = x + self.pos_emb(self.positions[start : start + T])  # (B, T, C)
         x = self.drop(x)
         for i, block in enumerate(self.blocks):
             x = block(x, caches[i] if caches is not None else None)
@@ -137,10 +170,15 @@ class GPT(nn.Module):
         ]
 
     def num_params(self, non_embedding=True):
-        """Parameter count; by default without the position table, which does no matmul.
-        (The token table is counted: tied to the LM head, it does the largest matmul.)"""
+        """Parameter count; by default without the tables that are only looked up and do no
+        matmul: the position table, and the token table when the LM head has its own matrix.
+        (Tied to the LM head, the token table does the largest matmul and is counted.)"""
         n = sum(p.numel() for p in self.parameters())
-        return n - self.pos_emb.weight.numel() if non_embedding else n
+        if non_embedding and self.pos_emb is not None:
+            n -= self.pos_emb.weight.numel()
+        if non_embedding and not self.config.tie_embeddings:
+            n -= self.tok_emb.weight.numel()
+        return n
 
     def flops_per_token(self, seq_len=None):
         """Training FLOPs (forward + backward) per token at context seq_len (default block_size):

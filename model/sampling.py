@@ -4,8 +4,8 @@ Letters used in shape comments: B batch, T time, V vocabulary, N block_size.
 
 The model sees at most block_size (N) tokens. While prompt plus output fit in N, the KV cache
 encodes the prompt once (prefill) and then one new token per step. Beyond N the window slides:
-the model sees the last N tokens at positions 0..N-1. Position embeddings are learned and
-absolute, so every cached key belongs to one position; once the window moves they are all stale
+the model sees the last N tokens at positions 0..N-1. Every cached key belongs to one position
+(a learned absolute position, or one rotary angle); once the window moves they are all stale
 and the window is re-encoded from scratch (a fresh prefill of N tokens each step). That is
 exactly what the uncached path computes, so both give the same tokens.
 """

@@ -11,8 +11,8 @@ import time
 import pytest
 import torch
 
-from model.checkpoint import atomic_save, load_checkpoint
-from model.gpt import lm_loss
+from model.checkpoint import CKPT_NAME, atomic_save, load_checkpoint
+from model.gpt import ARCHITECTURE_KEYS, lm_loss
 from tests.helpers import ROOT, run_script, start_training, tiny_config, wait_for_metrics, write_yaml
 from training import loop
 from training.loop import TrainingStopped, train
@@ -113,10 +113,25 @@ def test_resume_never_refuses_and_changed_shape_is_clear(corpus, tmp_path):
         train(tiny_config(corpus, out, "train.resume=never"))
     with pytest.raises(ValueError, match=r"another shape \(n_layer 2 -> 3\)"):
         train(tiny_config(corpus, out, "model.n_layer=3"))
+    with pytest.raises(ValueError, match=r"another shape \(rotary False -> True, tie_embeddings True -> False\)"):
+        train(tiny_config(corpus, out, "model.rotary=true", "model.tie_embeddings=false"))
     with pytest.raises(ValueError, match=r"another optimizer \(train.optimizer=adamw\)"):
         train(tiny_config(corpus, out, "train.optimizer=muon", "train.max_iters=6"))
     result = train(tiny_config(corpus, out, "train.resume=never", "train.max_iters=5", "train.eval_interval=5"), force=True)
     assert result["step"] == 5
+
+
+def test_a_checkpoint_older_than_the_architecture_options_resumes_as_gpt2(corpus, tmp_path):
+    out = tmp_path / "run"
+    train(tiny_config(corpus, out, "train.max_iters=5", "train.eval_interval=5"))
+    ckpt = load_checkpoint(out)
+    for key in ARCHITECTURE_KEYS:  # written before the options existed
+        del ckpt["model_config"][key]
+    torch.save(ckpt, out / CKPT_NAME)
+    assert train(tiny_config(corpus, out, "train.max_iters=7", "train.eval_interval=5"))["step"] == 7
+    torch.save({**ckpt, "model_config": {**ckpt["model_config"], "qk_norm": True}}, out / CKPT_NAME)
+    with pytest.raises(ValueError, match=r"another shape \(qk_norm True -> False\)"):
+        train(tiny_config(corpus, out, "train.max_iters=9"))
 
 
 def test_non_finite_loss_stops_and_keeps_last_good_checkpoint(corpus, tmp_path, monkeypatch):

@@ -4,7 +4,8 @@ A checkpoint means "these weights, trained this far, on this data, with this tok
 optimizer". Whatever would change that meaning is refused with a one-line error that names it;
 everything else is taken from the new config and listed when the run resumes:
 
-    refused   model shape (model.block_size, n_layer, n_head, n_embd, bias, vocab_multiple),
+    refused   model shape (model.block_size, n_layer, n_head, n_embd, bias, vocab_multiple) and
+              architecture (mlp_activation, qk_norm, rotary, tie_embeddings),
               the data and tokenizer (compared by content: the corpus's SHA-256, the val split,
               the tokenizer file's SHA-256), train.optimizer
     honoured  every other key: the learning-rate schedule (lr, min_lr, warmup_iters, max_iters),
@@ -15,12 +16,13 @@ everything else is taken from the new config and listed when the run resumes:
 
 import hashlib
 import json
+from dataclasses import asdict
 from pathlib import Path
 
 from configs.schema import flatten
-from model.gpt import GPTConfig
+from model.gpt import ARCHITECTURE_KEYS, GPTConfig
 
-SHAPE_KEYS = ("block_size", "n_layer", "n_head", "n_embd", "bias")
+SHAPE_KEYS = ("block_size", "n_layer", "n_head", "n_embd", "bias") + ARCHITECTURE_KEYS
 FORCE_HINT = "use another out_dir, or pass --force to start over in this one (its checkpoint is replaced)"
 
 
@@ -63,8 +65,10 @@ def data_mismatch(old, new):
 def check_resume(ckpt, config_dict, model_config_dict, fingerprint, out_dir):
     """ValueError (one line naming what differs) if the checkpoint cannot be continued under the
     new config; otherwise the list of honoured keys that changed, as "key old -> new"."""
-    old_model, new_model = ckpt["model_config"], model_config_dict
-    shape = [k for k in SHAPE_KEYS if old_model.get(k) != new_model[k]]
+    # Keys an older checkpoint lacks take GPTConfig's defaults, as they did when it was written.
+    old_model = asdict(GPTConfig(**ckpt["model_config"]))
+    new_model = model_config_dict
+    shape = [k for k in SHAPE_KEYS if old_model[k] != new_model[k]]
     old_vocab = GPTConfig(**old_model).padded_vocab_size  # older checkpoints: vocab_multiple 1
     new_vocab = GPTConfig(**new_model).padded_vocab_size
     if shape or old_vocab != new_vocab:

@@ -18,7 +18,7 @@ from data.pronouns import examples as pronoun_examples
 from data.pronouns import read_jsonl
 from data.prepare import Prepared, prepare
 from model.checkpoint import CKPT_NAME, load_checkpoint
-from model.gpt import GPT, GPTConfig
+from model.gpt import ARCHITECTURE_KEYS, GPT, GPTConfig
 from runs.load import load_pretrained, load_run
 from storage.atomic import write_atomic
 from training.evaluate import evaluate_run
@@ -30,7 +30,7 @@ from training.runtime import Runtime, peak_flops
 
 # Shape keys a fine-tuning config must share with its source (block_size may be smaller: the
 # position table is cropped; dropout may differ).
-SHARED_SHAPE = ("n_layer", "n_head", "n_embd", "bias")
+SHARED_SHAPE = ("n_layer", "n_head", "n_embd", "bias") + ARCHITECTURE_KEYS
 
 
 def say(runtime, message):
@@ -63,7 +63,8 @@ def pretrained_start(config):
     if diff:
         raise ValueError(f"train.init_from: {'; '.join(diff)}; the model keys must match the source's shape "
                          "(block_size may be smaller, dropout may differ)")
-    state_dict = {**state_dict, "pos_emb.weight": state_dict["pos_emb.weight"][: m.block_size]}
+    if "pos_emb.weight" in state_dict:  # a rotary model has no position table to crop
+        state_dict = {**state_dict, "pos_emb.weight": state_dict["pos_emb.weight"][: m.block_size]}
     return Pretrained(source, replace(model_config, block_size=m.block_size, dropout=m.dropout), state_dict, tokenizer)
 
 
