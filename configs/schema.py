@@ -14,7 +14,7 @@ from pathlib import Path
 import yaml
 
 from checks import positive_int
-from model.gpt import GPTConfig
+from model.gpt import ACTIVATIONS, GPTConfig
 
 
 def setting(default, help, choices=None):
@@ -44,7 +44,7 @@ class ModelConfig:
     dropout: float = setting(0.0, "dropout probability in [0, 1)")
     bias: bool = setting(True, "biases in linear layers and LayerNorms")
     vocab_multiple: int = setting(64, "pad the embedding table to a multiple of this (faster GPU matmuls); padded ids are never scored or sampled")
-    mlp_activation: str = setting("gelu", "the MLP's nonlinearity: gelu (GPT-2), or relu2, relu(x) squared (modded-nanogpt)", ("gelu", "relu2"))
+    mlp_activation: str = setting("gelu", "the MLP's nonlinearity: gelu (GPT-2), or relu2, relu(x) squared (modded-nanogpt)", ACTIVATIONS)
     qk_norm: bool = setting(False, "RMS-normalise every head's queries and keys before the scores (stabler at high learning rates)")
     rotary: bool = setting(False, "rotary position embeddings: rotate queries and keys by position instead of adding a learned position table")
     tie_embeddings: bool = setting(True, "the LM head is the token embedding matrix (GPT-2); false: the head has its own matrix")
