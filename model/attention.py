@@ -148,8 +148,9 @@ class CausalSelfAttention(nn.Module):
         k = k.view(B, T, self.n_head, self.head_size).transpose(1, 2)  # (B, T, C) -> (B, H, T, D)
         v = v.view(B, T, self.n_head, self.head_size).transpose(1, 2)  # (B, T, C) -> (B, H, T, D)
         start = cache.length if cache is not None else 0
-        if self.qk_norm:
-            q, k = F.rms_norm(q, (self.head_size,)), F.rms_norm(k, (self.head_size,))
+        if self.qk_norm:  # type_as: autocast on CUDA norms in float32; the kernel wants v's dtype
+            q = F.rms_norm(q, (self.head_size,)).type_as(v)
+            k = F.rms_norm(k, (self.head_size,)).type_as(v)
         if self.rotary:  # positions start .. start+T-1; cached keys were rotated when they came
             cos, sin = self.rotary_cos[start : start + T], self.rotary_sin[start : start + T]
             q, k = rotate(q, cos, sin), rotate(k, cos, sin)

@@ -54,7 +54,8 @@ class GPTConfig:
         if self.mlp_activation not in ACTIVATIONS:
             raise ValueError(f"mlp_activation must be 'gelu' or 'relu2', got {self.mlp_activation!r}")
         if self.rotary and (self.n_embd // self.n_head) % 2:
-            raise ValueError(f"rotary needs an even head size; n_embd / n_head is {self.n_embd // self.n_head}")
+            raise ValueError(f"rotary needs an even head size; n_embd / n_head is "
+                             f"{self.n_embd // self.n_head}")
 
     @property
     def padded_vocab_size(self):

@@ -129,7 +129,8 @@ def test_every_option_keeps_causality_both_paths_and_the_kv_cache(tiny_gpt, opti
     torch.testing.assert_close(torch.cat(parts, dim=1), full, atol=1e-5, rtol=0)
     prompt = idx[:, :3]  # past block_size the window slides and is re-encoded: still the same
     cached = torch.stack(list(generate(model, prompt, 30, temperature=0, use_cache=True)), 1)
-    assert torch.equal(cached, torch.stack(list(generate(model, prompt, 30, temperature=0, use_cache=False)), 1))
+    plain = torch.stack(list(generate(model, prompt, 30, temperature=0, use_cache=False)), 1)
+    assert torch.equal(cached, plain)
 
 
 @pytest.mark.parametrize("options", OPTIONS[2:], ids=["rotary", "untied", "all"])
@@ -164,3 +165,17 @@ def test_rms_norm_of_the_heads_is_what_qk_norm_applies():
     scores = (q @ k.transpose(-2, -1)) / math.sqrt(8)
     scores = scores.masked_fill(~torch.ones(5, 5, dtype=torch.bool).tril(), float("-inf"))
     torch.testing.assert_close(seen.weights[0], torch.softmax(scores, -1))
+
+
+def test_qk_norm_hands_the_kernel_one_dtype_when_autocast_norms_in_float32(monkeypatch):
+    """CUDA's autocast computes rms_norm in float32 (torch's autocast policy) while v stays
+    bfloat16, and the fused kernel refuses mixed dtypes. Here rms_norm is made to do the same."""
+    real = F.rms_norm
+    monkeypatch.setattr(F, "rms_norm", lambda x, shape, *args, **kw: real(x.float(), shape, *args, **kw))
+    for rotary_positions in (0, 8):
+        attn = CausalSelfAttention(16, 2, qk_norm=True, rotary_positions=rotary_positions).to(torch.bfloat16)
+        x = torch.randn(1, 5, 16, dtype=torch.bfloat16)
+        assert attn(x).dtype == torch.bfloat16
+        with inspect_attention(attn) as seen:
+            assert attn(x).dtype == torch.bfloat16
+        assert seen.weights[0].dtype == torch.bfloat16

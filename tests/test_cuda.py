@@ -21,8 +21,10 @@ def test_explicit_and_fused_paths_agree_on_cuda(tiny_gpt):
     assert (fused - explicit).abs().max().item() <= 1e-4
 
 
-def test_bf16_autocast_training_learns_on_cuda(tiny_gpt):
-    model = tiny_gpt(**SHAPE).cuda()
+@pytest.mark.parametrize("options", [{}, dict(rotary=True, qk_norm=True, mlp_activation="relu2")],
+                         ids=["gpt2", "speedrun-options"])
+def test_bf16_autocast_training_learns_on_cuda(tiny_gpt, options):
+    model = tiny_gpt(**SHAPE, **options).cuda()
     opt = torch.optim.AdamW(model.parameters(), lr=3e-3, fused=True)
     x = torch.randint(0, 64, (8, 33), device="cuda")
     losses = []
