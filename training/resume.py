@@ -65,11 +65,12 @@ def data_mismatch(old, new):
 def check_resume(ckpt, config_dict, model_config_dict, fingerprint, out_dir):
     """ValueError (one line naming what differs) if the checkpoint cannot be continued under the
     new config; otherwise the list of honoured keys that changed, as "key old -> new"."""
-    # Keys an older checkpoint lacks take GPTConfig's defaults, as they did when it was written.
-    old_model = asdict(GPTConfig(**ckpt["model_config"]))
-    new_model = model_config_dict
+    # Keys an older checkpoint lacks take GPTConfig's defaults, as they did when it was written
+    # (vocab_multiple 1, GPT-2's architecture).
+    old_config = GPTConfig(**ckpt["model_config"])
+    old_model, new_model = asdict(old_config), model_config_dict
     shape = [k for k in SHAPE_KEYS if old_model[k] != new_model[k]]
-    old_vocab = GPTConfig(**old_model).padded_vocab_size  # older checkpoints: vocab_multiple 1
+    old_vocab = old_config.padded_vocab_size
     new_vocab = GPTConfig(**new_model).padded_vocab_size
     if shape or old_vocab != new_vocab:
         diff = [f"{k} {old_model.get(k)} -> {new_model[k]}" for k in shape]
