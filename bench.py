@@ -6,11 +6,14 @@
     python bench.py profile              # where one training step's time goes (torch.profiler)
     python bench.py load                 # a 124M GPT-2 folder: our loader against transformers'
     python bench.py speedrun --nanogpt DIR   # the CPU speedrun config against nanoGPT's 2000 steps
+    python bench.py optimizers           # a step of the Muon recipe against one of the AdamW recipe
     python bench.py causal               # the probe's causal tests on 300 sentences, 1 thread vs default
     python bench.py gpu-check            # `make gpu-check`: the GPU table (needs one CUDA GPU)
 
 Machines are shared and noisy: every comparison runs both sides in the same invocation, and
-the ratio is the number to quote.
+the ratio is the number to quote. Every table starts with the machine: CPU model, the kernels
+torch chose for it (its capability: AVX2, AVX512, ...) and whether it computes bf16 in hardware,
+since a bf16 path that is fast on one CPU is emulated, many times slower, on another.
 """
 
 import argparse
@@ -35,6 +38,7 @@ import yaml
 ROOT = Path(__file__).resolve().parent
 CPU_RECIPE = "configs/shakespeare_char_cpu.yaml"
 SPEEDRUN = "configs/shakespeare_char_cpu_speedrun.yaml"
+MUON_RECIPE = "configs/shakespeare_char_cpu_muon.yaml"
 # nanoGPT's documented CPU recipe (its README), the same shape and batch as CPU_RECIPE.
 NANOGPT_CPU = ["config/train_shakespeare_char.py", "--device=cpu", "--compile=False", "--eval_iters=20",
                "--log_interval=1", "--block_size=64", "--batch_size=12", "--n_layer=4", "--n_head=4",
@@ -152,6 +156,27 @@ def bench_speedrun(args):
             "nanoGPT 2000 iterations wall s": statistics.median(walls_n),
             "nanoGPT val loss (its estimate)": statistics.median(losses_n),
             "speedrun speed-up vs nanoGPT": statistics.median(walls_n) / statistics.median(walls)}
+
+
+def bench_optimizers(args):
+    """One training step of the Muon recipe against one of the AdamW recipe (same model, data and
+    tokens per step), whole runs alternating: median ms per step of the ten-step windows."""
+    adamw, muon = [], []
+    for _ in range(args.repeat):
+        adamw += run_ours(args.iters)[0]
+        muon += run_ours(args.iters, config=MUON_RECIPE)[0]
+    return {"train ms/step, median window (AdamW recipe)": statistics.median(adamw),
+            "train ms/step, median window (Muon recipe)": statistics.median(muon),
+            "Muon step / AdamW step": statistics.median(muon) / statistics.median(adamw)}
+
+
+def machine():
+    """The CPU and torch a timing ran on."""
+    from model.device import bf16_native
+    cpu = torch.cpu.get_capabilities().get("cpu_name") or "unknown CPU"
+    bf16 = "bf16 in hardware" if bf16_native(torch.device("cpu")) else "no bf16 in hardware"
+    return (f"{cpu}, {torch.backends.cpu.get_cpu_capability()}, {bf16}; {os.cpu_count()} CPUs, "
+            f"torch {torch.__version__}, {torch.get_num_threads()} threads")
 
 
 def bench_generation(args):
@@ -503,7 +528,7 @@ def gpu_check(args):
 
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("what", nargs="*", default=[], help="train, generate, tokenizer, prepare, load, causal, profile, speedrun, gpu-check")
+    p.add_argument("what", nargs="*", default=[], help="train, generate, tokenizer, prepare, load, causal, profile, speedrun, optimizers, gpu-check")
     p.add_argument("--json", action="store_true")
     p.add_argument("--iters", type=int, default=300, help="training steps per timed run (default 300)")
     p.add_argument("--nanogpt", metavar="DIR", help="a nanoGPT checkout with data/shakespeare_char prepared")
@@ -514,12 +539,12 @@ def main():
     args = p.parse_args()
     benches = {"train": bench_train, "generate": bench_generation, "tokenizer": bench_tokenizer,
                "prepare": bench_prepare, "load": bench_load, "profile": bench_profile, "gpu-check": gpu_check,
-               "speedrun": bench_speedrun, "causal": bench_causal}
+               "speedrun": bench_speedrun, "optimizers": bench_optimizers, "causal": bench_causal}
     chosen = args.what or ["train", "generate", "tokenizer", "prepare"]
     unknown = [w for w in chosen if w not in benches]
     if unknown:
         p.exit(2, f"error: unknown benchmark {unknown[0]!r}; choose from {', '.join(benches)}\n")
-    results = {"machine": f"{os.cpu_count()} CPUs, torch {torch.__version__}, {torch.get_num_threads()} threads"}
+    results = {"machine": machine()}
     for name in chosen:
         results.update(benches[name](args))
     results["peak RSS MB"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024

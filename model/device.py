@@ -1,12 +1,13 @@
 """Where a model runs and in what precision: small pure decisions, and the one place that asks
 torch what this machine has.
 
-The decisions (`resolve_device`, `choose_dtype`) take the machine's facts as arguments, so every
-case — one GPU, torchrun on several, no GPU, an old GPU — is tested on any machine, CPU included.
-`pick_device` and `pick_dtype` gather the facts and call them; training and generation both use
-these two.
+The decisions (`resolve_device`, `choose_dtype`, `cpu_bf16_native`, `fast_matmul_dtype`) take the
+machine's facts as arguments, so every case — one GPU, torchrun on several, no GPU, an old GPU, a
+CPU with or without bf16 in hardware — is tested on any machine, CPU included. `pick_device`,
+`pick_dtype` and `bf16_native` gather the facts and call them; training and generation use these.
 """
 
+import os
 from dataclasses import dataclass
 
 import torch
@@ -85,12 +86,44 @@ def choose_dtype(name, device_type, bf16_native=False):
     return dtype
 
 
+# oneDNN, which runs torch's bf16 matmuls on a CPU, can be capped below an ISA by the variable
+# ONEDNN_MAX_CPU_ISA; these caps leave it no bf16 instructions, so bf16 is emulated.
+_ONEDNN_ISAS_WITHOUT_BF16 = {"SSE41", "AVX", "AVX2", "AVX2_VNNI", "AVX2_VNNI_2", "AVX512_CORE",
+                             "AVX512_CORE_VNNI"}
+
+
+def cpu_bf16_native(capabilities, onednn_max_isa=None):
+    """Whether a CPU multiplies bf16 matrices in hardware: it has AVX512-BF16 or AMX-BF16
+    (`capabilities` as torch.cpu.get_capabilities() gives them) and oneDNN is not capped below
+    them. Elsewhere (an AVX2-only x86 CPU, an Arm CPU we know nothing of) torch emulates bf16
+    matmuls, element by element, many times slower than float32."""
+    if (onednn_max_isa or "").strip().upper() in _ONEDNN_ISAS_WITHOUT_BF16:
+        return False
+    return bool(capabilities.get("avx512_bf16") or capabilities.get("amx_bf16"))
+
+
+def fast_matmul_dtype(device_type, bf16_native):
+    """The dtype for matrix products whose precision the code may choose (Muon's Newton–Schulz
+    iterations): bf16 where the device computes it natively (Ampere and newer CUDA GPUs, CPUs with
+    AVX512-BF16 or AMX), float32 everywhere else, where bf16 would be emulated (an AVX2 CPU, a
+    V100) or is unknown to us (MPS)."""
+    return torch.bfloat16 if bf16_native and device_type in ("cuda", "cpu") else torch.float32
+
+
 def pick_device(name, world_size=1, local_rank=0):
     """resolve_device on this machine."""
     return resolve_device(name, Machine.here(), world_size, local_rank)
 
 
+def bf16_native(device):
+    """Whether `device` computes bf16 natively (emulated bf16 does not count: it is slow)."""
+    if device.type == "cuda":
+        return torch.cuda.is_bf16_supported(including_emulation=False)
+    if device.type == "cpu":
+        return cpu_bf16_native(torch.cpu.get_capabilities(), os.environ.get("ONEDNN_MAX_CPU_ISA"))
+    return False
+
+
 def pick_dtype(name, device):
-    """choose_dtype for `device`. Emulated bf16 does not count: on a pre-Ampere GPU it is slow."""
-    native = device.type == "cuda" and torch.cuda.is_bf16_supported(including_emulation=False)
-    return choose_dtype(name, device.type, native)
+    """choose_dtype for `device`."""
+    return choose_dtype(name, device.type, bf16_native(device))

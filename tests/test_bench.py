@@ -62,6 +62,9 @@ def test_json_is_one_object_with_the_machine_every_row_and_the_peak_memory(monke
     assert list(result) == ["machine", *rows["bench_generation"], *rows["bench_tokenizer"], "peak RSS MB"]
     assert {k: result[k] for k in rows["bench_tokenizer"]} == rows["bench_tokenizer"]
     assert f"torch {torch.__version__}" in result["machine"] and result["peak RSS MB"] > 0
+    # the CPU a timing ran on: a bf16 path fast on one CPU is emulated on another
+    assert f", {torch.backends.cpu.get_cpu_capability()}, " in result["machine"]
+    assert "bf16 in hardware" in result["machine"]
 
 
 def test_the_table_aligns_values_and_prints_floats_with_three_decimals(monkeypatch, capsys, stand_ins):

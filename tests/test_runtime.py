@@ -7,7 +7,7 @@ import json
 import pytest
 import torch
 
-from model.device import Machine, choose_dtype, resolve_device
+from model.device import Machine, choose_dtype, cpu_bf16_native, fast_matmul_dtype, resolve_device
 from model.gpt import GPT, GPTConfig, lm_loss
 from model.sampling import generate
 from tests.helpers import read_only_folder
@@ -70,6 +70,40 @@ def test_torchrun_environment():
 ])
 def test_dtype_choice(name, device_type, native, expected):
     assert choose_dtype(name, device_type, native) == expected
+
+
+# torch.cpu.get_capabilities() of three kinds of machine, cut to the keys that matter.
+AVX2_ONLY = {"avx2": True, "avx512_f": False, "avx512_bf16": False, "amx_bf16": False}
+AVX512_BF16 = {"avx2": True, "avx512_f": True, "avx512_bf16": True, "amx_bf16": False}
+SAPPHIRE_RAPIDS = {"avx2": True, "avx512_f": True, "avx512_bf16": True, "amx_bf16": True}
+SKYLAKE_X = {"avx2": True, "avx512_f": True, "avx512_bf16": False, "amx_bf16": False}
+ARM = {"architecture": "aarch64"}
+
+
+@pytest.mark.parametrize("capabilities, onednn_isa, native", [
+    (AVX2_ONLY, None, False),
+    (SKYLAKE_X, None, False),  # AVX-512 without its bf16 instructions
+    (ARM, None, False),  # nothing known: float32 is never the slow choice
+    (AVX512_BF16, None, True),
+    (SAPPHIRE_RAPIDS, None, True),
+    (AVX512_BF16, "avx2", False),  # oneDNN capped below bf16: emulated again
+    (SAPPHIRE_RAPIDS, "AVX512_CORE_VNNI", False),
+    (AVX512_BF16, "AVX512_CORE_BF16", True),
+    (SAPPHIRE_RAPIDS, "AVX512_CORE_AMX", True),
+])
+def test_cpu_bf16_is_native_only_with_its_instructions(capabilities, onednn_isa, native):
+    assert cpu_bf16_native(capabilities, onednn_isa) is native
+
+
+@pytest.mark.parametrize("device_type, native, expected", [
+    ("cpu", cpu_bf16_native(AVX2_ONLY), torch.float32),  # emulated bf16: 14-45x slower matmuls
+    ("cpu", cpu_bf16_native(AVX512_BF16), torch.bfloat16),
+    ("cuda", True, torch.bfloat16),  # Ampere and newer
+    ("cuda", False, torch.float32),  # a V100: bf16 emulated
+    ("mps", False, torch.float32),
+])
+def test_fast_matmul_dtype_for_each_kind_of_machine(device_type, native, expected):
+    assert fast_matmul_dtype(device_type, native) == expected
 
 
 def test_float16_off_cuda_is_refused():

@@ -12,6 +12,7 @@ import pytest
 import torch
 
 from model.checkpoint import CKPT_NAME, atomic_save, load_checkpoint
+from model.device import cpu_bf16_native
 from model.gpt import ARCHITECTURE_KEYS, lm_loss
 from tests.helpers import ROOT, run_script, start_training, tiny_config, wait_for_metrics, write_yaml
 from training import loop
@@ -88,6 +89,19 @@ def test_end_to_end_run_writes_a_complete_run_folder(corpus, tmp_path):
     ckpt = load_checkpoint(out)
     assert ckpt["step"] == 20 and ckpt["best_val_loss"] == pytest.approx(min(r["val_loss"] for r in evals))
     assert not any(k.startswith("_orig_mod.") for k in ckpt["model"])
+
+
+@pytest.mark.parametrize("onednn_isa", ["AVX2", ""])
+def test_the_start_line_says_how_muon_and_bf16_run_on_this_cpu(corpus, tmp_path, monkeypatch, capsys,
+                                                                onednn_isa):
+    # ONEDNN_MAX_CPU_ISA=AVX2 takes the bf16 instructions away from any CPU: emulated bf16.
+    monkeypatch.setenv("ONEDNN_MAX_CPU_ISA", onednn_isa)
+    native = onednn_isa == "" and cpu_bf16_native(torch.cpu.get_capabilities())
+    train(tiny_config(corpus, tmp_path / "run", "train.optimizer=muon", "train.dtype=bfloat16",
+                      "train.max_iters=2"))
+    out = capsys.readouterr().out
+    assert f"Muon's Newton–Schulz in {'bfloat16' if native else 'float32'}" in out
+    assert ("train.dtype=bfloat16 is emulated" in out) is not native
 
 
 def test_resume_continues_exactly_like_an_uninterrupted_run(corpus, tmp_path):

@@ -7,21 +7,87 @@ move at the same rate, instead of a few dominant ones, and the same data trains 
 few Newton–Schulz iterations, matmuls only (torch.optim.Muon, Keller Jordan's recipe with its
 "original" scale sqrt(max(1, rows/cols))). Embeddings, the LM head, biases and gains stay with
 AdamW, as in modded-nanogpt.
+
+The library runs the iterations in bf16, always. On a CPU without bf16 in hardware (AVX2 only)
+torch emulates bf16 matmuls, and the iterations then cost more than the rest of a training step
+many times over; so `Muon` below is the library's optimizer (its update rule, coefficients,
+learning-rate scale and state) with the iterations in a dtype of our choosing, bf16 where the
+device computes it natively and float32 elsewhere (model.device.fast_matmul_dtype). In float32 the
+wide matrices (the MLP's and the attention's qkv) take a cheaper route to the same result.
 """
 
 import torch
+from torch.optim._muon import _adjust_lr
+
+
+def newton_schulz(g, coefficients, steps, eps, dtype):
+    """orth(g) by `steps` quintic Newton–Schulz iterations computed in `dtype`. On the wide side
+    (rows <= cols) X = g / ‖g‖, then each step A = X Xᵀ, Q = aI + bA + cA², X = QX. In bf16 these
+    are the library's operations in the library's order, bit for bit its result; in float32 a
+    matrix over twice as wide as tall goes through its small Gram matrix (_through_gram), the same
+    iteration in fewer multiplications."""
+    a, b, c = coefficients
+    x = g.to(dtype)
+    wide = g.size(0) <= g.size(1)
+    if not wide:
+        x = x.T
+    x = x / x.norm().clamp(min=eps)  # not in place: g.to(dtype) may be g itself
+    if dtype == torch.float32 and x.size(1) > 2 * x.size(0):
+        x = _through_gram(x, a, b, c, steps)
+    else:
+        for _ in range(steps):
+            gram = x @ x.T
+            x = torch.addmm(x, torch.addmm(gram, gram, gram, beta=b, alpha=c), x, beta=a)
+    return x if wide else x.T
+
+
+def _through_gram(x, a, b, c, steps):
+    """The iteration on an r x n matrix with n > 2r, on r x r matrices only: X_k = M X_0 with
+    M = Q_{k-1} ... Q_0, and A_{k+1} = X_{k+1} X_{k+1}ᵀ = Q_k A_k Q_k. Four r³ products a step
+    instead of 2r²n + r³, and two r²n products in all."""
+    gram = x @ x.T  # (r, r)
+    m = torch.eye(gram.size(0), dtype=x.dtype, device=x.device)
+    for _ in range(steps):
+        q = torch.addmm(gram, gram, gram, beta=b, alpha=c)
+        q.diagonal().add_(a)  # Q = aI + bA + cA²
+        m = q @ m
+        gram = q @ gram @ q
+    return m @ x
+
+
+class Muon(torch.optim.Muon):
+    """torch.optim.Muon whose Newton–Schulz iterations run in `orth_dtype`."""
+
+    def __init__(self, params, orth_dtype=torch.bfloat16, **kwargs):
+        super().__init__(params, **kwargs)
+        self.orth_dtype = orth_dtype
+
+    @torch.no_grad()
+    def step(self, closure=None):
+        for group in self.param_groups:
+            params, grads, buffers = [], [], []
+            self._init_group(group, params, grads, buffers)
+            lr, momentum = group["lr"], group["momentum"]
+            for p, grad, buf in zip(params, grads, buffers):
+                buf.lerp_(grad, 1 - momentum)
+                update = grad.lerp(buf, momentum) if group["nesterov"] else buf
+                update = newton_schulz(update, group["ns_coefficients"], group["ns_steps"],
+                                       group["eps"], self.orth_dtype)
+                p.mul_(1 - lr * group["weight_decay"])
+                p.add_(update, alpha=-_adjust_lr(lr, group["adjust_lr_fn"], p.shape))
 
 
 class MuonWithAdamW:
-    """torch.optim.Muon over the param groups marked use_muon=True, torch.optim.AdamW over the
+    """Muon (above) over the param groups marked use_muon=True, torch.optim.AdamW over the
     others. It offers what the training loop and torch.amp.GradScaler use of an optimizer:
     param_groups (both optimizers' groups, the same dicts, so setting "lr" reaches them), step,
-    zero_grad, state, state_dict and load_state_dict."""
+    zero_grad, state, state_dict and load_state_dict. The state is the library's either way, so
+    a checkpoint written with one `orth_dtype` resumes with the other."""
 
-    def __init__(self, param_groups, fused=False):
+    def __init__(self, param_groups, fused=False, orth_dtype=torch.bfloat16):
         muon = [g for g in param_groups if g.get("use_muon")]
         adamw = [g for g in param_groups if not g.get("use_muon")]
-        self.muon = torch.optim.Muon(muon, adjust_lr_fn="original")
+        self.muon = Muon(muon, orth_dtype=orth_dtype, adjust_lr_fn="original")
         self.adamw = torch.optim.AdamW(adamw, fused=fused)
 
     @property

@@ -18,14 +18,16 @@ def lr_at(step, lr, min_lr, warmup_iters, max_iters):
     return min_lr + 0.5 * (1.0 + math.cos(math.pi * progress)) * (lr - min_lr)
 
 
-def make_optimizer(model, kind, lr, weight_decay, betas, device_type, muon_lr=0.02, muon_momentum=0.95):
+def make_optimizer(model, kind, lr, weight_decay, betas, device_type, muon_lr=0.02, muon_momentum=0.95,
+                   orth_dtype=torch.float32):
     """The optimizer named `kind`; every param group carries its peak learning rate in
     "peak_lr", which the schedule scales.
 
     adamw: AdamW with weight decay on matrices and embeddings only (2+ dimensions): decaying
     biases and LayerNorm gains toward zero only hurts. Fused kernels on CUDA and CPU (on a CPU
     the fused step is about 5x faster than the per-tensor loop for a small model).
-    muon: torch.optim.Muon for the matrices inside the blocks, fused AdamW (same rule) for
+    muon: torch.optim.Muon for the matrices inside the blocks, its Newton–Schulz iterations in
+    `orth_dtype` (model.device.fast_matmul_dtype chooses it), fused AdamW (same rule) for
     everything else (training.muon.MuonWithAdamW pairs them).
     """
     params = [p for p in model.parameters() if p.requires_grad]
@@ -46,5 +48,5 @@ def make_optimizer(model, kind, lr, weight_decay, betas, device_type, muon_lr=0.
              "lr": lr, "peak_lr": lr, "betas": betas},
             {"params": others, "weight_decay": 0.0, "lr": lr, "peak_lr": lr, "betas": betas},
         ]
-        return MuonWithAdamW(groups, fused=device_type in ("cuda", "cpu"))
+        return MuonWithAdamW(groups, fused=device_type in ("cuda", "cpu"), orth_dtype=orth_dtype)
     raise ValueError(f"unknown optimizer {kind!r}; use adamw or muon")

@@ -18,6 +18,7 @@ from data.pronouns import examples as pronoun_examples
 from data.pronouns import read_jsonl
 from data.prepare import Prepared, prepare
 from model.checkpoint import CKPT_NAME, load_checkpoint
+from model.device import bf16_native, fast_matmul_dtype
 from model.gpt import ARCHITECTURE_KEYS, GPT, GPTConfig
 from runs.load import load_pretrained, load_run
 from storage.atomic import write_atomic
@@ -204,8 +205,10 @@ def build(config, runtime, prepared, fingerprint, ckpt, init=None):
     settings = config.train
     torch.manual_seed(config.seed)  # the same initial weights on every process
     raw_model = GPT(model_config(config, prepared, init)).to(runtime.device)
+    native_bf16 = bf16_native(runtime.device)
+    orth_dtype = fast_matmul_dtype(runtime.device.type, native_bf16)
     optimizer = make_optimizer(raw_model, settings.optimizer, settings.lr, settings.weight_decay, (settings.beta1, settings.beta2),
-                               runtime.device.type, settings.muon_lr, settings.muon_momentum)
+                               runtime.device.type, settings.muon_lr, settings.muon_momentum, orth_dtype)
     scaler = torch.amp.GradScaler(runtime.device.type, enabled=runtime.dtype == torch.float16)
     progress = Progress(step=0, start_step=0)
     if ckpt is not None:
@@ -239,9 +242,17 @@ def build(config, runtime, prepared, fingerprint, ckpt, init=None):
             print(f"note: no peak FLOP/s known for {runtime.device}; MFU is shown as n/a until you set "
                   "train.peak_flops", file=sys.stderr)
     say(runtime, f"{raw_model.num_params():,} parameters; {prepared.meta['train_tokens']:,} train tokens; "
-             f"device {runtime.device}, {str(runtime.dtype).removeprefix('torch.')}, {runtime.world_size} process(es)")
+             f"device {runtime.device}, {dtype_name(runtime.dtype)}, {runtime.world_size} process(es)"
+             + (f"; Muon's Newton–Schulz in {dtype_name(orth_dtype)}" if settings.optimizer == "muon" else ""))
+    if runtime.dtype == torch.bfloat16 and not native_bf16:
+        say(runtime, f"note: {runtime.device.type} has no bf16 in hardware, so train.dtype=bfloat16 is emulated "
+                     "and many times slower than float32; use train.dtype=auto")
     job = Job(config, runtime, prepared, raw_model, model, optimizer, scaler, fingerprint, metrics, peak)
     return job, progress
+
+
+def dtype_name(dtype):
+    return str(dtype).removeprefix("torch.")
 
 
 def write_run_files(config, prepared, out_dir):
