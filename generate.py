@@ -119,7 +119,8 @@ def build_parser():
     add("--probe", nargs="?", const="", metavar="FILE",
         help="score every head: how often does the pronoun attend most to its antecedent? "
              "(default: the built-in dev and test sets, the result saved to the run folder's "
-             f"{PROBE_FILE}; FILE: your JSONL examples, not saved)")
+             f"{PROBE_FILE}; natural: the hand-written natural sentences, the head chosen on the "
+             "built-in dev set; FILE: your JSONL examples; neither saved)")
     add("--json", action="store_true", help="with --probe: print one JSON object")
     add("--no-causal", action="store_true",
         help="with --probe (or --html when it runs the probe): skip the causal tests "

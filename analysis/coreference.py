@@ -1,19 +1,23 @@
 """The coreference study of a run, as `generate.py --probe` and the page run it: the probe
 (analysis/probe.py: does a head's attention find the antecedent?) and the causal tests
-(analysis/causal.py: does the model use it?), on the built-in dev and test sets or on a user's
-JSONL file, and their plain-text report."""
+(analysis/causal.py: does the model use it?), on the built-in dev and test sets, on the
+hand-written natural set, or on a user's JSONL file, and their plain-text report."""
 
 from analysis.causal import causal_tests, format_causal, with_best_head
 from analysis.probe import format_report, run_probe
-from data.pronouns import examples, read_jsonl
+from data.pronouns import NATURAL, examples, natural, read_jsonl
 
 
 def study(model, tokenizer, path="", permutations=1000, causal=True):
-    """run_probe's result for a user's JSONL file at `path` (one set of examples), or for the
-    built-in dev and test sets when `path` is empty; with `causal`, also the causal tests
-    (with_best_head) on the test set (or the file) under "causal". ValueError (one line) for a
-    file that cannot be read or holds no examples."""
-    if path:
+    """run_probe's result for a user's JSONL file at `path` (one set of examples), for the
+    built-in dev and test sets when `path` is empty, or, when `path` is "natural", for the
+    natural sentences as the test set with the head chosen on the generated dev set; with
+    `causal`, also the causal tests (with_best_head) on the test set (or the file) under
+    "causal". ValueError (one line) for a file that cannot be read or holds no examples."""
+    test_set = "test"
+    if path == NATURAL:
+        dev, test, test_set = examples("dev"), natural(), NATURAL
+    elif path:
         try:
             dev = read_jsonl(path)
         except OSError as e:  # a folder, a missing file, no permission: name the user's path
@@ -23,7 +27,7 @@ def study(model, tokenizer, path="", permutations=1000, causal=True):
         test = None
     else:
         dev, test = examples("dev"), examples("test")
-    result = run_probe(model, tokenizer, dev, test, permutations=permutations)
+    result = run_probe(model, tokenizer, dev, test, permutations=permutations, test_set=test_set)
     if causal:
         try:
             tested = causal_tests(model, tokenizer, test or dev)

@@ -225,8 +225,9 @@ def head_scores(model, tokenizer, examples) -> dict:
                           "nearest": _rate(rules["nearest"] == scores.label)}}
 
 
-def run_probe(model, tokenizer, dev, test=None, permutations=1000, seed=0) -> dict:
-    """Score every head on dev and test examples (lists of data.pronouns.Example).
+def run_probe(model, tokenizer, dev, test=None, permutations=1000, seed=0, test_set="test") -> dict:
+    """Score every head on dev and test examples (lists of data.pronouns.Example); `test_set`
+    names the test examples in the report ("natural" for the hand-written set).
 
     test=None: one set of examples; the head and the position rule are chosen and scored on the
     same data, and "selection" says "same data" (else "dev"). Returns a JSON-ready dict:
@@ -239,6 +240,7 @@ def run_probe(model, tokenizer, dev, test=None, permutations=1000, seed=0) -> di
                  windowed items were read in the last block_size tokens up to the pronoun, and
                  of those antecedent_unseen lost their antecedent from that window
       block_size the model's
+      test_set   the name of the test examples
       notes      caveats as sentences, [] if none (query words that are not pronouns)"""
     positive_int("permutations", permutations)
     same = test is None
@@ -292,6 +294,7 @@ def run_probe(model, tokenizer, dev, test=None, permutations=1000, seed=0) -> di
                                        ("test", dev if same else test, test_scores))
         },
         "block_size": model.config.block_size,
+        "test_set": test_set,
         "notes": query_word_notes(dev if same else [*dev, *test]),
     }
 
@@ -299,12 +302,14 @@ def run_probe(model, tokenizer, dev, test=None, permutations=1000, seed=0) -> di
 def format_report(result: dict, top: int = 5) -> str:
     """A plain-text report of run_probe's result: table, ranking, baselines, p-value, caveats."""
     same = result["selection"] == "same data"
-    score = "cand@1" if same else "test cand@1"
+    test_name = result.get("test_set", "test")  # results saved before sets had names: "test"
+    score = "cand@1" if same else f"{test_name} cand@1"
     heads, b, best = result["heads"], result["baselines"], result["best_head"]
     n_head = max(h["head"] for h in heads) + 1
     lines = ["Pronoun probe: read at the pronoun, does a head's attention pick its antecedent?"]
     for split, c in list(result["counts"].items())[: 1 if same else 2]:
-        lines.append(f"{'examples' if same else split}: {c['used']} of {c['examples']} used "
+        name = "examples" if same else test_name if split == "test" else split
+        lines.append(f"{name}: {c['used']} of {c['examples']} used "
                      f"(skipped: {c['skipped_unencodable']} the tokenizer cannot encode)")
         if c["windowed"]:
             lines += [f"  {c['windowed']} read in the model's window, the last "
@@ -318,9 +323,9 @@ def format_report(result: dict, top: int = 5) -> str:
         row = "".join(f"{h['test']:>7.1%}" for h in heads[at : at + n_head])
         lines.append(f"L{heads[at]['layer']:<3} {row}")
     ranked = sorted(heads, key=lambda h: (-h["dev"], h["layer"], h["head"]))[:top]
-    columns = "cand@1" if same else "   dev   test"
+    columns = "cand@1" if same else f"   dev {test_name:>6}"
     lines += ["", f"Best {len(ranked)} heads, ranked by {'cand@1' if same else 'dev cand@1'}; "
-              f"attention mass at the pronoun, mean over the {'' if same else 'test '}examples:",
+              f"attention mass at the pronoun, mean over the {'' if same else test_name + ' '}examples:",
               f"  head    {columns}   antecedent  distractors  first token"]
     for h in ranked:
         scores = f"{h['test']:>6.1%}" if same else f"{h['dev']:>6.1%} {h['test']:>6.1%}"
@@ -338,5 +343,5 @@ def format_report(result: dict, top: int = 5) -> str:
                      "the choice).")
     else:
         lines.append("Note: the head and the position rule were chosen on dev and are reported "
-                     "on test; choosing them on test would inflate the numbers.")
+                     f"on {test_name}; choosing them there would inflate the numbers.")
     return "\n".join(lines + ["", PUBLISHED])

@@ -76,7 +76,7 @@ class TrainConfig:
     init_from: str = setting("", "fine-tune: start from these weights with a fresh optimizer and their tokenizer: a run folder, a Hugging Face GPT-2 folder, or hf:OWNER/NAME; the model keys must match its shape (block_size may be smaller, dropout may differ)")
     resume: str = setting("auto", "auto: continue from out_dir/ckpt.pt if there is one; never: refuse to run where a checkpoint exists (--force starts over)", ("auto", "never"))
     probe_interval: int = setting(0, "steps between coreference probes while training (every head's cand@1 on the pronoun corpus's dev set, or train.probe_file), logged to metrics.jsonl and drawn in probe.png; 0: off")
-    probe_file: str = setting("", "labelled JSONL examples for train.probe_interval when the corpus is not the built-in pronouns")
+    probe_file: str = setting("", "labelled JSONL examples for train.probe_interval instead of the pronoun corpus's dev set (needed when the corpus is not the built-in pronouns); natural: the built-in hand-written natural sentences")
     peak_flops: typing.Optional[float] = setting(None, "FLOP/s of one process taken as 100% MFU; default: the GPU's bf16 peak (n/a for a GPU not in the table), or the best of several CPU matmul timings")
 
 

@@ -260,7 +260,10 @@ def test_a_stop_string_across_tokens_ends_each_sample_before_it_and_never_stream
                              "--stop", "never in it")
     assert "".join(writes) == sample + "---\n" + sample and err == ""
     # Nothing of the stop string was printed on the way: the first piece of it was held back.
-    assert not any(stop[0] in w for w in writes if w not in ("The owl", "---\n"))
+    # (Each sample is the prompt, the streamed pieces, then its closing "\n".)
+    first = writes[:writes.index("---\n")]
+    assert first[0] == "The owl" and first[-1] == "\n"
+    assert not any(stop[0] in w for w in first[1:-1])
 
 
 def test_the_end_of_text_token_ends_a_sample_unprinted(greedy_bpe):

@@ -6,7 +6,7 @@ import stat
 
 import pytest
 
-from data.pronouns import examples, write_jsonl
+from data.pronouns import examples, natural, write_jsonl
 from tests.helpers import make_run, run_generate
 
 
@@ -36,6 +36,29 @@ def test_probe_json_has_the_documented_keys(run_folder):
     assert_causal_shape(result["causal"], result["best_head"], len(examples("test")))
     # What --html shows is saved with it.
     assert json.loads((run_folder / "probe.json").read_text())["causal"] == result["causal"]
+
+
+def test_probe_natural_scores_the_head_chosen_on_dev_on_the_natural_set(run_folder, tmp_path):
+    code, out, _ = run_generate("--ckpt", run_folder, "--probe", "natural", "--json",
+                                "--permutations", "20")
+    assert code == 0
+    result = json.loads(out)
+    code, builtin, _ = run_generate("--ckpt", run_folder, "--probe", "--json", "--permutations", "20")
+    assert set(result) == set(json.loads(builtin))  # the same keys as the built-in sets
+    assert result["test_set"] == "natural" and json.loads(builtin)["test_set"] == "test"
+    assert result["selection"] == "dev" and result["counts"]["dev"]["examples"] == len(examples("dev"))
+    assert result["counts"]["test"]["examples"] == len(natural()) >= 200
+    assert result["best_head"]["dev"] == json.loads(builtin)["best_head"]["dev"]  # chosen on dev
+    assert_causal_shape(result["causal"], result["best_head"], len(natural()))
+    code, report, _ = run_generate("--ckpt", run_folder, "--probe", "natural", "--permutations", "20",
+                                   "--no-causal")
+    assert code == 0 and "natural cand@1 by layer" in report
+    assert f"natural: {len(natural())} of {len(natural())} used" in report
+    # a file the user names "natural" in another folder is still theirs
+    write_jsonl(examples("dev")[:5], tmp_path / "natural")
+    code, out, _ = run_generate("--ckpt", run_folder, "--probe", str(tmp_path / "natural"), "--json",
+                                "--permutations", "5", "--no-causal")
+    assert code == 0 and json.loads(out)["counts"]["dev"]["examples"] == 5
 
 
 def assert_causal_shape(causal, best, examples_given, L=2, H=2):

@@ -1,3 +1,6 @@
+"""The pronoun language: its lexicon, its labels, its held-out splits, and the hand-written natural
+set; and the JSONL format the probe reads."""
+
 import json
 import random
 import re
@@ -5,14 +8,16 @@ import re
 import pytest
 
 from data.pronouns import (
-    ATTENTION_EXAMPLES, Example, corpus_text, examples, iter_examples, read_jsonl, split_of,
-    validate_example, write_jsonl,
+    ATTENTION_EXAMPLES, PRONOUNS, Example, corpus_text, examples, iter_examples, natural, read_jsonl,
+    split_of, validate_example, write_jsonl,
 )
-from data.pronouns.words import ACTIONS, CONNECTORS, LINK_VERBS, NOUNS, PLACES, PRONOUNS, TEMPLATES
+from data.pronouns.lexicon import AGENTS, KINDS, PRONOUN_WORDS, lexicon
+from data.pronouns.shapes import CONNECTIVES, SHAPES, SLOT_KINDS
 
 WORD = re.compile(r"[A-Za-z]+")
-# The prepositions that introduce a role template's distractor, as TEMPLATES writes them.
-ROLE_PREPOSITIONS = ("in", "near", "with", "beside", "from")
+LEX = lexicon()
+NOUN_OF = {**{n.word: (n, False) for n in LEX.nouns},
+           **{n.plural: (n, True) for n in LEX.nouns if n.plural}}
 
 
 @pytest.fixture(scope="module")
@@ -29,6 +34,10 @@ def span_text(example, span):
     return example.text[span[0]:span[1]]
 
 
+def pronoun_words(text):
+    return [w for w in WORD.findall(text) if w.lower() in PRONOUN_WORDS]
+
+
 def test_corpus_is_deterministic_in_seed():
     assert corpus_text(seed=0, n_bytes=20_000) == corpus_text(seed=0, n_bytes=20_000)
     assert corpus_text(seed=0, n_bytes=20_000) != corpus_text(seed=1, n_bytes=20_000)
@@ -37,61 +46,71 @@ def test_corpus_is_deterministic_in_seed():
 
 
 def test_corpus_size_and_lines(default_corpus):
-    # It stops at the first line that reaches the size, and lines are short.
-    assert 1_500_000 <= len(default_corpus) < 1_500_000 + 200
+    # It stops at the first line that reaches the size; ASCII, one paragraph a line.
+    assert 3_000_000 <= len(default_corpus) < 3_000_000 + 400
     small = corpus_text(n_bytes=5_000)
-    assert 5_000 <= len(small) < 5_200
+    assert 5_000 <= len(small) < 5_400
     lines = default_corpus.split("\n")
-    assert lines[-1] == "" and all(lines[:-1])
-    assert default_corpus.isascii()
-    # One pronoun per line: the labelled one.
-    for line in lines[:2000]:
-        assert sum(w in PRONOUNS for w in WORD.findall(line)) == 1, line
+    assert lines[-1] == "" and all(lines[:-1]) and default_corpus.isascii()
+    # A line holds the one labelled pronoun, or (prose) none; most hold one.
+    counts = [len(pronoun_words(line)) for line in lines[:5000]]
+    assert set(counts) == {0, 1}
+    assert 0.7 < counts.count(1) / len(counts) < 0.9
 
 
-def test_vocabulary_is_modest(default_corpus):
-    assert 150 < len(set(WORD.findall(default_corpus.lower()))) < 500
+def test_the_lexicon_is_large_and_tagged():
+    assert len(LEX.words()) >= 1500
+    by_kind = {k: [n for n in LEX.nouns if n.kind == k] for k in KINDS}
+    assert min(len(v) for v in by_kind.values()) >= 80
+    genders = [n.gender for n in by_kind["person"]]
+    assert genders.count("m") >= 40 and genders.count("f") >= 40
+    assert all(n.gender == "-" for k in ("animal", "thing", "place") for n in by_kind[k])
+    assert all(3 <= len(n.doings) for n in LEX.nouns)
+    # Only people and animals do things to other things; every verb, adjective and action fits
+    # some kind.
+    assert all(subject <= set(AGENTS) and subject and obj for _, subject, obj in LEX.verbs)
+    assert all(kinds for _, kinds in LEX.adjectives) and all(kinds for _, kinds in LEX.actions)
 
 
-def test_signatures_identify_their_noun():
-    first_words = [sig.split()[0] for noun in NOUNS.values() for sig in noun.signatures]
-    assert len(first_words) == len(set(first_words))
-    fillers = set(LINK_VERBS) | {w for phrase in CONNECTORS + ACTIONS for w in phrase.split()}
-    assert not set(first_words) & fillers
-    for noun in NOUNS.values():
-        sig_words = {w for sig in noun.signatures for w in sig.split()}
-        assert not sig_words & (set(NOUNS) | set(PLACES) | set(PRONOUNS) | {"its", "his", "her"})
+# Words that start a doing only of some kinds of noun: "the kettle smiled" is the mistake.
+ONLY = {
+    ("person",): {"smiled", "wrote", "read", "cooked", "taught", "phoned", "typed", "prayed",
+                  "paid", "signed", "married", "apologised", "shaved", "knitted", "ruled", "marked"},
+    ("animal",): {"meowed", "mooed", "neighed", "quacked", "oinked", "brayed", "bleated", "clucked",
+                  "hooted", "squawked", "wagged", "grazed"},
+    ("thing", "place"): {"ticked", "leaked", "rusted", "beeped", "flickered", "boiled", "melted"},
+}
 
 
-def word_before_the(ex, span):
-    """The word before "the <noun>", lowercased ("" at the start of the text)."""
-    words = ["", ""] + ex.text[:span[0]].lower().split()
-    assert words[-1] == "the", ex.text
-    return words[-2]
+def test_the_doings_fit_their_nouns():
+    firsts = {n.word: {d.split()[0] for d in n.doings} for n in LEX.nouns}
+    kind_of = {n.word: n.kind for n in LEX.nouns}
+    for kinds, words in ONLY.items():
+        wrong = [(noun, sorted(f & words)) for noun, f in firsts.items()
+                 if f & words and kind_of[noun] not in kinds]
+        assert wrong == [], f"{kinds}-only doings elsewhere: {wrong[:5]}"
+    assert {"wrote", "hooted", "ticked"} <= {w for f in firsts.values() for w in f}  # it bites
 
 
 def check_label(ex):
-    pronoun = span_text(ex, ex.pronoun)
-    antecedent = span_text(ex, ex.antecedent)
-    assert pronoun in PRONOUNS
-    assert NOUNS[antecedent].pronoun == pronoun
-    # The signature of THIS antecedent follows the pronoun immediately.
+    pronoun = span_text(ex, ex.pronoun).lower()
+    antecedent, plural = NOUN_OF[span_text(ex, ex.antecedent).lower()]
+    assert pronoun in PRONOUNS and antecedent.pronoun(plural) == pronoun, ex.text
+    # One of THIS antecedent's doings follows the pronoun (was -> were after a plural).
     after = ex.text[ex.pronoun[1] + 1:]
-    assert any(after.startswith(sig) for sig in NOUNS[antecedent].signatures), ex.text
-    # Decidable before the pronoun: every candidate precedes it, and any candidate that agrees
-    # with the pronoun too is a role distractor ("in the jungle") while the antecedent is not.
+    doings = [("were " + d[4:]) if plural and d.startswith("was ") else d for d in antecedent.doings]
+    assert any(after.startswith(d) for d in doings), ex.text
+    # Every candidate precedes the pronoun; every noun before it is a candidate.
     candidates = [ex.antecedent, *ex.distractors]
     assert all(span[1] < ex.pronoun[0] for span in candidates)
-    for span in ex.distractors:
-        word = span_text(ex, span)
-        agrees = word in PLACES or NOUNS[word].pronoun == pronoun
-        if agrees:
-            assert word_before_the(ex, span) in ROLE_PREPOSITIONS, ex.text
-            assert word_before_the(ex, ex.antecedent) not in ROLE_PREPOSITIONS, ex.text
-    # Every noun before the pronoun is a labelled candidate, so no unlabelled rival exists.
-    nouns_before = [m.span() for m in WORD.finditer(ex.text[:ex.pronoun[0]])
-                    if m.group() in NOUNS or m.group() in PLACES]
-    assert sorted(nouns_before) == sorted(candidates)
+    nouns_before = [m.span() for m in WORD.finditer(ex.text[:ex.pronoun[0]]) if m.group().lower() in NOUN_OF]
+    assert sorted(nouns_before) == sorted(candidates), ex.text
+    assert pronoun_words(ex.text) == [span_text(ex, ex.pronoun)], ex.text
+
+
+def agrees(ex, span):
+    noun, plural = NOUN_OF[span_text(ex, span).lower()]
+    return noun.pronoun(plural) == span_text(ex, ex.pronoun).lower()
 
 
 def test_every_label_is_correct(labelled):
@@ -100,44 +119,88 @@ def test_every_label_is_correct(labelled):
             check_label(ex)
 
 
-def test_role_examples_need_role_not_agreement(labelled):
-    # Some examples must have a distractor that agrees with the pronoun (only role decides).
-    def role_only(ex):
-        p = span_text(ex, ex.pronoun)
-        return any(span_text(ex, d) in PLACES or NOUNS[span_text(ex, d)].pronoun == p
-                   for d in ex.distractors)
-    assert sum(map(role_only, labelled["test"])) >= 30
+def test_agreement_role_or_meaning_decides(labelled):
+    # Where another candidate agrees with the pronoun, only its role or the meaning of the words
+    # before the pronoun can decide: such examples exist, from role and meaning shapes.
+    not_agreement = [ex for ex in labelled["test"] if any(agrees(ex, d) for d in ex.distractors)]
+    assert len(not_agreement) >= 40
+    kinds = {n.word: n.kind for n in LEX.nouns}
+    stream = iter_examples("test", random.Random(0))
+    for ex, combination in (next(stream) for _ in range(1000)):
+        shape = next(s for s in SHAPES if s.name == combination.split("|")[0])
+        if shape.meaning:  # all agree; a description fits the antecedent's kind alone
+            ante = combination.split("|")[1]
+            others = combination.split("|")[2].split("+")
+            assert all(agrees(ex, d) for d in ex.distractors), ex.text
+            before = ex.text[:ex.pronoun[0]].lower()
+            other_kinds = {kinds[o] for o in others}
+            assert any(kinds[ante] in fit and not fit & other_kinds
+                       and re.search(rf"\b{phrase}\b", before)
+                       for phrase, fit in LEX.adjectives + LEX.descriptions), ex.text
+        elif shape.role is None:  # agreement: nobody else takes this pronoun
+            assert not any(agrees(ex, d) for d in ex.distractors), ex.text
+
+
+def position_rates(exs):
+    """Each position-only rule's hit rate: first, nearest, i-th from the left or the right."""
+    rates = {}
+    for side in ("left", "right"):
+        for i in range(3):
+            hits = 0
+            for ex in exs:
+                spans = sorted([ex.antecedent, *ex.distractors])
+                spans = spans if side == "left" else spans[::-1]
+                hits += i < len(spans) and spans[i] == ex.antecedent
+            rates[f"{side} {i + 1}"] = hits / len(exs)
+    return rates
 
 
 @pytest.mark.parametrize("split", ["dev", "test"])
 def test_no_positional_shortcut(labelled, split):
     exs = labelled[split]
     assert len(exs) == 300 and len({ex.text for ex in exs}) == 300
-    first = sum(ex.antecedent == min([ex.antecedent, *ex.distractors]) for ex in exs) / len(exs)
-    nearest = sum(
-        ex.antecedent == max(s for s in [ex.antecedent, *ex.distractors] if s[0] < ex.pronoun[0])
-        for ex in exs
-    ) / len(exs)
-    assert first <= 0.60 and nearest <= 0.60, (first, nearest)
-    assert any(len(ex.distractors) == 2 for ex in exs)  # 3-candidate templates occur
+    rates = position_rates(exs)  # "left 1" is "first", "right 1" is "nearest"
+    assert max(rates.values()) <= 0.60, rates
+    assert any(len(ex.distractors) == 2 for ex in exs)  # 3-candidate shapes occur
 
 
 def test_splits_hold_out_combinations(default_corpus, labelled):
     combos = {}
     for split in ("train", "dev", "test"):
         stream = iter_examples(split, random.Random(f"test:{split}"))
-        combos[split] = {combo for _, (_, combo) in zip(range(3000), stream)}
+        combos[split] = {combo for _, (_, combo) in zip(range(6000), stream)}
         assert all(split_of(c) == split for c in combos[split])
     assert not combos["train"] & combos["dev"]
     assert not combos["train"] & combos["test"]
     assert not combos["dev"] & combos["test"]
-    # Every template reaches the held-out splits.
-    assert {c.split("|")[0] for c in combos["test"]} == {t.name for t in TEMPLATES}
-    train_lines = set(default_corpus.split("\n"))
-    for split in ("dev", "test"):
-        assert not {ex.text for ex in labelled[split]} & train_lines
-    # Sanity check of the check: training examples' texts do occur in the training text.
-    assert {ex.text for ex in labelled["train"]} & train_lines
+    assert len(SHAPES) >= 40
+    assert {c.split("|")[0] for c in combos["test"]} == {s.name for s in SHAPES}  # all reach test
+    for split in ("dev", "test"):  # and so no held-out example is in the training text
+        assert not any(ex.text in default_corpus for ex in labelled[split])
+
+
+def test_natural_set_is_labelled_as_its_format_says():
+    exs = natural()
+    assert len(exs) >= 200 and len({ex.text for ex in exs}) == len(exs)
+    for ex in exs:  # read_jsonl already validated the spans; the meaning is checked here
+        assert pronoun_words(ex.text) == [span_text(ex, ex.pronoun)], ex.text  # one pronoun, no other
+        for span in [ex.antecedent, *ex.distractors]:
+            assert re.fullmatch(r"[A-Za-z]+", span_text(ex, span)), ex.text  # a whole word
+            assert not ex.text[span[1]:span[1] + 1].isalpha() and not ex.text[span[0] - 1:span[0]].isalpha()
+            assert span[1] <= ex.pronoun[0]
+    pronouns = [span_text(ex, ex.pronoun).lower() for ex in exs]
+    assert all(pronouns.count(p) >= 0.15 * len(exs) for p in PRONOUNS)
+    assert sum(len(ex.distractors) >= 2 for ex in exs) >= 0.3 * len(exs)  # three candidates
+
+
+def test_natural_set_has_no_positional_shortcut():
+    rates = position_rates(natural())
+    assert max(rates.values()) <= 0.60, rates
+
+
+def test_the_natural_set_is_never_trained_on(default_corpus):
+    corpus = default_corpus
+    assert not any(ex.text in corpus for ex in natural())
 
 
 def test_jsonl_round_trip(tmp_path, labelled):
@@ -227,17 +290,36 @@ def test_user_mistakes_raise_value_error():
         examples("dev", n=0)
 
 
-def test_attention_examples():
+def shape_regex(shape):
+    """A regex for the sentences `shape` makes from the lexicon's words."""
+    adjectives = "|".join(a for a, _ in LEX.adjectives)
+    nouns = "|".join(sorted(NOUN_OF, key=len, reverse=True))
+    phrase = f"(?:(?:the|a|an) )?(?:(?:{adjectives}) )?(?:{nouns})"
+    alternatives = {
+        "v": "|".join(v for v, _, _ in LEX.verbs), "act": "|".join(a for a, _ in LEX.actions),
+        "be": "was|were", "adj": "|".join(a for a, _ in LEX.adjectives),
+        "desc": "|".join(d for d, _ in LEX.descriptions),
+        "pro": "|".join(PRONOUNS), "conj": "|".join(CONNECTIVES), "time": "|".join(LEX.times),
+        "cont": ".+",
+    }
+
+    def field(m):
+        name = m[1]
+        if name.isdigit():
+            return f"(?:{phrase})"
+        return f"(?:{alternatives[name.rstrip('0123456789AB')]})"
+
+    parts = re.split(r"(\{\w+\})", shape.pattern)
+    body = "".join(re.sub(r"\{(\w+)\}", field, p) if p.startswith("{") else re.escape(p) for p in parts)
+    return re.compile(body, re.IGNORECASE)
+
+
+def test_attention_examples_are_sentences_of_the_language():
     assert ATTENTION_EXAMPLES[0] == (
         "The animal in the jungle went out on a hunt because it was hungry.")
     pronouns = {w for s in ATTENTION_EXAMPLES for w in WORD.findall(s) if w in PRONOUNS}
     assert pronouns == set(PRONOUNS)
-    # Each is an in-distribution sentence: some template, filled with known words, matches it.
-    fill = {"link": "|".join(LINK_VERBS), "conj": "|".join(CONNECTORS),
-            "act": "|".join(ACTIONS), "pro": "|".join(PRONOUNS), "sig": ".+"}
-    nouns = "|".join([*NOUNS, *PLACES])
-    patterns = [re.escape(t.pattern).replace(r"\{", "{").replace(r"\}", "}") for t in TEMPLATES]
-    regexes = [re.compile(re.sub(r"\{(\w+)\}", lambda m: f"(?:{fill.get(m[1], nouns)})", p))
-               for p in patterns]
+    regexes = [shape_regex(s) for s in SHAPES]
     for sentence in ATTENTION_EXAMPLES:
         assert any(r.fullmatch(sentence) for r in regexes), sentence
+    assert not regexes[0].fullmatch("The kettle sang a song and then it slept.")  # the check bites

@@ -67,3 +67,14 @@ def test_a_missing_or_malformed_probe_file_stops_before_training(corpus, tmp_pat
     with pytest.raises(ValueError, match=message):
         train(tiny_config(corpus, out, "train.probe_interval=5", f"train.probe_file={probe_file}"))
     assert not (out / "ckpt.pt").exists() and not (out / "metrics.jsonl").exists()
+
+
+def test_the_probe_file_natural_means_the_built_in_natural_sentences(corpus, tmp_path):
+    import torch
+
+    from data.pronouns import natural
+    from training.runtime import Runtime
+    from training.start import probe_examples
+
+    config = tiny_config(corpus, tmp_path / "run", "train.probe_interval=5", "train.probe_file=natural")
+    assert probe_examples(config, Runtime(torch.device("cpu"), torch.float32)) == natural()

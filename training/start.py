@@ -15,7 +15,8 @@ from torch.nn.parallel import DistributedDataParallel as DDP
 
 from configs.schema import to_yaml
 from data.pronouns import examples as pronoun_examples
-from data.pronouns import read_jsonl
+from data.pronouns import NATURAL, read_jsonl
+from data.pronouns import natural as natural_examples
 from data.prepare import Prepared, prepare
 from model.checkpoint import CKPT_NAME, load_checkpoint
 from model.device import bf16_native, fast_matmul_dtype
@@ -120,6 +121,8 @@ def probe_examples(config, runtime):
     settings = config.train
     if not settings.probe_interval or not runtime.is_main:
         return None
+    if settings.probe_file == NATURAL:
+        return natural_examples()
     if settings.probe_file:
         try:
             labelled = read_jsonl(settings.probe_file)

@@ -1,26 +1,28 @@
-"""A generated English corpus of short sentences whose pronouns have labelled antecedents.
+"""A generated English of short stories whose pronouns have labelled antecedents.
 
-Each line is one sentence or a 2-3 sentence story with exactly one pronoun (it, he, she, they).
-Every noun before the pronoun is a candidate; exactly one is the antecedent, and it is decidable
-at the pronoun itself (a causal model sees nothing after it), by
-- agreement: the candidates take different pronouns (king/he, queen/she, bell/it, dogs...
-  plural nouns/they), so only one agrees; or
-- syntactic role: "The animal in the jungle went out on a hunt because it was hungry." - the
-  place or object in the prepositional phrase also takes "it", but the subject is meant.
-Right after the pronoun comes the antecedent's own signature ("... because it hooted"), which no
-other noun shares, so predicting the next token forces the pronoun's position to look the
-antecedent up: the attention the probe measures. Words and templates: data/pronouns/words.py;
-the examples' record and file format: data/pronouns/jsonl.py.
+Each labelled example is one to three sentences with exactly one pronoun (it, he, she, they)
+built from a sentence shape (data/pronouns/shapes.py) and the lexicon's words
+(data/pronouns/lexicon.py). Every candidate noun comes before the pronoun, exactly one is the
+antecedent, and a reader who stops at the pronoun can tell which, by
+- agreement: the candidates take different pronouns (the king / the kettle / the children); or
+- syntactic role: all agree, and the pronoun continues the subject's clause ("The owl in the barn
+  went out on a hunt because it ...").
+After the pronoun comes one of the antecedent's own doings ("it hooted at the moon", "they
+marked the homework"), which the other candidates do not share: predicting the next word needs
+the pronoun to look its antecedent up, the attention the probe measures.
 
-No positional shortcut: the antecedent's slot is random in agreement templates (2 or 3
-candidates), and role templates put the subject first ("The owl in the barn ...") or last ("In
-the barn, the owl ..."), so "first candidate" and "nearest candidate" each score about 45%.
+The training text reads as simple prose: most lines are one example, some followed by a sentence
+without a pronoun, and some lines have no pronoun at all ("The baker kneaded the dough. The
+children played in the park."), where each noun does its own doings with its name in front.
 
-Splits hold out combinations: each (template, antecedent, set of distractors) is hashed to
+No positional shortcut: agreement shapes draw the antecedent's slot at random, and role shapes
+put the subject first or last, so "first candidate" and "nearest candidate" stay near chance.
+Splits hold out combinations: each (shape, antecedent, set of other candidates) is hashed to
 train / dev / test (80/10/10) independently of the seed, and each split is generated only from
-its own combinations, so dev and test sentences never occur in the training text.
+its own combinations, so dev and test examples never occur in the training text.
 """
 
+import functools
 import hashlib
 import random
 import re
@@ -28,31 +30,32 @@ from pathlib import Path
 from typing import Iterator
 
 from checks import positive_int
-from data.pronouns.jsonl import Example
-from data.pronouns.words import (
-    ACTIONS, CONNECTORS, LINK_VERBS, NOUNS, OBJECT_NOUNS, PLACES, PRONOUNS, TAILS, TEMPLATES,
-    Template,
-)
+from data.pronouns.jsonl import Example, read_jsonl
+from data.pronouns.lexicon import AGENTS, lexicon
+from data.pronouns.shapes import CONNECTIVES, SHAPES, SLOT_KINDS, Shape
 
 SPLITS = ("train", "dev", "test")
 SPLIT_PERCENT = {"train": 80, "dev": 10}  # test gets the remaining 10
 DEFAULT_COUNT = 300  # examples(split) when n is None
-DEFAULT_CORPUS_BYTES = 1_500_000
+DEFAULT_CORPUS_BYTES = 3_000_000
+PRONOUNS = ("he", "she", "it", "they")
+PRONOUN_WEIGHTS = {"he": 2, "she": 2, "it": 3, "they": 2}
+NATURAL = "natural"  # the name of the natural set where a JSONL path could stand (--probe natural)
+NATURAL_FILE = Path(__file__).with_name("natural.jsonl")
 
+# Sentences of the generated language for `generate.py --attention`; the first is the question
+# this project started from.
 ATTENTION_EXAMPLES = [
     "The animal in the jungle went out on a hunt because it was hungry.",
-    "The queen met the king and then he ruled the land.",
-    "When the wizard saw the princess, she curtsied.",
-    "The soldiers followed the dog until they marched.",
-    "In the barn, the owl went out on a hunt because it hooted.",
-    "While the knight watched the bell, the girl waited so she skipped rope.",
+    "The queen met the king and then he ruled the land wisely.",
+    "When the waiter saw the girl, she skipped across the playground.",
+    "The soldiers followed the dog until they marched in step.",
+    "In the barn, the owl went out on a hunt because it hooted in the night.",
+    "While the farmer watched the kettle, the woman sat down so she hailed a taxi.",
 ]
 
 _FIELD = re.compile(r"\{(\w+)\}")
-_BY_PRONOUN = {p: [w for w, n in NOUNS.items() if n.pronoun == p] for p in PRONOUNS}
-_OTHERS = {p: [w for w, n in NOUNS.items() if n.pronoun != p] for p in PRONOUNS}
-# Role templates favour "it", the one pronoun for which role (not agreement) must decide.
-_ROLE_PRONOUN_WEIGHTS = {"he": 1, "she": 1, "it": 3, "they": 1}
+_SENTENCE_START = re.compile(r"(?:^|[.!?] )([a-z])")
 
 
 def split_of(combination: str) -> str:
@@ -68,57 +71,191 @@ def _check_split(split: str) -> None:
         raise ValueError(f"unknown split {split!r}; use one of {', '.join(SPLITS)}")
 
 
-def _choose_candidates(rng: random.Random, tpl: Template) -> tuple[str, list[str], int]:
-    """(pronoun, candidate words in slot order, antecedent slot)."""
-    n_slots = len(set(_FIELD.findall(tpl.pattern)) & {"0", "1", "2"})
-    if tpl.subject_slot is None:
-        pronoun = rng.choice(PRONOUNS if tpl.they_ok else ("he", "she", "it"))
-        antecedent = rng.choice(_BY_PRONOUN[pronoun])
-        words = rng.sample(_OTHERS[pronoun], n_slots - 1)
-        slot = rng.randrange(n_slots)
-    else:
-        pronoun = rng.choices(list(_ROLE_PRONOUN_WEIGHTS), list(_ROLE_PRONOUN_WEIGHTS.values()))[0]
-        antecedent = rng.choice(_BY_PRONOUN[pronoun])
-        pool = PLACES if tpl.pp_pool == "place" else OBJECT_NOUNS
-        words = [rng.choice([w for w in pool if w != antecedent])]
-        slot = tpl.subject_slot
-    words.insert(slot, antecedent)
-    return pronoun, words, slot
+@functools.cache
+def _tables():
+    """The lexicon indexed the ways the generator draws from it."""
+    lex = lexicon()
+    nouns = {kind: [n for n in lex.nouns if n.kind == kind] for kind in SLOT_KINDS["any"]}
+    noun_words = {n.word for n in lex.nouns} | {n.plural for n in lex.nouns if n.plural}
+    # Before the pronoun only candidates may name things: actions and verbs that name one
+    # ("waited by the door", "wrote a letter to") are left out.
+    actions = [(a, kinds) for a, kinds in lex.actions if not noun_words.intersection(a.split())]
+    verbs = {(s, o): [v for v, subj, obj in lex.verbs
+                      if s in subj and o in obj and not noun_words.intersection(v.split())]
+             for s in AGENTS for o in SLOT_KINDS["any"]}
+    describing = {}  # "adj" / "desc" -> kind -> what describes it, with the kinds it fits
+    for field, table in (("adj", lex.adjectives), ("desc", lex.descriptions)):
+        describing[field] = {k: [(d, kinds) for d, kinds in table if k in kinds
+                                 and not noun_words.intersection(d.split())]
+                             for k in SLOT_KINDS["any"]}
+    return lex, nouns, actions, verbs, describing
 
 
-def _render(rng: random.Random, tpl: Template, pronoun: str, words: list[str],
-            slot: int) -> Example:
-    """Fill `tpl` with the candidates, the pronoun and the antecedent's signature."""
-    fills = {str(i): w for i, w in enumerate(words)}
-    fills.update(
-        pro=pronoun,
-        sig=rng.choice(NOUNS[words[slot]].signatures) + rng.choice(TAILS),
-        link=rng.choice(LINK_VERBS),
-        conj=rng.choice(CONNECTORS),
-        act=rng.choice(ACTIONS),
-    )
+class _Mention:
+    """A candidate: its noun and number (plural three times in ten where the noun has one)."""
+
+    def __init__(self, noun, rng):
+        self.noun, self.plural = noun, noun.plural is not None and rng.random() < 0.3
+        self.pronoun = noun.pronoun(self.plural)
+        self.form = noun.plural if self.plural else noun.word
+
+
+def _article(rng, mention):
+    if mention.plural or mention.noun.plural is None:  # "the dogs", "dogs"; "the milk", "milk"
+        return rng.choice(("the ", "the ", "the ", ""))
+    if rng.random() < 0.75:
+        return "the "
+    return "an " if mention.form[0] in "aeio" else "a "
+
+
+def _phrase(rng, mention, adjectives):
+    """(text, offset of the noun in it): "the dog", "an old kettle", "children"."""
+    article = _article(rng, mention)
+    fitting = adjectives[mention.noun.kind]
+    if fitting and rng.random() < 0.15:
+        adjective, _ = rng.choice(fitting)
+        article = article if article in ("the ", "") else ("an " if adjective[0] in "aeio" else "a ")
+        article += adjective + " "
+    return article + mention.form, len(article)
+
+
+def _doing(rng, mention):
+    """One of the noun's doings, "was" as "were" after a plural."""
+    doing = rng.choice(mention.noun.doings)
+    if mention.plural and doing.startswith("was "):
+        doing = "were " + doing[4:]
+    return doing
+
+
+def _pick_pronoun(rng, shape):
+    names = [p for p in PRONOUN_WEIGHTS if (shape.they_ok or p != "they")
+             and (not shape.meaning or p in ("it", "they"))]
+    return rng.choices(names, [PRONOUN_WEIGHTS[p] for p in names])[0]
+
+
+def _pick(rng, nouns, kinds, accept, used):
+    """A mention of a noun of `kinds` (in either number) that `accept` takes, or None."""
+    for _ in range(30):
+        noun = rng.choice(nouns[rng.choice(kinds)])
+        mention = _Mention(noun, rng)
+        if noun.word not in used and accept(mention):
+            return mention
+    return None
+
+
+def _choose(rng, shape):
+    """(mentions in slot order, antecedent slot), or None when this draw found no fit."""
+    _, nouns, _, _, _ = _tables()
+    slot = rng.randrange(len(shape.slots)) if shape.role is None else shape.role
+    pronoun = _pick_pronoun(rng, shape)
+    antecedent = _pick(rng, nouns, SLOT_KINDS[shape.slots[slot]], lambda m: m.pronoun == pronoun, set())
+    if antecedent is None:
+        return None
+    if shape.meaning:  # the others agree, but are another kind of noun
+        def accept(m):
+            return m.pronoun == pronoun and m.noun.kind != antecedent.noun.kind
+    elif shape.role is None:  # agreement: every other candidate takes a pronoun of its own
+        def accept(m):
+            return m.pronoun != pronoun and (m.pronoun is not None or pronoun == "it")
+    else:  # role: most others agree with the pronoun, so that only the role can decide
+        agree = rng.random() < 0.7
+
+        def accept(m):
+            return m.pronoun == pronoun if agree else m.pronoun is not None
+    mentions, used = [], {antecedent.noun.word}
+    for i, kind in enumerate(shape.slots):
+        if i == slot:
+            mentions.append(antecedent)
+            continue
+        other = _pick(rng, nouns, SLOT_KINDS[kind], accept, used)
+        if other is None:
+            return None
+        used.add(other.noun.word)
+        mentions.append(other)
+    return mentions, slot
+
+
+def _fill(rng, shape, mentions, slot):
+    """The field values of `shape` for these mentions, or None when a verb or action fits none."""
+    _, _, actions, verbs, describing = _tables()
+    fills = {}
+    for name in set(_FIELD.findall(shape.pattern)):
+        if name.isdigit():
+            fills[name] = _phrase(rng, mentions[int(name)], describing["adj"])
+        elif name.startswith("v"):
+            subject, obj = (mentions[int(c)].noun.kind for c in name[1:])
+            choices = verbs.get((subject, obj), [])
+            if not choices:
+                return None
+            fills[name] = (rng.choice(choices), None)
+        elif name.startswith("be"):
+            fills[name] = ("were" if mentions[int(name[2:])].plural else "was", None)
+        elif name.startswith(("adj", "desc")):
+            chosen = {value for value, _ in fills.values()}  # "hungry and hungry" would not do
+            fits = [a for a in _describing(name, mentions, slot, describing) if a not in chosen]
+            if not fits:
+                return None
+            fills[name] = (rng.choice(fits), None)
+        elif name.startswith("act"):
+            kinds = {mentions[int(c)].noun.kind for c in name[3:]}
+            choices = [a for a, fit in actions if kinds <= fit]
+            if not choices:
+                return None
+            fills[name] = (rng.choice(choices), None)
+    fills["pro"] = (mentions[slot].pronoun, None)
+    fills["cont"] = (_doing(rng, mentions[slot]), None)
+    fills["conj"] = (rng.choice(CONNECTIVES), None)
+    fills["time"] = (rng.choice(lexicon().times), None)
+    return fills
+
+
+def _describing(name, mentions, slot, describing):
+    """What field `name` may take: {adj0} an adjective that fits candidate 0; {adjA}, {adjB},
+    {descA} an adjective or description that fits the antecedent's kind and no other
+    candidate's; {desc} a description that fits the antecedent's kind."""
+    table = describing["desc" if name.startswith("desc") else "adj"]
+    which = name.removeprefix("desc").removeprefix("adj")
+    if which.isdigit():
+        return [d for d, _ in table[mentions[int(which)].noun.kind]]
+    others = {m.noun.kind for i, m in enumerate(mentions) if i != slot}
+    return [d for d, kinds in table[mentions[slot].noun.kind] if not (which and kinds & others)]
+
+
+def _render(shape, fills, slot, n_slots):
+    """The example: the pattern with its fields filled, sentences capitalised, spans found."""
     pieces, spans, pos = [], {}, 0
-    for i, piece in enumerate(_FIELD.split(tpl.pattern)):
+    for i, piece in enumerate(_FIELD.split(shape.pattern)):
         if i % 2 == 1:  # odd pieces of the split are field names
-            name, piece = piece, fills[piece]
-            spans[name] = (pos, pos + len(piece))
+            name = piece
+            piece, noun_at = fills[name]
+            if noun_at is not None:
+                spans[name] = (pos + noun_at, pos + len(piece))
+            elif name == "pro":
+                spans[name] = (pos, pos + len(piece))
         pieces.append(piece)
         pos += len(piece)
-    distractors = [spans[str(i)] for i in range(len(words)) if i != slot]
-    return Example("".join(pieces), spans["pro"], spans[str(slot)], distractors)
+    text = _SENTENCE_START.sub(lambda m: m.group(0).upper(), "".join(pieces))
+    distractors = [spans[str(i)] for i in range(n_slots) if i != slot]
+    return Example(text, spans["pro"], spans[str(slot)], distractors)
 
 
 def iter_examples(split: str, rng: random.Random) -> Iterator[tuple[Example, str]]:
     """Endless (example, combination) pairs whose combinations belong to `split`; a combination
-    is "template|antecedent|distractors sorted and joined by +"."""
+    is "shape|antecedent|other candidates' nouns sorted and joined by +"."""
     _check_split(split)
     while True:
-        tpl = rng.choice(TEMPLATES)
-        pronoun, words, slot = _choose_candidates(rng, tpl)
-        others = sorted(w for i, w in enumerate(words) if i != slot)
-        combination = f"{tpl.name}|{words[slot]}|{'+'.join(others)}"
-        if split_of(combination) == split:  # decided before rendering: rejects are cheap
-            yield _render(rng, tpl, pronoun, words, slot), combination
+        shape = rng.choice(SHAPES)
+        chosen = _choose(rng, shape)
+        if chosen is None:
+            continue
+        mentions, slot = chosen
+        others = sorted(m.noun.word for i, m in enumerate(mentions) if i != slot)
+        combination = f"{shape.name}|{mentions[slot].noun.word}|{'+'.join(others)}"
+        if split_of(combination) != split:  # decided before filling: rejects are cheap
+            continue
+        fills = _fill(rng, shape, mentions, slot)
+        if fills is not None:
+            yield _render(shape, fills, slot, len(shape.slots)), combination
 
 
 def examples(split: str, seed: int = 0, n: int | None = None) -> list[Example]:
@@ -133,21 +270,58 @@ def examples(split: str, seed: int = 0, n: int | None = None) -> list[Example]:
                 return out
 
 
+def prose_sentence(rng: random.Random) -> str:
+    """A sentence without a pronoun: a noun doing one of its doings, a verb between two nouns,
+    or an action at a time."""
+    lex, nouns, actions, verbs, describing = _tables()
+    adjectives = describing["adj"]
+    kind = rng.choice(("person", "person", "animal", "thing", "place"))
+    subject = _Mention(rng.choice(nouns[kind]), rng)
+    phrase, _ = _phrase(rng, subject, adjectives)
+    roll = rng.random()
+    if roll < 0.5:
+        sentence = f"{phrase} {_doing(rng, subject)}"
+    elif roll < 0.8 and kind in AGENTS:
+        obj_kind = rng.choice([k for k in SLOT_KINDS["any"] if verbs[(kind, k)]])
+        obj = _Mention(rng.choice(nouns[obj_kind]), rng)
+        verb = rng.choice(verbs[(kind, obj_kind)])
+        sentence = f"{phrase} {verb} {_phrase(rng, obj, adjectives)[0]} {rng.choice(lex.times)}"
+    else:
+        fitting = [a for a, kinds in lex.actions if kind in kinds] or [_doing(rng, subject)]
+        sentence = f"{rng.choice(lex.times)}, {phrase} {rng.choice(fitting)}"
+    return sentence[0].upper() + sentence[1:] + "."
+
+
 def corpus_text(seed: int = 0, n_bytes: int = DEFAULT_CORPUS_BYTES) -> str:
-    """Training text from train combinations only: one example per line, each line ending in
-    "\\n", stopping at the first line that brings the total to at least n_bytes (ASCII, so
-    bytes == characters)."""
+    """Training text from train combinations only, one paragraph per line, each line ending in
+    "\\n", stopping at the first line that brings the total to at least n_bytes (ASCII, so bytes ==
+    characters). A fifth of the lines are prose without a pronoun; a third of the others add a
+    sentence without one after the example."""
     positive_int("n_bytes", n_bytes)
+    rng = random.Random(f"corpus:{seed}")
+    examples_ = iter_examples("train", random.Random(f"corpus-examples:{seed}"))
     lines, size = [], 0
-    for example, _ in iter_examples("train", random.Random(f"corpus:{seed}")):
-        lines.append(example.text + "\n")
+    while size < n_bytes:
+        if rng.random() < 0.2:
+            line = " ".join(prose_sentence(rng) for _ in range(rng.randint(1, 3)))
+        else:
+            line = next(examples_)[0].text
+            if rng.random() < 0.33:
+                line += " " + prose_sentence(rng)
+        lines.append(line + "\n")
         size += len(lines[-1])
-        if size >= n_bytes:
-            return "".join(lines)
+    return "".join(lines)
+
+
+def natural() -> list[Example]:
+    """The hand-written natural sentences (NATURAL_FILE): an evaluation set only, never trained on."""
+    return read_jsonl(NATURAL_FILE)
 
 
 def corpus_version() -> str:
-    """A hash of the generator's source files: a corpus written by another version of them is
-    another corpus (data.sources keeps one file per version)."""
-    files = [Path(__file__), Path(__file__).with_name("words.py")]
+    """A hash of the generator's source files and word tables: a corpus written by another
+    version of them is another corpus (data.sources keeps one file per version)."""
+    here = Path(__file__).parent
+    files = [here / "generator.py", here / "shapes.py", here / "lexicon.py",
+             *sorted((here / "lexicon").glob("*.tsv"))]
     return hashlib.sha256(b"".join(p.read_bytes() for p in files)).hexdigest()[:12]
