@@ -37,7 +37,7 @@ def test_a_key_without_its_section_gets_the_full_path(capsys):
 def test_help_says_which_default_is_which(capsys):
     code, out, err = run_cli(capsys, "--help")
     line = next(line for line in out.splitlines() if line.strip().startswith("train.max_iters"))
-    assert code == 0 and "default 1000" in line and "[configs/default.yaml: 800]" in line
+    assert code == 0 and "default 1000" in line and "[configs/default.yaml: 1200]" in line
 
 
 def test_your_own_corpus_does_not_land_in_the_demo_folder(capsys):

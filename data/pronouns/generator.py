@@ -24,10 +24,11 @@ its own combinations, so dev and test examples never occur in the training text.
 
 import functools
 import hashlib
+from collections import Counter
 import random
 import re
 from pathlib import Path
-from typing import Iterator
+from typing import Iterator, NamedTuple
 
 from checks import positive_int
 from data.pronouns.jsonl import Example, read_jsonl
@@ -37,7 +38,9 @@ from data.pronouns.shapes import CONNECTIVES, SHAPES, SLOT_KINDS, Shape
 SPLITS = ("train", "dev", "test")
 SPLIT_PERCENT = {"train": 80, "dev": 10}  # test gets the remaining 10
 DEFAULT_COUNT = 300  # examples(split) when n is None
-DEFAULT_CORPUS_BYTES = 3_000_000
+DEFAULT_CORPUS_BYTES = 12_000_000
+PROSE_LINES = 0.3  # the share of lines without a pronoun
+PROSE_AFTER = 0.5  # the share of example lines with a sentence without one after the example
 PRONOUNS = ("he", "she", "it", "they")
 PRONOUN_WEIGHTS = {"he": 2, "she": 2, "it": 3, "they": 2}
 NATURAL = "natural"  # the name of the natural set where a JSONL path could stand (--probe natural)
@@ -71,24 +74,37 @@ def _check_split(split: str) -> None:
         raise ValueError(f"unknown split {split!r}; use one of {', '.join(SPLITS)}")
 
 
+class _Tables(NamedTuple):
+    """The lexicon indexed the ways the generator draws from it."""
+
+    nouns: dict  # kind -> nouns
+    actions: list  # (phrase, kinds) naming no noun
+    verbs: dict  # (subject kind, object kind) -> verbs naming no noun
+    describing: dict  # "adj" | "desc" -> kind -> (phrase, kinds) naming no noun
+    distinct: dict  # noun -> a weight per doing: 1 / how many nouns share its first word
+
+
 @functools.cache
 def _tables():
-    """The lexicon indexed the ways the generator draws from it."""
     lex = lexicon()
     nouns = {kind: [n for n in lex.nouns if n.kind == kind] for kind in SLOT_KINDS["any"]}
     noun_words = {n.word for n in lex.nouns} | {n.plural for n in lex.nouns if n.plural}
-    # Before the pronoun only candidates may name things: actions and verbs that name one
-    # ("waited by the door", "wrote a letter to") are left out.
+    # Before the pronoun only candidates may name things: actions, verbs and descriptions that
+    # name one ("waited by the door", "wrote a letter to") are left out.
     actions = [(a, kinds) for a, kinds in lex.actions if not noun_words.intersection(a.split())]
     verbs = {(s, o): [v for v, subj, obj in lex.verbs
                       if s in subj and o in obj and not noun_words.intersection(v.split())]
              for s in AGENTS for o in SLOT_KINDS["any"]}
-    describing = {}  # "adj" / "desc" -> kind -> what describes it, with the kinds it fits
+    describing = {}
     for field, table in (("adj", lex.adjectives), ("desc", lex.descriptions)):
         describing[field] = {k: [(d, kinds) for d, kinds in table if k in kinds
                                  and not noun_words.intersection(d.split())]
                              for k in SLOT_KINDS["any"]}
-    return lex, nouns, actions, verbs, describing
+    # After a pronoun, a doing whose first word few nouns share is drawn more often: that word,
+    # the next token, then says which noun the pronoun meant ("whistled", not "smelled").
+    sharing = Counter(first for n in lex.nouns for first in {d.split()[0] for d in n.doings})
+    distinct = {n.word: [1 / sharing[d.split()[0]] for d in n.doings] for n in lex.nouns}
+    return _Tables(nouns, actions, verbs, describing, distinct)
 
 
 class _Mention:
@@ -119,9 +135,9 @@ def _phrase(rng, mention, adjectives):
     return article + mention.form, len(article)
 
 
-def _doing(rng, mention):
-    """One of the noun's doings, "was" as "were" after a plural."""
-    doing = rng.choice(mention.noun.doings)
+def _doing(rng, mention, weights=None):
+    """One of the noun's doings (drawn with `weights` if given), "was" as "were" after a plural."""
+    doing = rng.choices(mention.noun.doings, weights)[0]
     if mention.plural and doing.startswith("was "):
         doing = "were " + doing[4:]
     return doing
@@ -145,7 +161,7 @@ def _pick(rng, nouns, kinds, accept, used):
 
 def _choose(rng, shape):
     """(mentions in slot order, antecedent slot), or None when this draw found no fit."""
-    _, nouns, _, _, _ = _tables()
+    nouns = _tables().nouns
     slot = rng.randrange(len(shape.slots)) if shape.role is None else shape.role
     pronoun = _pick_pronoun(rng, shape)
     antecedent = _pick(rng, nouns, SLOT_KINDS[shape.slots[slot]], lambda m: m.pronoun == pronoun, set())
@@ -177,14 +193,14 @@ def _choose(rng, shape):
 
 def _fill(rng, shape, mentions, slot):
     """The field values of `shape` for these mentions, or None when a verb or action fits none."""
-    _, _, actions, verbs, describing = _tables()
+    tables = _tables()
     fills = {}
-    for name in set(_FIELD.findall(shape.pattern)):
+    for name in dict.fromkeys(_FIELD.findall(shape.pattern)):  # in order: sets vary by process
         if name.isdigit():
-            fills[name] = _phrase(rng, mentions[int(name)], describing["adj"])
+            fills[name] = _phrase(rng, mentions[int(name)], tables.describing["adj"])
         elif name.startswith("v"):
             subject, obj = (mentions[int(c)].noun.kind for c in name[1:])
-            choices = verbs.get((subject, obj), [])
+            choices = tables.verbs.get((subject, obj), [])
             if not choices:
                 return None
             fills[name] = (rng.choice(choices), None)
@@ -192,18 +208,18 @@ def _fill(rng, shape, mentions, slot):
             fills[name] = ("were" if mentions[int(name[2:])].plural else "was", None)
         elif name.startswith(("adj", "desc")):
             chosen = {value for value, _ in fills.values()}  # "hungry and hungry" would not do
-            fits = [a for a in _describing(name, mentions, slot, describing) if a not in chosen]
+            fits = [a for a in _describing(name, mentions, slot, tables.describing) if a not in chosen]
             if not fits:
                 return None
             fills[name] = (rng.choice(fits), None)
         elif name.startswith("act"):
             kinds = {mentions[int(c)].noun.kind for c in name[3:]}
-            choices = [a for a, fit in actions if kinds <= fit]
+            choices = [a for a, fit in tables.actions if kinds <= fit]
             if not choices:
                 return None
             fills[name] = (rng.choice(choices), None)
     fills["pro"] = (mentions[slot].pronoun, None)
-    fills["cont"] = (_doing(rng, mentions[slot]), None)
+    fills["cont"] = (_doing(rng, mentions[slot], tables.distinct[mentions[slot].noun.word]), None)
     fills["conj"] = (rng.choice(CONNECTIVES), None)
     fills["time"] = (rng.choice(lexicon().times), None)
     return fills
@@ -273,8 +289,8 @@ def examples(split: str, seed: int = 0, n: int | None = None) -> list[Example]:
 def prose_sentence(rng: random.Random) -> str:
     """A sentence without a pronoun: a noun doing one of its doings, a verb between two nouns,
     or an action at a time."""
-    lex, nouns, actions, verbs, describing = _tables()
-    adjectives = describing["adj"]
+    lex, tables = lexicon(), _tables()
+    nouns, verbs, adjectives = tables.nouns, tables.verbs, tables.describing["adj"]
     kind = rng.choice(("person", "person", "animal", "thing", "place"))
     subject = _Mention(rng.choice(nouns[kind]), rng)
     phrase, _ = _phrase(rng, subject, adjectives)
@@ -295,18 +311,18 @@ def prose_sentence(rng: random.Random) -> str:
 def corpus_text(seed: int = 0, n_bytes: int = DEFAULT_CORPUS_BYTES) -> str:
     """Training text from train combinations only, one paragraph per line, each line ending in
     "\\n", stopping at the first line that brings the total to at least n_bytes (ASCII, so bytes ==
-    characters). A fifth of the lines are prose without a pronoun; a third of the others add a
-    sentence without one after the example."""
+    characters). PROSE_LINES of the lines are prose without a pronoun; PROSE_AFTER of the others
+    add a sentence without one after the example."""
     positive_int("n_bytes", n_bytes)
     rng = random.Random(f"corpus:{seed}")
     examples_ = iter_examples("train", random.Random(f"corpus-examples:{seed}"))
     lines, size = [], 0
     while size < n_bytes:
-        if rng.random() < 0.2:
+        if rng.random() < PROSE_LINES:
             line = " ".join(prose_sentence(rng) for _ in range(rng.randint(1, 3)))
         else:
             line = next(examples_)[0].text
-            if rng.random() < 0.33:
+            if rng.random() < PROSE_AFTER:
                 line += " " + prose_sentence(rng)
         lines.append(line + "\n")
         size += len(lines[-1])
