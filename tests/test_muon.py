@@ -134,3 +134,18 @@ def test_a_foreign_optimizer_state_is_refused(tiny_gpt):
     opt = make_optimizer(tiny_gpt(), "muon", 3e-3, 0.0, (0.9, 0.95), "cpu")
     with pytest.raises(ValueError, match="not a Muon"):
         opt.load_state_dict({"state": {}, "param_groups": []})
+
+
+def test_muon_step_takes_a_closure_as_the_library_does(tiny_gpt):
+    model = tiny_gpt()
+    opt = Muon([p for b in model.blocks for p in b.parameters() if p.dim() == 2], lr=0.02)
+    x = torch.randint(0, 30, (2, 9), generator=torch.Generator().manual_seed(0))
+
+    def closure():
+        opt.zero_grad()
+        loss = lm_loss(model(x[:, :-1]), x[:, 1:])
+        loss.backward()
+        return loss
+
+    first = opt.step(closure)
+    assert first is not None and opt.step(closure).item() < first.item()

@@ -64,6 +64,10 @@ class Muon(torch.optim.Muon):
 
     @torch.no_grad()
     def step(self, closure=None):
+        loss = None
+        if closure is not None:
+            with torch.enable_grad():
+                loss = closure()
         for group in self.param_groups:
             params, grads, buffers = [], [], []
             self._init_group(group, params, grads, buffers)
@@ -75,6 +79,7 @@ class Muon(torch.optim.Muon):
                                        group["eps"], self.orth_dtype)
                 p.mul_(1 - lr * group["weight_decay"])
                 p.add_(update, alpha=-_adjust_lr(lr, group["adjust_lr_fn"], p.shape))
+        return loss
 
 
 class MuonWithAdamW:
@@ -84,7 +89,7 @@ class MuonWithAdamW:
     zero_grad, state, state_dict and load_state_dict. The state is the library's either way, so
     a checkpoint written with one `orth_dtype` resumes with the other."""
 
-    def __init__(self, param_groups, fused=False, orth_dtype=torch.bfloat16):
+    def __init__(self, param_groups, fused=False, orth_dtype=torch.float32):
         muon = [g for g in param_groups if g.get("use_muon")]
         adamw = [g for g in param_groups if not g.get("use_muon")]
         self.muon = Muon(muon, orth_dtype=orth_dtype, adjust_lr_fn="original")

@@ -247,7 +247,7 @@ def build(config, runtime, prepared, fingerprint, ckpt, init=None):
     say(runtime, f"{raw_model.num_params():,} parameters; {prepared.meta['train_tokens']:,} train tokens; "
              f"device {runtime.device}, {dtype_name(runtime.dtype)}, {runtime.world_size} process(es)"
              + (f"; Muon's Newton–Schulz in {dtype_name(orth_dtype)}" if settings.optimizer == "muon" else ""))
-    if runtime.dtype == torch.bfloat16 and not native_bf16:
+    if runtime.dtype == torch.bfloat16 and not native_bf16 and runtime.device.type in ("cpu", "cuda"):
         say(runtime, f"note: {runtime.device.type} has no bf16 in hardware, so train.dtype=bfloat16 is emulated "
                      "and many times slower than float32; use train.dtype=auto")
     job = Job(config, runtime, prepared, raw_model, model, optimizer, scaler, fingerprint, metrics, peak)
