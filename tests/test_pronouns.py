@@ -16,7 +16,7 @@ from data.pronouns import (
 )
 from data.pronouns.generator import DEFAULT_CORPUS_BYTES, PROSE_LINES
 from data.pronouns.lexicon import AGENTS, KINDS, PRONOUN_WORDS, lexicon
-from data.pronouns.shapes import CONNECTIVES, SHAPES, SLOT_KINDS
+from data.pronouns.shapes import CONNECTIVES, SHAPES
 from tests.helpers import ROOT
 
 WORD = re.compile(r"[A-Za-z]+")

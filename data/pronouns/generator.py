@@ -4,16 +4,19 @@ Each labelled example is one to three sentences with exactly one pronoun (it, he
 built from a sentence shape (data/pronouns/shapes.py) and the lexicon's words
 (data/pronouns/lexicon.py). Every candidate noun comes before the pronoun, exactly one is the
 antecedent, and a reader who stops at the pronoun can tell which, by
-- agreement: the candidates take different pronouns (the king / the kettle / the children); or
+- agreement: the candidates take different pronouns (the king / the kettle / the children);
 - syntactic role: all agree, and the pronoun continues the subject's clause ("The owl in the barn
-  went out on a hunt because it ...").
+  went out on a hunt because it ..."); or
+- meaning: all agree, and a description just before the pronoun fits only the antecedent's kind
+  ("The van passed the fox, and, limping badly, it ...").
 After the pronoun comes one of the antecedent's own doings ("it hooted at the moon", "they
 marked the homework"), which the other candidates do not share: predicting the next word needs
 the pronoun to look its antecedent up, the attention the probe measures.
 
-The training text reads as simple prose: most lines are one example, some followed by a sentence
-without a pronoun, and some lines have no pronoun at all ("The baker kneaded the dough. The
-children played in the park."), where each noun does its own doings with its name in front.
+The training text reads as simple prose: most lines are one example, half of them followed by a
+sentence without a pronoun, and PROSE_LINES of the lines have no pronoun at all ("The baker
+kneaded the dough. The children played in the park."), where each noun does its own doings with
+its name in front.
 
 No positional shortcut: agreement shapes draw the antecedent's slot at random, and role shapes
 put the subject first or last, so "first candidate" and "nearest candidate" stay near chance.
@@ -24,16 +27,16 @@ its own combinations, so dev and test examples never occur in the training text.
 
 import functools
 import hashlib
-from collections import Counter
 import random
 import re
+from collections import Counter
 from pathlib import Path
 from typing import Iterator, NamedTuple
 
 from checks import positive_int
 from data.pronouns.jsonl import Example, read_jsonl
 from data.pronouns.lexicon import AGENTS, lexicon
-from data.pronouns.shapes import CONNECTIVES, SHAPES, SLOT_KINDS, Shape
+from data.pronouns.shapes import CONNECTIVES, SHAPES, SLOT_KINDS
 
 SPLITS = ("train", "dev", "test")
 SPLIT_PERCENT = {"train": 80, "dev": 10}  # test gets the remaining 10
