@@ -3,9 +3,13 @@
 import json
 
 import pytest
+import torch
 
+from data.pronouns import natural
 from tests.helpers import tiny_config
 from training.loop import train
+from training.runtime import Runtime
+from training.start import probe_examples
 
 SENTENCES = [
     ("the dog and the cat sat while it barked.", "it", "dog", ["cat"]),
@@ -70,11 +74,5 @@ def test_a_missing_or_malformed_probe_file_stops_before_training(corpus, tmp_pat
 
 
 def test_the_probe_file_natural_means_the_built_in_natural_sentences(corpus, tmp_path):
-    import torch
-
-    from data.pronouns import natural
-    from training.runtime import Runtime
-    from training.start import probe_examples
-
     config = tiny_config(corpus, tmp_path / "run", "train.probe_interval=5", "train.probe_file=natural")
     assert probe_examples(config, Runtime(torch.device("cpu"), torch.float32)) == natural()
