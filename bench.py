@@ -173,9 +173,9 @@ def bench_optimizers(args):
 def machine():
     """The CPU and torch a timing ran on."""
     from model.device import bf16_native
-    cpu = torch.cpu.get_capabilities().get("cpu_name") or "unknown CPU"
+    from training.runtime import cpu_name
     bf16 = "bf16 in hardware" if bf16_native(torch.device("cpu")) else "no bf16 in hardware"
-    return (f"{cpu}, {torch.backends.cpu.get_cpu_capability()}, {bf16}; {os.cpu_count()} CPUs, "
+    return (f"{cpu_name()}, {torch.backends.cpu.get_cpu_capability()}, {bf16}; {os.cpu_count()} CPUs, "
             f"torch {torch.__version__}, {torch.get_num_threads()} threads")
 
 
