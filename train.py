@@ -58,13 +58,18 @@ def flag_hint(arg):
     return "keys are set as key.path=value; see --help for the keys"
 
 
-def own_corpus_out_dir(config, overrides, shipped_source):
-    """A run on your own text never lands in the demo's folder: with data.source given and no
-    out_dir, the run goes to out/<source name> (a note says so)."""
+def own_corpus_out_dir(config, overrides, shipped_data):
+    """A run on your own text never lands in the demo's folder: with data.source or data.mix
+    given and no out_dir, the run goes to out/<source name> or out/<name>+<name> (a note says so)."""
     keys = {o.split("=", 1)[0].strip() for o in overrides}
-    if "out_dir" in keys or config.data.source == shipped_source:
+    if "out_dir" in keys or (config.data.source, config.data.mix) == (shipped_data.source, shipped_data.mix):
         return None
-    name = Path(config.data.source.rstrip("/")).stem or "mine"
+    if config.data.mix:
+        from data.mix import parse_mix, source_name
+
+        name = "+".join(source_name(e.source) for e in parse_mix(config.data.mix))
+    else:
+        name = Path(config.data.source.rstrip("/")).stem or "mine"
     return str(Path("out") / name.replace(":", "_"))
 
 
@@ -75,10 +80,11 @@ def run(args):
     if overrides and "=" not in overrides[0]:
         path = overrides.pop(0)
     config = load_config(path, overrides)
-    out_dir = own_corpus_out_dir(config, overrides, load_config(path).data.source)  # the file's own source
+    out_dir = own_corpus_out_dir(config, overrides, load_config(path).data)  # the file's own data
     if out_dir:
         config.out_dir = out_dir
-        print(f"note: data.source is {config.data.source}, so the run goes to out_dir={out_dir} "
+        data = config.data.source if not config.data.mix else "a mix"
+        print(f"note: data.source is {data}, so the run goes to out_dir={out_dir} "
               "(set out_dir to choose)", file=sys.stderr)
     if args.print_config:
         print(to_yaml(config), end="")
@@ -88,9 +94,9 @@ def run(args):
 
     if args.prepare_only:
         init = pretrained_start(config)  # fine-tuning prepares with the source's tokenizer
-        prepared = prepare_corpus(config, init.tokenizer if init else None)
-        print(f"prepared {prepared.meta['train_tokens']:,} train and {prepared.meta['val_tokens']:,} "
-              f"val tokens in {prepared.dir}")
+        for part in prepare_corpus(config, init.tokenizer if init else None).parts:
+            meta = part.prepared.meta
+            print(f"prepared {meta['train_tokens']:,} train and {meta['val_tokens']:,} val tokens in {part.prepared.dir}")
         return 0
     if args.eval_only:
         print(evaluate_only(config, args.text))

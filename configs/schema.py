@@ -14,17 +14,21 @@ from pathlib import Path
 import yaml
 
 from checks import positive_int
+from data.mix import MIX_FORM, parse_mix
 from model.gpt import ACTIVATIONS, GPTConfig
 
 
 def setting(default, help, choices=None):
     """A config field: its default, its --help text and, for a string, its allowed values."""
+    if isinstance(default, list):
+        return field(default_factory=lambda: list(default), metadata={"help": help, "choices": choices})
     return field(default=default, metadata={"help": help, "choices": choices})
 
 
 @dataclass
 class DataConfig:
     source: str = setting("pronouns", "a .txt file, a folder of .txt files, hf:OWNER/DATASET/PATH (a text file of a Hugging Face dataset), or a named corpus: pronouns, tinyshakespeare")
+    mix: list = setting([], f"several sources in one run, each window drawn from one of them by weight, one tokenizer for all: {MIX_FORM}, or in YAML a list of {{source, weight}}; replaces data.source")
     val_fraction: float = setting(0.1, "share of the text, cut on a line boundary at the end, held out for validation")
     cache_dir: str = setting(".cache", "where downloaded corpora and prepared token files are kept")
 
@@ -75,7 +79,7 @@ class TrainConfig:
     compile: bool = setting(False, "torch.compile the model")
     init_from: str = setting("", "fine-tune: start from these weights with a fresh optimizer and their tokenizer: a run folder, a Hugging Face GPT-2 folder, or hf:OWNER/NAME; the model keys must match its shape (block_size may be smaller, dropout may differ)")
     resume: str = setting("auto", "auto: continue from out_dir/ckpt.pt if there is one; never: refuse to run where a checkpoint exists (--force starts over)", ("auto", "never"))
-    probe_interval: int = setting(0, "steps between coreference probes while training (every head's cand@1 on the pronoun corpus's dev set, or train.probe_file), logged to metrics.jsonl and drawn in probe.png; 0: off")
+    probe_interval: typing.Optional[int] = setting(None, "steps between coreference probes while training (every head's cand@1 on the pronoun corpus's dev set, or train.probe_file), logged to metrics.jsonl and drawn in probe.png; null: every eval_interval when the data holds the pronoun corpus or probe_file is set, else off; 0: off")
     probe_file: str = setting("", "labelled JSONL examples for train.probe_interval instead of the pronoun corpus's dev set (needed when the corpus is not the built-in pronouns); natural: the built-in hand-written natural sentences")
     peak_flops: typing.Optional[float] = setting(None, "FLOP/s of one process taken as 100% MFU; default: the GPU's bf16 peak (n/a for a GPU not in the table), or the best of several CPU matmul timings")
 
@@ -104,6 +108,11 @@ def _convert(value, tp, choices, where):
         if value is None or (isinstance(value, str) and value.lower() in ("none", "null")):
             return None
         tp = next(t for t in typing.get_args(tp) if t is not type(None))
+    if tp is list:  # data.mix, the one list-valued key
+        try:
+            return [{"source": e.source, "weight": e.weight} for e in parse_mix(value)]
+        except ValueError as e:
+            raise ConfigError(f"{where}: {str(e).removeprefix('data.mix: ')}") from None
     try:
         if tp is bool:
             if isinstance(value, bool):
@@ -219,7 +228,7 @@ def check(config, origin):
                 raise ConfigError(f"{origin}: {name}.{f.name}: must be a finite number, got {value}")
     if train.run_steps < 0:
         raise ConfigError(f"{origin}: train.run_steps: must be 0 (train to max_iters) or a number of steps, got {train.run_steps}")
-    if train.probe_interval < 0:
+    if train.probe_interval is not None and train.probe_interval < 0:
         raise ConfigError(f"{origin}: train.probe_interval: must be 0 (off) or a number of steps, got {train.probe_interval}")
     if not config.out_dir.strip():
         raise ConfigError(f"{origin}: out_dir: must not be empty; give a folder such as out/mine")

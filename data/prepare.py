@@ -100,7 +100,7 @@ def prepare(source: str, tokenizer_kind: str, vocab_size: int | None = None,
         positive_int("block_size", block_size)
     workers = usable_cpus() if workers is None else positive_int("workers", workers, note="or None for every CPU")
     src = open_source(source, cache_dir)
-    sha256, n_chars = _fingerprint(src)
+    sha256, n_chars = content_fingerprint(src)
     given = None
     if tokenizer is not None:
         tokenizer_kind, vocab_size, given = tokenizer.kind, None, _tokenizer_sha256(tokenizer)
@@ -136,7 +136,7 @@ def usable_cpus() -> int:
         return os.cpu_count() or 1
 
 
-def _fingerprint(src: Source) -> tuple[str, int]:
+def content_fingerprint(src: Source) -> tuple[str, int]:
     """SHA-256 of the text's bytes and its length in characters (UTF-8 lead bytes)."""
     digest, n_chars = hashlib.sha256(), 0
     for chunk in src.iter_bytes():

@@ -120,6 +120,13 @@ def open_source(source: str, cache_dir: str | os.PathLike = ".cache") -> Source:
     return opened
 
 
+def check_source(source: str) -> None:
+    """Raise what open_source would for a missing file or folder, without downloading or
+    writing anything: named corpora and hf: sources are taken as they are."""
+    if str(source) not in NAMED_CORPORA and not is_hub_name(str(source)):
+        _files_at(str(source))
+
+
 def _files_at(source: str) -> tuple[Path, ...]:
     path = Path(source).expanduser()
     if path.is_dir():

@@ -41,6 +41,13 @@ def tiny_config(corpus, out_dir, *overrides):
     ])
 
 
+def torchrun_two(cfg):
+    """train.py on the config file `cfg` in two torchrun processes (gloo), one thread each."""
+    r = run_script("-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2", "train.py", cfg,
+                   timeout=300, env=dict(os.environ, OMP_NUM_THREADS="1"))
+    assert r.returncode == 0, r.stderr[-2000:]
+
+
 def write_yaml(config, path):
     path.write_text(to_yaml(config))
     return path

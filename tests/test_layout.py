@@ -14,7 +14,7 @@ MAY_IMPORT = {
     "storage": {"storage"},
     "model": {"model", "storage", "checks"},
     "data": {"data", "storage", "checks"},
-    "configs": {"configs", "model", "checks"},
+    "configs": {"configs", "model", "data", "checks"},
     "runs": {"runs", "model", "data", "storage", "checks"},
     "analysis": {"analysis", "model", "data", "storage", "checks"},
     "training": {"training", "analysis", "runs", "configs", "model", "data", "storage", "checks"},

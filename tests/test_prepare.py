@@ -242,7 +242,7 @@ def test_memory_stays_bounded(tmp_path):
 def test_encoding_writes_the_same_bytes_on_any_number_of_workers(tmp_path, kind, vocab_size):
     # Through _encode, the pass prepare runs, so char too goes through the threads here.
     src = prepare_module.open_source(str(folder_corpus(tmp_path)))
-    _, n_chars = prepare_module._fingerprint(src)
+    _, n_chars = prepare_module.content_fingerprint(src)
     split, training_text = prepare_module._scan(src, n_chars, 0.1, kind)
     tokenizer = prepare_module.train_tokenizer(kind, training_text, vocab_size)
     dtype = token_dtype(tokenizer.vocab_size)

@@ -14,17 +14,11 @@ import torch
 from model.checkpoint import CKPT_NAME, atomic_save, load_checkpoint
 from model.device import cpu_bf16_native
 from model.gpt import ARCHITECTURE_KEYS, lm_loss
-from tests.helpers import ROOT, run_script, start_training, tiny_config, wait_for_metrics, write_yaml
+from tests.helpers import (ROOT, run_script, start_training, tiny_config, torchrun_two, wait_for_metrics,
+                           write_yaml)
 from training import loop
 from training.loop import TrainingStopped, train
 from training.optim import lr_at
-
-
-def torchrun(cfg):
-    """train.py on the config file `cfg` in two torchrun processes (gloo), one thread each."""
-    r = run_script("-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2", "train.py", cfg,
-                   timeout=300, env=dict(os.environ, OMP_NUM_THREADS="1"))
-    assert r.returncode == 0, r.stderr[-2000:]
 
 
 def test_lr_schedule_warmup_then_cosine():
@@ -40,15 +34,15 @@ def test_lr_schedule_warmup_then_cosine():
 def test_two_micro_batches_of_half_the_windows_step_like_one_batch_of_all(corpus, tmp_path, monkeypatch):
     # Each micro-batch draws its own windows (micro_batch_generator), so the two runs would see
     # different data: the loop is given the same 8 windows, whole or as two halves in turn.
-    real_get_batch, served = loop.get_batch, []
+    real_get_batch, served = loop.get_mixed_batch, []
 
-    def the_same_windows(path, dtype, batch_size, block_size, device, generator):
-        x, y = real_get_batch(path, dtype, 8, block_size, device, torch.Generator().manual_seed(0))
+    def the_same_windows(files, dtype, batch_size, block_size, device, generator):
+        x, y = real_get_batch(files, dtype, 8, block_size, device, torch.Generator().manual_seed(0))
         start = sum(served) % 8
         served.append(batch_size)
         return x[start : start + batch_size], y[start : start + batch_size]
 
-    monkeypatch.setattr(loop, "get_batch", the_same_windows)
+    monkeypatch.setattr(loop, "get_mixed_batch", the_same_windows)
 
     def one_step(name, batch_size, accum):
         served.clear()
@@ -256,7 +250,7 @@ def test_torchrun_two_processes_match_one_process(corpus, tmp_path):
     train(single)
     cfg = write_yaml(tiny_config(corpus, tmp_path / "ddp", "train.grad_accum_steps=2", "train.max_iters=10"),
                      tmp_path / "ddp.yaml")
-    torchrun(cfg)
+    torchrun_two(cfg)
     a = [json.loads(line) for line in (tmp_path / "single" / "metrics.jsonl").read_text().splitlines()]
     b = [json.loads(line) for line in (tmp_path / "ddp" / "metrics.jsonl").read_text().splitlines()]
     assert [r["step"] for r in a] == [r["step"] for r in b]
@@ -274,7 +268,7 @@ def test_prepare_only_then_torchrun_with_fewer_eval_batches_than_processes(corpu
     cfg = write_yaml(tiny_config(corpus, tmp_path / "ddp", f"data.cache_dir={cache}", "train.grad_accum_steps=2",
                                  "train.max_iters=6", "train.eval_interval=3", "train.eval_iters=1"),
                      tmp_path / "ddp.yaml")
-    torchrun(cfg)
+    torchrun_two(cfg)
     evals = [json.loads(line) for line in (tmp_path / "ddp" / "metrics.jsonl").read_text().splitlines()]
     assert [e["step"] for e in evals if "val_loss" in e] == [3, 6]
     assert len(list((cache / "prepared").iterdir())) == 1

@@ -13,7 +13,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from data.loader import get_batch
+from data.loader import get_mixed_batch
 from data.prepare import map_in_order
 from training.runtime import all_sum
 
@@ -79,25 +79,41 @@ def _token_losses(model, x, y, runtime):
 
 
 @torch.inference_mode()
-def evaluate(model, prepared, config, runtime):
-    """Mean loss over eval_iters fixed batches of each split; processes share the batches out.
-    The batches are drawn as in training, then run through the model in larger chunks: the
+def evaluate(model, data, config, runtime):
+    """Mean loss over eval_iters fixed batches of each split of `data` (a data.mix.Mixture);
+    processes share the batches out. train_loss: batches drawn as in training (from the mix by
+    weight); val_loss: of a mix, the weighted mean of each source's val loss, which are in
+    val_loss_sources ({name: loss}). The batches are run through the model in larger chunks: the
     mean over batches of equal size is the mean over all their tokens."""
-    settings, block_size = config.train, config.model.block_size
+    settings = config.train
+    dtype = data.meta["dtype"]
+
+    def loss_of(files):
+        def draw(g):
+            return get_mixed_batch(files, dtype, settings.batch_size, config.model.block_size, runtime.device, g)
+        return _fixed_batches_loss(model, draw, config, runtime)
+
     model.eval()
-    out = {}
-    for split, path in (("train", prepared.train_path), ("val", prepared.val_path)):
-        xs, ys = [torch.zeros(0, block_size, dtype=torch.long, device=runtime.device)], [torch.zeros(0, block_size, dtype=torch.long, device=runtime.device)]
-        for k in range(runtime.rank, settings.eval_iters, runtime.world_size):
-            # The same batches at every evaluation, so the curve shows the model change, not the data.
-            g = torch.Generator().manual_seed(config.seed + 7919 * (k + 1))
-            x, y = get_batch(path, prepared.meta["dtype"], settings.batch_size, block_size, runtime.device, g)
-            xs.append(x)
-            ys.append(y)
-        total = _token_losses(model, torch.cat(xs), torch.cat(ys), runtime) / (settings.batch_size * block_size)
-        out[f"{split}_loss"] = (all_sum(total, runtime) / settings.eval_iters).item()
+    out = {"train_loss": loss_of(data.train_files)}
+    val = {p.name: loss_of([(p.prepared.val_path, 1.0)]) for p in data.parts}
+    out["val_loss"] = sum(p.weight * val[p.name] for p in data.parts)
+    if data.is_mix:
+        out["val_loss_sources"] = val
     model.train()
     return out
+
+
+def _fixed_batches_loss(model, draw, config, runtime):
+    """Mean loss over the eval_iters batches draw(generator) gives for fixed seeds."""
+    settings, block_size = config.train, config.model.block_size
+    xs, ys = [torch.zeros(0, block_size, dtype=torch.long, device=runtime.device)], [torch.zeros(0, block_size, dtype=torch.long, device=runtime.device)]
+    for k in range(runtime.rank, settings.eval_iters, runtime.world_size):
+        # The same batches at every evaluation, so the curve shows the model change, not the data.
+        x, y = draw(torch.Generator().manual_seed(config.seed + 7919 * (k + 1)))
+        xs.append(x)
+        ys.append(y)
+    total = _token_losses(model, torch.cat(xs), torch.cat(ys), runtime) / (settings.batch_size * block_size)
+    return (all_sum(total, runtime) / settings.eval_iters).item()
 
 
 @torch.inference_mode()
@@ -123,9 +139,19 @@ def windows_loss(model, ids, block_size, batch_size, runtime):
 
 
 def full_val_loss(model, prepared, block_size, batch_size, runtime):
-    """windows_loss over the whole val split."""
+    """windows_loss over the whole val split of one prepared source."""
     data = np.memmap(prepared.val_path, dtype=np.dtype(prepared.meta["dtype"]), mode="r")
     return windows_loss(model, data, block_size, batch_size, runtime)
+
+
+def full_val_losses(model, data, block_size, batch_size, runtime):
+    """{"val_loss_full": ...}: the whole val split's loss; of a mix, the weighted mean of each
+    source's, which are in "val_loss_full_sources" ({name: loss})."""
+    per = {p.name: full_val_loss(model, p.prepared, block_size, batch_size, runtime) for p in data.parts}
+    out = {"val_loss_full": sum(p.weight * per[p.name] for p in data.parts)}
+    if data.is_mix:
+        out["val_loss_full_sources"] = per
+    return out
 
 
 def bits_per_byte(loss, meta):
@@ -135,9 +161,27 @@ def bits_per_byte(loss, meta):
     return loss / math.log(2) * meta["val_tokens"] / meta["val_bytes"]
 
 
-def evaluate_run(run, runtime, batch_size, text_path=None, prepared=None):
-    """The loss of a loaded run (runs.load.load_run) on a text file, or on the val split
-    of `prepared`; returns one line for people."""
+def mix_bits_per_byte(loss, data):
+    """bits_per_byte of a loss over data's val text; of a mix (loss the weighted mean), the
+    bits over the bytes of a stream whose windows come from each source by weight."""
+    if not data.is_mix:
+        return bits_per_byte(loss, data.meta)
+    metas = [p.prepared.meta for p in data.parts]
+    if not all(m.get("val_bytes") for m in metas):
+        return None
+    bytes_per_token = sum(p.weight * m["val_bytes"] / m["val_tokens"] for p, m in zip(data.parts, metas))
+    return loss / math.log(2) / bytes_per_token
+
+
+def evaluate_run(run, runtime, batch_size, text_path=None, data=None):
+    """The loss of a loaded run (runs.load.load_run) on a text file, or on the val split of each
+    source of `data` (a data.mix.Mixture); returns one line per text for people."""
+    if text_path is None:
+        return "\n".join(_evaluate_text(run, runtime, batch_size, prepared=p.prepared) for p in data.parts)
+    return _evaluate_text(run, runtime, batch_size, text_path)
+
+
+def _evaluate_text(run, runtime, batch_size, text_path=None, prepared=None):
     if text_path is not None:
         try:
             text = Path(text_path).read_text(encoding="utf-8")

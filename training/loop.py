@@ -18,18 +18,19 @@ from dataclasses import asdict
 import torch
 
 from analysis.probe import head_scores
-from data.loader import get_batch
+from data.loader import get_mixed_batch
+from data.sources import check_source
 from model.checkpoint import CKPT_NAME, atomic_save
 from model.gpt import lm_loss
 from storage.atomic import clean_stale_temps
 from storage.lock import folder_lock
-from training.evaluate import bits_per_byte, evaluate, full_val_loss
+from training.evaluate import evaluate, full_val_losses, mix_bits_per_byte
 from training.optim import lr_at
 from training.report import Console, eval_line, plot_losses, plot_probe, summary
 from training.runtime import all_sum, mfu, setup_runtime, teardown
 from training.resume import data_fingerprint
-from training.start import (build, prepare_data, pretrained_start, probe_examples, resume_checkpoint,
-                            say)
+from training.start import (build, data_entries, prepare_data, pretrained_start, probe_examples,
+                            probe_interval, resume_checkpoint, say)
 
 
 class TrainingStopped(RuntimeError):
@@ -60,6 +61,8 @@ def train(config, force=False):
 
     force: start over in out_dir even if it holds a checkpoint (it is replaced).
     """
+    for entry in data_entries(config.data):  # a mistyped path fails before the run folder is made
+        check_source(entry.source)
     runtime = setup_runtime(config.train.device, config.train.dtype)
     try:
         # Rank 0 alone writes the run folder, so it alone holds the folder's lock.
@@ -78,12 +81,12 @@ def _train(config, runtime, force):
             f"train.grad_accum_steps ({settings.grad_accum_steps}) must be a multiple of the number of "
             f"processes ({runtime.world_size}): each process runs an equal share of the micro-batches")
     init = pretrained_start(config)
-    prepared = prepare_data(config, runtime, init)
+    data = prepare_data(config, runtime, init)
     labelled = probe_examples(config, runtime)
-    fingerprint = data_fingerprint(prepared)
-    ckpt = resume_checkpoint(config, runtime, prepared, fingerprint, force, init)
-    job, progress = build(config, runtime, prepared, fingerprint, ckpt, init if ckpt is None else None)
-    job.probe_examples = labelled
+    fingerprint = data_fingerprint(data)
+    ckpt = resume_checkpoint(config, runtime, data, fingerprint, force, init)
+    job, progress = build(config, runtime, data, fingerprint, ckpt, init if ckpt is None else None)
+    job.probe_examples, job.probe_interval = labelled, probe_interval(config)
     progress.last_log_time = progress.started = time.perf_counter()
     console = job.console = Console(runtime.is_main, settings.max_iters, progress.step)
     with StopRequests() as stop:
@@ -96,7 +99,7 @@ def _train(config, runtime, force):
                     log_progress(job, progress)
                 if progress.step % settings.eval_interval == 0 or progress.step == settings.max_iters:
                     evaluate_and_save(job, progress)
-                if job.probe_examples and (progress.step % settings.probe_interval == 0 or progress.step == settings.max_iters):
+                if job.probe_examples and (progress.step % job.probe_interval == 0 or progress.step == settings.max_iters):
                     probe_heads(job, progress)
                 stopping = settings.run_steps and progress.step - progress.start_step >= settings.run_steps
                 if (stop.signal or stopping) and progress.step < settings.max_iters:
@@ -160,7 +163,7 @@ def probe_heads(job, progress):
     started = time.perf_counter()
     job.raw_model.eval()
     with torch.inference_mode():
-        scores = head_scores(job.raw_model, job.prepared.tokenizer, job.probe_examples)
+        scores = head_scores(job.raw_model, job.data.tokenizer, job.probe_examples)
     job.raw_model.train()
     layer, head = scores["best_head"]
     job.metrics.log(step=progress.step, probe_best=scores["best"], probe_best_head=scores["best_head"],
@@ -180,7 +183,7 @@ def train_step(job, progress):
     accum = settings.grad_accum_steps // runtime.world_size
     for a in range(accum):
         g = micro_batch_generator(config.seed, progress.step, runtime.rank * accum + a)
-        x, y = get_batch(job.prepared.train_path, job.prepared.meta["dtype"], settings.batch_size,
+        x, y = get_mixed_batch(job.data.train_files, job.data.meta["dtype"], settings.batch_size,
                          config.model.block_size, runtime.device, g)
         # Under DDP, gradients are all-reduced only on the last micro-batch of a step.
         sync = not runtime.ddp or a == accum - 1
@@ -221,13 +224,14 @@ def log_progress(job, progress):
 def evaluate_and_save(job, progress):
     """Train and val loss on fixed batches, logged; then a checkpoint."""
     started = time.perf_counter()
-    final = evaluate(job.raw_model, job.prepared, job.config, job.runtime)
-    if not all(math.isfinite(v) for v in final.values()):
+    final = evaluate(job.raw_model, job.data, job.config, job.runtime)
+    losses = [final["train_loss"], final["val_loss"], *final.get("val_loss_sources", {}).values()]
+    if not all(math.isfinite(v) for v in losses):
         raise TrainingStopped(f"eval loss is not finite at step {progress.step}; stopped, "
                               f"{_checkpoint_state(job, progress)} (try a lower train.lr)")
     progress.best_val = min(progress.best_val, final["val_loss"])
     final.update(val_ppl=math.exp(min(final["val_loss"], 50)),
-                 val_bpb=bits_per_byte(final["val_loss"], job.prepared.meta))
+                 val_bpb=mix_bits_per_byte(final["val_loss"], job.data))
     progress.final = final
     if job.runtime.is_main:
         job.metrics.log(step=progress.step, **final)
@@ -262,12 +266,10 @@ def finish(job, progress):
     seconds = time.perf_counter() - progress.started
     tokens = job.tokens_per_step * (progress.step - progress.start_step)
     if final is not None and settings.final_full_eval:
-        final["val_loss_full"] = full_val_loss(job.raw_model, job.prepared, job.config.model.block_size,
-                                               settings.batch_size, runtime)
-        final["val_bpb_full"] = bits_per_byte(final["val_loss_full"], job.prepared.meta)
+        full = full_val_losses(job.raw_model, job.data, job.config.model.block_size, settings.batch_size, runtime)
+        final.update(full, val_bpb_full=mix_bits_per_byte(full["val_loss_full"], job.data))
         if runtime.is_main:
-            job.metrics.log(step=progress.step, val_loss_full=final["val_loss_full"],
-                            val_bpb_full=final["val_bpb_full"])
+            job.metrics.log(step=progress.step, **full, val_bpb_full=final["val_bpb_full"])
     if progress.start_step >= settings.max_iters:
         say(runtime, f"{job.out_dir} is already trained to train.max_iters={settings.max_iters}; raise it to train on")
     if runtime.is_main:

@@ -52,11 +52,19 @@ class Console:
 
 
 def eval_line(step, final, tokens_per_sec, seconds):
-    """nanoGPT's `step N: train loss X, val loss Y`, which people grep for, and a little more."""
+    """nanoGPT's `step N: train loss X, val loss Y`, which people grep for, and a little more:
+    of a mix, Y is the weighted mean and each source's val loss follows it."""
     bpb = f", val bpb {final['val_bpb']:.3f}" if final.get("val_bpb") is not None else ""
     speed = f", {tokens_per_sec:,.0f} tok/s" if tokens_per_sec else ""
     return (f"step {step}: train loss {final['train_loss']:.4f}, val loss {final['val_loss']:.4f}"
-            f"{bpb}{speed}, {seconds:.0f} s")
+            f"{by_source(final.get('val_loss_sources'))}{bpb}{speed}, {seconds:.0f} s")
+
+
+def by_source(losses):
+    """", val tinyshakespeare 1.7100, pronouns 0.4100" for a mix's per-source losses; "" for none."""
+    if not losses:
+        return ""
+    return ", val " + ", ".join(f"{name} {loss:.4f}" for name, loss in losses.items())
 
 
 class Metrics:
@@ -157,7 +165,9 @@ def plot_probe(records, png_path):
 def summary(final, tokens_seen, seconds, out_dir):
     ppl = math.exp(final["val_loss"]) if final["val_loss"] < 50 else math.inf
     bpb = f", {final['val_bpb']:.3f} bits/byte" if final.get("val_bpb") is not None else ""
-    full = f"; whole val split {final['val_loss_full']:.4f}" if "val_loss_full" in final else ""
+    full = ""
+    if "val_loss_full" in final:
+        full = f"; whole val split {final['val_loss_full']:.4f}{by_source(final.get('val_loss_full_sources'))}"
     return (
         f"done: train loss {final['train_loss']:.4f}, val loss {final['val_loss']:.4f} "
         f"(perplexity {ppl:.2f}{bpb}){full}; {tokens_seen:,} tokens in {seconds:.1f} s "

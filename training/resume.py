@@ -7,7 +7,8 @@ everything else is taken from the new config and listed when the run resumes:
     refused   model shape (model.block_size, n_layer, n_head, n_embd, bias, vocab_multiple) and
               architecture (mlp_activation, qk_norm, rotary, tie_embeddings),
               the data and tokenizer (compared by content: the corpus's SHA-256, the val split,
-              the tokenizer file's SHA-256), train.optimizer
+              the tokenizer file's SHA-256; of a data.mix, every source's and its weight),
+              train.optimizer
     honoured  every other key: the learning-rate schedule (lr, min_lr, warmup_iters, max_iters),
               weight_decay, beta1, beta2, muon_lr, muon_momentum, grad_clip, batch_size,
               grad_accum_steps, eval and log intervals, device, dtype, compile, peak_flops,
@@ -34,9 +35,17 @@ def _fingerprint(meta, folder):
             "tokenizer_sha256": hashlib.sha256(tokenizer_bytes).hexdigest()}
 
 
-def data_fingerprint(prepared):
-    """What a run is trained on, by content: the corpus, where val starts, the tokenizer file."""
-    return _fingerprint(prepared.meta, prepared.dir)
+def data_fingerprint(data):
+    """What a run is trained on, by content: the corpus, where val starts, the tokenizer file;
+    of a mix (data.mix.Mixture), each source's and its weight, under "mix"."""
+    if not data.is_mix:
+        part = data.parts[0].prepared
+        return _fingerprint(part.meta, part.dir)
+    mix = [{"name": p.name, "weight": p.weight, "source_sha256": p.prepared.meta["source_sha256"],
+            "split_char": p.prepared.meta["split_char"]} for p in data.parts]
+    return {"source": data.label, "source_sha256": hashlib.sha256(json.dumps(mix).encode()).hexdigest(),
+            "split_char": None, "tokenizer_kind": data.meta["tokenizer_kind"],
+            "tokenizer_sha256": hashlib.sha256(data.tokenizer_path.read_bytes()).hexdigest(), "mix": mix}
 
 
 def recorded_fingerprint(ckpt, out_dir):
@@ -53,6 +62,11 @@ def recorded_fingerprint(ckpt, out_dir):
 
 def data_mismatch(old, new):
     """How two data fingerprints differ, as words after "<out_dir> ...", or None if they agree."""
+    if ("mix" in old or "mix" in new) and old["source_sha256"] != new["source_sha256"]:
+        same_texts = [(m["name"], m["source_sha256"], m["split_char"]) for m in old.get("mix", [])] == \
+                     [(m["name"], m["source_sha256"], m["split_char"]) for m in new.get("mix", [])]
+        what = "the same sources with other weights" if same_texts else "other data"
+        return f"was trained on {old['source']}, not {new['source']} as now ({what})"
     if old["source_sha256"] != new["source_sha256"] or old["split_char"] != new["split_char"]:
         return (f"was trained on other data ({old['source']}, not {new['source']} as now, "
                 "or another val split)")
@@ -84,7 +98,7 @@ def check_resume(ckpt, config_dict, model_config_dict, fingerprint, out_dir):
     if old_cfg.get("train.optimizer", new_cfg["train.optimizer"]) != new_cfg["train.optimizer"]:
         raise ValueError(f"{out_dir} was trained with another optimizer (train.optimizer="
                          f"{old_cfg['train.optimizer']}); resume with that one, or {FORCE_HINT}")
-    skip = {"out_dir", "train.resume", "train.run_steps", "data.source", "tokenizer.kind", "tokenizer.vocab_size",
+    skip = {"out_dir", "train.resume", "train.run_steps", "data.source", "data.mix", "tokenizer.kind", "tokenizer.vocab_size",
             "data.val_fraction"} | {f"model.{k}" for k in SHAPE_KEYS}
     return [f"{key} {old_cfg[key]!r} -> {value!r}" for key, value in new_cfg.items()
             if key not in skip and key in old_cfg and old_cfg[key] != value]

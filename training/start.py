@@ -4,6 +4,7 @@ from (fine-tuning), then build the model, optimizer and loss scaler and write th
 files. The fixed parts of a run travel in `Job`, its changing counters in `Progress`.
 """
 
+import json
 import math
 import sys
 from dataclasses import asdict, dataclass, replace
@@ -17,7 +18,7 @@ from configs.schema import to_yaml
 from data.pronouns import examples as pronoun_examples
 from data.pronouns import NATURAL, read_jsonl
 from data.pronouns import natural as natural_examples
-from data.prepare import Prepared, prepare
+from data.mix import MixEntry, Mixture, parse_mix, prepare_mix
 from model.checkpoint import CKPT_NAME, load_checkpoint
 from model.device import bf16_native, fast_matmul_dtype
 from model.gpt import ARCHITECTURE_KEYS, GPT, GPTConfig
@@ -76,7 +77,7 @@ class Job:
 
     config: object
     runtime: Runtime
-    prepared: Prepared
+    data: Mixture  # the prepared sources (one, or a data.mix)
     raw_model: GPT  # the plain module: evaluation and checkpoints use it
     model: torch.nn.Module  # what the training step calls: maybe compiled, maybe DDP-wrapped
     optimizer: torch.optim.Optimizer
@@ -85,7 +86,8 @@ class Job:
     metrics: Metrics | None  # rank 0 only
     peak: float | None  # FLOP/s of one process at 100% MFU (None: unknown)
     console: Console | None = None  # set when the loop starts
-    probe_examples: list | None = None  # labelled sentences for train.probe_interval (rank 0)
+    probe_examples: list | None = None  # labelled sentences the probe scores (rank 0; None: off)
+    probe_interval: int = 0  # steps between probes (train.probe_interval, or eval_interval by default)
 
     @property
     def out_dir(self):
@@ -115,11 +117,30 @@ class Progress:
     started: float = 0.0
 
 
-def probe_examples(config, runtime):
-    """The labelled sentences train.probe_interval scores heads on, or None (probe off). A
-    missing or malformed train.probe_file is a one-line error before anything is trained."""
+def data_entries(data):
+    """The run's sources: data.mix, or data.source as a mix of one."""
+    return parse_mix(data.mix) or [MixEntry(data.source, 1.0)]
+
+
+def holds_pronouns(config):
+    """Whether the built-in pronoun corpus is (part of) the training data."""
+    return any(e.source == "pronouns" for e in data_entries(config.data))
+
+
+def probe_interval(config):
+    """Steps between probes: train.probe_interval; unset, every evaluation when the data holds
+    the pronoun corpus (whose dev set the probe then scores) or a probe_file is given, else 0."""
     settings = config.train
-    if not settings.probe_interval or not runtime.is_main:
+    if settings.probe_interval is not None:
+        return settings.probe_interval
+    return settings.eval_interval if holds_pronouns(config) or settings.probe_file else 0
+
+
+def probe_examples(config, runtime):
+    """The labelled sentences the probe scores heads on, or None (probe off). A missing or
+    malformed train.probe_file is a one-line error before anything is trained."""
+    settings = config.train
+    if not probe_interval(config) or not runtime.is_main:
         return None
     if settings.probe_file == NATURAL:
         return natural_examples()
@@ -131,22 +152,21 @@ def probe_examples(config, runtime):
         if not labelled:
             raise ValueError(f"train.probe_file {settings.probe_file} holds no examples; write one JSON object per line")
         return labelled
-    if config.data.source == "pronouns":
+    if holds_pronouns(config):
         return pronoun_examples("dev")
     print("note: train.probe_interval is on, but this corpus has no labelled pronouns; give "
           "train.probe_file (labelled JSONL, as for generate.py --probe) to watch the heads", file=sys.stderr)
     return None
 
 
-def prepare_corpus(config, tokenizer=None):
-    """The config's corpus, tokenised (or found already prepared) in data.cache_dir: with the
-    tokenizer the config describes, or with `tokenizer` (a fine-tuning source's) when given."""
-    kind = config.tokenizer.kind
-    if tokenizer is not None:
-        return prepare(config.data.source, kind, None, config.data.val_fraction, config.data.cache_dir,
+def prepare_corpus(config, tokenizer=None) -> Mixture:
+    """The config's sources (data.mix, or data.source), tokenised (or found already prepared)
+    in data.cache_dir: with the tokenizer the config describes, or with `tokenizer` (a
+    fine-tuning source's) when given."""
+    kind, data = config.tokenizer.kind, config.data
+    vocab_size = config.tokenizer.vocab_size if kind == "bpe" and tokenizer is None else None
+    return prepare_mix(data_entries(data), kind, vocab_size, data.val_fraction, data.cache_dir,
                        config.model.block_size, tokenizer=tokenizer)
-    return prepare(config.data.source, kind, config.tokenizer.vocab_size if kind == "bpe" else None,
-                   config.data.val_fraction, config.data.cache_dir, config.model.block_size)
 
 
 def prepare_data(config, runtime, init=None):
@@ -154,13 +174,13 @@ def prepare_data(config, runtime, init=None):
     they find it in the cache; nodes without a shared filesystem each prepare their own."""
     if runtime.ddp and runtime.local_rank != 0:
         dist.barrier()
-    prepared = prepare_corpus(config, init.tokenizer if init else None)
+    data = prepare_corpus(config, init.tokenizer if init else None)
     if runtime.ddp and runtime.local_rank == 0:
         dist.barrier()
-    return prepared
+    return data
 
 
-def resume_checkpoint(config, runtime, prepared, fingerprint, force, init=None):
+def resume_checkpoint(config, runtime, data, fingerprint, force, init=None):
     """The checkpoint to continue from (None: start fresh), once every check has passed."""
     settings, ckpt_path = config.train, Path(config.out_dir) / CKPT_NAME
     if force or not ckpt_path.exists():
@@ -168,7 +188,7 @@ def resume_checkpoint(config, runtime, prepared, fingerprint, force, init=None):
     if settings.resume == "never":
         raise ValueError(f"{ckpt_path} exists and train.resume=never; {FORCE_HINT}")
     ckpt = load_checkpoint(ckpt_path, map_location=runtime.device)
-    changes = check_resume(ckpt, asdict(config), asdict(model_config(config, prepared, init)),
+    changes = check_resume(ckpt, asdict(config), asdict(model_config(config, data, init)),
                            fingerprint, config.out_dir)
     say(runtime, f"resuming from step {ckpt['step']} of {ckpt_path}"
              + (f"; from the new config: {', '.join(changes)}" if changes else ""))
@@ -183,31 +203,31 @@ def evaluate_only(config, text_path=None):
     device = pick_device(config.train.device)
     runtime = Runtime(device, pick_dtype(config.train.dtype, device))
     run = load_run(config.out_dir, device)
-    prepared = None
+    data = None
     if text_path is None:
         # A fine-tuned run was prepared with its source's tokenizer, which the run folder holds.
-        prepared = prepare_corpus(config, run.tokenizer if config.train.init_from else None)
-        mismatch = data_mismatch(recorded_fingerprint(run.ckpt, config.out_dir), data_fingerprint(prepared))
+        data = prepare_corpus(config, run.tokenizer if config.train.init_from else None)
+        mismatch = data_mismatch(recorded_fingerprint(run.ckpt, config.out_dir), data_fingerprint(data))
         if mismatch:
             raise ValueError(f"{config.out_dir} {mismatch}, so this config's val split is not its own; "
                              "give the config it was trained with, or --text FILE")
-    return evaluate_run(run, runtime, config.train.batch_size, text_path, prepared)
+    return evaluate_run(run, runtime, config.train.batch_size, text_path, data)
 
 
-def model_config(config, prepared, init=None):
+def model_config(config, data, init=None):
     """The GPTConfig this run trains: the config's model section with the tokenizer's vocabulary,
     or the fine-tuning source's shape."""
     if init is not None:
         return init.config
-    return GPTConfig(vocab_size=prepared.tokenizer.vocab_size, **asdict(config.model))
+    return GPTConfig(vocab_size=data.tokenizer.vocab_size, **asdict(config.model))
 
 
-def build(config, runtime, prepared, fingerprint, ckpt, init=None):
+def build(config, runtime, data, fingerprint, ckpt, init=None):
     """The model, optimizer and loss scaler: from `ckpt` (resume), from `init` (fine-tuning: its
     weights, a fresh optimizer) or fresh; and the run folder's files."""
     settings = config.train
     torch.manual_seed(config.seed)  # the same initial weights on every process
-    raw_model = GPT(model_config(config, prepared, init)).to(runtime.device)
+    raw_model = GPT(model_config(config, data, init)).to(runtime.device)
     native_bf16 = bf16_native(runtime.device)
     orth_dtype = fast_matmul_dtype(runtime.device.type, native_bf16)
     optimizer = make_optimizer(raw_model, settings.optimizer, settings.lr, settings.weight_decay, (settings.beta1, settings.beta2),
@@ -238,19 +258,20 @@ def build(config, runtime, prepared, fingerprint, ckpt, init=None):
     metrics, peak = None, None
     if runtime.is_main:
         if progress.step < settings.max_iters:
-            write_run_files(config, prepared, Path(config.out_dir))
+            write_run_files(config, data, Path(config.out_dir))
         metrics = Metrics(Path(config.out_dir) / "metrics.jsonl", resume_step=progress.step if ckpt else None)
         peak = peak_flops(runtime.device, settings.peak_flops, config.data.cache_dir)
         if peak is None:
             print(f"note: no peak FLOP/s known for {runtime.device}; MFU is shown as n/a until you set "
                   "train.peak_flops", file=sys.stderr)
-    say(runtime, f"{raw_model.num_params():,} parameters; {prepared.meta['train_tokens']:,} train tokens; "
+    mix = f" ({', '.join(f'{p.name} {p.weight:.0%}' for p in data.parts)} of the windows)" if data.is_mix else ""
+    say(runtime, f"{raw_model.num_params():,} parameters; {data.meta['train_tokens']:,} train tokens{mix}; "
              f"device {runtime.device}, {dtype_name(runtime.dtype)}, {runtime.world_size} process(es)"
              + (f"; Muon's Newton–Schulz in {dtype_name(orth_dtype)}" if settings.optimizer == "muon" else ""))
     if runtime.dtype == torch.bfloat16 and not native_bf16 and runtime.device.type in ("cpu", "cuda"):
         say(runtime, f"note: {runtime.device.type} has no bf16 in hardware, so train.dtype=bfloat16 is emulated "
                      "and many times slower than float32; use train.dtype=auto")
-    job = Job(config, runtime, prepared, raw_model, model, optimizer, scaler, fingerprint, metrics, peak)
+    job = Job(config, runtime, data, raw_model, model, optimizer, scaler, fingerprint, metrics, peak)
     return job, progress
 
 
@@ -258,10 +279,10 @@ def dtype_name(dtype):
     return str(dtype).removeprefix("torch.")
 
 
-def write_run_files(config, prepared, out_dir):
+def write_run_files(config, data, out_dir):
     """What generation needs besides the checkpoint: the config, meta.json and the tokenizer."""
     write_atomic(out_dir / "config.yaml", to_yaml(config))
-    for name in ("meta.json", prepared.meta["tokenizer_file"]):
-        write_atomic(out_dir / name, (prepared.dir / name).read_bytes())
+    write_atomic(out_dir / "meta.json", json.dumps(data.meta, indent=2) + "\n")
+    write_atomic(out_dir / data.meta["tokenizer_file"], data.tokenizer_path.read_bytes())
 
 

@@ -1,0 +1,234 @@
+"""Several corpora in one run: a weighted mixture, one tokenizer for all, each source on its own.
+
+`data.mix` lists sources (anything `data.source` takes) with weights; `data.source` alone is a
+mix of one. The command line writes a mix as `SOURCE:WEIGHT,SOURCE:WEIGHT` (the weight is after
+the last colon, so `hf:OWNER/DATASET/PATH:0.5` works); YAML as a list of {source, weight}.
+Weights need not sum to 1: they are shares of the training windows, normalised.
+
+One tokenizer serves the whole mix, so every source's ids mean the same words:
+    char  the union of the sources' characters (the weights do not change it);
+    bpe   trained on a sample of the union drawn by weight: each source's prefix in proportion
+          to its weight, as large as the smallest source allows, up to BPE_SAMPLE_CHARS in all;
+          so a new weight trains a new BPE, and every source is tokenised again with it;
+    gpt2  GPT-2's, the same for any mix.
+Each source is then prepared on its own (data.prepare with that tokenizer), cached by its content
+and the tokenizer's: a char or gpt2 mix whose weights change prepares nothing again, and every
+window the loader draws lies inside one source (data.loader.get_mixed_batch).
+"""
+
+import hashlib
+import json
+import math
+import os
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+
+from data.prepare import (BPE_SAMPLE_CHARS, FORMAT_VERSION, Prepared, content_fingerprint, prepare,
+                          usable_cpus)
+from data.sources import NAMED_CORPORA, open_source
+from data.tokenizer import KINDS, Tokenizer, load_tokenizer, train_tokenizer
+from storage.atomic import clean_stale_temps, make_temp_folder, publish_folder
+
+MIX_FORM = "SOURCE:WEIGHT,SOURCE:WEIGHT (e.g. tinyshakespeare:0.8,pronouns:0.2)"
+
+
+@dataclass(frozen=True)
+class MixEntry:
+    source: str
+    weight: float  # as given; Mixture normalises
+
+
+def parse_mix(value) -> list[MixEntry]:
+    """data.mix as YAML gives it (a list of {source, weight} mappings) or as the command line
+    writes it (MIX_FORM), checked: weights finite and > 0, sources named apart (source_name).
+    An empty value is an empty list (no mix: data.source is the data)."""
+    if value in (None, "", []):
+        return []
+    if isinstance(value, str):
+        entries = [_parse_item(item.strip()) for item in value.split(",")]
+    elif isinstance(value, list):
+        entries = [_entry_of(item) for item in value]
+    else:
+        raise ValueError(f"data.mix: expected a list of {{source, weight}} or {MIX_FORM}, got {value!r}")
+    names = {}
+    for entry in entries:
+        name = source_name(entry.source)
+        if name in names:
+            raise ValueError(f"data.mix: {names[name]} and {entry.source} are both named {name!r}; "
+                             "give each source once, with distinct file names")
+        names[name] = entry.source
+    return entries
+
+
+def _parse_item(item: str) -> MixEntry:
+    source, colon, weight = item.rpartition(":")
+    if not colon or not source.strip():
+        raise ValueError(f"data.mix: {item!r} has no weight; write {MIX_FORM}")
+    try:
+        number = float(weight)
+    except ValueError:
+        raise ValueError(f"data.mix: {item!r} has no weight after its last colon; write {MIX_FORM}") from None
+    return _checked(source.strip(), number)
+
+
+def _entry_of(item) -> MixEntry:
+    if not isinstance(item, dict) or set(item) != {"source", "weight"}:
+        raise ValueError(f"data.mix: each entry is a mapping with exactly the keys source and weight, got {item!r}")
+    weight = item["weight"]
+    if isinstance(weight, bool) or not isinstance(weight, (int, float)):
+        raise ValueError(f"data.mix: the weight of {item['source']} must be a number, got {weight!r}")
+    return _checked(str(item["source"]), float(weight))
+
+
+def _checked(source: str, weight: float) -> MixEntry:
+    if not math.isfinite(weight) or weight <= 0:
+        raise ValueError(f"data.mix: the weight of {source} is {weight}; every weight must be a "
+                         "number above 0 (drop a source to leave it out)")
+    return MixEntry(source, weight)
+
+
+def source_name(source: str) -> str:
+    """The short name of a source on eval lines and in metrics.jsonl: a named corpus as it is,
+    else the file's stem or the folder's name (`hf:` sources: the file's stem)."""
+    if source in NAMED_CORPORA:
+        return source
+    return Path(source.removeprefix("hf:").rstrip("/\\")).stem or source
+
+
+@dataclass
+class Part:
+    """One source of a mixture: its short name, its normalised weight, its prepared files."""
+
+    name: str
+    weight: float
+    prepared: Prepared
+
+
+@dataclass
+class Mixture:
+    """Prepared data of a run: one part per source (one for data.source), sharing `tokenizer`."""
+
+    parts: list[Part]
+    tokenizer: Tokenizer
+    tokenizer_path: Path  # the tokenizer's file, copied into the run folder
+    meta: dict  # the run folder's meta.json: a single source's own, or the mix's (mix_meta)
+
+    @property
+    def is_mix(self) -> bool:
+        return len(self.parts) > 1
+
+    @property
+    def train_files(self) -> list[tuple[Path, float]]:
+        """(train.bin, weight) of each part: what data.loader.get_mixed_batch draws from."""
+        return [(p.prepared.train_path, p.weight) for p in self.parts]
+
+    @property
+    def label(self) -> str:
+        """The data in words: the source, or name:weight of each part."""
+        if not self.is_mix:
+            return self.parts[0].prepared.meta["source"]
+        return ",".join(f"{p.name}:{p.weight:.4g}" for p in self.parts)
+
+
+def prepare_mix(entries: list[MixEntry], tokenizer_kind: str, vocab_size: int | None = None,
+                val_fraction: float = 0.1, cache_dir: str | os.PathLike = ".cache",
+                block_size: int | None = None, tokenizer: Tokenizer | None = None) -> Mixture:
+    """Prepare every source of the mix with one tokenizer (see the module docstring), or reuse
+    what is cached. `tokenizer` (a fine-tuning source's) is used as given. A single entry is
+    data.prepare.prepare exactly, with its own tokenizer and cache folder."""
+    if not entries:
+        raise ValueError("data.mix is empty; give at least one source")
+    if len(entries) == 1:
+        only = prepare(entries[0].source, tokenizer_kind, vocab_size, val_fraction, cache_dir,
+                       block_size, tokenizer=tokenizer)
+        path = only.dir / only.meta["tokenizer_file"]
+        return Mixture([Part(source_name(entries[0].source), 1.0, only)], only.tokenizer, path, only.meta)
+    total = sum(e.weight for e in entries)
+    weights = [e.weight / total for e in entries]
+    if tokenizer is None:
+        tokenizer_path = _mix_tokenizer(entries, weights, tokenizer_kind, vocab_size, cache_dir)
+        tokenizer = load_tokenizer(tokenizer_path)
+    else:
+        tokenizer_path = None
+    parts = []
+    for entry, weight in zip(entries, weights):
+        try:
+            prepared = prepare(entry.source, tokenizer.kind, None, val_fraction, cache_dir, block_size,
+                               tokenizer=tokenizer)
+        except ValueError as e:
+            raise ValueError(f"data.mix: {entry.source}: {e}") from None
+        parts.append(Part(source_name(entry.source), weight, prepared))
+    if tokenizer_path is None:  # the given tokenizer: its file as the first part saved it
+        tokenizer_path = parts[0].prepared.dir / parts[0].prepared.meta["tokenizer_file"]
+    return Mixture(parts, tokenizer, tokenizer_path, mix_meta(parts, tokenizer_path.name))
+
+
+def mix_meta(parts: list[Part], tokenizer_file: str) -> dict:
+    """meta.json of a mixed run: the tokenizer, and each part's counts and cache folder."""
+    first = parts[0].prepared.meta
+    return {
+        "source": ",".join(f"{p.name}:{p.weight:.4g}" for p in parts),
+        "tokenizer_kind": first["tokenizer_kind"],
+        "tokenizer_file": tokenizer_file,
+        "vocab_size": first["vocab_size"],
+        "dtype": first["dtype"],
+        "train_tokens": sum(p.prepared.meta["train_tokens"] for p in parts),
+        "val_tokens": sum(p.prepared.meta["val_tokens"] for p in parts),
+        "mix": [{"name": p.name, "weight": p.weight, "source": p.prepared.meta["source"],
+                 "prepared": str(p.prepared.dir), **{k: p.prepared.meta[k] for k in (
+                     "source_sha256", "split_char", "train_tokens", "val_tokens", "train_bytes", "val_bytes")}}
+                for p in parts],
+    }
+
+
+def _mix_tokenizer(entries, weights, kind, vocab_size, cache_dir) -> Path:
+    """The mix's tokenizer file, trained once and cached by the sources' contents (and, for bpe,
+    the weights and vocabulary size)."""
+    if kind not in KINDS:
+        raise ValueError(f"unknown tokenizer kind {kind!r}; choose one of {', '.join(KINDS)}")
+    sources = [open_source(e.source, cache_dir) for e in entries]
+    shas_and_sizes = [content_fingerprint(src) for src in sources]
+    by_weight = weights if kind == "bpe" else None
+    size = vocab_size if kind == "bpe" else None
+    inputs = json.dumps([FORMAT_VERSION, "mix", kind, size, [s for s, _ in shas_and_sizes], by_weight])
+    key = hashlib.sha256(inputs.encode()).hexdigest()[:16]
+    out = Path(cache_dir) / "prepared" / f"mix-{kind}-{size or 'auto'}-{key}"
+    name = "tokenizer.bpe" if kind == "bpe" else "tokenizer.json"
+    if (out / name).exists():
+        return out / name
+    clean_stale_temps(out.parent)
+    if kind == "char":
+        text = "".join(sorted(set().union(*(set(piece) for src in sources for piece in src.iter_text()))))
+    elif kind == "bpe":
+        text = "\n".join(_prefix(src, int(w * sample)) for src, w, sample in
+                         zip(sources, weights, [_sample_chars(shas_and_sizes, weights)] * len(sources)))
+    else:
+        text = ""
+    tokenizer = train_tokenizer(kind, text, size, usable_cpus())
+    tmp = make_temp_folder(out)
+    try:
+        tokenizer.save(tmp / name)
+        publish_folder(tmp, out)
+    except OSError:
+        shutil.rmtree(tmp, ignore_errors=True)
+        if not (out / name).exists():  # not another process's finished copy
+            raise
+    return out / name
+
+
+def _sample_chars(shas_and_sizes, weights) -> int:
+    """Characters of BPE sample in all: BPE_SAMPLE_CHARS, or less where a source is too small
+    to supply its share."""
+    return int(min(BPE_SAMPLE_CHARS, *(n / w for (_, n), w in zip(shas_and_sizes, weights))))
+
+
+def _prefix(src, n_chars: int) -> str:
+    """The first n_chars characters of a source's text."""
+    pieces, got = [], 0
+    for piece in src.iter_text():
+        if got >= n_chars:
+            break
+        pieces.append(piece[: n_chars - got])
+        got += len(pieces[-1])
+    return "".join(pieces)
