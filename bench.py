@@ -328,6 +328,36 @@ def bench_prepare(args):
             f"bpe encoding pass CPU s / wall s ({n} workers)": busy[n]}
 
 
+def bench_mix(args):
+    """Preparing a mix against preparing its sources one by one, from empty caches, alternating,
+    three times each, the best of each: two generated texts (10 MB and 2 MB), bpe 4096 and char.
+    The mix hashes each source twice and trains one tokenizer; one by one trains one per source."""
+    from data.mix import MixEntry, prepare_mix
+    from data.prepare import prepare
+    from data.pronouns import corpus_text
+
+    results = {}
+    with tempfile.TemporaryDirectory() as d:
+        paths = [Path(d) / "big.txt", Path(d) / "small.txt"]
+        paths[0].write_text(corpus_text(seed=1, n_bytes=10_000_000))
+        paths[1].write_text(corpus_text(seed=2, n_bytes=2_000_000))
+        for kind, vocab in (("bpe", 4096), ("char", None)):
+            best = {"mix": float("inf"), "one by one": float("inf")}
+            for i in range(3):
+                start = time.perf_counter()
+                prepare_mix([MixEntry(str(paths[0]), 0.8), MixEntry(str(paths[1]), 0.2)], kind, vocab,
+                            cache_dir=Path(d) / f"mix-{kind}{i}")
+                best["mix"] = min(best["mix"], time.perf_counter() - start)
+                start = time.perf_counter()
+                for path in paths:
+                    prepare(str(path), kind, vocab, cache_dir=Path(d) / f"one-{kind}{i}")
+                best["one by one"] = min(best["one by one"], time.perf_counter() - start)
+            results[f"prepare a mix of 10 + 2 MB, {kind}, s (best of 3)"] = best["mix"]
+            results[f"prepare the 2 sources one by one, {kind}, s (best of 3)"] = best["one by one"]
+            results[f"mix / one by one, {kind}"] = best["mix"] / best["one by one"]
+    return results
+
+
 def same_files(reference, folder, what):
     """Exit with an error unless every file in `folder` equals its namesake in `reference`."""
     differ = [p.name for p in sorted(folder.iterdir())
@@ -528,7 +558,7 @@ def gpu_check(args):
 
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("what", nargs="*", default=[], help="train, generate, tokenizer, prepare, load, causal, profile, speedrun, optimizers, gpu-check")
+    p.add_argument("what", nargs="*", default=[], help="train, generate, tokenizer, prepare, mix, load, causal, profile, speedrun, optimizers, gpu-check")
     p.add_argument("--json", action="store_true")
     p.add_argument("--iters", type=int, default=300, help="training steps per timed run (default 300)")
     p.add_argument("--nanogpt", metavar="DIR", help="a nanoGPT checkout with data/shakespeare_char prepared")
@@ -538,8 +568,9 @@ def main():
     p.add_argument("--gpu-iters", type=int, default=2500, help="gpu-check: steps of shakespeare_char")
     args = p.parse_args()
     benches = {"train": bench_train, "generate": bench_generation, "tokenizer": bench_tokenizer,
-               "prepare": bench_prepare, "load": bench_load, "profile": bench_profile, "gpu-check": gpu_check,
-               "speedrun": bench_speedrun, "optimizers": bench_optimizers, "causal": bench_causal}
+               "prepare": bench_prepare, "mix": bench_mix, "load": bench_load, "profile": bench_profile,
+               "gpu-check": gpu_check, "speedrun": bench_speedrun, "optimizers": bench_optimizers,
+               "causal": bench_causal}
     chosen = args.what or ["train", "generate", "tokenizer", "prepare"]
     unknown = [w for w in chosen if w not in benches]
     if unknown:
