@@ -110,9 +110,11 @@ def _convert(value, tp, choices, where):
         tp = next(t for t in typing.get_args(tp) if t is not type(None))
     if tp is list:  # data.mix, the one list-valued key
         try:
-            return [{"source": e.source, "weight": e.weight} for e in parse_mix(value)]
+            entries = parse_mix(value)
         except ValueError as e:
             raise ConfigError(f"{where}: {str(e).removeprefix('data.mix: ')}") from None
+        return [{"source": e.source, "weight": e.weight}
+                | ({} if e.start_weight is None else {"start_weight": e.start_weight}) for e in entries]
     try:
         if tp is bool:
             if isinstance(value, bool):

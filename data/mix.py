@@ -5,10 +5,17 @@ mix of one. The command line writes a mix as `SOURCE:WEIGHT,SOURCE:WEIGHT` (the 
 the last colon, so `hf:OWNER/DATASET/PATH:0.5` works); YAML as a list of {source, weight}.
 Weights need not sum to 1: they are shares of the training windows, normalised.
 
+A curriculum: a weight written START..END (YAML: start_weight beside weight) moves linearly from
+START at the first step to END at the last (train.max_iters); each step's shares are the two
+normalised sets of weights mixed in that proportion. START may be 0 (a source that comes in
+later); END must be above 0. Evaluation weighs sources by the END weights, where the run ends.
+
 One tokenizer serves the whole mix, so every source's ids mean the same words:
     char  the union of the sources' characters (the weights do not change it);
-    bpe   trained on a sample of the union drawn by weight: each source's prefix in proportion
-          to its weight, as large as the smallest source allows, up to BPE_SAMPLE_CHARS in all;
+    bpe   trained on a sample of the union drawn by weight (a curriculum's: the share each source
+          gets over the whole run, the mean of its start and end): each source's prefix in
+          proportion to its weight, as large as the smallest source allows, up to
+          BPE_SAMPLE_CHARS in all;
           so a new weight trains a new BPE, and every source is tokenised again with it;
     gpt2  GPT-2's, the same for any mix.
 Each source is then prepared on its own (data.prepare with that tokenizer), cached by its content
@@ -30,13 +37,15 @@ from data.sources import NAMED_CORPORA, open_source
 from data.tokenizer import KINDS, Tokenizer, load_tokenizer, train_tokenizer
 from storage.atomic import clean_stale_temps, make_temp_folder, publish_folder
 
-MIX_FORM = "SOURCE:WEIGHT,SOURCE:WEIGHT (e.g. tinyshakespeare:0.8,pronouns:0.2)"
+MIX_FORM = ("SOURCE:WEIGHT,SOURCE:WEIGHT (e.g. tinyshakespeare:0.8,pronouns:0.2; a curriculum: "
+            "tinyshakespeare:0..0.8,pronouns:1..0.2)")
 
 
 @dataclass(frozen=True)
 class MixEntry:
     source: str
-    weight: float  # as given; Mixture normalises
+    weight: float  # as given, at the last step; Mixture normalises
+    start_weight: float | None = None  # at the first step; None: the same as weight
 
 
 def parse_mix(value) -> list[MixEntry]:
@@ -51,6 +60,8 @@ def parse_mix(value) -> list[MixEntry]:
         entries = [_entry_of(item) for item in value]
     else:
         raise ValueError(f"data.mix: expected a list of {{source, weight}} or {MIX_FORM}, got {value!r}")
+    if all(e.start_weight == 0 for e in entries):
+        raise ValueError("data.mix: every start weight is 0; give at least one source a start weight above 0")
     names = {}
     for entry in entries:
         name = source_name(entry.source)
@@ -65,27 +76,33 @@ def _parse_item(item: str) -> MixEntry:
     source, colon, weight = item.rpartition(":")
     if not colon or not source.strip():
         raise ValueError(f"data.mix: {item!r} has no weight; write {MIX_FORM}")
+    start, dots, end = weight.rpartition("..")
     try:
-        number = float(weight)
+        numbers = [float(end)] + ([float(start)] if dots else [])
     except ValueError:
         raise ValueError(f"data.mix: {item!r} has no weight after its last colon; write {MIX_FORM}") from None
-    return _checked(source.strip(), number)
+    return _checked(source.strip(), *numbers)
 
 
 def _entry_of(item) -> MixEntry:
-    if not isinstance(item, dict) or set(item) != {"source", "weight"}:
-        raise ValueError(f"data.mix: each entry is a mapping with exactly the keys source and weight, got {item!r}")
-    weight = item["weight"]
-    if isinstance(weight, bool) or not isinstance(weight, (int, float)):
-        raise ValueError(f"data.mix: the weight of {item['source']} must be a number, got {weight!r}")
-    return _checked(str(item["source"]), float(weight))
+    if not isinstance(item, dict) or not {"source", "weight"} <= set(item) <= {"source", "weight", "start_weight"}:
+        raise ValueError(f"data.mix: each entry is a mapping with the keys source and weight (and maybe "
+                         f"start_weight), got {item!r}")
+    numbers = [item["weight"]] + ([item["start_weight"]] if "start_weight" in item else [])
+    for number in numbers:
+        if isinstance(number, bool) or not isinstance(number, (int, float)):
+            raise ValueError(f"data.mix: the weights of {item['source']} must be numbers, got {number!r}")
+    return _checked(str(item["source"]), *map(float, numbers))
 
 
-def _checked(source: str, weight: float) -> MixEntry:
+def _checked(source: str, weight: float, start_weight: float | None = None) -> MixEntry:
     if not math.isfinite(weight) or weight <= 0:
         raise ValueError(f"data.mix: the weight of {source} is {weight}; every weight must be a "
                          "number above 0 (drop a source to leave it out)")
-    return MixEntry(source, weight)
+    if start_weight is not None and (not math.isfinite(start_weight) or start_weight < 0):
+        raise ValueError(f"data.mix: the start weight of {source} is {start_weight}; it must be a "
+                         "number of 0 or more")
+    return MixEntry(source, weight, start_weight)
 
 
 def source_name(source: str) -> str:
@@ -101,8 +118,9 @@ class Part:
     """One source of a mixture: its short name, its normalised weight, its prepared files."""
 
     name: str
-    weight: float
+    weight: float  # at the last step (normalised over the parts)
     prepared: Prepared
+    start_weight: float | None = None  # at the first step (normalised), for a curriculum
 
 
 @dataclass
@@ -118,17 +136,28 @@ class Mixture:
     def is_mix(self) -> bool:
         return len(self.parts) > 1
 
-    @property
-    def train_files(self) -> list[tuple[Path, float]]:
-        """(train.bin, weight) of each part: what data.loader.get_mixed_batch draws from."""
-        return [(p.prepared.train_path, p.weight) for p in self.parts]
+    def train_files(self, progress: float = 1.0) -> list[tuple[Path, float]]:
+        """(train.bin, weight) of each part at `progress` (step / max_iters, 0 to 1) through the
+        run: what data.loader.get_mixed_batch draws from."""
+        return [(p.prepared.train_path, _at(p, progress)) for p in self.parts]
 
     @property
     def label(self) -> str:
-        """The data in words: the source, or name:weight of each part."""
+        """The data in words: the source, or name:weight (name:start..end) of each part."""
         if not self.is_mix:
             return self.parts[0].prepared.meta["source"]
-        return ",".join(f"{p.name}:{p.weight:.4g}" for p in self.parts)
+        return _label(self.parts)
+
+
+def _at(part: Part, progress: float) -> float:
+    if part.start_weight is None:
+        return part.weight
+    return part.start_weight + (part.weight - part.start_weight) * min(max(progress, 0.0), 1.0)
+
+
+def _label(parts) -> str:
+    return ",".join(f"{p.name}:{p.weight:.4g}" if p.start_weight is None else
+                    f"{p.name}:{p.start_weight:.4g}..{p.weight:.4g}" for p in parts)
 
 
 def prepare_mix(entries: list[MixEntry], tokenizer_kind: str, vocab_size: int | None = None,
@@ -144,38 +173,45 @@ def prepare_mix(entries: list[MixEntry], tokenizer_kind: str, vocab_size: int | 
                        block_size, tokenizer=tokenizer)
         path = only.dir / only.meta["tokenizer_file"]
         return Mixture([Part(source_name(entries[0].source), 1.0, only)], only.tokenizer, path, only.meta)
-    total = sum(e.weight for e in entries)
-    weights = [e.weight / total for e in entries]
+    weights, starts = _normalised([e.weight for e in entries]), None
+    if any(e.start_weight is not None for e in entries):
+        starts = _normalised([e.weight if e.start_weight is None else e.start_weight for e in entries])
     if tokenizer is None:
-        tokenizer_path = _mix_tokenizer(entries, weights, tokenizer_kind, vocab_size, cache_dir)
+        shares = weights if starts is None else [(a + b) / 2 for a, b in zip(starts, weights)]
+        tokenizer_path = _mix_tokenizer(entries, shares, tokenizer_kind, vocab_size, cache_dir)
         tokenizer = load_tokenizer(tokenizer_path)
     else:
         tokenizer_path = None
     parts = []
-    for entry, weight in zip(entries, weights):
+    for i, (entry, weight) in enumerate(zip(entries, weights)):
         try:
             prepared = prepare(entry.source, tokenizer.kind, None, val_fraction, cache_dir, block_size,
                                tokenizer=tokenizer)
         except ValueError as e:
             raise ValueError(f"data.mix: {entry.source}: {e}") from None
-        parts.append(Part(source_name(entry.source), weight, prepared))
+        parts.append(Part(source_name(entry.source), weight, prepared, starts and starts[i]))
     if tokenizer_path is None:  # the given tokenizer: its file as the first part saved it
         tokenizer_path = parts[0].prepared.dir / parts[0].prepared.meta["tokenizer_file"]
     return Mixture(parts, tokenizer, tokenizer_path, mix_meta(parts, tokenizer_path.name))
+
+
+def _normalised(weights: list[float]) -> list[float]:
+    return [w / sum(weights) for w in weights]
 
 
 def mix_meta(parts: list[Part], tokenizer_file: str) -> dict:
     """meta.json of a mixed run: the tokenizer, and each part's counts and cache folder."""
     first = parts[0].prepared.meta
     return {
-        "source": ",".join(f"{p.name}:{p.weight:.4g}" for p in parts),
+        "source": _label(parts),
         "tokenizer_kind": first["tokenizer_kind"],
         "tokenizer_file": tokenizer_file,
         "vocab_size": first["vocab_size"],
         "dtype": first["dtype"],
         "train_tokens": sum(p.prepared.meta["train_tokens"] for p in parts),
         "val_tokens": sum(p.prepared.meta["val_tokens"] for p in parts),
-        "mix": [{"name": p.name, "weight": p.weight, "source": p.prepared.meta["source"],
+        "mix": [{"name": p.name, "weight": p.weight, "start_weight": p.start_weight,
+                 "source": p.prepared.meta["source"],
                  "prepared": str(p.prepared.dir), **{k: p.prepared.meta[k] for k in (
                      "source_sha256", "split_char", "train_tokens", "val_tokens", "train_bytes", "val_bytes")}}
                 for p in parts],

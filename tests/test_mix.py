@@ -65,7 +65,7 @@ def test_source_names_are_short():
     ("tinyshakespeare:lots,pronouns:1", "no weight"),
     ("a/moby.txt:1,b/moby.txt:1", "both named 'moby'"),
     ("pronouns:1,pronouns:2", "both named 'pronouns'"),
-    ("[{source: pronouns}]", "exactly the keys source and weight"),
+    ("[{source: pronouns}]", "the keys source and weight"),
 ])
 def test_a_bad_mix_is_a_one_line_error_before_anything_is_written(tmp_path, mix, says):
     with pytest.raises(ConfigError, match=says) as error:
@@ -213,3 +213,26 @@ def test_two_gloo_processes_draw_the_same_mixed_windows_as_one(texts, tmp_path):
                 assert rb[key] == pytest.approx(ra[key], abs=1e-4), (ra["step"], key)
         for name, value in ra.get("val_loss_sources", {}).items():
             assert rb["val_loss_sources"][name] == pytest.approx(value, abs=1e-4)
+
+
+# --- a curriculum -------------------------------------------------------------------------------
+
+def test_a_curriculum_moves_the_shares_from_the_start_weights_to_the_end_weights(texts, tmp_path):
+    assert parse_mix("tinyshakespeare:0..0.8,pronouns:1..0.2") == [
+        MixEntry("tinyshakespeare", 0.8, 0.0), MixEntry("pronouns", 0.2, 1.0)]
+    assert load_config(None, ["data.mix=tinyshakespeare:0..3,pronouns:1"]).data.mix == [
+        {"source": "tinyshakespeare", "weight": 3.0, "start_weight": 0.0}, {"source": "pronouns", "weight": 1.0}]
+    low, up = str(texts / "low.txt"), str(texts / "up.txt")
+    mix = prepare_mix([MixEntry(low, 3, 0), MixEntry(up, 1)], "char", cache_dir=tmp_path / "c")
+    shares = lambda progress: [w for _, w in mix.train_files(progress)]
+    assert shares(0.0) == [0.0, 1.0] and shares(1.0) == [0.75, 0.25] and shares(0.5) == [0.375, 0.625]
+    assert mix.label == "low:0..0.75,up:1..0.25"
+    # At the start only up.txt is drawn: no window holds low.txt's lowercase letters.
+    x, _ = get_mixed_batch(mix.train_files(0.0), mix.meta["dtype"], 64, 8, "cpu", torch.Generator().manual_seed(0))
+    assert all(not any(c.islower() for c in mix.tokenizer.decode(row.tolist())) for row in x)
+    x, _ = get_mixed_batch(mix.train_files(1.0), mix.meta["dtype"], 64, 8, "cpu", torch.Generator().manual_seed(0))
+    assert sum(any(c.islower() for c in mix.tokenizer.decode(row.tolist())) for row in x) > 32
+    with pytest.raises(ConfigError, match="start weight"):
+        load_config(None, ["data.mix=tinyshakespeare:-1..1,pronouns:1"])
+    with pytest.raises(ConfigError, match="every start weight is 0"):
+        load_config(None, ["data.mix=tinyshakespeare:0..1,pronouns:0..1"])

@@ -82,7 +82,7 @@ def _token_losses(model, x, y, runtime):
 def evaluate(model, data, config, runtime):
     """Mean loss over eval_iters fixed batches of each split of `data` (a data.mix.Mixture);
     processes share the batches out. train_loss: batches drawn as in training (from the mix by
-    weight); val_loss: of a mix, the weighted mean of each source's val loss, which are in
+    weight; a curriculum's weights at its end); val_loss: of a mix, the weighted mean of each source's val loss, which are in
     val_loss_sources ({name: loss}). The batches are run through the model in larger chunks: the
     mean over batches of equal size is the mean over all their tokens."""
     settings = config.train
@@ -94,7 +94,7 @@ def evaluate(model, data, config, runtime):
         return _fixed_batches_loss(model, draw, config, runtime)
 
     model.eval()
-    out = {"train_loss": loss_of(data.train_files)}
+    out = {"train_loss": loss_of(data.train_files())}
     val = {p.name: loss_of([(p.prepared.val_path, 1.0)]) for p in data.parts}
     out["val_loss"] = sum(p.weight * val[p.name] for p in data.parts)
     if data.is_mix:

@@ -181,10 +181,11 @@ def train_step(job, progress):
     for group in job.optimizer.param_groups:  # every group follows the schedule's shape
         group["lr"] = group["peak_lr"] * lr / settings.lr
     accum = settings.grad_accum_steps // runtime.world_size
+    files = job.data.train_files(progress.step / settings.max_iters)  # a curriculum's weights now
     for a in range(accum):
         g = micro_batch_generator(config.seed, progress.step, runtime.rank * accum + a)
-        x, y = get_mixed_batch(job.data.train_files, job.data.meta["dtype"], settings.batch_size,
-                         config.model.block_size, runtime.device, g)
+        x, y = get_mixed_batch(files, job.data.meta["dtype"], settings.batch_size, config.model.block_size,
+                               runtime.device, g)
         # Under DDP, gradients are all-reduced only on the last micro-batch of a step.
         sync = not runtime.ddp or a == accum - 1
         with contextlib.nullcontext() if sync else job.model.no_sync():

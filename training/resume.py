@@ -41,8 +41,9 @@ def data_fingerprint(data):
     if not data.is_mix:
         part = data.parts[0].prepared
         return _fingerprint(part.meta, part.dir)
-    mix = [{"name": p.name, "weight": p.weight, "source_sha256": p.prepared.meta["source_sha256"],
-            "split_char": p.prepared.meta["split_char"]} for p in data.parts]
+    mix = [{"name": p.name, "weight": p.weight, "start_weight": p.start_weight,
+            "source_sha256": p.prepared.meta["source_sha256"], "split_char": p.prepared.meta["split_char"]}
+           for p in data.parts]
     return {"source": data.label, "source_sha256": hashlib.sha256(json.dumps(mix).encode()).hexdigest(),
             "split_char": None, "tokenizer_kind": data.meta["tokenizer_kind"],
             "tokenizer_sha256": hashlib.sha256(data.tokenizer_path.read_bytes()).hexdigest(), "mix": mix}

@@ -264,7 +264,9 @@ def build(config, runtime, data, fingerprint, ckpt, init=None):
         if peak is None:
             print(f"note: no peak FLOP/s known for {runtime.device}; MFU is shown as n/a until you set "
                   "train.peak_flops", file=sys.stderr)
-    mix = f" ({', '.join(f'{p.name} {p.weight:.0%}' for p in data.parts)} of the windows)" if data.is_mix else ""
+    shares = [f"{p.name} {p.weight:.0%}" if p.start_weight is None else f"{p.name} {p.start_weight:.0%} → {p.weight:.0%}"
+              for p in data.parts]
+    mix = f" ({', '.join(shares)} of the windows)" if data.is_mix else ""
     say(runtime, f"{raw_model.num_params():,} parameters; {data.meta['train_tokens']:,} train tokens{mix}; "
              f"device {runtime.device}, {dtype_name(runtime.dtype)}, {runtime.world_size} process(es)"
              + (f"; Muon's Newton–Schulz in {dtype_name(orth_dtype)}" if settings.optimizer == "muon" else ""))
