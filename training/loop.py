@@ -21,13 +21,12 @@ from analysis.probe import head_scores
 from data.loader import get_mixed_batch
 from data.sources import check_source
 from model.checkpoint import CKPT_NAME, atomic_save
-from model.gpt import lm_loss
 from storage.atomic import clean_stale_temps
 from storage.lock import folder_lock
 from training.evaluate import evaluate, full_val_losses, mix_bits_per_byte
 from training.optim import lr_at
 from training.report import Console, eval_line, plot_losses, plot_probe, summary
-from training.runtime import all_sum, mfu, setup_runtime, teardown
+from training.runtime import all_sum, any_process, mfu, setup_runtime, teardown
 from training.resume import data_fingerprint
 from training.start import (build, data_entries, prepare_data, pretrained_start, probe_examples,
                             probe_interval, resume_checkpoint, say)
@@ -89,6 +88,7 @@ def _train(config, runtime, force):
     job.probe_examples, job.probe_interval = labelled, probe_interval(config)
     progress.last_log_time = progress.started = time.perf_counter()
     console = job.console = Console(runtime.is_main, settings.max_iters, progress.step)
+    requested = False  # a stop request, agreed on by every process
     with StopRequests() as stop:
         try:
             while progress.step < settings.max_iters:
@@ -102,7 +102,10 @@ def _train(config, runtime, force):
                 if job.probe_examples and (progress.step % job.probe_interval == 0 or progress.step == settings.max_iters):
                     probe_heads(job, progress)
                 stopping = settings.run_steps and progress.step - progress.start_step >= settings.run_steps
-                if (stop.signal or stopping) and progress.step < settings.max_iters:
+                # Under torchrun each process gets the signal on its own, maybe a step apart: all
+                # stop after the step in which any one got it, or the others would wait forever.
+                requested = any_process(stop.signal, runtime)
+                if (requested or stopping) and progress.step < settings.max_iters:
                     console.close()
                     if progress.saved_step != progress.step:
                         save(job, progress)
@@ -113,8 +116,8 @@ def _train(config, runtime, force):
             raise
         finally:
             console.close()  # before any message or error, so none lands inside the bar
-    if stop.signal and progress.step < settings.max_iters:
-        say(runtime, f"\ninterrupted ({stop.signal}): checkpoint of step {progress.step} saved in "
+    if requested and progress.step < settings.max_iters:
+        say(runtime, f"\ninterrupted ({stop.signal or 'on another process'}): checkpoint of step {progress.step} saved in "
                  f"{job.out_dir}; run the same command to resume")
         raise KeyboardInterrupt
     if progress.step < settings.max_iters:
@@ -189,7 +192,7 @@ def train_step(job, progress):
         sync = not runtime.ddp or a == accum - 1
         with contextlib.nullcontext() if sync else job.model.no_sync():
             with runtime.autocast():
-                loss = lm_loss(job.model(x), y) / accum
+                loss = job.model(x, y) / accum
             job.scaler.scale(loss).backward()
         progress.loss_sum += loss.detach()
     if settings.grad_clip > 0:

@@ -28,9 +28,11 @@ GPU_BF16_PEAK = {
     "RTX 4090": 165e12, "RTX 3090": 71e12, "V100": 125e12, "T4": 65e12,  # V100/T4: fp16
 }
 
-# Waiting ranks sit in a barrier while one rank per node tokenises a corpus; the default
-# (10 minutes) is too short for a few GB. `train.py --prepare-only` before torchrun avoids it.
-PROCESS_GROUP_TIMEOUT = datetime.timedelta(hours=2)
+# A process that is gone or out of step fails the run within this time, not hours later.
+PROCESS_GROUP_TIMEOUT = datetime.timedelta(minutes=10)
+# Except while waiting ranks sit in a barrier as one rank per node tokenises a corpus, which
+# may take long for a few GB (`train.py --prepare-only` before torchrun avoids the wait).
+PREPARE_TIMEOUT = datetime.timedelta(hours=2)
 
 
 @dataclass
@@ -40,6 +42,8 @@ class Runtime:
     rank: int = 0
     local_rank: int = 0
     world_size: int = 1
+    control: object = None  # under torchrun: a gloo group for agreeing on host-side decisions
+    preparing: object = None  # under torchrun: a gloo group with PREPARE_TIMEOUT, for preparation
 
     @property
     def ddp(self):
@@ -71,15 +75,32 @@ def setup_runtime(device_name, dtype_name):
         torch.cuda.set_device(device)
         torch.backends.cuda.matmul.allow_tf32 = True
         torch.backends.cudnn.allow_tf32 = True
-    if world_size > 1 and not dist.is_initialized():
-        dist.init_process_group(backend="nccl" if device.type == "cuda" else "gloo",
-                                timeout=PROCESS_GROUP_TIMEOUT)
-    return Runtime(device, dtype, rank, local_rank, world_size)
+    if world_size == 1:
+        return Runtime(device, dtype)
+    if not dist.is_initialized():
+        # device_id binds NCCL's communicator to this process's GPU (and silences its
+        # "devices unknown" warning).
+        dist.init_process_group(backend="nccl" if device.type == "cuda" else "gloo", timeout=PROCESS_GROUP_TIMEOUT,
+                                device_id=device if device.type == "cuda" else None)
+    # CPU-side groups: a flag or a barrier on the host never waits for the GPU's queue.
+    control = dist.new_group(backend="gloo")
+    preparing = dist.new_group(backend="gloo", timeout=PREPARE_TIMEOUT)
+    return Runtime(device, dtype, rank, local_rank, world_size, control, preparing)
 
 
 def teardown(runtime):
     if runtime.ddp and dist.is_initialized():
         dist.destroy_process_group()
+
+
+def any_process(flag, runtime):
+    """True on every process when `flag` is true on any one of them (a one-number all-reduce
+    on the CPU group). Every process must call it at the same point."""
+    if not runtime.ddp:
+        return bool(flag)
+    value = torch.tensor(int(bool(flag)))
+    dist.all_reduce(value, op=dist.ReduceOp.MAX, group=runtime.control)
+    return bool(value.item())
 
 
 def all_sum(value, runtime):
