@@ -26,7 +26,6 @@ import shutil
 import statistics
 import subprocess
 import sys
-import sysconfig
 import tempfile
 import time
 from dataclasses import asdict
@@ -471,22 +470,12 @@ def gpu_versions():
             "NVIDIA driver, GPU": driver or "not found (no nvidia-smi)"}
 
 
-def compiler_problem():
-    """Why torch.compile cannot build GPU kernels here (Triton compiles a small C helper), or None."""
-    if not (shutil.which("cc") or shutil.which("gcc") or shutil.which("clang")):
-        return "no C compiler (install gcc)"
-    include = sysconfig.get_paths().get("include", "")
-    if not Path(include, "Python.h").exists():
-        return f"no Python headers ({include}/Python.h; install python3-dev)"
-    return None
-
-
 def gpu_check(args):
     """One table on one CUDA GPU, in about five minutes: the versions, the test suite on CUDA, the
     baby GPT with bf16 + compile + fused AdamW, and GPT-2 small's MFU on random tokens."""
     from model.gpt import GPT, GPTConfig, lm_loss
     from training.optim import make_optimizer
-    from training.runtime import mfu, peak_flops
+    from training.runtime import compile_problem, mfu, peak_flops
 
     versions = gpu_versions()
     for key, value in versions.items():
@@ -499,7 +488,7 @@ def gpu_check(args):
                  "NVIDIA driver cannot run (CUDA 13 builds need driver 580 or newer); update the driver, "
                  "or install the torch build for an older CUDA as PyTorch's install selector shows, "
                  "e.g. CUDA 12.6")
-    problem = compiler_problem()
+    problem = compile_problem("cuda")
     if problem:
         print(f"note: torch.compile needs a C compiler and Python headers: {problem}; "
               "compiling is left off", flush=True)

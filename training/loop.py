@@ -26,7 +26,7 @@ from storage.lock import folder_lock
 from training.evaluate import evaluate, full_val_losses, mix_bits_per_byte
 from training.optim import lr_at
 from training.report import Console, eval_line, plot_losses, plot_probe, summary
-from training.runtime import all_sum, any_process, mfu, setup_runtime, teardown
+from training.runtime import all_sum, any_process, compile_problem, mfu, setup_runtime, teardown
 from training.resume import data_fingerprint
 from training.start import (build, data_entries, prepare_data, pretrained_start, probe_examples,
                             probe_interval, resume_checkpoint, say)
@@ -63,6 +63,11 @@ def train(config, force=False):
     for entry in data_entries(config.data):  # a mistyped path fails before the run folder is made
         check_source(entry.source)
     runtime = setup_runtime(config.train.device, config.train.dtype)
+    problem = config.train.compile and compile_problem(runtime.device.type)
+    if problem:
+        teardown(runtime)
+        raise ValueError(f"train.compile=true cannot build kernels here: {problem}; install it, "
+                         "or set train.compile=false")
     try:
         # Rank 0 alone writes the run folder, so it alone holds the folder's lock.
         with folder_lock(config.out_dir, "training run") if runtime.is_main else contextlib.nullcontext():

@@ -7,6 +7,8 @@ import json
 import os
 import platform
 import re
+import shutil
+import sysconfig
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -57,6 +59,21 @@ class Runtime:
         if self.dtype == torch.float32:
             return contextlib.nullcontext()
         return torch.autocast(device_type=self.device.type, dtype=self.dtype)
+
+
+def compile_problem(device_type, which=shutil.which, python_include=None):
+    """Why torch.compile cannot build kernels for `device_type` on this machine, or None.
+    Inductor writes C++ for a CPU; for a GPU, Triton builds a small C helper against Python's
+    headers. `which` finds a program on PATH; python_include is where Python.h should be."""
+    if device_type == "cpu" and not any(which(c) for c in ("c++", "g++", "clang++")):
+        return "no C++ compiler (install g++)"
+    if device_type == "cuda":
+        if not any(which(c) for c in ("cc", "gcc", "clang")):
+            return "no C compiler (install gcc)"
+        include = python_include if python_include is not None else sysconfig.get_paths().get("include", "")
+        if not Path(include, "Python.h").exists():
+            return f"no Python headers ({Path(include, 'Python.h')}; install python3-dev)"
+    return None
 
 
 def torchrun_env(environ=os.environ):
