@@ -241,3 +241,27 @@ def test_compile_without_a_compiler_is_one_line_that_says_how_to_turn_it_off(cor
     assert r.returncode == 2 and r.stderr.count("\n") == 1 and "Traceback" not in r.stderr, r.stderr
     assert "no C++ compiler" in r.stderr and "train.compile=false" in r.stderr
     assert not (tmp_path / "run").exists()
+
+
+@pytest.mark.parametrize("name, dtype, tflops", [
+    ("NVIDIA H100 80GB HBM3", torch.bfloat16, 989),
+    ("NVIDIA H100 80GB HBM3", torch.float16, 989),
+    ("NVIDIA H100 80GB HBM3", torch.float32, 494.5),  # TF32 tensor cores: half the bf16 rate
+    ("NVIDIA A100-SXM4-80GB", torch.float32, 156),
+    ("Tesla V100-SXM2-16GB", torch.float16, 125),
+    ("Tesla V100-SXM2-16GB", torch.float32, 15.7),  # no TF32: plain fp32
+    ("Tesla T4", torch.float32, 8.1),
+])
+def test_an_fp32_run_counts_mfu_against_the_fp32_peak(name, dtype, tflops):
+    assert gpu_peak_flops(name, dtype) == pytest.approx(tflops * 1e12)
+
+
+def test_the_kv_cache_follows_autocast(tiny_gpt):
+    model = tiny_gpt().eval()
+    assert model.new_caches(1)[0].k.dtype == torch.float32
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        assert model.new_caches(1)[0].k.dtype == torch.bfloat16
+        idx = torch.tensor([[1, 2, 3]])
+        cached = torch.stack(list(generate(model, idx, 6, temperature=0.0)))
+        uncached = torch.stack(list(generate(model, idx, 6, temperature=0.0, use_cache=False)))
+    assert torch.equal(cached, uncached)

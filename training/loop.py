@@ -90,6 +90,7 @@ def _train(config, runtime, force):
     fingerprint = data_fingerprint(data)
     ckpt = resume_checkpoint(config, runtime, data, fingerprint, force, init)
     job, progress = build(config, runtime, data, fingerprint, ckpt, init if ckpt is None else None)
+    del ckpt, init  # a resumed checkpoint's weights and moments need not stay for the whole run
     job.probe_examples, job.probe_interval = labelled, probe_interval(config)
     progress.last_log_time = progress.started = time.perf_counter()
     console = job.console = Console(runtime.is_main, settings.max_iters, progress.step)

@@ -30,6 +30,9 @@ GPU_BF16_PEAK = {
     "RTX 4090": 165e12, "RTX 3090": 71e12, "V100": 125e12, "T4": 65e12,  # V100/T4: fp16
 }
 
+# GPUs without TF32 tensor cores: their plain fp32 peak (data sheets).
+GPU_FP32_PEAK = {"V100": 15.7e12, "T4": 8.1e12}
+
 # A process that is gone or out of step fails the run within this time, not hours later.
 PROCESS_GROUP_TIMEOUT = datetime.timedelta(minutes=10)
 # Except while waiting ranks sit in a barrier as one rank per node tokenises a corpus, which
@@ -87,11 +90,11 @@ def setup_runtime(device_name, dtype_name):
     its index), the process group (nccl on CUDA, gloo on CPU) and TF32 matmuls."""
     rank, local_rank, world_size = torchrun_env()
     device = pick_device(device_name, world_size, local_rank)
-    dtype = pick_dtype(dtype_name, device)
     if device.type == "cuda":
-        torch.cuda.set_device(device)
+        torch.cuda.set_device(device)  # first: pick_dtype asks the current GPU what it computes
         torch.backends.cuda.matmul.allow_tf32 = True
         torch.backends.cudnn.allow_tf32 = True
+    dtype = pick_dtype(dtype_name, device)
     if world_size == 1:
         return Runtime(device, dtype)
     if not dist.is_initialized():
@@ -128,22 +131,26 @@ def all_sum(value, runtime):
     return value
 
 
-def gpu_peak_flops(name):
-    """The bf16 peak of the GPU called `name` (torch.cuda.get_device_name), or None if unknown."""
+def gpu_peak_flops(name, dtype=torch.bfloat16):
+    """The peak FLOP/s of the GPU called `name` (torch.cuda.get_device_name) in the dtype a run
+    computes in, or None if unknown: the table's bf16 (fp16) peak; for float32, which runs on
+    TF32 tensor cores (setup_runtime turns them on), half of it, except on GPUs without TF32."""
     for key in sorted(GPU_BF16_PEAK, key=len, reverse=True):
         if re.search(rf"(?<![A-Za-z0-9]){re.escape(key)}(?![A-Za-z0-9])", name, re.IGNORECASE):
+            if dtype == torch.float32:
+                return GPU_FP32_PEAK.get(key, GPU_BF16_PEAK[key] / 2)
             return GPU_BF16_PEAK[key]
     return None
 
 
-def peak_flops(device, override=None, cache_dir=None):
-    """FLOP/s of one process taken as 100% MFU: the override, a GPU's bf16 peak from the table
-    (None for a GPU the table lacks: MFU is then not shown), or on a CPU the best fp32 matmul
-    rate of several warmed-up timings (cpu_peak_flops: measured once per machine)."""
+def peak_flops(device, override=None, cache_dir=None, dtype=torch.bfloat16):
+    """FLOP/s of one process taken as 100% MFU: the override, a GPU's peak in `dtype` from the
+    table (None for a GPU the table lacks: MFU is then not shown), or on a CPU the best fp32
+    matmul rate of several warmed-up timings (cpu_peak_flops: measured once per machine)."""
     if override:
         return float(override)
     if device.type == "cuda":
-        return gpu_peak_flops(torch.cuda.get_device_name(device))
+        return gpu_peak_flops(torch.cuda.get_device_name(device), dtype)
     if device.type == "cpu":
         return cpu_peak_flops(cache_dir)
     return None

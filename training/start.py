@@ -214,7 +214,8 @@ def resume_checkpoint(config, runtime, data, fingerprint, force, init=None):
         return None
     if settings.resume == "never":
         raise ValueError(f"{ckpt_path} exists and train.resume=never; {FORCE_HINT}")
-    ckpt = load_checkpoint(ckpt_path, map_location=runtime.device)
+    # On the CPU: build() copies what it needs to the device, and the rest is freed with it.
+    ckpt = load_checkpoint(ckpt_path, map_location="cpu")
     changes = check_resume(ckpt, asdict(config), asdict(model_config(config, data, init)),
                            fingerprint, config.out_dir)
     say(runtime, f"resuming from step {ckpt['step']} of {ckpt_path}"
@@ -283,7 +284,7 @@ def build(config, runtime, data, fingerprint, ckpt, init=None):
         if progress.step < settings.max_iters:
             write_run_files(config, data, Path(config.out_dir))
         metrics = Metrics(Path(config.out_dir) / "metrics.jsonl", resume_step=progress.step if ckpt else None)
-        peak = peak_flops(runtime.device, settings.peak_flops, config.data.cache_dir)
+        peak = peak_flops(runtime.device, settings.peak_flops, config.data.cache_dir, runtime.dtype)
         if peak is None:
             print(f"note: no peak FLOP/s known for {runtime.device}; MFU is shown as n/a until you set "
                   "train.peak_flops", file=sys.stderr)
