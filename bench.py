@@ -358,6 +358,55 @@ def bench_mix(args):
     return results
 
 
+LOSS_MEMORY_CHILD = """
+import os, sys, torch
+sys.path.insert(0, os.getcwd())
+from model.gpt import GPT, GPTConfig, lm_loss
+from training.start import TrainingLoss
+variant = sys.argv[1]
+torch.manual_seed(0)
+raw = GPT(GPTConfig(vocab_size=50257, vocab_multiple=64, block_size=512, n_layer=2, n_head=4, n_embd=256))
+loss_of = TrainingLoss(raw)
+if variant == "compiled model, eager loss":
+    compiled = torch.compile(raw)
+    loss_of = lambda x, y: lm_loss(compiled(x), y)
+elif variant == "model and loss compiled together":
+    loss_of = torch.compile(loss_of)
+x = torch.randint(0, 50257, (8, 512)); y = torch.randint(0, 50257, (8, 512))
+def step():
+    loss_of(x, y).backward()
+    raw.zero_grad(set_to_none=False)  # gradients stay allocated: the step's own memory is measured
+for _ in range(3):
+    step()
+def status(key):
+    return next(int(l.split()[1]) for l in open("/proc/self/status") if l.startswith(key)) / 1024
+open("/proc/self/clear_refs", "w").write("5")  # resets VmHWM, the peak resident set
+before = status("VmRSS:")
+for _ in range(3):
+    step()
+print(status("VmHWM:") - before)
+"""
+
+
+def bench_loss_memory(args):
+    """The memory one training step takes above what stays resident, on the CPU at GPT-2's
+    vocabulary (8 x 512 tokens, 2 x 4 x 256 body, 50,304 padded rows): eager, the model compiled
+    with the loss outside the graph (the old path), and the model and its loss compiled together
+    (TrainingLoss, what training compiles now). Each in its own process, the peak resident set
+    (Linux /proc VmHWM, reset after warm-up) minus the resident set before the measured steps;
+    MALLOC_MMAP_THRESHOLD_ makes freed tensors leave the resident set."""
+    if not Path("/proc/self/clear_refs").exists():
+        return {"loss memory": "needs Linux (/proc/self/clear_refs)"}
+    env = dict(os.environ, MALLOC_MMAP_THRESHOLD_="65536", OMP_NUM_THREADS=str(torch.get_num_threads()))
+    rows = {}
+    for variant in ("eager", "compiled model, eager loss", "model and loss compiled together"):
+        r = subprocess.run([sys.executable, "-c", LOSS_MEMORY_CHILD, variant], cwd=ROOT, env=env,
+                           capture_output=True, text=True)
+        rows[f"step memory MB, GPT-2 vocab on the CPU: {variant}"] = (
+            float(r.stdout.strip().splitlines()[-1]) if r.returncode == 0 else f"failed: {r.stderr.strip()[-200:]}")
+    return rows
+
+
 def same_files(reference, folder, what):
     """Exit with an error unless every file in `folder` equals its namesake in `reference`."""
     differ = [p.name for p in sorted(folder.iterdir())
@@ -590,7 +639,7 @@ def gpu_gpt2_small(device, peak, compile):
 
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("what", nargs="*", default=[], help="train, generate, tokenizer, prepare, mix, load, causal, profile, speedrun, optimizers, gpu-check")
+    p.add_argument("what", nargs="*", default=[], help="train, generate, tokenizer, prepare, mix, load, loss-memory, causal, profile, speedrun, optimizers, gpu-check")
     p.add_argument("--json", action="store_true")
     p.add_argument("--iters", type=int, default=300, help="training steps per timed run (default 300)")
     p.add_argument("--nanogpt", metavar="DIR", help="a nanoGPT checkout with data/shakespeare_char prepared")
@@ -600,9 +649,9 @@ def main():
     p.add_argument("--gpu-iters", type=int, default=2500, help="gpu-check: steps of shakespeare_char")
     args = p.parse_args()
     benches = {"train": bench_train, "generate": bench_generation, "tokenizer": bench_tokenizer,
-               "prepare": bench_prepare, "mix": bench_mix, "load": bench_load, "profile": bench_profile,
-               "gpu-check": gpu_check, "speedrun": bench_speedrun, "optimizers": bench_optimizers,
-               "causal": bench_causal}
+               "prepare": bench_prepare, "mix": bench_mix, "load": bench_load,
+               "loss-memory": bench_loss_memory, "profile": bench_profile, "gpu-check": gpu_check,
+               "speedrun": bench_speedrun, "optimizers": bench_optimizers, "causal": bench_causal}
     chosen = args.what or ["train", "generate", "tokenizer", "prepare"]
     unknown = [w for w in chosen if w not in benches]
     if unknown:
