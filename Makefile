@@ -47,5 +47,12 @@ clean:
 	rm -rf $(VENV) .pytest_cache
 
 # On a machine with one CUDA GPU: one table (tests on CUDA, baby GPT speed and loss, GPT-2 MFU).
+# PYTHON_ENV=system runs it with $(PYTHON) as it is, no venv and no pip: for a GPU machine
+# without a package registry whose Python already has torch (and pytest, for the test row).
+ifeq ($(PYTHON_ENV),system)
+gpu-check:
+	$(PYTHON) bench.py gpu-check
+else
 gpu-check: $(TEST_STAMP)
 	$(PY) bench.py gpu-check
+endif

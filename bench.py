@@ -26,10 +26,10 @@ import shutil
 import statistics
 import subprocess
 import sys
-import sysconfig
 import tempfile
 import time
 from dataclasses import asdict
+from functools import partial
 from pathlib import Path
 
 import torch
@@ -358,6 +358,55 @@ def bench_mix(args):
     return results
 
 
+LOSS_MEMORY_CHILD = """
+import os, sys, torch
+sys.path.insert(0, os.getcwd())
+from model.gpt import GPT, GPTConfig, lm_loss
+from training.start import TrainingLoss
+variant = sys.argv[1]
+torch.manual_seed(0)
+raw = GPT(GPTConfig(vocab_size=50257, vocab_multiple=64, block_size=512, n_layer=2, n_head=4, n_embd=256))
+loss_of = TrainingLoss(raw)
+if variant == "compiled model, eager loss":
+    compiled = torch.compile(raw)
+    loss_of = lambda x, y: lm_loss(compiled(x), y)
+elif variant == "model and loss compiled together":
+    loss_of = torch.compile(loss_of)
+x = torch.randint(0, 50257, (8, 512)); y = torch.randint(0, 50257, (8, 512))
+def step():
+    loss_of(x, y).backward()
+    raw.zero_grad(set_to_none=False)  # gradients stay allocated: the step's own memory is measured
+for _ in range(3):
+    step()
+def status(key):
+    return next(int(l.split()[1]) for l in open("/proc/self/status") if l.startswith(key)) / 1024
+open("/proc/self/clear_refs", "w").write("5")  # resets VmHWM, the peak resident set
+before = status("VmRSS:")
+for _ in range(3):
+    step()
+print(status("VmHWM:") - before)
+"""
+
+
+def bench_loss_memory(args):
+    """The memory one training step takes above what stays resident, on the CPU at GPT-2's
+    vocabulary (8 x 512 tokens, 2 x 4 x 256 body, 50,304 padded rows): eager, the model compiled
+    with the loss outside the graph (the old path), and the model and its loss compiled together
+    (TrainingLoss, what training compiles now). Each in its own process, the peak resident set
+    (Linux /proc VmHWM, reset after warm-up) minus the resident set before the measured steps;
+    MALLOC_MMAP_THRESHOLD_ makes freed tensors leave the resident set."""
+    if not Path("/proc/self/clear_refs").exists():
+        return {"loss memory": "needs Linux (/proc/self/clear_refs)"}
+    env = dict(os.environ, MALLOC_MMAP_THRESHOLD_="65536", OMP_NUM_THREADS=str(torch.get_num_threads()))
+    rows = {}
+    for variant in ("eager", "compiled model, eager loss", "model and loss compiled together"):
+        r = subprocess.run([sys.executable, "-c", LOSS_MEMORY_CHILD, variant], cwd=ROOT, env=env,
+                           capture_output=True, text=True)
+        rows[f"step memory MB, GPT-2 vocab on the CPU: {variant}"] = (
+            float(r.stdout.strip().splitlines()[-1]) if r.returncode == 0 else f"failed: {r.stderr.strip()[-200:]}")
+    return rows
+
+
 def same_files(reference, folder, what):
     """Exit with an error unless every file in `folder` equals its namesake in `reference`."""
     differ = [p.name for p in sorted(folder.iterdir())
@@ -471,26 +520,17 @@ def gpu_versions():
             "NVIDIA driver, GPU": driver or "not found (no nvidia-smi)"}
 
 
-def compiler_problem():
-    """Why torch.compile cannot build GPU kernels here (Triton compiles a small C helper), or None."""
-    if not (shutil.which("cc") or shutil.which("gcc") or shutil.which("clang")):
-        return "no C compiler (install gcc)"
-    include = sysconfig.get_paths().get("include", "")
-    if not Path(include, "Python.h").exists():
-        return f"no Python headers ({include}/Python.h; install python3-dev)"
-    return None
-
-
-def gpu_check(args):
+def gpu_check(args, show=None):
     """One table on one CUDA GPU, in about five minutes: the versions, the test suite on CUDA, the
-    baby GPT with bf16 + compile + fused AdamW, and GPT-2 small's MFU on random tokens."""
-    from model.gpt import GPT, GPTConfig, lm_loss
-    from training.optim import make_optimizer
-    from training.runtime import mfu, peak_flops
+    baby GPT with bf16 + compile + fused AdamW, and GPT-2 small's MFU on random tokens. Each row is
+    shown (show(key, value)) as soon as it is measured; a step that fails adds a row saying why
+    and the next step runs, so no row already measured is lost."""
+    from training.runtime import compile_problem, peak_flops
 
+    show = show or print_row
     versions = gpu_versions()
     for key, value in versions.items():
-        print(f"{key}: {value}", flush=True)
+        show(key, value)
     if not torch.cuda.is_available():
         if "not found" in versions["NVIDIA driver, GPU"] or not torch.version.cuda:
             sys.exit("error: gpu-check needs a CUDA GPU and a CUDA build of torch; on a CPU run "
@@ -499,37 +539,77 @@ def gpu_check(args):
                  "NVIDIA driver cannot run (CUDA 13 builds need driver 580 or newer); update the driver, "
                  "or install the torch build for an older CUDA as PyTorch's install selector shows, "
                  "e.g. CUDA 12.6")
-    problem = compiler_problem()
+    problem = compile_problem("cuda")
     if problem:
-        print(f"note: torch.compile needs a C compiler and Python headers: {problem}; "
-              "compiling is left off", flush=True)
-    compile_flag = "false" if problem else "true"
+        show("note", f"torch.compile needs a C compiler and Python headers: {problem}; compiling is left off")
     device = torch.device("cuda", torch.cuda.current_device())
     peak = peak_flops(device)
-    row = {**versions, "GPU": torch.cuda.get_device_name(device),
-           "bf16 peak TFLOP/s": peak / 1e12 if peak else "unknown (set train.peak_flops)"}
+    show("GPU", torch.cuda.get_device_name(device))
+    show("bf16 peak TFLOP/s", peak / 1e12 if peak else "unknown (set train.peak_flops)")
+    steps = (("test suite", gpu_test_suite), ("shakespeare_char", partial(gpu_baby_gpt, args.gpu_iters, not problem)),
+             ("gpt2_124m", partial(gpu_gpt2_small, device, peak, not problem)))
+    return run_steps(steps, show)
+
+
+def run_steps(steps, show):
+    """Run each (name, step) in turn, showing the rows it returns; a step that fails (an
+    exception, or sys.exit from a command it ran) becomes the row "<name> failed" with the reason
+    in one line, and the next step runs. Returns every row."""
+    rows = {}
+    for name, step in steps:
+        try:
+            got = step()
+        except (Exception, SystemExit) as e:  # noqa: BLE001 - any failure is one row of the table
+            reason = " ".join(str(e).split()) or type(e).__name__
+            got = {f"{name} failed": reason[-300:]}
+        for key, value in got.items():
+            show(key, value)
+        rows.update(got)
+    return rows
+
+
+def print_row(key, value, width=52):
+    print(f"{key:<{width}}  {value:,.3f}" if isinstance(value, float) else f"{key:<{width}}  {value}", flush=True)
+
+
+def gpu_test_suite():
+    """The whole test suite, on the GPU where a test asks for one."""
     tests = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests"],
                            cwd=ROOT, capture_output=True, text=True)
-    row["test suite (CUDA tests run, CPU ones too)"] = (tests.stdout.strip().splitlines() or ["no output"])[-1]
+    row = {"test suite (CUDA tests run, CPU ones too)": ((tests.stdout or tests.stderr).strip().splitlines()
+                                                         or ["no output"])[-1]}
     if tests.returncode != 0:
         failed = [line for line in tests.stdout.splitlines() if line.startswith(("FAILED", "ERROR"))]
         row["failed tests"] = "; ".join(failed[:5]) or "see pytest's output"
+    return row
 
-    # The baby GPT: a fixed number of steps, its schedule fitted to them, evaluated at the end.
-    _, final, seconds, tps, util = run_ours(args.gpu_iters, "train.eval_interval=100000",
-                                            f"train.compile={compile_flag}", "train.dtype=bfloat16",
-                                            "train.device=cuda", config="configs/shakespeare_char.yaml")
-    row.update({f"shakespeare_char {args.gpu_iters} steps: wall s (with compile, eval)": seconds,
-                "shakespeare_char tokens/s": tps, "shakespeare_char MFU": util if util is not None else "n/a",
-                "shakespeare_char val loss (whole split)": final.get("val_loss_full")})
 
-    # GPT-2 small on random tokens: the model, optimizer and precision of gpt2_124m.yaml.
+def gpu_baby_gpt(iters, compile):
+    """shakespeare_char through train.py: a fixed number of steps, its schedule fitted to them,
+    evaluated at the end (the corpus from .cache/corpora/ when it is there, else downloaded)."""
+    _, final, seconds, tps, util = run_ours(iters, "train.eval_interval=100000", f"train.compile={str(compile).lower()}",
+                                            "train.dtype=bfloat16", "train.device=cuda",
+                                            config="configs/shakespeare_char.yaml")
+    return {f"shakespeare_char {iters} steps: wall s (with compile, eval)": seconds,
+            "shakespeare_char tokens/s": tps, "shakespeare_char MFU": util if util is not None else "n/a",
+            "shakespeare_char val loss (whole split)": final.get("val_loss_full")}
+
+
+def gpu_gpt2_small(device, peak, compile):
+    """GPT-2 small on random tokens: the model, optimizer and precision of gpt2_124m.yaml, the
+    model and its loss compiled together as training does."""
+    from model.gpt import GPT, GPTConfig
+    from training.optim import make_optimizer
+    from training.runtime import mfu
+    from training.start import TrainingLoss
+
     torch.backends.cuda.matmul.allow_tf32 = True
     torch.manual_seed(0)
     config = GPTConfig(vocab_size=50257, vocab_multiple=64, block_size=1024, n_layer=12, n_head=12,
                        n_embd=768, bias=True)
     raw = GPT(config).to(device)
-    model = torch.compile(raw) if not problem else raw
+    model = TrainingLoss(raw)
+    model = torch.compile(model) if compile else model
     opt = make_optimizer(raw, "adamw", 6e-4, 0.1, (0.9, 0.95), "cuda")
     B = 16
     x = torch.randint(0, 50257, (B, 1024), device=device)
@@ -537,7 +617,7 @@ def gpu_check(args):
 
     def step():
         with torch.autocast("cuda", dtype=torch.bfloat16):
-            loss = lm_loss(model(x), y)
+            loss = model(x, y)
         loss.backward()
         opt.step()
         opt.zero_grad(set_to_none=True)
@@ -545,20 +625,21 @@ def gpu_check(args):
     for _ in range(5):  # compile and warm up
         step()
     torch.cuda.synchronize()
+    torch.cuda.reset_peak_memory_stats(device)
     start, n = time.perf_counter(), 20
     for _ in range(n):
         step()
     torch.cuda.synchronize()
     tps = n * B * 1024 / (time.perf_counter() - start)
-    row["gpt2_124m tokens/s (random tokens, bf16, compile)"] = tps
     util = mfu(raw.flops_per_token(), tps, peak, 1)
-    row["gpt2_124m MFU"] = util if util is not None else "n/a"
-    return row
+    return {"gpt2_124m tokens/s (random tokens, bf16, compile)": tps,
+            "gpt2_124m MFU": util if util is not None else "n/a",
+            "gpt2_124m peak GPU memory GiB (batch 16 x 1024)": torch.cuda.max_memory_allocated(device) / 2**30}
 
 
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("what", nargs="*", default=[], help="train, generate, tokenizer, prepare, mix, load, causal, profile, speedrun, optimizers, gpu-check")
+    p.add_argument("what", nargs="*", default=[], help="train, generate, tokenizer, prepare, mix, load, loss-memory, causal, profile, speedrun, optimizers, gpu-check")
     p.add_argument("--json", action="store_true")
     p.add_argument("--iters", type=int, default=300, help="training steps per timed run (default 300)")
     p.add_argument("--nanogpt", metavar="DIR", help="a nanoGPT checkout with data/shakespeare_char prepared")
@@ -568,23 +649,27 @@ def main():
     p.add_argument("--gpu-iters", type=int, default=2500, help="gpu-check: steps of shakespeare_char")
     args = p.parse_args()
     benches = {"train": bench_train, "generate": bench_generation, "tokenizer": bench_tokenizer,
-               "prepare": bench_prepare, "mix": bench_mix, "load": bench_load, "profile": bench_profile,
-               "gpu-check": gpu_check, "speedrun": bench_speedrun, "optimizers": bench_optimizers,
-               "causal": bench_causal}
+               "prepare": bench_prepare, "mix": bench_mix, "load": bench_load,
+               "loss-memory": bench_loss_memory, "profile": bench_profile, "gpu-check": gpu_check,
+               "speedrun": bench_speedrun, "optimizers": bench_optimizers, "causal": bench_causal}
     chosen = args.what or ["train", "generate", "tokenizer", "prepare"]
     unknown = [w for w in chosen if w not in benches]
     if unknown:
         p.exit(2, f"error: unknown benchmark {unknown[0]!r}; choose from {', '.join(benches)}\n")
     results = {"machine": machine()}
     for name in chosen:
-        results.update(benches[name](args))
+        if name == "gpu-check" and not args.json:  # its rows are printed as they are measured
+            benches[name](args)
+            continue
+        results.update(benches[name](args, show=lambda key, value: None) if name == "gpu-check"
+                       else benches[name](args))
     results["peak RSS MB"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     if args.json:
         print(json.dumps(results))
     else:
         width = max(map(len, results))
         for key, value in results.items():
-            print(f"{key:<{width}}  {value:,.3f}" if isinstance(value, float) else f"{key:<{width}}  {value}")
+            print_row(key, value, width)
 
 
 if __name__ == "__main__":

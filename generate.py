@@ -32,7 +32,7 @@ from checks import positive_int
 from configs.schema import load_config
 from data.pronouns import ATTENTION_EXAMPLES, DEFAULT_COUNT
 from data.sources import Source
-from model.device import pick_device
+from model.device import inference_precision, pick_device
 from runs.folder import METRICS_FILE, PROBE_FILE, probe_path, read_metrics, save_probe, saved_probe
 from runs.load import load_run
 from runs.stream import continuation
@@ -249,6 +249,12 @@ def sample(run, args, device, out, err):
     else:
         generator.manual_seed(args.seed)
     idx = torch.tensor([ids], dtype=torch.long, device=device)
+    with inference_precision(device):
+        write_samples(run, args, idx, generator, prompt, out)
+
+
+def write_samples(run, args, idx, generator, prompt, out):
+    """The prompt and its continuation, args.num_samples times, streamed to `out`."""
     for n in range(args.num_samples):
         if n > 0:
             out.write("---\n")

@@ -7,6 +7,7 @@ CPU with or without bf16 in hardware — is tested on any machine, CPU included.
 `pick_dtype` and `bf16_native` gather the facts and call them; training and generation use these.
 """
 
+import contextlib
 import os
 from dataclasses import dataclass
 
@@ -127,3 +128,21 @@ def bf16_native(device):
 def pick_dtype(name, device):
     """choose_dtype for `device`."""
     return choose_dtype(name, device.type, bf16_native(device))
+
+
+@contextlib.contextmanager
+def inference_precision(device):
+    """Run a model on `device` as fast as training does: on a GPU, TF32 matmuls and autocast to
+    the dtype `dtype: auto` picks there (bf16, or fp16 where bf16 is not native; the KV cache
+    follows it); elsewhere float32, unchanged."""
+    dtype = pick_dtype("auto", device)
+    if device.type != "cuda" or dtype == torch.float32:
+        yield
+        return
+    tf32 = torch.backends.cuda.matmul.allow_tf32
+    torch.backends.cuda.matmul.allow_tf32 = True
+    try:
+        with torch.autocast("cuda", dtype=dtype):
+            yield
+    finally:
+        torch.backends.cuda.matmul.allow_tf32 = tf32

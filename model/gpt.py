@@ -162,11 +162,15 @@ class GPT(nn.Module):
         return logits
 
     def new_caches(self, batch_size):
-        """One empty KVCache per layer, on the model's device and dtype."""
+        """One empty KVCache per layer, on the model's device, in the dtype keys and values are
+        computed in: the autocast dtype where autocast is on (half the memory of float32), else
+        the model's."""
         c = self.config
         p = self.tok_emb.weight
+        kind = p.device.type
+        dtype = torch.get_autocast_dtype(kind) if torch.is_autocast_enabled(kind) else p.dtype
         return [
-            KVCache(batch_size, c.n_head, c.block_size, c.n_embd // c.n_head, p.device, p.dtype)
+            KVCache(batch_size, c.n_head, c.block_size, c.n_embd // c.n_head, p.device, dtype)
             for _ in range(c.n_layer)
         ]
 

@@ -2,6 +2,7 @@
 is timed here (timings belong to the benchmark, never to a test)."""
 
 import json
+import re
 import sys
 
 import pytest
@@ -98,4 +99,18 @@ def test_gpu_check_without_a_usable_gpu_says_what_to_do(monkeypatch, capsys, dri
     monkeypatch.setattr(torch.version, "cuda", cuda)
     code, out, _ = run_bench(monkeypatch, capsys, "gpu-check")
     assert isinstance(code, str) and code.startswith("error: ") and says in code  # sys.exit(message): exit 1
-    assert f"NVIDIA driver, GPU: {driver}\n" in out  # the versions come first
+    assert re.search(rf"^NVIDIA driver, GPU +{re.escape(driver)}$", out, re.M)  # the versions come first
+
+
+def test_gpu_check_rows_are_shown_as_measured_and_a_failed_step_loses_none(capsys):
+    def failing():
+        bench.run_or_explain([sys.executable, "-c", "import sys; sys.exit('no corpus here')"], bench.ROOT)
+
+    shown = []
+    rows = bench.run_steps([("first", lambda: {"a": 1.5}), ("baby GPT", failing),
+                            ("last", lambda: {"b": "ok"})], lambda key, value: shown.append((key, value)))
+    assert [key for key, _ in shown] == ["a", "baby GPT failed", "b"] and rows == dict(shown)
+    assert "no corpus here" in rows["baby GPT failed"] and "\n" not in rows["baby GPT failed"]
+    bench.print_row("a", 1.5, width=4)
+    bench.print_row("b", "ok", width=4)
+    assert capsys.readouterr().out == "a     1.500\nb     ok\n"

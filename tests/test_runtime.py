@@ -10,10 +10,10 @@ import torch
 from model.device import Machine, choose_dtype, cpu_bf16_native, fast_matmul_dtype, resolve_device
 from model.gpt import GPT, GPTConfig, lm_loss
 from model.sampling import generate
-from tests.helpers import read_only_folder
+from tests.helpers import read_only_folder, run_script
 from training.loop import dropout_seed
 from training.resume import load_scaler_state
-from training.runtime import gpu_peak_flops, mfu, torchrun_env
+from training.runtime import compile_problem, gpu_peak_flops, mfu, torchrun_env
 
 NO_GPU = Machine()
 TWO_GPUS = Machine(cuda_count=2, cuda_current=1)
@@ -214,3 +214,54 @@ def test_fp16_resume_from_a_bf16_checkpoint_starts_a_fresh_scaler():
 def test_dropout_seeds_differ_by_process_and_step():
     seeds = {dropout_seed(1337, step, rank) for step in range(50) for rank in range(8)}
     assert len(seeds) == 400 and all(0 <= s < 2**63 for s in seeds)
+
+
+@pytest.mark.parametrize("device, programs, headers, says", [
+    ("cpu", {"g++"}, False, None),  # a CPU needs no Python headers
+    ("cpu", {"gcc"}, True, "no C++ compiler"),
+    ("cpu", {"clang++"}, False, None),
+    ("cuda", {"gcc"}, True, None),
+    ("cuda", set(), True, "no C compiler"),
+    ("cuda", {"cc"}, False, "no Python headers"),
+    ("mps", set(), False, None),
+])
+def test_what_torch_compile_needs_on_each_device(tmp_path, device, programs, headers, says):
+    if headers:
+        (tmp_path / "Python.h").write_text("")
+    problem = compile_problem(device, which=lambda name: name if name in programs else None,
+                              python_include=str(tmp_path))
+    assert problem == says if says is None else says in problem
+
+
+def test_compile_without_a_compiler_is_one_line_that_says_how_to_turn_it_off(corpus, tmp_path):
+    import os
+
+    r = run_script("train.py", f"data.source={corpus / 'text.txt'}", "train.compile=true", "train.device=cpu",
+                   f"out_dir={tmp_path / 'run'}", env=dict(os.environ, PATH=str(tmp_path)))
+    assert r.returncode == 2 and r.stderr.count("\n") == 1 and "Traceback" not in r.stderr, r.stderr
+    assert "no C++ compiler" in r.stderr and "train.compile=false" in r.stderr
+    assert not (tmp_path / "run").exists()
+
+
+@pytest.mark.parametrize("name, dtype, tflops", [
+    ("NVIDIA H100 80GB HBM3", torch.bfloat16, 989),
+    ("NVIDIA H100 80GB HBM3", torch.float16, 989),
+    ("NVIDIA H100 80GB HBM3", torch.float32, 494.5),  # TF32 tensor cores: half the bf16 rate
+    ("NVIDIA A100-SXM4-80GB", torch.float32, 156),
+    ("Tesla V100-SXM2-16GB", torch.float16, 125),
+    ("Tesla V100-SXM2-16GB", torch.float32, 15.7),  # no TF32: plain fp32
+    ("Tesla T4", torch.float32, 8.1),
+])
+def test_an_fp32_run_counts_mfu_against_the_fp32_peak(name, dtype, tflops):
+    assert gpu_peak_flops(name, dtype) == pytest.approx(tflops * 1e12)
+
+
+def test_the_kv_cache_follows_autocast(tiny_gpt):
+    model = tiny_gpt().eval()
+    assert model.new_caches(1)[0].k.dtype == torch.float32
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        assert model.new_caches(1)[0].k.dtype == torch.bfloat16
+        idx = torch.tensor([[1, 2, 3]])
+        cached = torch.stack(list(generate(model, idx, 6, temperature=0.0)))
+        uncached = torch.stack(list(generate(model, idx, 6, temperature=0.0, use_cache=False)))
+    assert torch.equal(cached, uncached)

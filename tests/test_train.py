@@ -1,12 +1,15 @@
 """train.py end to end on a tiny corpus: schedule, accumulation, checkpoints, resume, faults, DDP."""
 
+import contextlib
 import json
 import math
 import os
+import re
 import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 import torch
@@ -16,7 +19,7 @@ from model.device import cpu_bf16_native
 from model.gpt import ARCHITECTURE_KEYS, lm_loss
 from tests.helpers import (ROOT, run_script, start_training, tiny_config, torchrun_two, wait_for_metrics,
                            write_yaml)
-from training import loop
+from training import loop, start
 from training.loop import TrainingStopped, train
 from training.optim import lr_at
 
@@ -145,7 +148,7 @@ def test_a_checkpoint_older_than_the_architecture_options_resumes_as_gpt2(corpus
 def test_non_finite_loss_stops_and_keeps_last_good_checkpoint(corpus, tmp_path, monkeypatch):
     out = tmp_path / "run"
     calls = {"n": 0}
-    real = loop.lm_loss
+    real = start.lm_loss
 
     def failing_after_12_steps(logits, targets):
         calls["n"] += 1
@@ -153,7 +156,7 @@ def test_non_finite_loss_stops_and_keeps_last_good_checkpoint(corpus, tmp_path, 
         # Training calls come one per step; evaluation's (eval_iters x 2) come at step 10.
         return loss * float("nan") if calls["n"] > 12 + 4 else loss
 
-    monkeypatch.setattr(loop, "lm_loss", failing_after_12_steps)
+    monkeypatch.setattr(start, "lm_loss", failing_after_12_steps)
     with pytest.raises(TrainingStopped, match="the checkpoint of step 10 in .* is intact"):
         train(tiny_config(corpus, out))
     ckpt = load_checkpoint(out)
@@ -241,6 +244,38 @@ def test_ctrl_c_during_start_up_is_one_line(corpus, tmp_path):
     proc.send_signal(signal.SIGINT)
     stdout, stderr = proc.communicate(timeout=60)
     assert proc.returncode == 130 and "Traceback" not in stderr, stderr
+
+
+def worker_pid(parent, rank):
+    """The PID of the torchrun worker of `rank` under the process `parent` (from /proc)."""
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        with contextlib.suppress(OSError):
+            if int(stat.read_text().rsplit(")", 1)[1].split()[1]) == parent and \
+                    f"RANK={rank}".encode() in (stat.parent / "environ").read_bytes().split(b"\0"):
+                return int(stat.parent.name)
+    return None
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not Path("/proc/self/environ").exists(), reason="finds torchrun's workers through /proc")
+def test_sigterm_to_one_torchrun_process_stops_both_at_the_same_step_with_a_checkpoint(corpus, tmp_path):
+    # Only rank 1 is told to stop: without agreeing, it would leave while rank 0 waits in the next
+    # gradient all-reduce, and the interruption's checkpoint would never be written.
+    out = tmp_path / "ddp"
+    cfg = write_yaml(tiny_config(corpus, out, "train.max_iters=100000", "train.log_interval=1",
+                                 "train.grad_accum_steps=2"), tmp_path / "ddp.yaml")
+    proc = subprocess.Popen([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
+                             "train.py", str(cfg)], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, env=dict(os.environ, OMP_NUM_THREADS="1"))
+    wait_for_metrics(out, proc)
+    rank1 = worker_pid(proc.pid, 1)
+    assert rank1 is not None
+    os.kill(rank1, signal.SIGTERM)
+    stdout, stderr = proc.communicate(timeout=120)
+    match = re.search(r"interrupted \(on another process\): checkpoint of step (\d+) saved", stdout)
+    assert match, stdout[-2000:] + stderr[-2000:]
+    assert load_checkpoint(out)["step"] == int(match.group(1)) >= 1
+    assert "Connection closed by peer" not in stderr and "timed out" not in stderr
 
 
 @pytest.mark.slow
@@ -363,3 +398,25 @@ def test_piped_output_is_one_plain_line_per_log_and_eval(corpus, tmp_path):
     assert [line.split(":")[0] for line in logs] == ["step 5", "step 10", "step 15", "step 20"]
     assert [line.split(":")[0] for line in evals] == ["step 10", "step 20"]
     assert "val loss" in evals[0] and "tok/s" in evals[0] and lines[-1].startswith("done:")
+
+
+def test_the_training_module_is_the_loss_then_ddp_then_compile(tmp_path, tiny_gpt):
+    import torch.distributed as dist
+    from torch.nn.parallel import DistributedDataParallel as DDP
+
+    from training.runtime import Runtime
+    from training.start import TrainingLoss, training_module
+
+    model = tiny_gpt()
+    x, y = torch.randint(0, 50, (2, 8)), torch.randint(0, 50, (2, 8))
+    plain = training_module(model, Runtime(torch.device("cpu"), torch.float32), compile=False)
+    assert isinstance(plain, TrainingLoss) and plain.model is model
+    assert plain(x, y).item() == pytest.approx(lm_loss(model(x), y).item())
+    dist.init_process_group("gloo", init_method=f"file://{tmp_path / 'store'}", rank=0, world_size=1)
+    try:
+        ddp_runtime = Runtime(torch.device("cpu"), torch.float32, world_size=2)  # as under torchrun
+        wrapped = training_module(model, ddp_runtime, compile=True)  # compiles lazily: no compiler run
+        assert isinstance(wrapped, torch._dynamo.eval_frame.OptimizedModule)
+        assert isinstance(wrapped._orig_mod, DDP) and isinstance(wrapped._orig_mod.module, TrainingLoss)
+    finally:
+        dist.destroy_process_group()

@@ -21,13 +21,12 @@ from analysis.probe import head_scores
 from data.loader import get_mixed_batch
 from data.sources import check_source
 from model.checkpoint import CKPT_NAME, atomic_save
-from model.gpt import lm_loss
 from storage.atomic import clean_stale_temps
 from storage.lock import folder_lock
 from training.evaluate import evaluate, full_val_losses, mix_bits_per_byte
 from training.optim import lr_at
 from training.report import Console, eval_line, plot_losses, plot_probe, summary
-from training.runtime import all_sum, mfu, setup_runtime, teardown
+from training.runtime import all_sum, any_process, compile_problem, mfu, setup_runtime, teardown
 from training.resume import data_fingerprint
 from training.start import (build, data_entries, prepare_data, pretrained_start, probe_examples,
                             probe_interval, resume_checkpoint, say)
@@ -64,6 +63,11 @@ def train(config, force=False):
     for entry in data_entries(config.data):  # a mistyped path fails before the run folder is made
         check_source(entry.source)
     runtime = setup_runtime(config.train.device, config.train.dtype)
+    problem = config.train.compile and compile_problem(runtime.device.type)
+    if problem:
+        teardown(runtime)
+        raise ValueError(f"train.compile=true cannot build kernels here: {problem}; install it, "
+                         "or set train.compile=false")
     try:
         # Rank 0 alone writes the run folder, so it alone holds the folder's lock.
         with folder_lock(config.out_dir, "training run") if runtime.is_main else contextlib.nullcontext():
@@ -86,9 +90,11 @@ def _train(config, runtime, force):
     fingerprint = data_fingerprint(data)
     ckpt = resume_checkpoint(config, runtime, data, fingerprint, force, init)
     job, progress = build(config, runtime, data, fingerprint, ckpt, init if ckpt is None else None)
+    del ckpt, init  # a resumed checkpoint's weights and moments need not stay for the whole run
     job.probe_examples, job.probe_interval = labelled, probe_interval(config)
     progress.last_log_time = progress.started = time.perf_counter()
     console = job.console = Console(runtime.is_main, settings.max_iters, progress.step)
+    requested = False  # a stop request, agreed on by every process
     with StopRequests() as stop:
         try:
             while progress.step < settings.max_iters:
@@ -102,7 +108,10 @@ def _train(config, runtime, force):
                 if job.probe_examples and (progress.step % job.probe_interval == 0 or progress.step == settings.max_iters):
                     probe_heads(job, progress)
                 stopping = settings.run_steps and progress.step - progress.start_step >= settings.run_steps
-                if (stop.signal or stopping) and progress.step < settings.max_iters:
+                # Under torchrun each process gets the signal on its own, maybe a step apart: all
+                # stop after the step in which any one got it, or the others would wait forever.
+                requested = any_process(stop.signal, runtime)
+                if (requested or stopping) and progress.step < settings.max_iters:
                     console.close()
                     if progress.saved_step != progress.step:
                         save(job, progress)
@@ -113,8 +122,8 @@ def _train(config, runtime, force):
             raise
         finally:
             console.close()  # before any message or error, so none lands inside the bar
-    if stop.signal and progress.step < settings.max_iters:
-        say(runtime, f"\ninterrupted ({stop.signal}): checkpoint of step {progress.step} saved in "
+    if requested and progress.step < settings.max_iters:
+        say(runtime, f"\ninterrupted ({stop.signal or 'on another process'}): checkpoint of step {progress.step} saved in "
                  f"{job.out_dir}; run the same command to resume")
         raise KeyboardInterrupt
     if progress.step < settings.max_iters:
@@ -190,7 +199,7 @@ def train_step(job, progress):
         sync = not runtime.ddp or a == accum - 1
         with contextlib.nullcontext() if sync else job.model.no_sync():
             with runtime.autocast():
-                loss = lm_loss(job.model(x), y) / accum
+                loss = job.model(x, y) / accum
             job.scaler.scale(loss).backward()
         progress.loss_sum += loss.detach()
     if settings.grad_clip > 0:

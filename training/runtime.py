@@ -7,6 +7,8 @@ import json
 import os
 import platform
 import re
+import shutil
+import sysconfig
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,9 +30,14 @@ GPU_BF16_PEAK = {
     "RTX 4090": 165e12, "RTX 3090": 71e12, "V100": 125e12, "T4": 65e12,  # V100/T4: fp16
 }
 
-# Waiting ranks sit in a barrier while one rank per node tokenises a corpus; the default
-# (10 minutes) is too short for a few GB. `train.py --prepare-only` before torchrun avoids it.
-PROCESS_GROUP_TIMEOUT = datetime.timedelta(hours=2)
+# GPUs without TF32 tensor cores: their plain fp32 peak (data sheets).
+GPU_FP32_PEAK = {"V100": 15.7e12, "T4": 8.1e12}
+
+# A process that is gone or out of step fails the run within this time, not hours later.
+PROCESS_GROUP_TIMEOUT = datetime.timedelta(minutes=10)
+# Except while waiting ranks sit in a barrier as one rank per node tokenises a corpus, which
+# may take long for a few GB (`train.py --prepare-only` before torchrun avoids the wait).
+PREPARE_TIMEOUT = datetime.timedelta(hours=2)
 
 
 @dataclass
@@ -40,6 +47,8 @@ class Runtime:
     rank: int = 0
     local_rank: int = 0
     world_size: int = 1
+    control: object = None  # under torchrun: a gloo group for agreeing on host-side decisions
+    preparing: object = None  # under torchrun: a gloo group with PREPARE_TIMEOUT, for preparation
 
     @property
     def ddp(self):
@@ -55,6 +64,21 @@ class Runtime:
         return torch.autocast(device_type=self.device.type, dtype=self.dtype)
 
 
+def compile_problem(device_type, which=shutil.which, python_include=None):
+    """Why torch.compile cannot build kernels for `device_type` on this machine, or None.
+    Inductor writes C++ for a CPU; for a GPU, Triton builds a small C helper against Python's
+    headers. `which` finds a program on PATH; python_include is where Python.h should be."""
+    if device_type == "cpu" and not any(which(c) for c in ("c++", "g++", "clang++")):
+        return "no C++ compiler (install g++)"
+    if device_type == "cuda":
+        if not any(which(c) for c in ("cc", "gcc", "clang")):
+            return "no C compiler (install gcc)"
+        include = python_include if python_include is not None else sysconfig.get_paths().get("include", "")
+        if not Path(include, "Python.h").exists():
+            return f"no Python headers ({Path(include, 'Python.h')}; install python3-dev)"
+    return None
+
+
 def torchrun_env(environ=os.environ):
     """(rank, local_rank, world_size) as torchrun sets them; (0, 0, 1) for a plain process."""
     return (int(environ.get("RANK", "0")), int(environ.get("LOCAL_RANK", "0")),
@@ -66,20 +90,37 @@ def setup_runtime(device_name, dtype_name):
     its index), the process group (nccl on CUDA, gloo on CPU) and TF32 matmuls."""
     rank, local_rank, world_size = torchrun_env()
     device = pick_device(device_name, world_size, local_rank)
-    dtype = pick_dtype(dtype_name, device)
     if device.type == "cuda":
-        torch.cuda.set_device(device)
+        torch.cuda.set_device(device)  # first: pick_dtype asks the current GPU what it computes
         torch.backends.cuda.matmul.allow_tf32 = True
         torch.backends.cudnn.allow_tf32 = True
-    if world_size > 1 and not dist.is_initialized():
-        dist.init_process_group(backend="nccl" if device.type == "cuda" else "gloo",
-                                timeout=PROCESS_GROUP_TIMEOUT)
-    return Runtime(device, dtype, rank, local_rank, world_size)
+    dtype = pick_dtype(dtype_name, device)
+    if world_size == 1:
+        return Runtime(device, dtype)
+    if not dist.is_initialized():
+        # device_id binds NCCL's communicator to this process's GPU (and silences its
+        # "devices unknown" warning).
+        dist.init_process_group(backend="nccl" if device.type == "cuda" else "gloo", timeout=PROCESS_GROUP_TIMEOUT,
+                                device_id=device if device.type == "cuda" else None)
+    # CPU-side groups: a flag or a barrier on the host never waits for the GPU's queue.
+    control = dist.new_group(backend="gloo")
+    preparing = dist.new_group(backend="gloo", timeout=PREPARE_TIMEOUT)
+    return Runtime(device, dtype, rank, local_rank, world_size, control, preparing)
 
 
 def teardown(runtime):
     if runtime.ddp and dist.is_initialized():
         dist.destroy_process_group()
+
+
+def any_process(flag, runtime):
+    """True on every process when `flag` is true on any one of them (a one-number all-reduce
+    on the CPU group). Every process must call it at the same point."""
+    if not runtime.ddp:
+        return bool(flag)
+    value = torch.tensor(int(bool(flag)))
+    dist.all_reduce(value, op=dist.ReduceOp.MAX, group=runtime.control)
+    return bool(value.item())
 
 
 def all_sum(value, runtime):
@@ -90,22 +131,26 @@ def all_sum(value, runtime):
     return value
 
 
-def gpu_peak_flops(name):
-    """The bf16 peak of the GPU called `name` (torch.cuda.get_device_name), or None if unknown."""
+def gpu_peak_flops(name, dtype=torch.bfloat16):
+    """The peak FLOP/s of the GPU called `name` (torch.cuda.get_device_name) in the dtype a run
+    computes in, or None if unknown: the table's bf16 (fp16) peak; for float32, which runs on
+    TF32 tensor cores (setup_runtime turns them on), half of it, except on GPUs without TF32."""
     for key in sorted(GPU_BF16_PEAK, key=len, reverse=True):
         if re.search(rf"(?<![A-Za-z0-9]){re.escape(key)}(?![A-Za-z0-9])", name, re.IGNORECASE):
+            if dtype == torch.float32:
+                return GPU_FP32_PEAK.get(key, GPU_BF16_PEAK[key] / 2)
             return GPU_BF16_PEAK[key]
     return None
 
 
-def peak_flops(device, override=None, cache_dir=None):
-    """FLOP/s of one process taken as 100% MFU: the override, a GPU's bf16 peak from the table
-    (None for a GPU the table lacks: MFU is then not shown), or on a CPU the best fp32 matmul
-    rate of several warmed-up timings (cpu_peak_flops: measured once per machine)."""
+def peak_flops(device, override=None, cache_dir=None, dtype=torch.bfloat16):
+    """FLOP/s of one process taken as 100% MFU: the override, a GPU's peak in `dtype` from the
+    table (None for a GPU the table lacks: MFU is then not shown), or on a CPU the best fp32
+    matmul rate of several warmed-up timings (cpu_peak_flops: measured once per machine)."""
     if override:
         return float(override)
     if device.type == "cuda":
-        return gpu_peak_flops(torch.cuda.get_device_name(device))
+        return gpu_peak_flops(torch.cuda.get_device_name(device), dtype)
     if device.type == "cpu":
         return cpu_peak_flops(cache_dir)
     return None

@@ -21,7 +21,7 @@ from data.pronouns import natural as natural_examples
 from data.mix import MixEntry, Mixture, parse_mix, prepare_mix
 from model.checkpoint import CKPT_NAME, load_checkpoint
 from model.device import bf16_native, fast_matmul_dtype
-from model.gpt import ARCHITECTURE_KEYS, GPT, GPTConfig
+from model.gpt import ARCHITECTURE_KEYS, GPT, GPTConfig, lm_loss
 from runs.load import load_pretrained, load_run
 from storage.atomic import write_atomic
 from training.evaluate import evaluate_run
@@ -53,6 +53,32 @@ class Pretrained:
     tokenizer: object
 
 
+class TrainingLoss(torch.nn.Module):
+    """The model and its loss as one module, what the training step calls: compiled together,
+    the cross-entropy fuses with the LM head (no float32 log-softmax of every logit in memory),
+    and DDP wraps both."""
+
+    def __init__(self, model):
+        super().__init__()
+        self.model = model
+
+    def forward(self, x, y):
+        return lm_loss(self.model(x), y)
+
+
+def training_module(raw_model, runtime, compile):
+    """What the training step calls: TrainingLoss(raw_model), under torchrun DDP-wrapped, then
+    maybe compiled. Compiling after the DDP wrap is the order torch's notes on DDP and compile
+    advise: dynamo's DDPOptimizer then cuts the graph at the gradient buckets, so that each
+    bucket's all-reduce overlaps the rest of the backward."""
+    model = TrainingLoss(raw_model)
+    if runtime.ddp:
+        # The only buffer (positions) is a constant: syncing it every forward would be waste.
+        model = DDP(model, device_ids=[runtime.device.index] if runtime.device.type == "cuda" else None,
+                    forward_sync_buffers=False)
+    return torch.compile(model) if compile else model
+
+
 def pretrained_start(config):
     """train.init_from read and checked against the config's model keys; None without it."""
     source, m = config.train.init_from, config.model
@@ -79,7 +105,8 @@ class Job:
     runtime: Runtime
     data: Mixture  # the prepared sources (one, or a data.mix)
     raw_model: GPT  # the plain module: evaluation and checkpoints use it
-    model: torch.nn.Module  # what the training step calls: maybe compiled, maybe DDP-wrapped
+    model: torch.nn.Module  # what the training step calls, model(x, y) -> loss: TrainingLoss,
+    # maybe DDP-wrapped, maybe compiled
     optimizer: torch.optim.Optimizer
     scaler: torch.amp.GradScaler
     fingerprint: dict
@@ -173,10 +200,10 @@ def prepare_data(config, runtime, init=None):
     """Under torchrun, one process per node (local rank 0) prepares while the others wait, then
     they find it in the cache; nodes without a shared filesystem each prepare their own."""
     if runtime.ddp and runtime.local_rank != 0:
-        dist.barrier()
+        dist.barrier(group=runtime.preparing)
     data = prepare_corpus(config, init.tokenizer if init else None)
     if runtime.ddp and runtime.local_rank == 0:
-        dist.barrier()
+        dist.barrier(group=runtime.preparing)
     return data
 
 
@@ -187,7 +214,8 @@ def resume_checkpoint(config, runtime, data, fingerprint, force, init=None):
         return None
     if settings.resume == "never":
         raise ValueError(f"{ckpt_path} exists and train.resume=never; {FORCE_HINT}")
-    ckpt = load_checkpoint(ckpt_path, map_location=runtime.device)
+    # On the CPU: build() copies what it needs to the device, and the rest is freed with it.
+    ckpt = load_checkpoint(ckpt_path, map_location="cpu")
     changes = check_resume(ckpt, asdict(config), asdict(model_config(config, data, init)),
                            fingerprint, config.out_dir)
     say(runtime, f"resuming from step {ckpt['step']} of {ckpt_path}"
@@ -250,17 +278,13 @@ def build(config, runtime, data, fingerprint, ckpt, init=None):
         say(runtime, f"training from scratch into {config.out_dir}")
     progress.last_log_step = progress.step
     progress.loss_sum = torch.zeros((), device=runtime.device)  # summed on the device: no sync per step
-    model = torch.compile(raw_model) if settings.compile else raw_model
-    if runtime.ddp:
-        # The only buffer (positions) is a constant: broadcasting it every step would be waste.
-        model = DDP(model, device_ids=[runtime.device.index] if runtime.device.type == "cuda" else None,
-                    broadcast_buffers=False)
+    model = training_module(raw_model, runtime, settings.compile)
     metrics, peak = None, None
     if runtime.is_main:
         if progress.step < settings.max_iters:
             write_run_files(config, data, Path(config.out_dir))
         metrics = Metrics(Path(config.out_dir) / "metrics.jsonl", resume_step=progress.step if ckpt else None)
-        peak = peak_flops(runtime.device, settings.peak_flops, config.data.cache_dir)
+        peak = peak_flops(runtime.device, settings.peak_flops, config.data.cache_dir, runtime.dtype)
         if peak is None:
             print(f"note: no peak FLOP/s known for {runtime.device}; MFU is shown as n/a until you set "
                   "train.peak_flops", file=sys.stderr)
