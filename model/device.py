@@ -135,14 +135,14 @@ def inference_precision(device):
     """Run a model on `device` as fast as training does: on a GPU, TF32 matmuls and autocast to
     the dtype `dtype: auto` picks there (bf16, or fp16 where bf16 is not native; the KV cache
     follows it); elsewhere float32, unchanged."""
-    dtype = pick_dtype("auto", device)
-    if device.type != "cuda" or dtype == torch.float32:
+    device = torch.device(device)
+    if device.type != "cuda" or pick_dtype("auto", device) == torch.float32:
         yield
         return
     tf32 = torch.backends.cuda.matmul.allow_tf32
     torch.backends.cuda.matmul.allow_tf32 = True
     try:
-        with torch.autocast("cuda", dtype=dtype):
+        with torch.autocast("cuda", dtype=pick_dtype("auto", device)):
             yield
     finally:
         torch.backends.cuda.matmul.allow_tf32 = tf32
