@@ -6,6 +6,7 @@
     python train.py configs/gpt2_124m.yaml --prepare-only   # tokenise once, before torchrun
     torchrun --standalone --nproc_per_node=4 train.py configs/gpt2_124m.yaml
     python train.py --eval-only [--text FILE]        # the loss of out_dir's run, no training
+    python train.py --export-hf DIR                  # out_dir's run as a Hugging Face GPT-2 folder
 """
 
 import argparse
@@ -42,6 +43,9 @@ def build_parser(keys_help):
                         help="print the loss, perplexity and bits/byte of the run in out_dir on its whole "
                              "val split (or on --text FILE), without training")
     parser.add_argument("--text", metavar="FILE", help="with --eval-only: evaluate on this UTF-8 text file")
+    parser.add_argument("--export-hf", metavar="DIR",
+                        help="write the run in out_dir to the new folder DIR as a Hugging Face GPT-2 "
+                             "(config.json, model.safetensors, tokenizer files), without training")
     return parser
 
 
@@ -100,6 +104,12 @@ def run(args):
         return 0
     if args.eval_only:
         print(evaluate_only(config, args.text))
+        return 0
+    if args.export_hf:
+        from runs.export import export_hf
+
+        names = export_hf(config.out_dir, args.export_hf)
+        print(f"exported {config.out_dir} to {args.export_hf}: {', '.join(names)}")
         return 0
     try:
         train(config, force=args.force)

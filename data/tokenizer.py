@@ -216,14 +216,27 @@ def _gpt2_from_folder(folder, keep_files=False) -> TiktokenTokenizer:
     except (ValueError, OSError) as e:
         raise ValueError(f"cannot read the tokenizer files in {folder} ({e}); "
                          f"download them again") from None
-    return _gpt2_bpe(vocab, merges, folder, {"vocab": vocab, "merges": merges} if keep_files else None)
+    pattern = split_pattern(Path(folder) / "tokenizer.json")
+    files = {"vocab": vocab, "merges": merges} | ({"pattern": pattern} if pattern != GPT2_SPLIT_PATTERN else {})
+    return _gpt2_bpe(vocab, merges, folder, files if keep_files else None, pattern)
 
 
-def _gpt2_bpe(vocab, merges, origin, files=None) -> TiktokenTokenizer:
+def split_pattern(tokenizer_json) -> str:
+    """The split pattern of a Hugging Face tokenizer.json where it is GPT-4's (what this
+    project's `bpe` exports with: runs/export.py), else GPT-2's."""
+    try:
+        steps = json.loads(Path(tokenizer_json).read_text(encoding="utf-8"))["pre_tokenizer"]["pretokenizers"]
+        regexes = [step["pattern"]["Regex"] for step in steps if step.get("type") == "Split"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return GPT2_SPLIT_PATTERN
+    return GPT4_SPLIT_PATTERN if regexes == [GPT4_SPLIT_PATTERN] else GPT2_SPLIT_PATTERN
+
+
+def _gpt2_bpe(vocab, merges, origin, files=None, pattern=GPT2_SPLIT_PATTERN) -> TiktokenTokenizer:
     """vocab.json maps tokens (bytes written through GPT-2's byte -> character table) to ids,
     merges.txt lists the merges in the order they were learned. tiktoken merges by the rank of
     the merged token, so the ids must grow in merge order: then the two give the same ids."""
-    char_to_byte = {c: b for b, c in _gpt2_byte_chars().items()}
+    char_to_byte = {c: b for b, c in gpt2_byte_chars().items()}
     try:
         ranks = {bytes(char_to_byte[c] for c in token): i for token, i in vocab.items() if token != EOT}
         merged = [vocab[a + b] for a, b in (merge.split(" ") for merge in merges)]
@@ -238,12 +251,12 @@ def _gpt2_bpe(vocab, merges, origin, files=None) -> TiktokenTokenizer:
                          f"that tiktoken can run (every byte, each merge a new token, ids in merge "
                          f"order); only GPT-2-style tokenizer files are supported")
     special = {EOT: vocab[EOT]} if EOT in vocab else {}
-    encoding = tiktoken.Encoding(f"gpt2-files-{len(vocab)}", pat_str=GPT2_SPLIT_PATTERN,
+    encoding = tiktoken.Encoding(f"gpt2-files-{len(vocab)}", pat_str=pattern,
                                  mergeable_ranks=ranks, special_tokens=special)
     return TiktokenTokenizer("gpt2", encoding, None, files)
 
 
-def _gpt2_byte_chars() -> dict[int, str]:
+def gpt2_byte_chars() -> dict[int, str]:
     """GPT-2's byte -> character table: printable bytes stand for themselves, the others for the
     characters from U+0100 on, so every token is printable text in vocab.json."""
     printable = [*range(ord("!"), ord("~") + 1), *range(ord("¡"), ord("¬") + 1),
@@ -301,8 +314,9 @@ def load_tokenizer(path) -> Tokenizer:
     if kind == "char" and isinstance(meta.get("chars"), list):
         return CharTokenizer(meta["chars"])
     if kind == "gpt2" and "vocab" in meta:
-        files = {"vocab": meta["vocab"], "merges": meta.get("merges")}
-        return _gpt2_bpe(files["vocab"], files["merges"], path, files)
+        files = {key: meta[key] for key in ("vocab", "merges", "pattern") if key in meta}
+        pattern = GPT4_SPLIT_PATTERN if meta.get("pattern") == GPT4_SPLIT_PATTERN else GPT2_SPLIT_PATTERN
+        return _gpt2_bpe(files["vocab"], files.get("merges"), path, files, pattern)
     if kind == "gpt2":
         return gpt2_tokenizer()
     raise ValueError(f"{path}: unknown tokenizer kind {kind!r}; expected one of {', '.join(KINDS)}")

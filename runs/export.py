@@ -1,0 +1,35 @@
+"""A run folder as a Hugging Face GPT-2 folder (`train.py --export-hf DIR`): config.json,
+model.safetensors and the tokenizer files, which transformers opens as it opens GPT-2 itself
+(model/gpt2_export.py for the weights, data/hf_tokenizer.py for the tokenizer). Every file goes
+through the one atomic writer; a folder that already holds files is refused, so an export never
+overwrites anything."""
+
+import json
+from pathlib import Path
+
+from data.hf_tokenizer import hf_tokenizer_files
+from model.gpt2_export import gpt2_config_json, gpt2_state_dict
+from runs.load import load_run
+from storage.atomic import write_atomic
+
+
+def export_hf(run_folder, dest) -> list[str]:
+    """Write the run in `run_folder` to the new folder `dest` as a Hugging Face GPT-2; return
+    the names written. ValueError (one line) for a model or tokenizer with no GPT-2 form, or a
+    `dest` that is not an empty or missing folder; then nothing is written."""
+    from safetensors.torch import save
+
+    dest = Path(dest)
+    if dest.exists() and (not dest.is_dir() or any(dest.iterdir())):
+        raise ValueError(f"{dest} already exists and is not an empty folder; give a new folder for the export")
+    run = load_run(run_folder)
+    config = run.model.config
+    # Everything is built before the first write: a refusal leaves nothing behind.
+    files = hf_tokenizer_files(run.tokenizer, config.block_size)
+    files["config.json"] = json.dumps(gpt2_config_json(config, run.tokenizer.eot_id), indent=2)
+    weights = save(gpt2_state_dict(config, run.model.state_dict()), metadata={"format": "pt"})
+    dest.mkdir(parents=True, exist_ok=True)
+    write_atomic(dest / "model.safetensors", weights)
+    for name, text in files.items():
+        write_atomic(dest / name, text)
+    return ["model.safetensors", *files]

@@ -1,0 +1,120 @@
+"""train.py --export-hf: a run folder as a Hugging Face GPT-2 that transformers opens with our
+logits, attention and token ids; what GPT-2 cannot express is refused; our import reads it back."""
+
+import json
+from dataclasses import asdict
+
+import pytest
+import torch
+
+from data.hf_tokenizer import hf_tokenizer_files
+from data.tokenizer import gpt2_tokenizer, train_tokenizer
+from model.attention import inspect_attention
+from model.checkpoint import atomic_save
+from model.gpt import GPT, GPTConfig
+from runs.export import export_hf
+from runs.load import load_run
+from tests.helpers import RUN_TEXT, one_line, run_script
+
+transformers = pytest.importorskip("transformers", reason="the reference is transformers: "
+                                                          "pip install -r requirements-test.txt")
+
+TORTURE = ("The animal in the jungle went out on a hunt because it was hungry.\n"
+           "Ünïcödé, naïve café; 日本語のテキスト, 😀👍🏽 emoji; مرحبا بالعالم; ΑΒΓ αβγ\n"
+           "numbers 1234567 3.14159 -42, it's they'll we've I'M  double  spaces\n\n\ttabs\r\n"
+           "trailing spaces   \n   leading, <|endoftext|> as text, `code` {x: [1, 2]} ~!@#$%^&*()")
+
+
+def make_run(folder, kind="bpe", **overrides):
+    """A run folder (ckpt.pt, meta.json, tokenizer) of an untrained 2 x 2 x 32 model whose
+    weights are 10x the usual scale, so attention is far from uniform and comparisons bite."""
+    folder.mkdir(parents=True, exist_ok=True)
+    tokenizer = train_tokenizer(kind, RUN_TEXT * 5, None if kind == "char" else 300)
+    tokenizer.save(folder / "tokenizer.bpe")
+    (folder / "meta.json").write_text(json.dumps({"tokenizer_file": "tokenizer.bpe", "tokenizer_kind": kind}))
+    torch.manual_seed(0)
+    config = GPTConfig(**{"vocab_size": tokenizer.vocab_size, "block_size": 64, "n_layer": 2, "n_head": 2,
+                          "n_embd": 32, "vocab_multiple": 64, **overrides})
+    model = GPT(config).eval()
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if p.dim() == 2 and "pos" not in name:
+                p.mul_(10)
+    atomic_save({"model": model.state_dict(), "model_config": asdict(config), "step": 0}, folder / "ckpt.pt")
+    return folder
+
+
+@pytest.mark.parametrize("overrides", [{}, {"bias": False}, {"gelu_approximate": "tanh"}])
+def test_transformers_opens_the_export_with_our_logits_attention_and_ids(tmp_path, overrides):
+    run = load_run(make_run(tmp_path / "run", **overrides))
+    export_hf(tmp_path / "run", tmp_path / "hf")
+    hf = transformers.GPT2LMHeadModel.from_pretrained(tmp_path / "hf", attn_implementation="eager").eval()
+    tokenizer = transformers.AutoTokenizer.from_pretrained(tmp_path / "hf")
+    ids = run.tokenizer.encode(TORTURE)
+    assert tokenizer(TORTURE)["input_ids"] == ids and tokenizer.decode(ids) == TORTURE
+    window = torch.tensor([ids[:64]])
+    with torch.no_grad(), inspect_attention(run.model) as seen:
+        ours = run.model(window)
+    with torch.no_grad():
+        theirs = hf(window, output_attentions=True)
+    torch.testing.assert_close(theirs.logits, ours, atol=1e-4, rtol=0)
+    for a, b in zip(theirs.attentions, seen.weights, strict=True):
+        torch.testing.assert_close(a, b, atol=1e-5, rtol=0)
+    # The padded vocabulary goes out unpadded.
+    assert hf.config.vocab_size == run.tokenizer.vocab_size == hf.transformer.wte.weight.shape[0]
+    assert run.model.config.padded_vocab_size > run.tokenizer.vocab_size
+
+
+def test_the_export_imports_back_bit_identical(tmp_path):
+    run = load_run(make_run(tmp_path / "run"))
+    export_hf(tmp_path / "run", tmp_path / "hf")
+    back = load_run(tmp_path / "hf")
+    ours, theirs = run.model.state_dict(), back.model.state_dict()
+    V = run.tokenizer.vocab_size
+    assert set(ours) == set(theirs)
+    for name, tensor in ours.items():
+        rows = slice(0, V) if name in ("tok_emb.weight", "lm_head.weight") else slice(None)
+        assert torch.equal(theirs[name][rows], tensor[rows]), name
+    window = torch.tensor([run.tokenizer.encode(TORTURE)[:64]])
+    with torch.no_grad():
+        assert torch.equal(back.model(window), run.model(window))
+    assert back.tokenizer.encode(TORTURE) == run.tokenizer.encode(TORTURE)  # GPT-4's split pattern too
+
+
+def test_gpt2s_own_tokenizer_exports_with_its_pattern_and_end_of_text(tmp_path, gpt2_folder):
+    ours = gpt2_tokenizer(gpt2_folder)
+    for name, text in hf_tokenizer_files(ours, 64).items():
+        (tmp_path / name).write_text(text)
+    theirs = transformers.AutoTokenizer.from_pretrained(tmp_path)
+    plain = TORTURE.replace("<|endoftext|>", "")  # GPT-2's files make it a special token; ours: text
+    assert theirs(plain)["input_ids"] == ours.encode(plain)
+    assert theirs.eos_token_id == ours.eot_id
+
+
+@pytest.mark.parametrize("overrides, names", [
+    ({"rotary": True}, "model.rotary"), ({"qk_norm": True}, "model.qk_norm"),
+    ({"mlp_activation": "relu2"}, "model.mlp_activation"), ({"tie_embeddings": False}, "model.tie_embeddings"),
+])
+def test_what_gpt2_cannot_express_is_refused_and_nothing_is_written(tmp_path, overrides, names):
+    make_run(tmp_path / "run", **overrides)
+    with pytest.raises(ValueError, match=names) as error:
+        export_hf(tmp_path / "run", tmp_path / "hf")
+    one_line(error)
+    assert not (tmp_path / "hf").exists()
+
+
+def test_a_char_run_or_a_folder_with_files_is_refused_at_the_command_line(tmp_path):
+    make_run(tmp_path / "char", kind="char")
+    r = run_script("train.py", f"out_dir={tmp_path / 'char'}", "--export-hf", tmp_path / "hf")
+    assert r.returncode == 2 and "char tokenizer has no Hugging Face" in r.stderr and r.stderr.count("\n") == 1
+    assert not (tmp_path / "hf").exists()
+    make_run(tmp_path / "bpe")
+    (tmp_path / "full").mkdir()
+    (tmp_path / "full" / "keep.txt").write_text("mine")
+    r = run_script("train.py", f"out_dir={tmp_path / 'bpe'}", "--export-hf", tmp_path / "full")
+    assert r.returncode == 2 and "not an empty folder" in r.stderr
+    assert [p.name for p in (tmp_path / "full").iterdir()] == ["keep.txt"]
+    r = run_script("train.py", f"out_dir={tmp_path / 'bpe'}", "--export-hf", tmp_path / "hf")
+    assert r.returncode == 0, r.stderr
+    assert sorted(p.name for p in (tmp_path / "hf").iterdir()) == sorted(
+        ["config.json", "model.safetensors", "vocab.json", "merges.txt", "tokenizer.json", "tokenizer_config.json"])
