@@ -64,7 +64,10 @@ def build_parser():
     p = OneLineErrorParser(description="Sample from a trained run, or print its attention maps.")
     add = p.add_argument
     add("--ckpt", metavar="DIR",
-        help="run folder written by train.py (default: out_dir of configs/default.yaml)")
+        help="run folder written by train.py (default: out_dir of configs/default.yaml), a Hugging Face "
+             "GPT-2 folder, hf:OWNER/NAME, or a nanoGPT run folder")
+    add("--meta", metavar="FILE",
+        help="a nanoGPT run's meta.pkl (its character vocabulary), where it is not beside its ckpt.pt")
     add("--device", default="auto", metavar="D",
         help="auto (cuda, then mps, then cpu), cpu, cuda, cuda:N or mps")
     add("--threads", type=int, metavar="N",
@@ -338,7 +341,7 @@ def main(argv=None, out=None, err=None):
         device = pick_device(args.device)
         ckpt = args.ckpt or default_out_dir()
         check_run_folder(ckpt)
-        run = load_run(ckpt, device)
+        run = load_run(ckpt, device, nanogpt_meta=args.meta)
         threads = generation_threads(run.model.config.n_embd, args.threads)
         if threads is not None:
             torch.set_num_threads(threads)

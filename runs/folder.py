@@ -30,9 +30,10 @@ def read_metrics(path):
 
 def probe_path(folder):
     """Where the run folder `folder` keeps its probe result; None for a model that is not a
-    train.py run folder (a Hugging Face download is not ours to write into)."""
+    train.py run folder (a Hugging Face download or a nanoGPT run is not ours to write into)."""
     folder = Path(folder) if folder else None
-    return folder / PROBE_FILE if folder and (folder / CKPT_NAME).is_file() else None
+    ours = folder and (folder / CKPT_NAME).is_file() and (folder / "meta.json").is_file()
+    return folder / PROBE_FILE if ours else None
 
 
 def checkpoint_id(run):

@@ -9,17 +9,21 @@ A run folder (`out_dir`) holds everything generation needs:
 
 Wherever a run folder is read, a pretrained GPT-2 serves too: a Hugging Face GPT-2 folder
 (config.json, model.safetensors or pytorch_model.bin, vocab.json, merges.txt; model/gpt2_import.py)
-or `hf:OWNER/NAME`, which fetches that folder into the Hugging Face cache (storage/hub.py).
+or `hf:OWNER/NAME`, which fetches that folder into the Hugging Face cache (storage/hub.py); and
+so does a nanoGPT run folder (its ckpt.pt; model/nanogpt_import.py) with the character vocabulary
+of its meta.pkl, found beside ckpt.pt or given (data/nanogpt_meta.py), or else GPT-2's encoding.
 """
 
 import json
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from data.nanogpt_meta import nanogpt_char_tokenizer
 from data.tokenizer import gpt2_tokenizer, load_tokenizer
 from model.checkpoint import CKPT_NAME, build_gpt, load_checkpoint, model_parts
 from model.gpt import GPT
 from model.gpt2_import import read_gpt2
+from model.nanogpt_import import is_nanogpt, read_nanogpt
 from storage.hub import is_hub_name, model_folder
 
 
@@ -33,13 +37,17 @@ class Run:
     ckpt: dict
 
 
-def load_run(source, device="cpu"):
+NANOGPT_META = "meta.pkl"
+
+
+def load_run(source, device="cpu", nanogpt_meta=None):
     """Load a model to sample from or study: a run folder written by train.py, a Hugging Face
     GPT-2 folder, or hf:OWNER/NAME. The Run holds the model (eval mode), its tokenizer, the
     meta.json of a run (for GPT-2: {"source", "folder", "tokenizer_kind"}) and the checkpoint (for
     GPT-2: only "model_config"). A GPT-2 loads unpadded (vocab_multiple 1): padding the token
-    table only speeds up training's matmuls, and copying it would slow every load."""
-    config, state_dict, tokenizer, meta, ckpt = _open(source, device, vocab_multiple=1)
+    table only speeds up training's matmuls, and copying it would slow every load.
+    nanogpt_meta: a nanoGPT run's meta.pkl, where it is not beside its ckpt.pt."""
+    config, state_dict, tokenizer, meta, ckpt = _open(source, device, vocab_multiple=1, nanogpt_meta=nanogpt_meta)
     return Run(build_gpt(config, state_dict, device), tokenizer, meta, ckpt)
 
 
@@ -54,7 +62,7 @@ def load_pretrained(source, device="cpu"):
     return config, state_dict, tokenizer
 
 
-def _open(source, device, vocab_multiple):
+def _open(source, device, vocab_multiple, nanogpt_meta=None):
     """(config, state_dict, tokenizer, meta, ckpt) of any source load_run accepts, checked to
     agree on the vocabulary size; a GPT-2's token table padded to a multiple of vocab_multiple."""
     path = Path(source)
@@ -62,7 +70,7 @@ def _open(source, device, vocab_multiple):
     if is_gpt2:
         config, state_dict, tokenizer, meta, ckpt = _open_gpt2(source, device, vocab_multiple)
     else:
-        config, state_dict, tokenizer, meta, ckpt = _open_run(source, device)
+        config, state_dict, tokenizer, meta, ckpt = _open_run(source, device, nanogpt_meta)
     if tokenizer.vocab_size != config.vocab_size:
         raise ValueError(f"the tokenizer of {source} has {tokenizer.vocab_size} tokens but its model "
                          f"has {config.vocab_size}: the folder mixes two runs or models; train again "
@@ -78,12 +86,14 @@ def _open_gpt2(source, device, vocab_multiple):
     return config, state_dict, gpt2_tokenizer(folder), meta, {"model_config": asdict(config)}
 
 
-def _open_run(out_dir, device):
+def _open_run(out_dir, device, nanogpt_meta=None):
     out_dir = Path(out_dir)
     if out_dir.is_dir() and not (out_dir / CKPT_NAME).is_file():
         raise FileNotFoundError(f"no checkpoint at {out_dir / CKPT_NAME}; train one first with `python "
                                 f"train.py`, or give a Hugging Face GPT-2 folder or hf:OWNER/NAME")
     ckpt = load_checkpoint(out_dir / CKPT_NAME, map_location=device)
+    if is_nanogpt(ckpt):
+        return _open_nanogpt(out_dir, ckpt, nanogpt_meta)
     meta_path = out_dir / "meta.json"
     if not meta_path.is_file():
         raise FileNotFoundError(f"{meta_path} is missing; the run folder {out_dir} is incomplete")
@@ -95,3 +105,20 @@ def _open_run(out_dir, device):
                          "train again to rewrite it") from None
     config, state_dict = model_parts(ckpt)
     return config, state_dict, load_tokenizer(tokenizer_path), meta, ckpt
+
+
+def _open_nanogpt(folder, ckpt, meta_pkl=None):
+    """A nanoGPT run: its weights, and the characters of its meta.pkl (given, or beside ckpt.pt)
+    or, with none, GPT-2's encoding (its GPT-2 runs)."""
+    meta_pkl = Path(meta_pkl) if meta_pkl else folder / NANOGPT_META
+    if meta_pkl.is_file():
+        tokenizer, kind = nanogpt_char_tokenizer(meta_pkl), "char"
+    elif ckpt["model_args"].get("vocab_size", 0) < 50257:
+        raise ValueError(f"{folder} is a nanoGPT run of {ckpt['model_args'].get('vocab_size')} tokens, and there "
+                         f"is no {meta_pkl}: copy the meta.pkl of its data (nanoGPT writes data/<dataset>/meta.pkl) "
+                         "beside its ckpt.pt, or name it with --meta")
+    else:
+        tokenizer, kind = gpt2_tokenizer(), "gpt2"
+    config, state_dict = read_nanogpt(ckpt, tokenizer.vocab_size)
+    meta = {"source": str(folder), "tokenizer_kind": kind, "nanogpt": True}
+    return config, state_dict, tokenizer, meta, {**ckpt, "model_config": asdict(config)}
