@@ -182,7 +182,7 @@ def test_a_run_folder_that_is_a_file_or_lacks_a_checkpoint_is_a_one_line_error(c
 
 
 def test_ctrl_c_while_loading_prints_one_line_and_exits_130(char_run, monkeypatch):
-    def interrupted(*args):
+    def interrupted(*args, **kwargs):
         raise KeyboardInterrupt
 
     monkeypatch.setattr(generate, "load_run", interrupted)
