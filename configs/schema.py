@@ -18,17 +18,43 @@ from data.mix import MIX_FORM, parse_mix
 from model.gpt import ACTIVATIONS, GPTConfig
 
 
-def setting(default, help, choices=None):
-    """A config field: its default, its --help text and, for a string, its allowed values."""
+def setting(default, help, choices=None, parse=None):
+    """A config field: its default, its --help text and, for a string, its allowed values; a
+    list-valued field has `parse`, which turns what YAML or the command line gives into the list
+    (ValueError, one line, for a bad value)."""
+    metadata = {"help": help, "choices": choices, "parse": parse}
     if isinstance(default, list):
-        return field(default_factory=lambda: list(default), metadata={"help": help, "choices": choices})
-    return field(default=default, metadata={"help": help, "choices": choices})
+        return field(default_factory=lambda: list(default), metadata=metadata)
+    return field(default=default, metadata=metadata)
+
+
+def mix_list(value):
+    """data.mix as stored in a config: [{source, weight[, start_weight]}] (data.mix.parse_mix)."""
+    return [{"source": e.source, "weight": e.weight} | ({} if e.start_weight is None else {"start_weight": e.start_weight})
+            for e in parse_mix(value)]
+
+
+LOGGERS = ("tensorboard", "wandb")
+
+
+def logger_list(value):
+    """train.loggers: a list of names, or "tensorboard,wandb" on the command line."""
+    names = [] if value in (None, "", []) else value.split(",") if isinstance(value, str) else value
+    if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
+        raise ValueError(f"expected a list of {' and '.join(LOGGERS)}, got {value!r}")
+    names = [n.strip() for n in names]
+    for name in names:
+        if name not in LOGGERS:
+            raise ValueError(f"{name!r} is not a logger; choose from {', '.join(LOGGERS)}")
+    if len(set(names)) != len(names):
+        raise ValueError(f"{value!r} names a logger twice")
+    return names
 
 
 @dataclass
 class DataConfig:
     source: str = setting("pronouns", "a .txt file, a folder of .txt files, hf:OWNER/DATASET/PATH (a text file of a Hugging Face dataset), or a named corpus: pronouns, tinyshakespeare")
-    mix: list = setting([], f"several sources in one run, each window drawn from one of them by weight, one tokenizer for all: {MIX_FORM}, or in YAML a list of {{source, weight}}; replaces data.source")
+    mix: list = setting([], parse=mix_list, help=f"several sources in one run, each window drawn from one of them by weight, one tokenizer for all: {MIX_FORM}, or in YAML a list of {{source, weight}}; replaces data.source")
     val_fraction: float = setting(0.1, "share of the text, cut on a line boundary at the end, held out for validation")
     cache_dir: str = setting(".cache", "where downloaded corpora and prepared token files are kept")
 
@@ -81,6 +107,7 @@ class TrainConfig:
     resume: str = setting("auto", "auto: continue from out_dir/ckpt.pt if there is one; never: refuse to run where a checkpoint exists (--force starts over)", ("auto", "never"))
     probe_interval: typing.Optional[int] = setting(None, "steps between coreference probes while training (every head's cand@1 on the pronoun corpus's dev set, or train.probe_file), logged to metrics.jsonl and drawn in probe.png; null: every eval_interval when the data holds the pronoun corpus or probe_file is set, else off; 0: off")
     probe_file: str = setting("", "labelled JSONL examples for train.probe_interval instead of the pronoun corpus's dev set (needed when the corpus is not the built-in pronouns); natural: the built-in hand-written natural sentences")
+    loggers: list = setting([], parse=logger_list, help="experiment trackers that receive every record of metrics.jsonl (rank 0): tensorboard (into out_dir/tensorboard) and/or wandb (WANDB_MODE=offline and its other variables respected); each needs its package installed")
     peak_flops: typing.Optional[float] = setting(None, "FLOP/s of one process taken as 100% MFU; default: the GPU's bf16 peak (n/a for a GPU not in the table), or the best of several CPU matmul timings")
 
 
@@ -102,19 +129,17 @@ def _is_section(tp):
     return isinstance(tp, type) and hasattr(tp, "__dataclass_fields__")
 
 
-def _convert(value, tp, choices, where):
+def _convert(value, tp, choices, where, parse=None):
     """Convert a YAML value to the field type `tp`, or raise ConfigError saying why."""
     if typing.get_origin(tp) is typing.Union:  # Optional[X]
         if value is None or (isinstance(value, str) and value.lower() in ("none", "null")):
             return None
         tp = next(t for t in typing.get_args(tp) if t is not type(None))
-    if tp is list:  # data.mix, the one list-valued key
+    if tp is list:
         try:
-            entries = parse_mix(value)
+            return parse(value)
         except ValueError as e:
             raise ConfigError(f"{where}: {str(e).removeprefix('data.mix: ')}") from None
-        return [{"source": e.source, "weight": e.weight}
-                | ({} if e.start_weight is None else {"start_weight": e.start_weight}) for e in entries]
     try:
         if tp is bool:
             if isinstance(value, bool):
@@ -162,7 +187,8 @@ def _build(cls, raw, origin, prefix=""):
         if _is_section(hints[key]):
             kwargs[key] = _build(hints[key], value or {}, origin, path + ".")
         else:
-            kwargs[key] = _convert(value, hints[key], f.metadata.get("choices"), f"{origin}: {path}")
+            kwargs[key] = _convert(value, hints[key], f.metadata.get("choices"), f"{origin}: {path}",
+                                   f.metadata.get("parse"))
     return cls(**kwargs)
 
 

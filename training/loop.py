@@ -26,6 +26,7 @@ from storage.lock import folder_lock
 from training.evaluate import evaluate, full_val_losses, mix_bits_per_byte
 from training.optim import lr_at
 from training.report import Console, eval_line, plot_losses, plot_probe, summary
+from training.trackers import check_installed
 from training.runtime import all_sum, any_process, compile_problem, mfu, setup_runtime, teardown
 from training.resume import data_fingerprint
 from training.start import (build, data_entries, prepare_data, pretrained_start, probe_examples,
@@ -62,6 +63,7 @@ def train(config, force=False):
     """
     for entry in data_entries(config.data):  # a mistyped path fails before the run folder is made
         check_source(entry.source)
+    check_installed(config.train.loggers)  # so does a tracker whose package is missing
     runtime = setup_runtime(config.train.device, config.train.dtype)
     problem = config.train.compile and compile_problem(runtime.device.type)
     if problem:
@@ -92,6 +94,15 @@ def _train(config, runtime, force):
     job, progress = build(config, runtime, data, fingerprint, ckpt, init if ckpt is None else None)
     del ckpt, init  # a resumed checkpoint's weights and moments need not stay for the whole run
     job.probe_examples, job.probe_interval = labelled, probe_interval(config)
+    try:
+        return _loop(job, progress)
+    finally:
+        if job.metrics is not None:
+            job.metrics.close()  # the trackers' last records reach their files
+
+
+def _loop(job, progress):
+    config, runtime, settings = job.config, job.runtime, job.config.train
     progress.last_log_time = progress.started = time.perf_counter()
     console = job.console = Console(runtime.is_main, settings.max_iters, progress.step)
     requested = False  # a stop request, agreed on by every process

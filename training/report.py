@@ -75,8 +75,9 @@ class Metrics:
     (storage.atomic), so a kill during it leaves the old file.
     """
 
-    def __init__(self, path, resume_step=None):
+    def __init__(self, path, resume_step=None, trackers=None):
         self.path = Path(path)
+        self.trackers = trackers  # training.trackers.Trackers: each record goes to them too
         kept = [] if resume_step is None else [
             record for record in read_metrics(self.path) if record.get("step", math.inf) <= resume_step]
         write_atomic(self.path, "".join(json.dumps(record) + "\n" for record in kept))
@@ -87,6 +88,12 @@ class Metrics:
         # can tear at most the last one, which __init__ skips on resume.
         with open(self.path, "ab") as f:
             f.write((json.dumps(record) + "\n").encode("utf-8"))
+        if self.trackers is not None:
+            self.trackers.log(record)
+
+    def close(self):
+        if self.trackers is not None:
+            self.trackers.close()
 
     def records(self):
         return read_metrics(self.path)

@@ -30,6 +30,7 @@ from training.report import Console, Metrics
 from training.resume import (FORCE_HINT, check_resume, data_fingerprint, data_mismatch,
                              load_optimizer_state, load_scaler_state, recorded_fingerprint)
 from training.runtime import Runtime, peak_flops
+from training.trackers import Trackers
 
 # Shape keys a fine-tuning config must share with its source (block_size may be smaller: the
 # position table is cropped; dropout may differ).
@@ -283,7 +284,9 @@ def build(config, runtime, data, fingerprint, ckpt, init=None):
     if runtime.is_main:
         if progress.step < settings.max_iters:
             write_run_files(config, data, Path(config.out_dir))
-        metrics = Metrics(Path(config.out_dir) / "metrics.jsonl", resume_step=progress.step if ckpt else None)
+        trackers = Trackers(settings.loggers, config.out_dir, config) if settings.loggers else None
+        metrics = Metrics(Path(config.out_dir) / "metrics.jsonl", resume_step=progress.step if ckpt else None,
+                          trackers=trackers)
         peak = peak_flops(runtime.device, settings.peak_flops, config.data.cache_dir, runtime.dtype)
         if peak is None:
             print(f"note: no peak FLOP/s known for {runtime.device}; MFU is shown as n/a until you set "
