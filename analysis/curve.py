@@ -20,6 +20,7 @@ LAYER_COLOURS = ("#1f77b4", "#2ca02c", "#9467bd", "#8c564b", "#e377c2", "#17becf
                  "#7f7f7f")  # other heads, by layer: no orange, which marks the best one
 BASELINE_DASHES = ("2 3", "6 4", "8 3 2 3")  # random, first, nearest
 MAX_STEP_LABELS = 6
+PASS_MARK = 0.9  # the curve marks where the best head first reaches this cand@1
 
 
 def _number(x):
@@ -69,10 +70,18 @@ def _line(points, colour, width, title, dash=None, opacity=1.0, cls="head"):
             f"<title>{html.escape(title)}</title></polyline>")
 
 
+def first_pass(probes, mark=PASS_MARK):
+    """The first step at which the last probe's best head had cand@1 >= mark, or None."""
+    layer, head = probes[-1]["probe_best_head"]
+    return next((r["step"] for r in probes if r["probe_heads"][layer][head] >= mark), None)
+
+
 def curve_svg(probes, evals):
-    """The drawing: `probes` from probe_records, `evals` the records with a val loss."""
-    steps = [r["step"] for r in probes + evals]
-    x = _scale(min(steps), max(steps), LEFT, WIDTH - RIGHT)
+    """The drawing: `probes` from probe_records, `evals` the records with a val loss. Steps on a
+    log axis: training probes at steps spaced in log(step), where the head forms fast."""
+    steps = [max(r["step"], 1) for r in probes + evals]
+    log_x = _scale(math.log(min(steps)), math.log(max(steps)), LEFT, WIDTH - RIGHT)
+    x = lambda step: log_x(math.log(max(step, 1)))  # noqa: E731
     y = _scale(0.0, 1.0, HEIGHT - BOTTOM, TOP)
     parts = []
     for share in (0, 0.25, 0.5, 0.75, 1):  # the cand@1 axis, on the left
@@ -102,6 +111,11 @@ def curve_svg(probes, evals):
             parts.append(_line(points, LAYER_COLOURS[l % len(LAYER_COLOURS)], 1, title,
                                opacity=0.6))
 
+    passed = first_pass(probes)
+    if passed is not None:
+        parts.append(f'<line x1="{x(passed):.1f}" x2="{x(passed):.1f}" y1="{TOP}" y2="{HEIGHT - BOTTOM}" '
+                     f'stroke="{BEST}" stroke-dasharray="2 2" class="pass"><title>the best head reaches '
+                     f'{PASS_MARK:.0%} at step {passed:,}</title></line>')
     if evals:  # the val loss, on the right
         losses = [r["val_loss"] for r in evals]
         lo, hi = min(losses), max(losses)
@@ -140,9 +154,13 @@ def curve_section(records):
                for (name, value), dash in zip(last["probe_baselines"].items(), BASELINE_DASHES)]
     if evals:
         legend.append(_swatch("#222", "val loss (right axis, nats/token)", "5 3", 1.5))
+    passed = first_pass(probes)
+    if passed is not None:
+        legend.append(_swatch(BEST, f"the best head reaches {PASS_MARK:.0%} at step {passed:,}", "2 2", 1.2))
     return (f'<section class="training"><h2>The head forming during training</h2>'
             f'<p class="help">Each line is one head: how often, on the probe\'s dev sentences, it '
             f"gives the antecedent more attention than any other noun (cand@1), at each step "
-            f"where training ran the probe (train.probe_interval).</p>"
+            f"where training ran the probe (train.probe_interval, and steps spaced evenly in log(step)); "
+            f"steps on a log scale.</p>"
             f"{curve_svg(probes, evals)}"
             f'<div class="curve-legend">{"".join(legend)}</div></section>')

@@ -9,7 +9,7 @@ from data.pronouns import natural
 from tests.helpers import tiny_config
 from training.loop import train
 from training.runtime import Runtime
-from training.start import probe_examples
+from training.start import probe_examples, probe_schedule
 
 SENTENCES = [
     ("the dog and the cat sat while it barked.", "it", "dog", ["cat"]),
@@ -37,11 +37,14 @@ def test_probe_records_appear_at_their_steps_survive_resume_and_draw_probe_png(c
     probe_file = write_probe_file(tmp_path / "probe.jsonl")
     overrides = ("train.probe_interval=6", f"train.probe_file={probe_file}")
     out = tmp_path / "run"
+    schedule = sorted(probe_schedule(20, 6))
+    # Every 6 steps and the last, and 12 steps spaced in log(step) from 1 to 20.
+    assert schedule == [1, 2, 3, 4, 6, 7, 9, 12, 16, 18, 20]
     train(tiny_config(corpus, out, *overrides, "train.run_steps=13"))
-    assert [r["step"] for r in records(out) if "probe_heads" in r] == [6, 12]
+    assert [r["step"] for r in records(out) if "probe_heads" in r] == [s for s in schedule if s <= 13]
     train(tiny_config(corpus, out, *overrides))
     probes = [r for r in records(out) if "probe_heads" in r]
-    assert [r["step"] for r in probes] == [6, 12, 18, 20]  # and the last step
+    assert [r["step"] for r in probes] == schedule
     last = probes[-1]
     assert len(last["probe_heads"]) == 2 and len(last["probe_heads"][0]) == 2  # 2 layers x 2 heads
     layer, head = last["probe_best_head"]
@@ -76,3 +79,22 @@ def test_a_missing_or_malformed_probe_file_stops_before_training(corpus, tmp_pat
 def test_the_probe_file_natural_means_the_built_in_natural_sentences(corpus, tmp_path):
     config = tiny_config(corpus, tmp_path / "run", "train.probe_interval=5", "train.probe_file=natural")
     assert probe_examples(config, Runtime(torch.device("cpu"), torch.float32)) == natural()
+
+
+def test_the_default_run_probes_at_least_12_times_most_of_them_early():
+    steps = sorted(probe_schedule(1200, 200))
+    assert len(steps) >= 12 and steps[-1] == 1200 and set(range(200, 1201, 200)) <= set(steps)
+    assert sum(s < 200 for s in steps) >= 6  # before the first evaluation
+    assert probe_schedule(1200, 0) == frozenset()
+
+
+def test_the_plots_mark_where_the_best_head_first_reaches_90_percent():
+    from analysis.curve import curve_section, first_pass
+
+    grid = lambda v: [[0.1, v], [0.2, 0.3]]  # noqa: E731
+    probes = [{"step": s, "probe_heads": grid(v), "probe_best_head": [0, 1],
+               "probe_baselines": {"random": 0.4, "first": 0.5, "nearest": 0.4}}
+              for s, v in ((1, 0.2), (10, 0.5), (100, 0.92), (1000, 0.95))]
+    assert first_pass(probes) == 100
+    assert first_pass(probes[:2]) is None
+    assert "reaches 90% at step 100" in curve_section(probes)

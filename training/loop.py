@@ -30,7 +30,7 @@ from training.trackers import check_installed
 from training.runtime import all_sum, any_process, compile_problem, mfu, setup_runtime, teardown
 from training.resume import data_fingerprint
 from training.start import (build, data_entries, prepare_data, pretrained_start, probe_examples,
-                            probe_interval, resume_checkpoint, say)
+                            probe_interval, probe_schedule, resume_checkpoint, say)
 
 
 class TrainingStopped(RuntimeError):
@@ -93,7 +93,7 @@ def _train(config, runtime, force):
     ckpt = resume_checkpoint(config, runtime, data, fingerprint, force, init)
     job, progress = build(config, runtime, data, fingerprint, ckpt, init if ckpt is None else None)
     del ckpt, init  # a resumed checkpoint's weights and moments need not stay for the whole run
-    job.probe_examples, job.probe_interval = labelled, probe_interval(config)
+    job.probe_examples, job.probe_steps = labelled, probe_schedule(settings.max_iters, probe_interval(config))
     try:
         return _loop(job, progress)
     finally:
@@ -116,7 +116,7 @@ def _loop(job, progress):
                     log_progress(job, progress)
                 if progress.step % settings.eval_interval == 0 or progress.step == settings.max_iters:
                     evaluate_and_save(job, progress)
-                if job.probe_examples and (progress.step % job.probe_interval == 0 or progress.step == settings.max_iters):
+                if job.probe_examples and progress.step in job.probe_steps:
                     probe_heads(job, progress)
                 stopping = settings.run_steps and progress.step - progress.start_step >= settings.run_steps
                 # Under torchrun each process gets the signal on its own, maybe a step apart: all

@@ -8,6 +8,7 @@ from pathlib import Path
 
 from tqdm import tqdm
 
+from analysis.curve import PASS_MARK, first_pass
 from runs.folder import read_metrics
 from storage.atomic import write_atomic
 
@@ -155,7 +156,11 @@ def plot_probe(records, png_path):
                     color="C3" if best else f"C{layer % 10}", label=f"L{layer} H{head} (best)" if best else None)
     for (name, value), style in zip(probes[-1]["probe_baselines"].items(), (":", "--", "-.")):
         ax.axhline(value, color="grey", ls=style, lw=1, label=f"{name} (baseline)")
-    ax.set_xlabel("step")
+    passed = first_pass(probes)
+    if passed is not None:
+        ax.axvline(passed, color="C3", ls=":", lw=1.2, label=f"best head ≥ {PASS_MARK:.0%} from step {passed:,}")
+    ax.set_xscale("log")  # probes are spaced in log(step): the head forms early
+    ax.set_xlabel("step (log scale)")
     ax.set_ylabel("dev cand@1 (antecedent gets the most attention)")
     ax.set_ylim(0, 1.02)
     ax.grid(alpha=0.3)

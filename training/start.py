@@ -115,7 +115,7 @@ class Job:
     peak: float | None  # FLOP/s of one process at 100% MFU (None: unknown)
     console: Console | None = None  # set when the loop starts
     probe_examples: list | None = None  # labelled sentences the probe scores (rank 0; None: off)
-    probe_interval: int = 0  # steps between probes (train.probe_interval, or eval_interval by default)
+    probe_steps: frozenset = frozenset()  # the steps after which the probe runs (probe_schedule)
 
     @property
     def out_dir(self):
@@ -162,6 +162,19 @@ def probe_interval(config):
     if settings.probe_interval is not None:
         return settings.probe_interval
     return settings.eval_interval if holds_pronouns(config) or settings.probe_file else 0
+
+
+PROBE_LOG_POINTS = 12  # probes spaced evenly in log(step), besides every interval
+
+
+def probe_schedule(max_iters, interval, points=PROBE_LOG_POINTS):
+    """The steps after which training probes: every `interval` steps and the last, plus `points`
+    steps spaced evenly in log(step) from 1 to max_iters, since a head forms early and fast; none
+    when interval is 0 (the probe is off)."""
+    if not interval:
+        return frozenset()
+    spaced = {max(1, round(max_iters ** (k / points))) for k in range(1, points + 1)}
+    return frozenset(range(interval, max_iters + 1, interval)) | spaced | {max_iters}
 
 
 def probe_examples(config, runtime):
