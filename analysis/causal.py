@@ -33,7 +33,7 @@ from typing import NamedTuple
 import torch
 import torch.nn.functional as F
 
-from analysis.probe import encode_item
+from analysis.probe import MIN_FOR_STATS, encode_item
 from model.attention import inspect_attention
 
 BATCH_SIZE = 64
@@ -204,10 +204,21 @@ def signed(x):
     return f"{x:+.2f}"
 
 
-def with_ci(deltas, name):
-    """deltas[name] and its interval deltas[name + "_ci"]: +0.12 [+0.08, +0.16]."""
+def with_ci(deltas, name, n):
+    """deltas[name] and its interval deltas[name + "_ci"]: +0.12 [+0.08, +0.16]; the value
+    alone when the mean is over fewer than MIN_FOR_STATS examples (n)."""
+    if n < MIN_FOR_STATS:
+        return signed(deltas[name])
     lo, hi = deltas[f"{name}_ci"]
     return f"{signed(deltas[name])} [{signed(lo)}, {signed(hi)}]"
+
+
+def intervals_said(result):
+    """How the heads-together rows are given: with 95% bootstrap intervals, or why without."""
+    if result["n"] < MIN_FOR_STATS:
+        return (f"means only: {result['n']} examples are too few for intervals (at least {MIN_FOR_STATS} "
+                "are needed)")
+    return f"with 95% bootstrap intervals ({result['resamples']} resamples)"
 
 
 def together(result):
@@ -246,10 +257,11 @@ def format_causal(result: dict, width: int = 100) -> str:
                   "control: one distractor knocked out:", header, *control]
     lines += ["", "head ablated (its output at the query replaced by its mean):", header,
               *_grid(heads, "ablation"), "",
-              f"heads together, with 95% bootstrap intervals ({result['resamples']} resamples):"]
+              f"heads together, {intervals_said(result)}:"]
+    n = result["n"]
     for label, deltas in together(result):
-        lines.append(f"  {label:<13} antecedent {with_ci(deltas, 'antecedent')}   control "
-                     f"{with_ci(deltas, 'distractor')}")
+        lines.append(f"  {label:<13} antecedent {with_ci(deltas, 'antecedent', n)}   control "
+                     f"{with_ci(deltas, 'distractor', n)}")
         if "ablation" in deltas:  # the best head: its ablation beneath
-            lines.append(f"  {'':<13} ablation   {with_ci(deltas, 'ablation')}")
+            lines.append(f"  {'':<13} ablation   {with_ci(deltas, 'ablation', n)}")
     return "\n".join([*lines, "", *READING])

@@ -4,7 +4,7 @@ loss went up and blue where it went down, and the heads together with their inte
 
 import html
 
-from analysis.causal import READING, signed, together, with_ci
+from analysis.causal import READING, intervals_said, signed, together, with_ci
 
 CAUSAL_GRIDS = (("antecedent", "Antecedent knocked out"),
                 ("distractor", "Control: one distractor knocked out"),
@@ -43,14 +43,14 @@ def causal_section(causal):
                             for name, _ in CAUSAL_GRIDS))
         grids = "".join(_causal_grid(causal["heads"], name, caption, best, scale)
                         for name, caption in CAUSAL_GRIDS)
+        n = causal["n"]
         rows = "".join(
-            f"<tr><th>{html.escape(label)}</th><td>{with_ci(deltas, 'antecedent')}</td>"
-            f"<td>{with_ci(deltas, 'distractor')}</td>"
-            f"<td>{with_ci(deltas, 'ablation') if 'ablation' in deltas else ''}</td></tr>"
+            f"<tr><th>{html.escape(label)}</th><td>{with_ci(deltas, 'antecedent', n)}</td>"
+            f"<td>{with_ci(deltas, 'distractor', n)}</td>"
+            f"<td>{with_ci(deltas, 'ablation', n) if 'ablation' in deltas else ''}</td></tr>"
             for label, deltas in together(causal))
-        said = (f"mean over {causal['n']} of the probe's sentences ({causal['skipped']} skipped), "
-                f"clean loss {causal['clean_loss']:.3f}; intervals: 95% bootstrap, "
-                f"{causal['resamples']} resamples")
+        said = (f"mean over {n} of the probe's sentences ({causal['skipped']} skipped), "
+                f"clean loss {causal['clean_loss']:.3f}; heads together {intervals_said(causal)}")
     except (KeyError, TypeError, IndexError, ValueError):
         raise ValueError("the probe result's \"causal\" part is not what analysis.causal gives; "
                          "run generate.py --probe again") from None

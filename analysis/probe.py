@@ -45,6 +45,11 @@ from data.pronouns import PRONOUNS
 from model.attention import inspect_attention
 
 BATCH_SIZE = 64
+# Below this many examples, intervals and p-values are false precision, and the reports print
+# point values only: a percentile bootstrap of a handful of values has few distinct resamples
+# (of one example, a single point), and a permutation test over n items of two candidates cannot
+# go below about 2^-n, so even a perfect head on 5 examples has p >= 0.03.
+MIN_FOR_STATS = 20
 NOTE_WORDS = 3  # query words quoted in the note about non-pronouns
 PUBLISHED = (
     'Published context (other models and data): Clark et al. 2019, "What Does BERT Look At?": '
@@ -299,6 +304,17 @@ def run_probe(model, tokenizer, dev, test=None, permutations=1000, seed=0, test_
     }
 
 
+def significance(result: dict) -> str:
+    """The permutation test's sentence, or, on fewer than MIN_FOR_STATS scored examples, why
+    there is none."""
+    used = list(result["counts"].values())[-1]["used"]  # the examples the head is scored on
+    if used < MIN_FOR_STATS:
+        return (f"with {used} examples the set is too small for a p-value (at least {MIN_FOR_STATS} are "
+                "needed): the scores above are point values only.")
+    return (f"permutation test p = {result['p_value']:.4f} ({result['permutations']} shuffles of "
+            "the antecedent among each item's candidates, the best head chosen again each time).")
+
+
 def format_report(result: dict, top: int = 5) -> str:
     """A plain-text report of run_probe's result: table, ranking, baselines, p-value, caveats."""
     same = result["selection"] == "same data"
@@ -334,9 +350,7 @@ def format_report(result: dict, top: int = 5) -> str:
     lines += ["", f"Baselines ({score}): random {b['random']['test']:.1%}, first "
               f"{b['first']['test']:.1%}, nearest before the pronoun {b['nearest']['test']:.1%}, "
               f"best position-only rule \"{b['position']['rule']}\" {b['position']['test']:.1%}",
-              f"Best head L{best['layer']} H{best['head']}: {best['test']:.1%} {score}; "
-              f"permutation test p = {result['p_value']:.4f} ({result['permutations']} shuffles of "
-              "the antecedent among each item's candidates, the best head chosen again each time)."]
+              f"Best head L{best['layer']} H{best['head']}: {best['test']:.1%} {score}; " + significance(result)]
     if same:
         lines.append("Note: no held-out split, so the head and the position rule were chosen and "
                      "scored on the same data: their scores are optimistic (the p-value pays for "

@@ -274,3 +274,15 @@ def test_a_page_without_probe_lines_or_causal_tests_has_no_curve_and_no_causal_t
     code, out, err = run_generate("--ckpt", folder, "--attention", "--html", page)
     assert code == 0 and err == "" and 'class="causal"' not in page.read_text()
     assert "(outlined, the probe's best head: layer" in out
+
+
+@pytest.mark.parametrize("n", [1, 5])
+def test_a_set_too_small_for_statistics_prints_point_values_only(run_folder, tmp_path, n):
+    path = tmp_path / "few.jsonl"
+    write_jsonl(examples("test")[:n], path)
+    code, out, err = run_generate("--ckpt", run_folder, "--probe", path, "--permutations", "20")
+    assert code == 0, err
+    assert f"with {n} examples the set is too small for a p-value (at least 20" in out and "p = " not in out
+    assert f"means only: {n} examples are too few for intervals" in out
+    together = out[out.index("heads together"):]
+    assert "[" not in together.split("\n\n")[0]  # no interval on any row
