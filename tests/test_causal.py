@@ -201,14 +201,16 @@ def test_best_head_is_added_from_the_grid(result):
 
 
 def test_report_puts_the_control_beside_the_grid_and_gives_intervals(result):
-    report = format_causal(with_best_head(result, 0, 1))
+    few = format_causal(with_best_head(result, 0, 1))  # 3 examples: too few for intervals
+    assert "means only: 3 examples are too few for intervals" in few and "[" not in few.split("heads together")[1]
+    report = format_causal(with_best_head({**result, "n": 25}, 0, 1))  # as if over 25
     lines = report.splitlines()
     row = next(line for line in lines if line.startswith("L0 "))
     ante, control = row.split(" | ")
     cells = result["heads"][0]
     assert ante.split()[1:] == [f"{c['antecedent']:+.2f}" for c in cells]
     assert control.split() == [f"{c['distractor']:+.2f}" for c in cells]
-    assert "mean over 3 examples, 2 skipped" in report
+    assert "mean over 25 examples, 2 skipped" in report
     lo, hi = result["all_heads"]["antecedent_ci"]
     assert f"all layers    antecedent {result['all_heads']['antecedent']:+.2f} [{lo:+.2f}, {hi:+.2f}]" in report
     at = lines.index(next(line for line in lines if line.startswith("  L0 H1 alone ")))
