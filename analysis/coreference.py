@@ -4,6 +4,7 @@
 hand-written natural set, or on a user's JSONL file, and their plain-text report."""
 
 from analysis.causal import causal_tests, format_causal, with_best_head
+from analysis.lens import format_lens, logit_lens
 from analysis.probe import format_report, run_probe
 from data.pronouns import NATURAL, examples, natural, read_jsonl
 
@@ -13,7 +14,8 @@ def study(model, tokenizer, path="", permutations=1000, causal=True):
     built-in dev and test sets when `path` is empty, or, when `path` is "natural", for the
     natural sentences as the test set with the head chosen on the generated dev set; with
     `causal`, also the causal tests (with_best_head) on the test set (or the file) under
-    "causal". ValueError (one line) for a file that cannot be read or holds no examples."""
+    "causal"; and the logit lens at the pronoun (analysis/lens.py) on the same set under
+    "logit_lens". ValueError (one line) for a file that cannot be read or holds no examples."""
     test_set = "test"
     if path == NATURAL:
         dev, test, test_set = examples("dev"), natural(), NATURAL
@@ -28,6 +30,10 @@ def study(model, tokenizer, path="", permutations=1000, causal=True):
     else:
         dev, test = examples("dev"), examples("test")
     result = run_probe(model, tokenizer, dev, test, permutations=permutations, test_set=test_set)
+    try:
+        result["logit_lens"] = logit_lens(model, tokenizer, test or dev)
+    except ValueError:  # no example has a token after its pronoun: nothing to read
+        pass
     if causal:
         try:
             tested = causal_tests(model, tokenizer, test or dev)
@@ -41,6 +47,8 @@ def study(model, tokenizer, path="", permutations=1000, causal=True):
 def study_report(result):
     """The probe's plain-text report, and the causal tests' below it when it has them."""
     parts = [format_report(result)]
+    if "logit_lens" in result:
+        parts.append(format_lens(result["logit_lens"]))
     if "causal" in result:
         parts.append(format_causal(result["causal"]))
     return "\n\n".join(parts)

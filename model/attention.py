@@ -25,8 +25,13 @@ through `Inspection.attend`, which can:
 - replace heads' outputs: ablate {layer: (where, value)}, where bool broadcastable to (B, H, T)
   and value broadcastable to (B, H, T, D): where it is True, head h's output at (b, t) becomes
   value, before the heads are joined and W_O applied (mean-ablation passes a mean there);
-- record, per layer, the weights (after knockout) and the heads' outputs (after ablation), from
-  the latest forward pass. Edits and records keep autograd's graph.
+- patch the residual stream: patch {i: (where, value)}, where bool broadcastable to (B, T) and
+  value to (B, T, C): the stream entering block i (i = n_layer: leaving the last block, what
+  the final LayerNorm and the unembedding read) becomes value where `where` is True. A GPT's
+  blocks call Inspection.residual through their attention module's inspector;
+- record, per layer, the weights (after knockout) and the heads' outputs (after ablation), and
+  the residual stream at each of the n_layer + 1 points (after patching), from the latest
+  forward pass: seen.stream[i] (B, T, C). Edits and records keep autograd's graph.
 With no inspection installed the module runs PyTorch's fused kernel and nothing else changes.
 The attention maps, the probe and the causal tests (analysis/causal.py) all look this way.
 """
@@ -177,15 +182,28 @@ class Inspection:
     """What an inspect_attention block changes inside attention, and what it saw (see the
     module docstring). weights[l] and outputs[l] are None until layer l has run."""
 
-    def __init__(self, n_layer, knockout=None, ablate=None):
+    def __init__(self, n_layer, knockout=None, ablate=None, patch=None):
+        self.n_layer = n_layer
         self.knockout = dict(knockout or {})
         self.ablate = dict(ablate or {})
-        for name, edits in (("knockout", self.knockout), ("ablate", self.ablate)):
-            bad = [layer for layer in edits if layer not in range(n_layer)]
+        self.patch = dict(patch or {})
+        for name, edits, top in (("knockout", self.knockout, n_layer), ("ablate", self.ablate, n_layer),
+                                 ("patch", self.patch, n_layer + 1)):
+            bad = [layer for layer in edits if layer not in range(top)]
             if bad:
-                raise ValueError(f"{name} names layer(s) {bad}; the model has layers 0..{n_layer - 1}")
+                raise ValueError(f"{name} names layer(s) {bad}; the model has layers 0..{top - 1}")
         self.weights = [None] * n_layer  # (B, H, T, S) per layer
         self.outputs = [None] * n_layer  # (B, H, T, D) per layer
+        self.stream = [None] * (n_layer + 1)  # (B, T, C) entering each block, and leaving the last
+
+    def residual(self, i, x):
+        """The residual stream at point i (0: entering block 0, ..., n_layer: leaving the last
+        block), patched where patch[i] = (where (B, T) bool, value (B, T, C)) says, recorded."""
+        if i in self.patch:
+            where, value = self.patch[i]
+            x = torch.where(where[..., None], value, x)  # (B, T, 1) picks value or x
+        self.stream[i] = x
+        return x
 
     def attend(self, layer, q, k, v, mask, dropout_p=0.0):
         """The explicit path for one layer: (B, H, T, D) heads' outputs, edited and recorded."""
@@ -206,7 +224,7 @@ class Inspection:
 
 
 @contextmanager
-def inspect_attention(model, knockout=None, ablate=None):
+def inspect_attention(model, knockout=None, ablate=None, patch=None):
     """Install an Inspection on every CausalSelfAttention of `model` for the `with` block and
     yield it; the modules take the explicit path until the block ends (see the module
     docstring). One inspection at a time: nesting is a ValueError."""
@@ -215,7 +233,7 @@ def inspect_attention(model, knockout=None, ablate=None):
         raise ValueError(f"{type(model).__name__} has no CausalSelfAttention to inspect")
     if any(m.inspector is not None for m in layers):
         raise ValueError("this model is already being inspected; end that `with` block first")
-    inspection = Inspection(len(layers), knockout, ablate)
+    inspection = Inspection(len(layers), knockout, ablate, patch)
     for i, m in enumerate(layers):
         m.inspector = (inspection, i)
     try:

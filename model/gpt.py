@@ -101,8 +101,14 @@ class Block(nn.Module):
         self.mlp = MLP(config)
 
     def forward(self, x, cache=None):
+        inspector = self.attn.inspector  # set by model.attention.inspect_attention
+        if inspector is not None:
+            inspection, layer = inspector
+            x = inspection.residual(layer, x)  # the stream entering this block
         x = x + self.attn(self.ln_1(x), cache=cache)
         x = x + self.mlp(self.ln_2(x))
+        if inspector is not None and layer == inspection.n_layer - 1:
+            x = inspection.residual(layer + 1, x)  # leaving the last block
         return x
 
 

@@ -34,6 +34,9 @@ def test_probe_json_has_the_documented_keys(run_folder):
     assert 0 < result["p_value"] <= 1 and len(result["heads"]) == 2 * 2
     assert result["selection"] == "dev" and result["counts"]["test"]["examples"] == len(examples("test"))
     assert_causal_shape(result["causal"], result["best_head"], len(examples("test")))
+    lens = result["logit_lens"]
+    assert lens["points"] == ["embedding", "block 0", "block 1"] and lens["n"] == len(examples("test"))
+    assert all(len(lens[key]) == 3 for key in ("mean_probability", "median_rank", "top1_share"))
     # What --html shows is saved with it.
     assert json.loads((run_folder / "probe.json").read_text())["causal"] == result["causal"]
 

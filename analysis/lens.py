@@ -1,0 +1,79 @@
+"""The logit lens at the pronoun: the residual stream at the pronoun's last token, entering each
+block and leaving the last one, read through the final LayerNorm and the unembedding as if the
+model stopped there (nostalgebraist, "interpreting GPT: the logit lens", 2020). Where in depth
+does the model decide what follows "it"? Read on the same items as the probe (analysis/probe.py:
+encode_item), the true next token being the one after the pronoun in the text; an item whose
+text ends at the pronoun is skipped. Points: "embedding" (entering block 0), then "block l" for
+the stream leaving block l; the last point is the model's own prediction.
+"""
+
+import statistics
+
+import torch
+
+from analysis.probe import encode_item
+from model.attention import inspect_attention
+
+
+@torch.no_grad()
+def logit_lens(model, tokenizer, examples, top=5) -> dict:
+    """JSON-ready: per point, the true next token's mean probability, median rank (1 = the
+    model's first choice) and the share of items where it ranks first; and the `top` tokens at
+    each point for the first item, with their probabilities."""
+    cfg = model.config
+    items = [it for it in (encode_item(tokenizer, ex, cfg.block_size) for ex in examples)
+             if it is not None and it.next_id is not None]
+    if not items:
+        raise ValueError("no example has a token after its pronoun to predict; the logit lens needs one")
+    device = next(model.parameters()).device
+    L = cfg.n_layer
+    ranks, probs = [[] for _ in range(L + 1)], [[] for _ in range(L + 1)]
+    first_top = None
+    by_length: dict[int, list] = {}
+    for n, it in enumerate(items):
+        by_length.setdefault(len(it.ids), []).append(n)
+    for group in by_length.values():
+        idx = torch.tensor([items[n].ids for n in group], device=device)  # (B, T)
+        with inspect_attention(model) as seen:
+            model(idx)
+        b = torch.arange(len(group), device=device)
+        q = torch.tensor([items[n].query for n in group], device=device)
+        target = torch.tensor([items[n].next_id for n in group], device=device)
+        for i, stream in enumerate(seen.stream):
+            logits = model.lm_head(model.ln_f(stream[b, q]))[:, : cfg.vocab_size].float()  # (B, V)
+            p = torch.softmax(logits, -1)
+            true = logits[b, target]
+            ranks[i] += ((logits > true[:, None]).sum(-1) + 1).tolist()
+            probs[i] += p[b, target].tolist()
+            if 0 in group:
+                row = group.index(0)
+                values, ids = p[row].topk(min(top, cfg.vocab_size))
+                first_top = first_top or [None] * (L + 1)
+                first_top[i] = [[tokenizer.decode([t]), v] for t, v in zip(ids.tolist(), values.tolist())]
+    first = items[0]
+    return {
+        "points": ["embedding"] + [f"block {l}" for l in range(L)],
+        "mean_probability": [statistics.fmean(p) for p in probs],
+        "median_rank": [statistics.median(r) for r in ranks],
+        "top1_share": [sum(r == 1 for r in rs) / len(rs) for rs in ranks],
+        "n": len(items), "skipped": len(examples) - len(items),
+        "example": {"text": tokenizer.decode(first.ids[: first.query + 1]),
+                    "next": tokenizer.decode([first.next_id]), "top": first_top},
+    }
+
+
+def format_lens(lens: dict) -> str:
+    """The logit lens as plain text: one row per point in depth."""
+    ex = lens["example"]
+    lines = ["Logit lens at the pronoun: the residual stream read through the final LayerNorm and the "
+             f"unembedding ({lens['n']} examples, {lens['skipped']} skipped: no token after the pronoun)",
+             f"  {'point':<10} {'p(next)':>8} {'median rank':>12} {'rank 1':>7}   top {len(ex['top'][0])} for "
+             f"{ex['text'][-40:]!r} -> {ex['next']!r}"]
+    for i, point in enumerate(lens["points"]):
+        top = ", ".join(f"{tok!r} {p:.2f}" for tok, p in ex["top"][i])
+        lines.append(f"  {point:<10} {lens['mean_probability'][i]:>8.3f} {lens['median_rank'][i]:>12g} "
+                     f"{lens['top1_share'][i]:>7.1%}   {top}")
+    decided = next((lens["points"][i] for i, r in enumerate(lens["median_rank"]) if r == 1), None)
+    lines.append(f"The true next token first ranks 1 (median over examples) at: {decided or 'no point'}; "
+                 f"the last row is the model's own prediction.")
+    return "\n".join(lines)

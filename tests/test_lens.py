@@ -1,0 +1,60 @@
+"""The logit lens at the pronoun and the residual stream that inspect_attention records and
+patches: exact on a tiny model."""
+
+import pytest
+import torch
+
+from analysis.lens import format_lens, logit_lens
+from data.pronouns import examples
+from data.tokenizer import train_tokenizer
+from model.attention import inspect_attention
+from tests.helpers import RUN_TEXT
+
+
+def test_the_stream_is_recorded_at_every_block_and_its_last_point_is_what_the_head_reads(tiny_gpt):
+    model = tiny_gpt().eval()
+    idx = torch.randint(0, 50, (2, 10))
+    with torch.no_grad(), inspect_attention(model) as seen:
+        logits = model(idx)
+    assert len(seen.stream) == 3 and all(s.shape == (2, 10, 32) for s in seen.stream)
+    torch.testing.assert_close(model.lm_head(model.ln_f(seen.stream[-1])), logits)
+    first = model.tok_emb(idx) + model.pos_emb(torch.arange(10))
+    torch.testing.assert_close(seen.stream[0], first)
+
+
+def test_patching_the_whole_last_stream_gives_the_other_runs_logits_and_a_self_patch_nothing(tiny_gpt):
+    model = tiny_gpt().eval()
+    a, b = torch.randint(0, 50, (1, 8)), torch.randint(0, 50, (1, 8))
+    with torch.no_grad():
+        with inspect_attention(model) as seen:
+            clean = model(a)
+        everywhere = torch.ones(1, 8, dtype=torch.bool)
+        with inspect_attention(model, patch={2: (everywhere, seen.stream[2])}):
+            patched = model(b)
+        torch.testing.assert_close(patched, clean)
+        with inspect_attention(model) as own:
+            plain = model(b)
+        with inspect_attention(model, patch={1: (everywhere, own.stream[1])}):
+            assert torch.equal(model(b), plain)
+    with pytest.raises(ValueError, match="patch names layer"):
+        with inspect_attention(model, patch={3: (everywhere, clean)}):
+            pass
+
+
+def test_the_lens_reads_each_point_and_its_last_row_is_the_models_prediction(tiny_gpt):
+    tokenizer = train_tokenizer("char", RUN_TEXT + "".join(ex.text for ex in examples("test")))
+    model = tiny_gpt(vocab_size=tokenizer.vocab_size, block_size=128).eval()
+    lens = logit_lens(model, tokenizer, examples("test")[:20])
+    assert lens["points"] == ["embedding", "block 0", "block 1"] and lens["n"] == 20
+    # The last point by hand: the model's own probability of each item's next character.
+    probs = []
+    for ex in examples("test")[:20]:
+        ids = tokenizer.encode(ex.text)
+        q = ex.pronoun[1] - 1  # one character per token: the pronoun's last character
+        with torch.no_grad():
+            p = torch.softmax(model(torch.tensor([ids[: q + 1]]))[0, -1], -1)
+        probs.append(p[ids[q + 1]].item())
+    assert lens["mean_probability"][-1] == pytest.approx(sum(probs) / len(probs), rel=1e-5)
+    assert all(len(row) == 5 for row in lens["example"]["top"])
+    text = format_lens(lens)
+    assert "block 1" in text and "embedding" in text
