@@ -125,6 +125,9 @@ def build_parser():
              f"{PROBE_FILE}; natural: the hand-written natural sentences, the head chosen on the "
              "built-in dev set; FILE: your JSONL examples; neither saved)")
     add("--json", action="store_true", help="with --probe: print one JSON object")
+    add("--patch", action="store_true",
+        help="with --probe: also activation patching on corrupted twins (each head's output and the "
+             "residual stream at the antecedent, between, and the pronoun, patched clean -> corrupted)")
     add("--no-causal", action="store_true",
         help="with --probe (or --html when it runs the probe): skip the causal tests "
              "(antecedent and distractor knockout, head ablation; about a second for the default "
@@ -301,7 +304,8 @@ def show_attention(run, args, out, err=None, ckpt=None):
         best = found.get("best_head")
         write_html(args.html, [sentence_page(a) for a in analysed], best_head=best, checkpoint=ckpt,
                    step=run.ckpt.get("step"), val_loss=run.ckpt.get("best_val_loss"),
-                   causal=found.get("causal"), records=read_metrics(Path(ckpt) / METRICS_FILE))
+                   causal=found.get("causal"), records=read_metrics(Path(ckpt) / METRICS_FILE),
+                   lens=found.get("logit_lens"), patching=found.get("patching"))
         outlined = f"layer {best['layer']} head {best['head']}" if best else "none (--no-probe)"
         out.write(f"wrote {args.html} (outlined, the probe's best head: {outlined})\n")
 
@@ -347,7 +351,7 @@ def main(argv=None, out=None, err=None):
             torch.set_num_threads(threads)
         if args.probe is not None:
             result = study(run.model, run.tokenizer, args.probe, args.permutations,
-                           causal=not args.no_causal)
+                           causal=not args.no_causal, patch=args.patch)
             out.write((json.dumps(result) if args.json else study_report(result)) + "\n")
             if not args.probe:  # the built-in sets: what --html outlines
                 keep_probe(run, ckpt, result, err)

@@ -5,17 +5,18 @@ hand-written natural set, or on a user's JSONL file, and their plain-text report
 
 from analysis.causal import causal_tests, format_causal, with_best_head
 from analysis.lens import format_lens, logit_lens
+from analysis.patching import activation_patching, format_patching
 from analysis.probe import format_report, run_probe
 from data.pronouns import NATURAL, examples, natural, read_jsonl
 
 
-def study(model, tokenizer, path="", permutations=1000, causal=True):
+def study(model, tokenizer, path="", permutations=1000, causal=True, patch=False):
     """run_probe's result for a user's JSONL file at `path` (one set of examples), for the
     built-in dev and test sets when `path` is empty, or, when `path` is "natural", for the
     natural sentences as the test set with the head chosen on the generated dev set; with
     `causal`, also the causal tests (with_best_head) on the test set (or the file) under
-    "causal"; and the logit lens at the pronoun (analysis/lens.py) on the same set under
-    "logit_lens". ValueError (one line) for a file that cannot be read or holds no examples."""
+    "causal"; the logit lens at the pronoun (analysis/lens.py) on the same set under
+    "logit_lens"; with `patch`, activation patching (analysis/patching.py) under "patching". ValueError (one line) for a file that cannot be read or holds no examples."""
     test_set = "test"
     if path == NATURAL:
         dev, test, test_set = examples("dev"), natural(), NATURAL
@@ -34,6 +35,8 @@ def study(model, tokenizer, path="", permutations=1000, causal=True):
         result["logit_lens"] = logit_lens(model, tokenizer, test or dev)
     except ValueError:  # no example has a token after its pronoun: nothing to read
         pass
+    if patch:
+        result["patching"] = activation_patching(model, tokenizer, test or dev)
     if causal:
         try:
             tested = causal_tests(model, tokenizer, test or dev)
@@ -51,4 +54,6 @@ def study_report(result):
         parts.append(format_lens(result["logit_lens"]))
     if "causal" in result:
         parts.append(format_causal(result["causal"]))
+    if "patching" in result:
+        parts.append(format_patching(result["patching"]))
     return "\n\n".join(parts)

@@ -34,6 +34,7 @@ import torch
 
 from analysis.causal_tables import causal_section
 from analysis.curve import curve_section
+from analysis.depth_tables import lens_section, patching_section
 from analysis.terminal import display_token
 from storage.atomic import write_atomic
 
@@ -173,7 +174,7 @@ hover a token to highlight its row, hover a cell for its weight.</p>
 
 
 def render_html(sentences, best_head=None, title="Attention maps", checkpoint=None, step=None,
-                val_loss=None, causal=None, records=()) -> str:
+                val_loss=None, causal=None, records=(), lens=None, patching=None) -> str:
     """The page as a string (see write_html)."""
     best = _best(best_head)
     if not sentences:
@@ -190,7 +191,7 @@ def render_html(sentences, best_head=None, title="Attention maps", checkpoint=No
     # The page's parts, top to bottom. A new part is a function that returns its <section>
     # (its text escaped with html.escape), added to this list.
     sections = [run_section(checkpoint, step, val_loss, best_head), causal_section(causal),
-                curve_section(records), maps_section(best)]
+                patching_section(patching), lens_section(lens), curve_section(records), maps_section(best)]
     return Template(asset("page.html")).substitute(
         title=html.escape(title), css=asset("page.css"), error_hook=asset("error-hook.js"),
         sections="\n".join(part for part in sections if part), data=payload,
@@ -199,7 +200,7 @@ def render_html(sentences, best_head=None, title="Attention maps", checkpoint=No
 
 
 def write_html(path, sentences, best_head=None, title="Attention maps", checkpoint=None,
-               step=None, val_loss=None, causal=None, records=()) -> None:
+               step=None, val_loss=None, causal=None, records=(), lens=None, patching=None) -> None:
     """Write the page to `path` with storage.atomic.write_atomic: a reader never sees half a
     page, and a path that cannot take it (a folder, a read-only place) is a one-line ValueError.
 
@@ -211,6 +212,7 @@ def write_html(path, sentences, best_head=None, title="Attention maps", checkpoi
     folder or model name, the checkpoint's "step" and "best_val_loss"); None leaves one out.
     causal: the probe result's "causal" (analysis.causal), drawn as tables, or None. records:
     the run's metrics.jsonl records; their probe lines are drawn as the training curve
-    (analysis.curve), none when there are none."""
+    (analysis.curve), none when there are none. lens, patching: the probe result's "logit_lens"
+    and "patching" (analysis.lens, analysis.patching), drawn as tables, or None."""
     write_atomic(path, render_html(sentences, best_head, title, checkpoint, step, val_loss,
-                                   causal, records))
+                                   causal, records, lens, patching))

@@ -559,3 +559,47 @@ def test_real_browser_fits_a_phone_with_the_facts_and_a_tooltip_on_the_edge(tmp_
     assert out["strip"] <= 420, out  # the strip wraps, its legend too
     assert out["bigWidth"] < out["bigDrawn"], out  # the enlarged map is scaled down to fit
     assert out["tip"].endswith(": 0.0000") or out["tip"].endswith(": 1.0000"), out
+
+
+def patching_result(L, H, best):
+    cell = lambda v: {"recovered": v, "recovered_ci": [v - 0.05, v + 0.05]}  # noqa: E731
+    return {"heads": [[cell(0.9 if (l, h) == best else 0.01) for h in range(H)] for l in range(L)],
+            "stream": [[cell(1.0 if i == 0 else 0.0), cell(0.0), cell(0.0 if i == 0 else 1.0)] for i in range(L + 1)],
+            "points": ["embedding"] + [f"block {l}" for l in range(L)], "columns": ["antecedent", "between", "pronoun"],
+            "clean_ld": 5.3, "corrupt_ld": -5.1, "n": 297, "skipped": 3, "seed": 0, "resamples": 1000}
+
+
+def lens_result(L):
+    points = ["embedding"] + [f"block {l}" for l in range(L)]
+    return {"points": points, "mean_probability": [i / L for i in range(L + 1)],
+            "median_rank": [2024] + [2] * L, "top1_share": [i / (L + 1) for i in range(L + 1)], "n": 300, "skipped": 0,
+            "example": {"text": "The owl saw the mouse, and it", "next": " hooted",
+                        "top": [[[" hooted", 0.5], [" flew", 0.2]] for _ in points]}}
+
+
+def test_the_patching_and_lens_sections_show_their_numbers():
+    page = render_html(SENTENCES, best_head=(1, 2), lens=lens_result(2), patching=patching_result(2, 4, (0, 2)))
+    patching = page[page.index('<section class="patching">'):page.index('<section class="lens">')]
+    assert patching.count("<table>") == 2 and "+0.90 [+0.85, +0.95]" in patching
+    assert patching.count('class="best"') == 1 and "297 sentence pairs" in patching
+    lens = page[page.index('<section class="lens">'):]
+    assert "block 1" in lens and "&#x27; hooted&#x27; 0.50" in lens and "2024" in lens
+
+
+PATCH_SECTIONS = """
+const right = sel => Math.max(...[...document.querySelectorAll(sel)].map(e => e.getBoundingClientRect().right));
+out.tables = document.querySelectorAll("section.patching table").length + document.querySelectorAll("section.lens table").length;
+out.right = Math.max(right("section.patching .scroll"), right("section.lens .scroll"));
+out.pageWidth = document.documentElement.scrollWidth;
+out.clientWidth = document.documentElement.clientWidth;
+"""
+
+
+@needs_browser
+@pytest.mark.parametrize("width", [1280, 420])  # a desktop, a phone
+def test_real_browser_draws_the_patching_and_lens_tables_of_144_heads_in_the_width(tmp_path, gpt2_shaped_page, width):
+    facts = {"best_head": (5, 7), "lens": lens_result(12), "patching": patching_result(12, 12, (5, 7))}
+    out, console = drawn(tmp_path, [gpt2_shaped_page], PATCH_SECTIONS, width, **facts)
+    assert console == []
+    assert out["tables"] == 3
+    assert out["right"] <= width and out["pageWidth"] <= out["clientWidth"] == width, out
