@@ -48,10 +48,46 @@ ONE_THREAD_BELOW_WIDTH = 768
 
 
 class OneLineErrorParser(argparse.ArgumentParser):
-    """argparse prints usage plus the error; the house style is one `error:` line, exit 2."""
+    """argparse prints usage plus the error; the house style is one `error:` line, exit 2, with
+    what to type instead of another tool's flag (nanoGPT's sample.py: --num_samples=3)."""
 
     def error(self, message):
-        self.exit(2, f"error: {message} (see --help)\n")
+        hint = ""
+        if message.startswith("unrecognized arguments:"):
+            hint = flag_hint(message.split(":", 1)[1].split()[0], self)
+        self.exit(2, f"error: {message}{hint} (see --help)\n")
+
+
+# nanoGPT's sample.py flags that mean something else here.
+NANOGPT_FLAGS = {"start": "--prompt TEXT (or --prompt-file PATH for FILE:...)", "out_dir": "--ckpt DIR",
+                 "init_from": "--ckpt DIR (a run folder; hf:gpt2 for GPT-2)"}
+
+
+def flag_hint(arg, parser):
+    """; did you mean ... for an unknown flag: nanoGPT's spelling (underscores, key=value), or
+    a flag of ours it is close to."""
+    import difflib
+
+    name = arg.lstrip("-").split("=", 1)[0]
+    if name in NANOGPT_FLAGS:
+        return f"; nanoGPT's --{name} is {NANOGPT_FLAGS[name]} here"
+    ours = [o for a in parser._actions for o in a.option_strings if o.startswith("--")]
+    close = difflib.get_close_matches("--" + name.replace("_", "-"), ours, n=1, cutoff=0.75)
+    return f"; did you mean {close[0]}? (flags take dashes: --num-samples 3)" if close else ""
+
+
+def unescaped(text):
+    """--stop's value with \\n, \\t and \\\\ read as a newline, a tab and a backslash: a shell
+    passes "\\n" through as a backslash and an n."""
+    out, i = [], 0
+    while i < len(text):
+        if text[i] == "\\" and i + 1 < len(text) and text[i + 1] in "nt\\":
+            out.append({"n": "\n", "t": "\t", "\\": "\\"}[text[i + 1]])
+            i += 2
+        else:
+            out.append(text[i])
+            i += 1
+    return "".join(out)
 
 
 def default_out_dir(config_path=DEFAULT_CONFIG):
@@ -89,10 +125,11 @@ def build_parser():
     add("--seed", type=int, metavar="S", help="seed for reproducible samples (default: random)")
     add("--no-cache", action="store_true",
         help="recompute the whole context every token instead of using the KV cache")
-    add("--stop", action="append", default=[], metavar="STRING",
+    add("--stop", action="append", default=[], metavar="STRING", type=unescaped,
         help="end a sample as soon as its text after the prompt contains STRING; the sample "
-             "is printed up to it, without it (repeatable: the first one met ends it). A "
-             "tokenizer with an end-of-text token (gpt2) also ends a sample there")
+             "is printed up to it, without it (repeatable: the first one met ends it). \\n and "
+             "\\t in STRING mean a newline and a tab (--stop '\\n\\n': a blank line; \\\\ is a "
+             "backslash). A tokenizer with an end-of-text token (gpt2) also ends a sample there")
 
     add = p.add_argument_group("attention maps").add_argument
     add("--attention", nargs="*", metavar="SENTENCE",

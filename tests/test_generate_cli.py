@@ -377,3 +377,22 @@ def test_no_probe_outlines_no_head_and_runs_nothing(tmp_path):
     code, out, err = run_generate("--ckpt", folder, "--attention", SENTENCE, "--html", page, "--no-probe")
     assert code == 0 and err == "" and "(outlined, the probe's best head: none (--no-probe))" in out
     assert not (folder / "probe.json").exists() and "Best head" not in page.read_text()
+
+
+@pytest.mark.slow
+def test_stop_backslash_n_as_a_shell_passes_it_means_a_newline(char_run):
+    # A shell passes '\n' as a backslash and an n, $'\n' as a newline: the same stop either way.
+    common = ["--ckpt", char_run[0], "--prompt", "The", "--max-new-tokens", "400", "--seed", "3"]
+    free = run_script("generate.py", *common)
+    assert free.returncode == 0 and "\n" in free.stdout[len("The"):-1]  # the sample has a newline
+    escaped = run_script("generate.py", *common, "--stop", "\\n")
+    real = run_script("generate.py", *common, "--stop", "\n")
+    assert escaped.returncode == real.returncode == 0, escaped.stderr
+    assert escaped.stdout == real.stdout == free.stdout[: free.stdout.index("\n", len("The"))] + "\n"
+
+
+@pytest.mark.parametrize("flag, says", [("--num_samples=3", "did you mean --num-samples?"),
+                                        ("--start=hello", "--prompt TEXT"), ("--init_from=resume", "--ckpt DIR")])
+def test_nanogpt_style_flags_get_what_to_type_here(flag, says):
+    r = run_script("generate.py", flag)
+    assert r.returncode == 2 and says in r.stderr and r.stderr.count("\n") == 1, r.stderr
