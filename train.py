@@ -62,11 +62,14 @@ def flag_hint(arg):
     return "keys are set as key.path=value; see --help for the keys"
 
 
-def own_corpus_out_dir(config, overrides, shipped_data):
+def own_corpus_out_dir(config, overrides, shipped_data, path=DEFAULT_CONFIG):
     """A run on your own text never lands in the demo's folder: with data.source or data.mix
-    given and no out_dir, the run goes to out/<source name> or out/<name>+<name> (a note says so)."""
+    given and no out_dir, the run goes to out/<source name> or out/<name>+<name> (a note says so).
+    A config file other than the default that sets its own out_dir keeps it."""
     keys = {o.split("=", 1)[0].strip() for o in overrides}
     if "out_dir" in keys or (config.data.source, config.data.mix) == (shipped_data.source, shipped_data.mix):
+        return None
+    if Path(path).resolve() != Path(DEFAULT_CONFIG).resolve() and "out_dir" in _keys_of(path):
         return None
     if config.data.mix:
         from data.mix import parse_mix, source_name
@@ -77,6 +80,14 @@ def own_corpus_out_dir(config, overrides, shipped_data):
     return str(Path("out") / name.replace(":", "_"))
 
 
+def _keys_of(path):
+    """The top-level keys a YAML config file sets itself."""
+    import yaml
+
+    raw = yaml.safe_load(Path(path).read_text()) or {}
+    return set(raw) if isinstance(raw, dict) else set()
+
+
 def run(args):
     from configs.schema import load_config, to_yaml
 
@@ -84,12 +95,14 @@ def run(args):
     if overrides and "=" not in overrides[0]:
         path = overrides.pop(0)
     config = load_config(path, overrides)
-    out_dir = own_corpus_out_dir(config, overrides, load_config(path).data)  # the file's own data
+    out_dir = own_corpus_out_dir(config, overrides, load_config(path).data, path)  # the file's own data
     if out_dir:
         config.out_dir = out_dir
         data = config.data.source if not config.data.mix else "a mix"
-        print(f"note: data.source is {data}, so the run goes to out_dir={out_dir} "
-              "(set out_dir to choose)", file=sys.stderr)
+        what = "the run folder read is" if args.eval_only or args.export_hf else "the run goes to"
+        if not args.prepare_only:  # which writes no run folder
+            print(f"note: data.source is {data}, so {what} out_dir={out_dir} (set out_dir to choose)",
+                  file=sys.stderr)
     if args.print_config:
         print(to_yaml(config), end="")
         return 0

@@ -49,6 +49,21 @@ def test_your_own_corpus_does_not_land_in_the_demo_folder(capsys):
     assert "out_dir: out/default" in out and not err
 
 
+def test_a_config_that_sets_its_own_out_dir_keeps_it_with_another_source(capsys, tmp_path):
+    code, out, err = run_cli(capsys, "configs/finetune_shakespeare.yaml", "data.source=my_text.txt", "--print-config")
+    assert code == 0 and "out_dir: out/finetune_shakespeare" in out and not err
+    code, out, err = run_cli(capsys, "data.source=my_text.txt", "--eval-only", "--text", str(tmp_path / "none.txt"))
+    assert "so the run folder read is out_dir=out/my_text" in err and "run goes to" not in err
+
+
+def test_a_warmup_longer_than_the_run_is_said_at_the_start(corpus, tmp_path, capsys):
+    train(tiny_config(corpus, tmp_path / "run", "train.max_iters=6", "train.warmup_iters=10", "train.eval_interval=6"))
+    said = capsys.readouterr().out
+    assert "train.warmup_iters=10 is not below train.max_iters=6: the learning rate rises to 60% of train.lr" in said
+    train(tiny_config(corpus, tmp_path / "other", "train.max_iters=6", "train.warmup_iters=2", "train.eval_interval=6"))
+    assert "warmup_iters" not in capsys.readouterr().out
+
+
 def test_eval_only_reports_the_runs_loss_on_its_val_split_or_a_text(corpus, tmp_path, capsys):
     out = tmp_path / "run"
     cfg = write_yaml(tiny_config(corpus, out), tmp_path / "c.yaml")

@@ -98,3 +98,18 @@ def test_the_plots_mark_where_the_best_head_first_reaches_90_percent():
     assert first_pass(probes) == 100
     assert first_pass(probes[:2]) is None
     assert "reaches 90% at step 100" in curve_section(probes)
+
+
+def test_both_plots_are_written_at_each_evaluation_and_probe_png_uses_the_pages_colours(corpus, tmp_path):
+    import numpy as np
+    from PIL import Image
+
+    probe_file = write_probe_file(tmp_path / "probe.jsonl")
+    out = tmp_path / "run"
+    # Stopped after its first evaluation: the plots are there already, before any finish.
+    train(tiny_config(corpus, out, f"train.probe_file={probe_file}", "train.run_steps=10", "train.eval_interval=10"))
+    assert (out / "loss.png").exists() and (out / "probe.png").exists()
+    rgb = np.asarray(Image.open(out / "probe.png").convert("RGB")).reshape(-1, 3).astype(int)
+    near = lambda colour: int((np.abs(rgb - colour).sum(1) < 30).sum())  # noqa: E731
+    assert near((0xD9, 0x5F, 0x02)) > 50  # the best head in the page's orange
+    assert near((0xD6, 0x27, 0x28)) == 0  # not matplotlib's red, as before

@@ -258,6 +258,9 @@ def evaluate_and_save(job, progress):
         job.metrics.log(step=progress.step, **final)
         job.console.say(eval_line(progress.step, final, progress.tokens_per_sec,
                                   time.perf_counter() - progress.started))
+        records = job.metrics.records()  # both plots at every evaluation: a long run can be watched
+        plot_losses(records, job.out_dir / "loss.png")
+        plot_probe(records, job.out_dir / "probe.png")
     save(job, progress)
     progress.paused += time.perf_counter() - started  # tokens/s measures training, not evaluation
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from tqdm import tqdm
 
-from analysis.curve import PASS_MARK, first_pass
+from analysis.curve import BEST, LAYER_COLOURS, PASS_MARK, first_pass
 from runs.folder import read_metrics
 from storage.atomic import write_atomic
 
@@ -122,18 +122,29 @@ def _save(fig, png_path):
 
 
 def plot_losses(records, png_path):
-    """Train (every log line) and train/val (every evaluation) loss against step."""
+    """Train (every log line) and train/val (every evaluation) loss against step, on a log axis
+    (the first steps' drop would flatten the range where evaluations sit), and the whole val
+    split's loss at the end as a star."""
     logs = [r for r in records if "loss" in r]
     evals = [r for r in records if "val_loss" in r]
+    full = [r for r in records if "val_loss_full" in r]
     fig, ax = _figure()
     if logs:
         ax.plot([r["step"] for r in logs], [r["loss"] for r in logs], lw=1, alpha=0.5, label="train (batch)")
     if evals:
         ax.plot([r["step"] for r in evals], [r["train_loss"] for r in evals], "o-", label="train (eval)")
         ax.plot([r["step"] for r in evals], [r["val_loss"] for r in evals], "o-", label="val")
+    if full:
+        ax.plot([full[-1]["step"]], [full[-1]["val_loss_full"]], "*", ms=12, color="C3",
+                label=f"val, whole split: {full[-1]['val_loss_full']:.3f}")
+    ax.set_yscale("log")
+    from matplotlib.ticker import FormatStrFormatter
+
+    for axis in (ax.yaxis.set_major_formatter, ax.yaxis.set_minor_formatter):
+        axis(FormatStrFormatter("%.1f"))  # 2.5, not 2.5 x 10^0
     ax.set_xlabel("step")
-    ax.set_ylabel("cross-entropy (nats/token)")
-    ax.grid(alpha=0.3)
+    ax.set_ylabel("cross-entropy (nats/token, log scale)")
+    ax.grid(alpha=0.3, which="both")
     ax.legend()
     _save(fig, png_path)
 
@@ -148,29 +159,37 @@ def plot_probe(records, png_path):
     steps = [r["step"] for r in probes]
     best_layer, best_head = probes[-1]["probe_best_head"]
     fig, ax = _figure()
+    fig.set_size_inches(7, 5)  # room for the legend below the axes
     for layer, row in enumerate(probes[-1]["probe_heads"]):
+        colour = LAYER_COLOURS[layer % len(LAYER_COLOURS)]  # the page's colours (analysis/curve.py)
+        labelled = False  # one legend entry per layer
         for head in range(len(row)):
             values = [r["probe_heads"][layer][head] for r in probes]
             best = (layer, head) == (best_layer, best_head)
-            ax.plot(steps, values, "o-" if best else "-", lw=2.5 if best else 0.8, alpha=1 if best else 0.45,
-                    color="C3" if best else f"C{layer % 10}", label=f"L{layer} H{head} (best)" if best else None)
+            label = f"L{layer} H{head}, the best head" if best else None if labelled else f"layer {layer}'s other heads"
+            labelled = labelled or not best
+            ax.plot(steps, values, "o-" if best else "-", lw=2.5 if best else 0.8, alpha=1 if best else 0.6,
+                    color=BEST if best else colour, label=label, zorder=3 if best else 2)
     for (name, value), style in zip(probes[-1]["probe_baselines"].items(), (":", "--", "-.")):
         ax.axhline(value, color="grey", ls=style, lw=1, label=f"{name} (baseline)")
     passed = first_pass(probes)
     if passed is not None:
-        ax.axvline(passed, color="C3", ls=":", lw=1.2, label=f"best head ≥ {PASS_MARK:.0%} from step {passed:,}")
+        ax.axvline(passed, color=BEST, ls=":", lw=1.2, label=f"the best head reaches {PASS_MARK:.0%} at step {passed:,}")
     ax.set_xscale("log")  # probes are spaced in log(step): the head forms early
     ax.set_xlabel("step (log scale)")
     ax.set_ylabel("dev cand@1 (antecedent gets the most attention)")
     ax.set_ylim(0, 1.02)
     ax.grid(alpha=0.3)
+    handles, labels = ax.get_legend_handles_labels()
     evals = [r for r in records if "val_loss" in r]
     if evals:
         loss_ax = ax.twinx()
-        loss_ax.plot([r["step"] for r in evals], [r["val_loss"] for r in evals], "k--", lw=1, label="val loss")
+        loss_ax.plot([r["step"] for r in evals], [r["val_loss"] for r in evals], "k--", lw=1, label="val loss (right axis)")
         loss_ax.set_ylabel("val loss (nats/token)")
-        loss_ax.legend(loc="center right", fontsize=8)
-    ax.legend(loc="lower right", fontsize=8)
+        more = loss_ax.get_legend_handles_labels()
+        handles, labels = handles + more[0], labels + more[1]
+    # One legend, below the axes: it covers no line.
+    ax.legend(handles, labels, loc="upper center", bbox_to_anchor=(0.5, -0.14), ncol=3, fontsize=8, frameon=False)
     _save(fig, png_path)
 
 

@@ -25,7 +25,7 @@ from model.gpt import ARCHITECTURE_KEYS, GPT, GPTConfig, lm_loss
 from runs.load import load_pretrained, load_run
 from storage.atomic import write_atomic
 from training.evaluate import evaluate_run
-from training.optim import make_optimizer
+from training.optim import lr_at, make_optimizer
 from training.report import Console, Metrics
 from training.resume import (FORCE_HINT, check_resume, data_fingerprint, data_mismatch,
                              load_optimizer_state, load_scaler_state, recorded_fingerprint)
@@ -310,6 +310,11 @@ def build(config, runtime, data, fingerprint, ckpt, init=None):
     say(runtime, f"{raw_model.num_params():,} parameters; {data.meta['train_tokens']:,} train tokens{mix}; "
              f"device {runtime.device}, {dtype_name(runtime.dtype)}, {runtime.world_size} process(es)"
              + (f"; Muon's Newton–Schulz in {dtype_name(orth_dtype)}" if settings.optimizer == "muon" else ""))
+    if settings.warmup_iters >= settings.max_iters and progress.step < settings.max_iters:
+        last = lr_at(settings.max_iters - 1, settings.lr, settings.min_lr, settings.warmup_iters, settings.max_iters)
+        say(runtime, f"note: train.warmup_iters={settings.warmup_iters} is not below train.max_iters="
+                     f"{settings.max_iters}: the learning rate rises to {last / settings.lr:.0%} of train.lr and "
+                     "never decays; set warmup_iters below max_iters for the full schedule")
     if runtime.dtype == torch.bfloat16 and not native_bf16 and runtime.device.type in ("cpu", "cuda"):
         say(runtime, f"note: {runtime.device.type} has no bf16 in hardware, so train.dtype=bfloat16 is emulated "
                      "and many times slower than float32; use train.dtype=auto")
