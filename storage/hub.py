@@ -9,7 +9,9 @@ huggingface_hub is imported inside the functions, so `import storage.hub` costs 
 those who never name a hub file.
 """
 
+import functools
 import re
+import socket
 from pathlib import Path
 
 PREFIX = "hf:"
@@ -78,6 +80,28 @@ def cached_model_file(repo_id: str, filename: str) -> Path | None:
     return Path(path) if isinstance(path, str) else None
 
 
+def hub_reachable() -> bool:
+    """Whether the hub's endpoint (HF_ENDPOINT) answers a TCP connection within a few seconds:
+    asked once per endpoint and process, so an offline machine learns it at once instead of
+    through the client's retries. False with HF_HUB_OFFLINE set."""
+    from huggingface_hub import constants
+
+    return not constants.HF_HUB_OFFLINE and _answers(constants.ENDPOINT)
+
+
+@functools.cache
+def _answers(endpoint: str, timeout: float = 3.0) -> bool:
+    from urllib.parse import urlsplit
+
+    url = urlsplit(endpoint)
+    port = url.port or (443 if url.scheme == "https" else 80)
+    try:
+        with socket.create_connection((url.hostname, port), timeout=timeout):
+            return True
+    except OSError:  # no route, no name resolution, refused, timed out
+        return False
+
+
 def _repo_id(source: str, kind: str):
     """The repository id of an `hf:` model name; (repository id, path) of an `hf:` dataset file."""
     parts = str(source)[len(PREFIX):].split("/")
@@ -110,7 +134,9 @@ def _fetch(repo_id, filename, repo_type, revision, by_hand, missing_ok=False) ->
 
     where = f"{PREFIX}{repo_id}" if repo_type == "model" else f"the dataset {repo_id}"
     try:
-        return Path(hf_hub_download(repo_id, filename, repo_type=repo_type, revision=revision))
+        # Out of reach, the hub's client would retry for ~20 s before giving up: read the cache.
+        return Path(hf_hub_download(repo_id, filename, repo_type=repo_type, revision=revision,
+                                    local_files_only=not hub_reachable()))
     except RemoteEntryNotFoundError:
         if missing_ok:
             return None
@@ -118,7 +144,8 @@ def _fetch(repo_id, filename, repo_type, revision, by_hand, missing_ok=False) ->
                          f"{', '.join(MODEL_FILES)} and {' or '.join(WEIGHT_FILES)}") from None
     except LocalEntryNotFoundError:  # offline, or the hub unreachable, and not in the cache
         raise _NotCached(f"cannot fetch {filename} of {where}: the Hugging Face Hub is out of reach "
-                         f"(offline?) and the file is not in its cache; {by_hand}") from None
+                         f"(offline? HF_HUB_OFFLINE=1 says so at once) and the file is not in its cache; "
+                         f"{by_hand}") from None
     except RepositoryNotFoundError:  # gated and private repositories answer the same
         raise ValueError(f"no {repo_type} repository {repo_id} on the Hugging Face Hub (or it is "
                          f"private or gated: log in with `hf auth login`); check the name") from None

@@ -164,3 +164,28 @@ def test_importing_storage_hub_does_not_import_huggingface_hub():
 
     code = "import sys, storage.hub; sys.exit('huggingface_hub' in sys.modules)"
     assert subprocess.run([sys.executable, "-c", code], cwd=ROOT).returncode == 0
+
+
+def test_a_hub_that_does_not_answer_is_read_from_the_cache_at_once(hub, monkeypatch, tmp_path):
+    import socket
+
+    import huggingface_hub
+
+    load_run("hf:tiny/gpt2")  # now cached
+    with socket.socket() as s:  # a port on 127.0.0.1 where nothing listens
+        s.bind(("127.0.0.1", 0))
+        closed = s.getsockname()[1]
+    monkeypatch.setattr("huggingface_hub.constants.ENDPOINT", f"http://127.0.0.1:{closed}")
+    asked = []
+    real = huggingface_hub.hf_hub_download
+
+    def recording(*args, **kwargs):
+        asked.append(kwargs.get("local_files_only"))
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(huggingface_hub, "hf_hub_download", recording)
+    load_run("hf:tiny/gpt2")  # served by the cache, the client never sent to retry
+    assert asked and all(asked)
+    with pytest.raises(ValueError, match="HF_HUB_OFFLINE=1 says so at once") as err:
+        load_run("hf:tiny/other")
+    one_line(err)
