@@ -10,6 +10,8 @@
 """
 
 import argparse
+import contextlib
+import os
 import sys
 from pathlib import Path
 
@@ -125,11 +127,60 @@ def run(args):
         print(f"exported {config.out_dir} to {args.export_hf}: {', '.join(names)}")
         return 0
     try:
-        train(config, force=args.force)
+        with quiet_when_reader_leaves():
+            train(config, force=args.force)
     except TrainingStopped as e:
         print(f"error: {e}", file=sys.stderr)
         return 1
     return 0
+
+
+class _PipeSafe:
+    """A stream that goes quiet when its reader leaves (`train.py | head`): the write that finds
+    the pipe closed points the file descriptor at /dev/null, so training goes on and saves as
+    usual, and the interpreter's last flush finds nothing to complain about."""
+
+    def __init__(self, stream):
+        self.stream = stream
+
+    def _quiet(self):
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, self.stream.fileno())
+        os.close(devnull)
+
+    def write(self, text):
+        try:
+            return self.stream.write(text)
+        except BrokenPipeError:
+            self._quiet()
+            return len(text)
+
+    def flush(self):
+        try:
+            self.stream.flush()
+        except BrokenPipeError:
+            self._quiet()
+
+    def __getattr__(self, name):  # isatty, fileno, encoding, ...
+        return getattr(self.stream, name)
+
+
+@contextlib.contextmanager
+def quiet_when_reader_leaves():
+    """stdout as _PipeSafe while training: a closed pipe never stops or loses a run."""
+    if not hasattr(sys.stdout, "fileno"):
+        yield
+        return
+    try:
+        sys.stdout.fileno()
+    except (OSError, ValueError):  # not a real file (a test's StringIO)
+        yield
+        return
+    old, sys.stdout = sys.stdout, _PipeSafe(sys.stdout)
+    try:
+        yield
+    finally:
+        sys.stdout = old
 
 
 def main(argv=None):

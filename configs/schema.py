@@ -217,8 +217,15 @@ def _set_override(raw, override):
             node, cls = node[key], tp
         elif not last:
             raise ConfigError(f"{where}: {key!r} is not a section")
+        elif tp is list:  # a YAML list, or the field's own written form (a string)
+            try:
+                node[key] = yaml.safe_load(text) if text.strip() else ""
+            except yaml.YAMLError as e:
+                raise ConfigError(f"{where}: {text!r} is not valid YAML ({getattr(e, 'problem', e)})") from None
         else:
-            node[key] = yaml.safe_load(text) if text.strip() else ""
+            # The text as typed: the field's type converts it (_convert), as a config file's value
+            # is; YAML would read out_dir=0123 as the number 83 and `on` as True.
+            node[key] = text
 
 
 def load_config(path=None, overrides=()):
@@ -258,6 +265,9 @@ def check(config, origin):
         raise ConfigError(f"{origin}: train.run_steps: must be 0 (train to max_iters) or a number of steps, got {train.run_steps}")
     if train.probe_interval is not None and train.probe_interval < 0:
         raise ConfigError(f"{origin}: train.probe_interval: must be 0 (off) or a number of steps, got {train.probe_interval}")
+    if not data.source.strip() and not data.mix:
+        raise ConfigError(f"{origin}: data.source: must not be empty; give a text file, a folder of .txt "
+                          "files, hf:OWNER/DATASET/PATH, or a named corpus (pronouns, tinyshakespeare)")
     if not config.out_dir.strip():
         raise ConfigError(f"{origin}: out_dir: must not be empty; give a folder such as out/mine")
     if train.peak_flops is not None and not train.peak_flops > 0:

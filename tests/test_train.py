@@ -420,3 +420,19 @@ def test_the_training_module_is_the_loss_then_ddp_then_compile(tmp_path, tiny_gp
         assert isinstance(wrapped._orig_mod, DDP) and isinstance(wrapped._orig_mod.module, TrainingLoss)
     finally:
         dist.destroy_process_group()
+
+
+@pytest.mark.slow
+def test_a_reader_that_leaves_the_pipe_neither_stops_nor_loses_the_run(corpus, tmp_path):
+    # `train.py | head -3`: a real pipe whose reader closes it after three lines.
+    out = tmp_path / "run"
+    cfg = write_yaml(tiny_config(corpus, out, "train.max_iters=150", "train.log_interval=1", "train.eval_interval=50"),
+                     tmp_path / "c.yaml")
+    proc = subprocess.Popen([sys.executable, "train.py", str(cfg)], cwd=ROOT, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    for _ in range(3):
+        proc.stdout.readline()
+    proc.stdout.close()
+    stderr = proc.communicate(timeout=120)[1]
+    assert proc.returncode == 0 and "Broken pipe" not in stderr and "Traceback" not in stderr, stderr
+    assert load_checkpoint(out)["step"] == 150

@@ -83,3 +83,27 @@ def test_eval_only_reports_the_runs_loss_on_its_val_split_or_a_text(corpus, tmp_
     assert code == 2 and "was trained on other data" in err
     assert (out / "metrics.jsonl").read_text() == records  # evaluation writes nothing
     assert json.loads(records.splitlines()[-1])["step"] == 20
+
+
+@pytest.mark.parametrize("override, key, value", [
+    ("out_dir=0123", "out_dir", "0123"), ("out_dir=010", "out_dir", "010"), ("out_dir=on", "out_dir", "on"),
+    ("out_dir=0x10", "out_dir", "0x10"), ("model.n_layer=010", "model.n_layer", 10),
+    ("train.compile=on", "train.compile", True), ("train.lr=1e-3", "train.lr", 1e-3),
+])
+def test_an_override_means_what_was_typed(override, key, value):
+    from configs.schema import flatten, load_config
+    from dataclasses import asdict
+
+    assert flatten(asdict(load_config(None, [override])))[key] == value
+
+
+@pytest.mark.parametrize("override, names", [
+    ("train.lr='1e-3", "train.lr"), ("model.n_layer=[1", "model.n_layer"), ("data.mix=[1", "data.mix"),
+    ("data.source=", "data.source"), ("data.source=   ", "data.source"),
+])
+def test_a_bad_override_is_one_line_naming_the_key(override, names, tmp_path):
+    from tests.helpers import run_script
+
+    r = run_script("train.py", override, f"out_dir={tmp_path / 'run'}")
+    assert r.returncode == 2 and names in r.stderr and r.stderr.count("\n") == 1 and "Traceback" not in r.stderr, r.stderr
+    assert not (tmp_path / "run").exists()
