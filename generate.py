@@ -339,6 +339,8 @@ def show_attention(run, args, out, err=None, ckpt=None):
     if args.html:
         found = page_probe(run, ckpt, args, err or sys.stderr) or {}
         best = found.get("best_head")
+        if args.html.endswith(("/", os.sep)):  # a trailing slash means a folder: the page goes in it
+            args.html = str(Path(args.html) / "attention.html")
         write_html(args.html, [sentence_page(a) for a in analysed], best_head=best, checkpoint=ckpt,
                    step=run.ckpt.get("step"), val_loss=run.ckpt.get("best_val_loss"),
                    causal=found.get("causal"), records=read_metrics(Path(ckpt) / METRICS_FILE),

@@ -79,7 +79,16 @@ def own_corpus_out_dir(config, overrides, shipped_data, path=DEFAULT_CONFIG):
         name = "+".join(source_name(e.source) for e in parse_mix(config.data.mix))
     else:
         name = Path(config.data.source.rstrip("/")).stem or "mine"
-    return str(Path("out") / name.replace(":", "_"))
+    derived = Path("out") / name.replace(":", "_")
+    if Path(DEFAULT_CONFIG).is_file() and derived == Path(_out_dir_of(DEFAULT_CONFIG)):
+        derived = derived.with_name(derived.name + "-own")  # never the demo's folder (my/default.txt)
+    return str(derived)
+
+
+def _out_dir_of(path):
+    from configs.schema import load_config
+
+    return load_config(path).out_dir
 
 
 def _keys_of(path):

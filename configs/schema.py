@@ -125,6 +125,20 @@ class ConfigError(ValueError):
     pass
 
 
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """yaml.safe_load, refusing a key written twice in one mapping (YAML would keep the last)."""
+
+    def construct_mapping(self, node, deep=False):
+        seen = set()
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=deep)
+            if key in seen:
+                raise yaml.YAMLError(f"the key {key!r} is written twice at line {key_node.start_mark.line + 1}; "
+                                     "keep one")
+            seen.add(key)
+        return super().construct_mapping(node, deep)
+
+
 def _is_section(tp):
     return isinstance(tp, type) and hasattr(tp, "__dataclass_fields__")
 
@@ -236,7 +250,7 @@ def load_config(path=None, overrides=()):
         if not Path(path).is_file():
             raise ConfigError(f"{origin}: no such config file")
         try:
-            raw = yaml.safe_load(Path(path).read_text()) or {}
+            raw = yaml.load(Path(path).read_text(), Loader=_UniqueKeyLoader) or {}
         except yaml.YAMLError as e:
             mark = getattr(e, "problem_mark", None)
             where = f" at line {mark.line + 1}" if mark else ""

@@ -14,6 +14,7 @@ so does a nanoGPT run folder (its ckpt.pt; model/nanogpt_import.py) with the cha
 of its meta.pkl, found beside ckpt.pt or given (data/nanogpt_meta.py), or else GPT-2's encoding.
 """
 
+import hashlib
 import json
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -103,6 +104,11 @@ def _open_run(out_dir, device, nanogpt_meta=None):
     except (json.JSONDecodeError, KeyError, TypeError):
         raise ValueError(f"{meta_path} is not valid run metadata (it needs a tokenizer_file); "
                          "train again to rewrite it") from None
+    recorded = (ckpt.get("data") or {}).get("tokenizer_sha256")
+    if recorded and tokenizer_path.is_file() and hashlib.sha256(tokenizer_path.read_bytes()).hexdigest() != recorded:
+        raise ValueError(f"{out_dir} was trained with another tokenizer ({meta.get('tokenizer_kind')}: the files "
+                         f"differ): {tokenizer_path.name} is not the one its checkpoint records; put the run's own "
+                         "tokenizer file back, or train again")
     config, state_dict = model_parts(ckpt)
     return config, state_dict, load_tokenizer(tokenizer_path), meta, ckpt
 

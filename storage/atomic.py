@@ -49,6 +49,8 @@ def write_atomic(path, content) -> Path:
         # The kernel applies the umask to 0o666, as for any new file: ordinary modes, without
         # reading the process-wide umask (os.umask can only read it by changing it).
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o666)
+        if existed:  # a rewrite keeps the file's mode (a user's chmod 600 stays)
+            os.fchmod(fd, stat.S_IMODE(os.stat(target).st_mode))
         with os.fdopen(fd, "wb") as f:
             _write_content(f, content)
             f.flush()

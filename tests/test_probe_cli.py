@@ -289,3 +289,9 @@ def test_a_set_too_small_for_statistics_prints_point_values_only(run_folder, tmp
     assert f"means only: {n} examples are too few for intervals" in out
     together = out[out.index("heads together"):]
     assert "[" not in together.split("\n\n")[0]  # no interval on any row
+
+
+def test_html_with_a_trailing_slash_writes_the_page_into_that_folder(run_folder, tmp_path):
+    code, out, err = run_generate("--ckpt", run_folder, "--attention", "--no-probe", "--html", f"{tmp_path / 'new'}/")
+    assert code == 0, err
+    assert [p.name for p in (tmp_path / "new").iterdir()] == ["attention.html"]

@@ -233,5 +233,14 @@ def test_load_run_refuses_a_tokenizer_that_does_not_fit_the_model(corpus, tmp_pa
     saved = json.loads(tokenizer.read_text())
     saved["chars"] = saved["chars"][:-1]  # one token fewer, as another corpus's tokenizer would have
     tokenizer.write_text(json.dumps(saved))
+    with pytest.raises(ValueError, match="was trained with another tokenizer"):  # the recorded SHA-256
+        load_run(out)
+    import torch
+
+    from model.checkpoint import atomic_save
+
+    ckpt = torch.load(out / "ckpt.pt", weights_only=True)
+    del ckpt["data"]  # as a checkpoint older than that record: the sizes still tell
+    atomic_save(ckpt, out / "ckpt.pt")
     with pytest.raises(ValueError, match="mixes two runs"):
         load_run(out)

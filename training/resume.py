@@ -96,6 +96,10 @@ def check_resume(ckpt, config_dict, model_config_dict, fingerprint, out_dir):
     if mismatch:
         raise ValueError(f"{out_dir} {mismatch}; {FORCE_HINT}")
     old_cfg, new_cfg = flatten(ckpt.get("config", {})), flatten(config_dict)
+    if old_cfg.get("train.init_from", "") != new_cfg["train.init_from"]:
+        raise ValueError(f"{out_dir} holds a run started from {old_cfg.get('train.init_from') or 'scratch'!r}; "
+                         f"train.init_from={new_cfg['train.init_from'] or '(none)'} would be another run, not this "
+                         f"one resumed; {FORCE_HINT}")
     if old_cfg.get("train.optimizer", new_cfg["train.optimizer"]) != new_cfg["train.optimizer"]:
         raise ValueError(f"{out_dir} was trained with another optimizer (train.optimizer="
                          f"{old_cfg['train.optimizer']}); resume with that one, or {FORCE_HINT}")
