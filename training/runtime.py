@@ -157,11 +157,14 @@ def peak_flops(device, override=None, cache_dir=None, dtype=torch.bfloat16):
 
 
 def cpu_peak_flops(cache_dir=None):
-    """measured_matmul_flops, which takes about half a second, kept in
-    <cache_dir>/cpu_peak_flops.json under the CPU's name, torch's thread count and version, so
-    later runs on the machine reuse it (delete the file to measure again). Without a cache_dir,
-    or one that cannot be read or written, it is measured every time."""
-    key = f"{cpu_name()}; {torch.get_num_threads()} threads; torch {torch.__version__}"
+    """measured_matmul_flops at torch's thread count, kept in <cache_dir>/cpu_peak_flops.json
+    under the CPU's name, the thread count and torch's version, so later runs on the machine
+    reuse it (delete the file to measure again). A figure for n threads below one thread's was
+    measured while other work held the cores: it is measured again (twice at most), and kept only
+    once plausible, so a busy moment never stays in the cache. Without a cache_dir, or one that
+    cannot be read or written, it is measured every time."""
+    threads = torch.get_num_threads()
+    key = f"{cpu_name()}; {threads} threads; torch {torch.__version__}"
     path = Path(cache_dir) / "cpu_peak_flops.json" if cache_dir is not None else None
     known = {}
     if path is not None:
@@ -169,13 +172,38 @@ def cpu_peak_flops(cache_dir=None):
             known = json.loads(path.read_text())
         if not isinstance(known, dict):
             known = {}
-        if isinstance(known.get(key), (int, float)) and known[key] > 0:
-            return float(known[key])
-    flops = measured_matmul_flops(torch.device("cpu"))
-    if path is not None:
+        entry = known.get(key)
+        if isinstance(entry, dict) and plausible_peak(entry.get("flops"), entry.get("one_thread")):
+            return float(entry["flops"])
+    flops, one = _peaks(threads)
+    for _ in range(2):
+        if plausible_peak(flops, one):
+            break
+        flops = max(flops, _peaks(threads)[0])
+    if path is not None and plausible_peak(flops, one):
         with contextlib.suppress(ValueError):  # write_atomic's one-line error: measured again next run
-            write_atomic(path, json.dumps({**known, key: flops}, indent=1) + "\n")
-    return flops
+            write_atomic(path, json.dumps({**known, key: {"flops": flops, "one_thread": one}}, indent=1) + "\n")
+    return max(flops, one)
+
+
+def plausible_peak(flops, one_thread):
+    """Whether a peak measured at n threads can be the machine's: numbers, and not below 90% of
+    one thread's (n threads never multiply slower than one; a lower figure met busy cores)."""
+    numbers = all(isinstance(x, (int, float)) and x > 0 for x in (flops, one_thread))
+    return numbers and flops >= 0.9 * one_thread
+
+
+def _peaks(threads):
+    """(peak at `threads` threads, peak at one thread): one measurement each."""
+    flops = measured_matmul_flops(torch.device("cpu"))
+    if threads == 1:
+        return flops, flops
+    torch.set_num_threads(1)
+    try:
+        one = measured_matmul_flops(torch.device("cpu"))
+    finally:
+        torch.set_num_threads(threads)
+    return flops, one
 
 
 def cpu_name():
