@@ -239,7 +239,7 @@ def read_user_text(path, flag):
     """The text of the UTF-8 file the user named with `flag`; ValueError (one line) for a missing
     file, a folder, text that is not UTF-8 (with the offset of the first bad byte), or no text."""
     path = Path(path)
-    if not path.is_file():
+    if not path.exists() or path.is_dir():  # a pipe or /dev/stdin is read as it comes
         what = "is a folder" if path.is_dir() else "does not exist"
         raise ValueError(f"{flag} {path}: the file {what}; give a UTF-8 text file")
     text = Source(str(path), (path,)).read_text()

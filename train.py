@@ -11,6 +11,7 @@
 
 import argparse
 import contextlib
+import errno
 import os
 import sys
 from pathlib import Path
@@ -207,10 +208,14 @@ def main(argv=None):
     except (ValueError, FileNotFoundError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
-    except OSError as e:  # a folder that cannot be made or written, ...
+    except OSError as e:  # a folder that cannot be made or written, a full disk, ...
         where = f" {e.filename}" if e.filename else ""
-        print(f"error: cannot use{where}: {e.strerror or e}; check the path and its permissions, "
-              "or choose another out_dir / data.cache_dir", file=sys.stderr)
+        if e.errno == errno.ENOSPC:
+            print(f"error: the disk is full (writing{where or ' data'}); free some space, or choose another "
+                  "out_dir / data.cache_dir on a disk that has it", file=sys.stderr)
+        else:
+            print(f"error: cannot use{where}: {e.strerror or e}; check the path and its permissions, "
+                  "or choose another out_dir / data.cache_dir", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)

@@ -279,6 +279,8 @@ def check(config, origin):
         raise ConfigError(f"{origin}: train.run_steps: must be 0 (train to max_iters) or a number of steps, got {train.run_steps}")
     if train.probe_interval is not None and train.probe_interval < 0:
         raise ConfigError(f"{origin}: train.probe_interval: must be 0 (off) or a number of steps, got {train.probe_interval}")
+    if not 0 <= config.seed < 2**63:
+        raise ConfigError(f"{origin}: seed: must be a whole number from 0 to 2**63 - 1, got {config.seed}")
     if not data.source.strip() and not data.mix:
         raise ConfigError(f"{origin}: data.source: must not be empty; give a text file, a folder of .txt "
                           "files, hf:OWNER/DATASET/PATH, or a named corpus (pronouns, tinyshakespeare)")

@@ -22,6 +22,7 @@ the cut leaves val non-empty, the split moves back to just after the last newlin
 a text without any usable newline is cut at the character at the cut point.
 """
 
+import errno
 import hashlib
 import json
 import os
@@ -246,7 +247,12 @@ def _encode(src: Source, tokenizer: Tokenizer, split: int, n_chars: int, dtype: 
         encoded = map_in_order(partial(_encode_piece, tokenizer, dtype),
                                _chunks(src, split, chunk_chars), workers)
         for name, ids, n_piece_chars, n_bytes in encoded:
-            ids.tofile(files[name])
+            try:
+                ids.tofile(files[name])
+            except OSError as e:  # numpy reports a short write ("N requested and M written") without errno
+                if e.errno is not None:
+                    raise
+                raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(folder / f"{name}.bin")) from None
             counts[f"{name}_tokens"] += len(ids)
             counts[f"{name}_bytes"] += n_bytes
             bar.update(n_piece_chars)

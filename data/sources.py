@@ -138,6 +138,9 @@ def _files_at(source: str) -> tuple[Path, ...]:
         return tuple(files)
     if path.is_file():
         return (path,)
+    if path.exists():  # a pipe, a device, /dev/stdin, <(...): read more than once, it would be empty
+        raise ValueError(f"{path} is not a regular file (a pipe or a device); a corpus is read several times, "
+                         "so save it to a file first and give that file")
     # A bare word that is not on disk was most likely meant as a corpus name.
     if os.sep not in source and "/" not in source and not path.suffix:
         raise ValueError(f"unknown corpus name {source!r}; the named corpora are "

@@ -319,4 +319,7 @@ def load_tokenizer(path) -> Tokenizer:
         return _gpt2_bpe(files["vocab"], files.get("merges"), path, files, pattern)
     if kind == "gpt2":
         return gpt2_tokenizer()
+    if kind in KINDS:  # a known kind whose fields are not what save() writes
+        raise ValueError(f"{path} is not a {kind} tokenizer file saved by tinygpt (its fields are damaged); "
+                         "retrain it, or copy the run's own file back")
     raise ValueError(f"{path}: unknown tokenizer kind {kind!r}; expected one of {', '.join(KINDS)}")

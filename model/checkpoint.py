@@ -44,11 +44,15 @@ def load_checkpoint(path, map_location="cpu", fix="train again or restore it fro
         return torch.load(path, map_location=map_location, weights_only=True)
     except pickle.UnpicklingError as e:
         # weights_only refuses anything but tensors and plain containers, before running it.
-        first_line = str(e).strip().splitlines()[0] if str(e).strip() else "unknown object"
-        raise ValueError(
-            f"{path} is not a plain-data checkpoint and was not loaded (nothing in it ran): {first_line}"
-        ) from None
-    except (RuntimeError, EOFError, zipfile.BadZipFile, OSError) as e:
+        # torch's message also suggests weights_only=False: never advice to give.
+        lines = [line.strip() for line in str(e).splitlines() if line.strip()]
+        said = [line for line in lines[1:] if not line.startswith(("Weights only", "Please file", "Check the"))
+                and "weights_only" not in line]
+        what = said[0] if said else "not a checkpoint's plain data"
+        raise ValueError(f"{path} is not a plain-data checkpoint and was not loaded (nothing in it ran): "
+                         f"{what}; {fix}") from None
+    except Exception as e:  # noqa: BLE001 - bytes that are no checkpoint fail anywhere in the unpickler
+        # (RuntimeError, EOFError, BadZipFile, OSError, UnicodeDecodeError, IndexError, ...)
         raise ValueError(f"{path} is truncated or not a checkpoint ({type(e).__name__}); {fix}") from None
 
 

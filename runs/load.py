@@ -25,7 +25,7 @@ from model.checkpoint import CKPT_NAME, build_gpt, load_checkpoint, model_parts
 from model.gpt import GPT
 from model.gpt2_import import read_gpt2
 from model.nanogpt_import import is_nanogpt, read_nanogpt
-from storage.hub import is_hub_name, model_folder
+from storage.hub import WEIGHT_FILES, is_hub_name, model_folder
 
 
 @dataclass
@@ -89,7 +89,12 @@ def _open_gpt2(source, device, vocab_multiple):
 
 def _open_run(out_dir, device, nanogpt_meta=None):
     out_dir = Path(out_dir)
+    if out_dir.is_file():
+        raise ValueError(f"{out_dir} is a file; give the run folder that holds it: {out_dir.parent}")
     if out_dir.is_dir() and not (out_dir / CKPT_NAME).is_file():
+        if any((out_dir / name).is_file() for name in WEIGHT_FILES):
+            raise ValueError(f"{out_dir} holds Hugging Face weights but no config.json; download config.json "
+                             "(and vocab.json, merges.txt) from the model's page into it")
         raise FileNotFoundError(f"no checkpoint at {out_dir / CKPT_NAME}; train one first with `python "
                                 f"train.py`, or give a Hugging Face GPT-2 folder or hf:OWNER/NAME")
     ckpt = load_checkpoint(out_dir / CKPT_NAME, map_location=device)

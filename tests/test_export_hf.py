@@ -103,6 +103,7 @@ def test_what_gpt2_cannot_express_is_refused_and_nothing_is_written(tmp_path, ov
     assert not (tmp_path / "hf").exists()
 
 
+@pytest.mark.slow
 def test_a_char_run_or_a_folder_with_files_is_refused_at_the_command_line(tmp_path):
     make_run(tmp_path / "char", kind="char")
     r = run_script("train.py", f"out_dir={tmp_path / 'char'}", "--export-hf", tmp_path / "hf")

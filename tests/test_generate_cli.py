@@ -391,6 +391,7 @@ def test_stop_backslash_n_as_a_shell_passes_it_means_a_newline(char_run):
     assert escaped.stdout == real.stdout == free.stdout[: free.stdout.index("\n", len("The"))] + "\n"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("flag, says", [("--num_samples=3", "did you mean --num-samples?"),
                                         ("--start=hello", "--prompt TEXT"), ("--init_from=resume", "--ckpt DIR")])
 def test_nanogpt_style_flags_get_what_to_type_here(flag, says):

@@ -190,9 +190,9 @@ def test_a_folder_without_config_json(gpt2_folder, tmp_path):
     with pytest.raises(ValueError) as err:
         read_gpt2(bad)
     assert "has no config.json" in one_line(err) and "model.safetensors" in one_line(err)
-    with pytest.raises(FileNotFoundError) as err:
+    with pytest.raises(ValueError) as err:
         load_run(bad)
-    assert "no checkpoint at" in one_line(err) and "Hugging Face GPT-2 folder" in one_line(err)
+    assert "Hugging Face weights but no config.json" in one_line(err)
 
 
 def test_a_folder_without_weights(gpt2_folder, tmp_path):

@@ -57,6 +57,7 @@ def test_source_names_are_short():
         ["pronouns", "moby", "corpora", "b"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("mix, says", [
     ("tinyshakespeare:0,pronouns:1", "above 0"),
     ("tinyshakespeare:-1,pronouns:1", "above 0"),
@@ -76,6 +77,7 @@ def test_a_bad_mix_is_a_one_line_error_before_anything_is_written(tmp_path, mix,
     assert not (tmp_path / "run").exists() and not (tmp_path / "c").exists()
 
 
+@pytest.mark.slow
 def test_a_missing_source_is_a_one_line_error_before_anything_is_written(texts, tmp_path):
     r = run_script("train.py", f"data.mix={texts / 'low.txt'}:1,{tmp_path / 'gone.txt'}:1",
                    f"out_dir={tmp_path / 'run'}", f"data.cache_dir={tmp_path / 'c'}", "tokenizer.kind=char")

@@ -263,6 +263,7 @@ def test_what_torch_compile_needs_on_each_device(tmp_path, device, programs, hea
     assert problem == says if says is None else says in problem
 
 
+@pytest.mark.slow
 def test_compile_without_a_compiler_is_one_line_that_says_how_to_turn_it_off(corpus, tmp_path):
     import os
 

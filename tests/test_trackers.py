@@ -73,6 +73,7 @@ def test_an_unknown_or_repeated_logger_is_a_config_error(value, says):
     assert load_config(None, ["train.loggers=tensorboard, wandb"]).train.loggers == ["tensorboard", "wandb"]
 
 
+@pytest.mark.slow
 def test_the_command_line_says_the_same(tmp_path):
     r = run_script("train.py", "train.loggers=mlflow", f"out_dir={tmp_path / 'run'}",
                    env=dict(os.environ))

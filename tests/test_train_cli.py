@@ -97,6 +97,7 @@ def test_an_override_means_what_was_typed(override, key, value):
     assert flatten(asdict(load_config(None, [override])))[key] == value
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("override, names", [
     ("train.lr='1e-3", "train.lr"), ("model.n_layer=[1", "model.n_layer"), ("data.mix=[1", "data.mix"),
     ("data.source=", "data.source"), ("data.source=   ", "data.source"),

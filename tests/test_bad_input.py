@@ -1,0 +1,80 @@
+"""Bad input, third pass: errors that say what is wrong, through the real command lines."""
+
+import contextlib
+import json
+import subprocess
+import sys
+
+import pytest
+
+from tests.helpers import ROOT, make_run, mount_tmpfs, run_script
+
+pytestmark = pytest.mark.slow  # every test runs the scripts as a user does
+
+
+def one_error_line(r, *fragments):
+    assert r.returncode == 2 and r.stderr.count("\n") == 1 and "Traceback" not in r.stderr, r.stderr
+    for fragment in fragments:
+        assert fragment in r.stderr, r.stderr
+
+
+def test_a_seed_out_of_range_is_one_line(tmp_path):
+    one_error_line(run_script("train.py", "seed=100000000000000000000", f"out_dir={tmp_path / 'r'}"), "seed", "2**63")
+
+
+def test_a_pipe_as_a_corpus_is_refused_and_as_a_prompt_is_read(tmp_path):
+    one_error_line(run_script("train.py", "data.source=/dev/stdin", f"out_dir={tmp_path / 'r'}", input="some text\n"),
+                   "not a regular file")
+    folder = tmp_path / "run"
+    make_run(folder, "char", 32)
+    r = subprocess.run([sys.executable, "generate.py", "--ckpt", str(folder), "--prompt-file", "/dev/stdin",
+                        "--max-new-tokens", "3", "--seed", "0"], cwd=ROOT, input="The cat", capture_output=True,
+                       text=True, timeout=120)
+    assert r.returncode == 0 and r.stdout.startswith("The cat"), r.stderr
+
+
+def test_a_damaged_tokenizer_file_says_so(tmp_path):
+    folder = tmp_path / "run"
+    make_run(folder, "char", 32)
+    (folder / "tokenizer.txt").write_text(json.dumps({"kind": "char", "chars": 5}))
+    r = run_script("generate.py", "--ckpt", folder, "--prompt", "a")
+    one_error_line(r, "not a char tokenizer file saved by tinygpt")
+
+
+def test_a_checkpoint_file_for_a_folder_and_weights_without_config(tmp_path):
+    folder = tmp_path / "run"
+    make_run(folder, "char", 32)
+    one_error_line(run_script("generate.py", "--ckpt", folder / "ckpt.pt"), "run folder")
+    r = run_script("train.py", f"train.init_from={folder / 'ckpt.pt'}", f"out_dir={tmp_path / 'tuned'}",
+                   f"data.source={ROOT / 'requirements.txt'}")
+    one_error_line(r, "is a file; give the run folder that holds it")
+    assert "ckpt.pt/ckpt.pt" not in r.stderr
+    hf = tmp_path / "hf"
+    hf.mkdir()
+    (hf / "model.safetensors").write_bytes(b"\0" * 16)
+    one_error_line(run_script("generate.py", "--ckpt", hf), "no config.json")
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_random_bytes_as_a_checkpoint_never_suggest_weights_only_false(tmp_path, seed):
+    import random
+
+    folder = tmp_path / "run"
+    make_run(folder, "char", 32)
+    (folder / "ckpt.pt").write_bytes(random.Random(seed).randbytes(3000))
+    r = run_script("generate.py", "--ckpt", folder)
+    one_error_line(r, "ckpt.pt")
+    assert ("nothing in it ran" in r.stderr or "not a checkpoint" in r.stderr) and "weights_only" not in r.stderr
+
+
+@pytest.mark.slow
+def test_a_full_disk_while_preparing_says_the_disk_is_full(corpus, tmp_path):
+    with contextlib.ExitStack() as stack:
+        small = tmp_path / "small"
+        if not mount_tmpfs(stack, small, "64k"):
+            pytest.skip("mounting a small tmpfs needs root")
+        text = tmp_path / "big.txt"
+        text.write_text("the cat sat on the mat and it purred.\n" * 20000)
+        r = run_script("train.py", f"data.source={text}", "tokenizer.kind=char", f"data.cache_dir={small}",
+                       f"out_dir={tmp_path / 'run'}")
+        one_error_line(r, "the disk is full")
