@@ -323,7 +323,13 @@ def show_attention(run, args, out, err=None, ckpt=None):
     if args.head is not None and not 0 <= args.head < n_head:
         raise ValueError(f"--head must be in 0..{n_head - 1} (the model has {n_head} heads), "
                          f"got {args.head}")
-    analysed = [sentence_attention(run.model, run.tokenizer, s, args.word) for s in sentences]
+    analysed = []
+    for n, sentence in enumerate(sentences, start=1):
+        try:
+            analysed.append(sentence_attention(run.model, run.tokenizer, sentence, args.word))
+        except ValueError as e:  # say which sentence: a file may hold hundreds
+            where = f"--attention-file {args.attention_file}, sentence {n}: " if args.attention_file else ""
+            raise ValueError(f"{where}{e}") from None
     colour = colour_mode(out, os.environ)
     width = shutil.get_terminal_size((100, 24)).columns if colour else 100
     shown = n_head if args.layer is not None else n_layer * n_head

@@ -108,7 +108,7 @@ def read_jsonl(path) -> list[Example]:
     the file and line number (text that is not UTF-8: naming the file); a missing file raises
     FileNotFoundError."""
     out = []
-    with open(path, encoding="utf-8") as f:
+    with open(path, encoding="utf-8-sig") as f:  # a byte-order mark (Windows editors) is read past
         try:
             for lineno, line in enumerate(f, start=1):
                 if line.strip():
