@@ -260,6 +260,29 @@ def attention_sentences(args):
     return sentences
 
 
+def report_width(stream):
+    """The columns a report may use: the terminal's, or 80 when the output is piped or a file."""
+    isatty = getattr(stream, "isatty", None)
+    return shutil.get_terminal_size((80, 24)).columns if isatty and isatty() else 80
+
+
+def fit_width(text, width):
+    """`text` with every prose line longer than `width` wrapped, the continuation indented under
+    the line's own indent plus two spaces; lines that fit, and table rows (columns set apart by
+    runs of spaces), are left as they are."""
+    import textwrap
+
+    out = []
+    for line in text.splitlines():
+        if len(line) <= width or "   " in line.strip():
+            out.append(line)
+            continue
+        indent = line[: len(line) - len(line.lstrip())]
+        out += textwrap.wrap(line.strip(), width, initial_indent=indent, subsequent_indent=indent + "  ",
+                             break_on_hyphens=False) or [""]
+    return "\n".join(out)
+
+
 def generation_threads(n_embd, requested=None, environ=os.environ):
     """How many CPU threads generate.py should use: `requested` (--threads) when given; None
     (keep torch's default) when OMP_NUM_THREADS says, or for models ONE_THREAD_BELOW_WIDTH wide
@@ -397,7 +420,7 @@ def main(argv=None, out=None, err=None):
         if args.probe is not None:
             result = study(run.model, run.tokenizer, args.probe, args.permutations,
                            causal=not args.no_causal, patch=args.patch)
-            out.write((json.dumps(result) if args.json else study_report(result)) + "\n")
+            out.write((json.dumps(result) if args.json else fit_width(study_report(result), report_width(out))) + "\n")
             if not args.probe:  # the built-in sets: what --html outlines
                 keep_probe(run, ckpt, result, err)
         elif args.attention is not None or args.attention_file is not None:

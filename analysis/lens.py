@@ -66,13 +66,18 @@ def format_lens(lens: dict) -> str:
     """The logit lens as plain text: one row per point in depth."""
     ex = lens["example"]
     lines = ["Logit lens at the pronoun: the residual stream read through the final LayerNorm and the "
-             f"unembedding ({lens['n']} examples, {lens['skipped']} skipped: no token after the pronoun)",
-             f"  {'point':<10} {'p(next)':>8} {'median rank':>12} {'rank 1':>7}   top {len(ex['top'][0])} for "
-             f"{ex['text'][-40:]!r} -> {ex['next']!r}"]
+             f"unembedding ({lens['n']} examples, {lens['skipped']} skipped: no token after the pronoun); "
+             f"the top tokens are those of {ex['text'][-40:]!r} -> {ex['next']!r}:",
+             f"  {'point':<10} {'p(next)':>7} {'median rank':>11} {'rank 1':>6}   top tokens"]
     for i, point in enumerate(lens["points"]):
-        top = ", ".join(f"{tok!r} {p:.2f}" for tok, p in ex["top"][i])
-        lines.append(f"  {point:<10} {lens['mean_probability'][i]:>8.3f} {lens['median_rank'][i]:>12g} "
-                     f"{lens['top1_share'][i]:>7.1%}   {top}")
+        top = ""
+        for tok, p in ex["top"][i]:  # as many as fit an 80-column row
+            more = f"{', ' if top else ''}{tok!r} {p:.2f}"
+            if len(top) + len(more) > 38:
+                break
+            top += more
+        lines.append(f"  {point:<10} {lens['mean_probability'][i]:>7.3f} {lens['median_rank'][i]:>11g} "
+                     f"{lens['top1_share'][i]:>6.1%}   {top}")
     decided = next((lens["points"][i] for i, r in enumerate(lens["median_rank"]) if r == 1), None)
     lines.append(f"The true next token first ranks 1 (median over examples) at: {decided or 'no point'}; "
                  f"the last row is the model's own prediction.")

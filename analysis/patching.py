@@ -202,8 +202,8 @@ def format_patching(result: dict) -> str:
     lines.append(f"  best: L{best[0]} H{best[1]} {_cell(heads[best[0]][best[1]])}")
     lines += ["", "the residual stream patched (rows: after the embedding, after each block; "
               "columns: where in the sentence):",
-              f"  {'':<10}" + "".join(f"{c:>24}" for c in result["columns"])]
-    lines += [f"  {point:<10}" + "".join(f"{_cell(c):>24}" for c in row)
+              f"  {'':<10}" + "".join(f"{c:>21}" for c in result["columns"])]
+    lines += [f"  {point:<10}" + "".join(f"{_cell(c):>21}" for c in row)
               for point, row in zip(result["points"], result["stream"])]
     lines.append("1 = the clean run's preference for its own continuation is back, 0 = as corrupted. Where "
                  "the antecedent's column fades and the pronoun's rises is the block that carries the "

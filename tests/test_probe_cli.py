@@ -125,11 +125,13 @@ def test_probe_report_on_a_user_file_shows_the_numbers_of_its_json(run_folder, u
     assert table == {f"L{layer}": [f"{h['test']:.1%}" for h in result["heads"] if h["layer"] == layer]
                      for layer in (0, 1)}
     best, b = result["best_head"], result["baselines"]
+    assert max(map(len, lines)) <= 80  # piped: prose wrapped to 80 columns
+    prose = " ".join(out.split())  # the wrapped lines read as one
     assert (f"Best head L{best['layer']} H{best['head']}: {best['test']:.1%} cand@1; permutation "
-            f"test p = {result['p_value']:.4f} (20 shuffles") in out
+            f"test p = {result['p_value']:.4f} (20 shuffles") in prose
     assert (f"Baselines (cand@1): random {b['random']['test']:.1%}, first {b['first']['test']:.1%}, "
-            f"nearest before the pronoun {b['nearest']['test']:.1%}") in out
-    assert "chosen and scored on the same data" in out and "Clark et al. 2019" in out
+            f"nearest before the pronoun {b['nearest']['test']:.1%}") in prose
+    assert "chosen and scored on the same data" in prose and "Clark et al. 2019" in prose
 
 
 def test_attention_html_writes_a_self_contained_page(run_folder, tmp_path):
@@ -285,8 +287,9 @@ def test_a_set_too_small_for_statistics_prints_point_values_only(run_folder, tmp
     write_jsonl(examples("test")[:n], path)
     code, out, err = run_generate("--ckpt", run_folder, "--probe", path, "--permutations", "20")
     assert code == 0, err
-    assert f"with {n} examples the set is too small for a p-value (at least 20" in out and "p = " not in out
-    assert f"means only: {n} examples are too few for intervals" in out
+    prose = " ".join(out.split())  # the wrapped lines read as one
+    assert f"with {n} examples the set is too small for a p-value (at least 20" in prose and "p = " not in prose
+    assert f"means only: {n} examples are too few for intervals" in prose
     together = out[out.index("heads together"):]
     assert "[" not in together.split("\n\n")[0]  # no interval on any row
 
@@ -310,3 +313,11 @@ def test_a_probe_file_with_a_byte_order_mark_is_read(run_folder, tmp_path):
     path.write_bytes(b"\xef\xbb\xbf" + path.read_bytes())
     code, out, err = run_generate("--ckpt", run_folder, "--probe", path, "--no-causal", "--permutations", "5")
     assert code == 0 and "25 of 25 used" in out, err
+
+
+@pytest.mark.slow
+def test_the_probe_report_fits_80_columns_through_a_real_pipe(run_folder):
+    from tests.helpers import run_script
+
+    r = run_script("generate.py", "--ckpt", run_folder, "--probe", "--patch", "--permutations", "5")
+    assert r.returncode == 0 and max(map(len, r.stdout.splitlines())) <= 80, r.stderr
