@@ -9,6 +9,8 @@ Honest numbers need honest comparisons, all scored on the same items:
 - random: a uniformly drawn candidate, in expectation (the mean of 1/k over items);
 - first: the leftmost candidate; nearest: the closest candidate that ends before the pronoun
   starts (candidates after the pronoun are excluded; an item with none counts as a miss);
+  every rule counts only the candidates in the model's window, as a head does (one wholly
+  before the window cannot be picked, and random draws among the k left);
 - position: the best rule that sees positions only ("first", "nearest", the i-th from the left,
   the i-th from the right), chosen on dev, scored on test.
 The best head is chosen on dev and reported on test: choosing it on test would inflate it.
@@ -61,6 +63,7 @@ PUBLISHED = (
 class CandidateScores(NamedTuple):
     attention: torch.Tensor  # (N, L, H, K) from the query to each candidate, 0 where padded
     valid: torch.Tensor  # (N, K) bool: a real candidate, not padding (real ones come first)
+    seen: torch.Tensor  # (N, K) bool: a candidate not wholly before the model's window
     label: torch.Tensor  # (N,) index of the antecedent among the candidates
     first: torch.Tensor  # (N, L, H) attention on the window's token 0, the usual "sink"
     nearest: torch.Tensor  # (N,) index of the closest candidate before the pronoun, -1 if none
@@ -74,6 +77,7 @@ class Item(NamedTuple):
     query: int  # index in ids of the pronoun's last token
     next_id: int | None  # the token after the query in the text (None: the text ends there)
     tokens: list[list[int]]  # per candidate (text order), the indices in ids the query can see
+    cut_off: list[bool]  # per candidate: wholly before the window, so the model never reads it
     antecedent: int  # candidate index
     nearest: int  # candidate index, -1 if none precedes the pronoun
     windowed: bool  # the window leaves out the start of the text
@@ -97,10 +101,11 @@ def encode_item(tokenizer, example, block_size):
     # the tokens inside it (as one that runs past the query does); wholly outside, it gets 0.
     tokens = [[i - start for i in token_indices(token_span, s) if start <= i <= query]
               for s in spans]
+    cut_off = [all(i < start for i in token_indices(token_span, s)) for s in spans]
     before = [j for j, s in enumerate(spans) if s[1] <= example.pronoun[0]]
     nearest = max(before, key=lambda j: spans[j][0]) if before else -1
     next_id = ids[query + 1] if query + 1 < len(ids) else None
-    return Item(ids[start:end], query - start, next_id, tokens, spans.index(example.antecedent),
+    return Item(ids[start:end], query - start, next_id, tokens, cut_off, spans.index(example.antecedent),
                 nearest, start > 0)
 
 
@@ -140,12 +145,14 @@ def candidate_scores(model, tokenizer, examples) -> CandidateScores:
                 for k, toks in enumerate(kept[n].tokens):
                     attention[n, :, :, k] = row[..., toks].sum(-1)
     valid = torch.zeros(N, K, dtype=torch.bool)
+    seen = torch.zeros(N, K, dtype=torch.bool)
     for n, e in enumerate(kept):
         valid[n, : len(e.tokens)] = True
+        seen[n, : len(e.tokens)] = torch.tensor([not cut for cut in e.cut_off])
     label = torch.tensor([e.antecedent for e in kept])
     nearest = torch.tensor([e.nearest for e in kept])
     return CandidateScores(
-        attention, valid, label, first, nearest, windowed=sum(e.windowed for e in kept),
+        attention, valid, seen, label, first, nearest, windowed=sum(e.windowed for e in kept),
         antecedent_unseen=sum(e.windowed and not e.tokens[e.antecedent] for e in kept),
         skipped_unencodable=len(examples) - N,
     )
@@ -159,14 +166,28 @@ def winners(scores: CandidateScores) -> torch.Tensor:
 
 
 def position_rules(scores: CandidateScores) -> dict[str, torch.Tensor]:
-    """Rule name -> (N,) predicted candidate index (-1: the item has no such candidate)."""
-    k = scores.valid.sum(1)
-    rules = {"first": torch.zeros_like(k), "nearest": scores.nearest}
-    for i in range(2, scores.valid.shape[1] + 1):
-        rules[f"left {i}"] = torch.where(k >= i, i - 1, -1)
-    for i in range(1, scores.valid.shape[1] + 1):
-        rules[f"right {i}"] = torch.where(k >= i, k - i, -1)
+    """Rule name -> (N,) predicted candidate index (-1: the item has no such candidate). The
+    rules count only the candidates in the model's window (scores.seen): one before it is no more
+    a rule's to pick than a head's."""
+    K = scores.valid.shape[1]
+    visible = [torch.nonzero(row).flatten().tolist() for row in scores.seen]  # text order
+    pick = lambda at: torch.tensor([v[at] if -len(v) <= at < len(v) else -1 for v in visible])  # noqa: E731
+    nearest = torch.where(scores.seen[torch.arange(len(visible)), scores.nearest.clamp(min=0)]
+                          & (scores.nearest >= 0), scores.nearest, -1)
+    rules = {"first": pick(0), "nearest": nearest}
+    for i in range(2, K + 1):
+        rules[f"left {i}"] = pick(i - 1)
+    for i in range(1, K + 1):
+        rules[f"right {i}"] = pick(-i)
     return rules
+
+
+def random_rate(scores: CandidateScores) -> float:
+    """A uniformly drawn candidate among those the model sees, in expectation: 1/k where the
+    antecedent is one of the k, else 0."""
+    k = scores.seen.sum(1).double()
+    hit = scores.seen[torch.arange(len(scores.label)), scores.label]
+    return torch.where(hit & (k > 0), 1 / k.clamp(min=1), 0.0).mean().item()
 
 
 def _rate(hits: torch.Tensor) -> float:
@@ -225,7 +246,7 @@ def head_scores(model, tokenizer, examples) -> dict:
     rules = position_rules(scores)
     return {"heads": [[h / n for h in row] for row in hits.tolist()],
             "best": hits.flatten()[best].item() / n, "best_head": list(divmod(best, hits.shape[1])),
-            "baselines": {"random": round((1 / scores.valid.sum(1).double()).mean().item(), 6),
+            "baselines": {"random": round(random_rate(scores), 6),
                           "first": _rate(rules["first"] == scores.label),
                           "nearest": _rate(rules["nearest"] == scores.label)}}
 
@@ -280,8 +301,7 @@ def run_probe(model, tokenizer, dev, test=None, permutations=1000, seed=0, test_
     return {
         "best_head": {"layer": layer, "head": head, **{k: heads[best][k] for k in ("dev", "test")}},
         "baselines": {
-            "random": {"dev": (1 / dev_scores.valid.sum(1).double()).mean().item(),
-                       "test": (1 / test_scores.valid.sum(1).double()).mean().item()},
+            "random": {"dev": random_rate(dev_scores), "test": random_rate(test_scores)},
             "first": baseline("first"),
             "nearest": baseline("nearest"),
             "position": {"rule": rule, **baseline(rule)},

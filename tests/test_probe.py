@@ -379,3 +379,15 @@ def test_the_report_of_gpt2_smalls_144_heads_keeps_its_table_in_100_columns():
     assert [row.split()[0] for row in table[1:]] == [f"L{l}" for l in range(12)]
     assert all(len(row.split()) == 13 for row in table[1:])
     assert max(len(line) for line in table) <= 100
+
+
+def test_rules_pick_only_candidates_in_the_window_as_a_head_can():
+    from analysis.probe import position_rules, random_rate
+
+    short = KnownModel([[sink, caps]], block_size=16)
+    scores = candidate_scores(short, TOKENIZER, [LONG, LOST])
+    assert scores.seen.tolist() == [[False, True], [False, True]]  # "cat" / "CAT" lie before the window
+    first = position_rules(scores)["first"]
+    assert first.tolist() == [1, 1]  # the first candidate the model reads: PIG (a hit), pig (LOST: a miss)
+    assert (first == scores.label).tolist() == [True, False]
+    assert random_rate(scores) == pytest.approx((1 + 0) / 2)  # one candidate left; LOST's antecedent is not it

@@ -50,7 +50,9 @@ def test_probe_records_appear_at_their_steps_survive_resume_and_draw_probe_png(c
     layer, head = last["probe_best_head"]
     assert last["probe_best"] == max(max(row) for row in last["probe_heads"]) == last["probe_heads"][layer][head]
     assert set(last["probe_baselines"]) == {"random", "first", "nearest"}
-    assert last["probe_baselines"]["first"] == pytest.approx(2 / 3)  # the dog comes first in 2 of 3
+    # The dog comes first in 2 of 3, but block_size 16 leaves the first noun of those two out of
+    # the window at "it": a rule may pick only what the model reads, so "first" hits once.
+    assert last["probe_baselines"]["first"] == pytest.approx(1 / 3)
     assert (out / "probe.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
