@@ -5,8 +5,9 @@ Pure rendering: functions take words and weights and return strings, so tests ch
 output. A weight w in [0, 1] is drawn as a shade ( ░▒▓█, w rounded to quarters) and printed
 with two decimals (".61", "1.0"); the most attended word of each head is marked ▲. With
 `colour` set, the cell's background shows the weight instead of a shade, and the top word is
-bold and underlined (the ▲ stays, so piping or copying loses nothing): "truecolor" draws a heat
-ramp from navy (0) to yellow (1), "256" a step of xterm's grey ramp, brighter for more weight.
+bold and underlined (the ▲ stays, so piping or copying loses nothing): "truecolor" draws the
+viridis ramp from violet (0) to yellow (1), "256" a step of xterm's grey ramp: both brighter for
+more weight, in even steps.
 """
 
 import unicodedata
@@ -15,7 +16,12 @@ SHADES = " ░▒▓█"
 MARK = "▲"
 RESET = "\x1b[0m"
 TOP = "\x1b[1;4m"  # bold + underline
-COLD, HOT = (20, 20, 50), (255, 210, 60)  # heat colours for weight 0 and weight 1
+# The 24-bit ramp: viridis (matplotlib's default map), perceptually uniform and brighter at each
+# step, so equal steps of weight look like equal steps, and it tells the story the 256-colour
+# greys tell (more weight, more light). A straight line from navy to yellow in RGB made .25 and .5
+# two similar browns. Nine of its colours, at weights 0, 1/8, ..., 1; in between, linear.
+VIRIDIS = ((68, 1, 84), (71, 44, 122), (59, 82, 139), (44, 113, 142), (33, 145, 140),
+           (39, 173, 129), (92, 200, 99), (170, 220, 50), (253, 231, 37))
 # The 256-colour palette's greys, #1c1c1c (234) to #eeeeee (255) in even steps; its two darker
 # greys are left out so that weight 0 stays visible on a black background. Quantising the heat
 # ramp to the 6x6x6 colour cube instead gave an uneven ramp (.04 and .21 were one grey).
@@ -53,9 +59,11 @@ def format_weight(w):
 
 
 def heat(w):
-    """(r, g, b) between COLD (w = 0) and HOT (w = 1)."""
-    w = min(max(w, 0.0), 1.0)
-    return tuple(round(c + (h - c) * w) for c, h in zip(COLD, HOT))
+    """(r, g, b) of weight w on the VIRIDIS ramp (0: dark violet, 1: yellow)."""
+    x = min(max(w, 0.0), 1.0) * (len(VIRIDIS) - 1)
+    i = min(int(x), len(VIRIDIS) - 2)
+    lo, hi = VIRIDIS[i], VIRIDIS[i + 1]
+    return tuple(round(a + (b - a) * (x - i)) for a, b in zip(lo, hi))
 
 
 def grey_index(w):
@@ -68,6 +76,7 @@ def sgr_colours(w, colour):
     """ANSI escape setting the background to weight w's colour and a foreground readable on it."""
     dark_text = w >= 0.5
     if colour == "truecolor":
+        dark_text = w >= 0.6  # viridis is light enough for black text from about there
         fg = (0, 0, 0) if dark_text else (255, 255, 255)
         return "\x1b[48;2;{};{};{}m\x1b[38;2;{};{};{}m".format(*heat(w), *fg)
     return f"\x1b[48;5;{grey_index(w)}m\x1b[38;5;{16 if dark_text else 231}m"
@@ -79,7 +88,7 @@ def weight_legend(colour):
         return f"weight {SHADES[1:]} by quarters, · under 1/8"
     scale = "".join(f"{sgr_colours(w, colour)} {label} {RESET}" for w, label in LEGEND)
     if colour == "truecolor":
-        return f"weight {scale} navy to yellow, 24-bit colour"
+        return f"weight {scale} violet to yellow (viridis), 24-bit colour"
     return f"weight {scale} dark to light grey, 256 colours (COLORTERM=truecolor for 24-bit)"
 
 

@@ -431,3 +431,18 @@ def test_many_heads_options(gpt2_shaped_run, argv, lines, top):
 def test_cli_errors(char_run, argv, message):
     with pytest.raises(ValueError, match=message):
         attention_cli(char_run, argv)
+
+
+def test_the_24_bit_ramp_gets_brighter_in_even_steps_like_the_greys():
+    from analysis.terminal import grey_index, heat
+
+    def lightness(rgb):  # relative luminance, 0..255
+        r, g, b = rgb
+        return 0.2126 * r + 0.7152 * g + 0.0722 * b
+
+    steps = [lightness(heat(w / 8)) for w in range(9)]
+    rises = [b - a for a, b in zip(steps, steps[1:])]
+    assert all(r > 5 for r in rises)  # every quarter and eighth a visible step up (no two browns)
+    assert max(rises) < 3 * min(rises)  # roughly even
+    greys = [grey_index(w / 8) for w in range(9)]
+    assert greys == sorted(greys)  # the 256-colour greys tell the same story: brighter for more
