@@ -603,3 +603,25 @@ def test_real_browser_draws_the_patching_and_lens_tables_of_144_heads_in_the_wid
     assert console == []
     assert out["tables"] == 3
     assert out["right"] <= width and out["pageWidth"] <= out["clientWidth"] == width, out
+
+
+PHONE_READABLE = """
+const label = document.querySelector("svg.curve text.axis");
+out.label = label.getBoundingClientRect().height;
+const box = document.querySelector("section.causal .scroll:last-of-type");
+out.cut = box.scrollWidth > box.clientWidth;
+out.shadow = getComputedStyle(box).backgroundImage.includes("radial-gradient");
+const big = sec.querySelector(".big").getBoundingClientRect();
+out.bigRight = big.right; out.width = document.documentElement.clientWidth;
+"""
+
+
+@needs_browser
+def test_a_phone_reads_the_curves_labels_sees_that_a_cut_table_scrolls_and_the_map_keeps_off_the_edge(
+        tmp_path, gpt2_shaped_page):
+    facts = {"best_head": (5, 7), "causal": causal_result(12, 12, (5, 7)), "records": probe_records(12, 12, (5, 7))}
+    out, console = drawn(tmp_path, [gpt2_shaped_page], PHONE_READABLE, 420, **facts)
+    assert console == []
+    assert out["label"] >= 10, out  # the axis labels: 8 px before
+    assert out["cut"] and out["shadow"], out  # a table wider than the phone, and a shadow saying so
+    assert out["bigRight"] <= out["width"] - 8, out
