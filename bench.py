@@ -35,6 +35,8 @@ from pathlib import Path
 import torch
 import yaml
 
+from runs.folder import CONFIG_FILE, METRICS_FILE
+
 ROOT = Path(__file__).resolve().parent
 CPU_RECIPE = "configs/shakespeare_char_cpu.yaml"
 SPEEDRUN = "configs/shakespeare_char_cpu_speedrun.yaml"
@@ -58,8 +60,8 @@ def run_ours(iters, *overrides, config=CPU_RECIPE):
     start = time.perf_counter()
     run_or_explain(cmd, ROOT)
     seconds = time.perf_counter() - start
-    records = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
-    resolved = yaml.safe_load((out / "config.yaml").read_text())
+    records = [json.loads(line) for line in (out / METRICS_FILE).read_text().splitlines()]
+    resolved = yaml.safe_load((out / CONFIG_FILE).read_text())
     t = resolved["train"]
     tok_step = t["batch_size"] * t["grad_accum_steps"] * resolved["model"]["block_size"]
     # Tokens/s of each log window, evaluations left out; the first window holds the warm-up.

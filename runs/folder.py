@@ -10,6 +10,9 @@ from storage.atomic import write_atomic
 
 METRICS_FILE = "metrics.jsonl"  # one JSON object per line, each with "step"
 PROBE_FILE = "probe.json"
+META_FILE = "meta.json"  # the data and the tokenizer's file name
+CONFIG_FILE = "config.yaml"  # the resolved training config
+LOSS_PLOT, PROBE_PLOT = "loss.png", "probe.png"
 
 
 def read_metrics(path):
@@ -32,7 +35,7 @@ def probe_path(folder):
     """Where the run folder `folder` keeps its probe result; None for a model that is not a
     train.py run folder (a Hugging Face download or a nanoGPT run is not ours to write into)."""
     folder = Path(folder) if folder else None
-    ours = folder and (folder / CKPT_NAME).is_file() and (folder / "meta.json").is_file()
+    ours = folder and (folder / CKPT_NAME).is_file() and (folder / META_FILE).is_file()
     return folder / PROBE_FILE if ours else None
 
 

@@ -25,6 +25,7 @@ from model.checkpoint import CKPT_NAME, build_gpt, load_checkpoint, model_parts
 from model.gpt import GPT
 from model.gpt2_import import read_gpt2
 from model.nanogpt_import import is_nanogpt, read_nanogpt
+from runs.folder import META_FILE
 from storage.hub import WEIGHT_FILES, is_hub_name, model_folder
 
 
@@ -100,7 +101,7 @@ def _open_run(out_dir, device, nanogpt_meta=None):
     ckpt = load_checkpoint(out_dir / CKPT_NAME, map_location=device)
     if is_nanogpt(ckpt):
         return _open_nanogpt(out_dir, ckpt, nanogpt_meta)
-    meta_path = out_dir / "meta.json"
+    meta_path = out_dir / META_FILE
     if not meta_path.is_file():
         raise FileNotFoundError(f"{meta_path} is missing; the run folder {out_dir} is incomplete")
     try:

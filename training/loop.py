@@ -21,6 +21,7 @@ from analysis.probe import head_scores
 from data.loader import get_mixed_batch
 from data.sources import check_source
 from model.checkpoint import CKPT_NAME, atomic_save
+from runs.folder import LOSS_PLOT, PROBE_PLOT
 from storage.atomic import clean_stale_temps
 from storage.lock import folder_lock
 from training.evaluate import evaluate, full_val_losses, mix_bits_per_byte
@@ -259,8 +260,8 @@ def evaluate_and_save(job, progress):
         job.console.say(eval_line(progress.step, final, progress.tokens_per_sec,
                                   time.perf_counter() - progress.started))
         records = job.metrics.records()  # both plots at every evaluation: a long run can be watched
-        plot_losses(records, job.out_dir / "loss.png")
-        plot_probe(records, job.out_dir / "probe.png")
+        plot_losses(records, job.out_dir / LOSS_PLOT)
+        plot_probe(records, job.out_dir / PROBE_PLOT)
     save(job, progress)
     progress.paused += time.perf_counter() - started  # tokens/s measures training, not evaluation
 
@@ -298,9 +299,9 @@ def finish(job, progress):
         say(runtime, f"{job.out_dir} is already trained to train.max_iters={settings.max_iters}; raise it to train on")
     if runtime.is_main:
         records = job.metrics.records()
-        plot_probe(records, job.out_dir / "probe.png")
+        plot_probe(records, job.out_dir / PROBE_PLOT)
         if final is not None:
-            plot_losses(records, job.out_dir / "loss.png")
+            plot_losses(records, job.out_dir / LOSS_PLOT)
             say(runtime, summary(final, tokens, seconds, job.out_dir))
     return {"step": progress.step, "final": final, "tokens": tokens, "seconds": seconds,
             "tokens_per_sec": tokens / max(seconds, 1e-9)}

@@ -22,6 +22,7 @@ from pathlib import Path
 
 from configs.schema import flatten
 from model.gpt import ARCHITECTURE_KEYS, GPTConfig
+from runs.folder import META_FILE
 
 SHAPE_KEYS = ("block_size", "n_layer", "n_head", "n_embd", "bias") + ARCHITECTURE_KEYS
 FORCE_HINT = "use another out_dir, or pass --force to start over in this one (its checkpoint is replaced)"
@@ -55,7 +56,7 @@ def recorded_fingerprint(ckpt, out_dir):
     if "data" in ckpt:
         return ckpt["data"]
     try:
-        return _fingerprint(json.loads((Path(out_dir) / "meta.json").read_text()), out_dir)
+        return _fingerprint(json.loads((Path(out_dir) / META_FILE).read_text()), out_dir)
     except (OSError, ValueError, KeyError, TypeError):
         raise ValueError(f"{out_dir} has a checkpoint but no readable meta.json or tokenizer file, so "
                          f"what it was trained on is unknown; {FORCE_HINT}") from None

@@ -22,6 +22,7 @@ from data.mix import MixEntry, Mixture, parse_mix, prepare_mix
 from model.checkpoint import CKPT_NAME, load_checkpoint
 from model.device import bf16_native, fast_matmul_dtype
 from model.gpt import ARCHITECTURE_KEYS, GPT, GPTConfig, lm_loss
+from runs.folder import CONFIG_FILE, META_FILE, METRICS_FILE
 from runs.load import load_pretrained, load_run
 from storage.atomic import write_atomic
 from training.evaluate import evaluate_run
@@ -298,7 +299,7 @@ def build(config, runtime, data, fingerprint, ckpt, init=None):
         if progress.step < settings.max_iters:
             write_run_files(config, data, Path(config.out_dir))
         trackers = Trackers(settings.loggers, config.out_dir, config) if settings.loggers else None
-        metrics = Metrics(Path(config.out_dir) / "metrics.jsonl", resume_step=progress.step if ckpt else None,
+        metrics = Metrics(Path(config.out_dir) / METRICS_FILE, resume_step=progress.step if ckpt else None,
                           trackers=trackers)
         peak = peak_flops(runtime.device, settings.peak_flops, config.data.cache_dir, runtime.dtype)
         if peak is None:
@@ -328,8 +329,8 @@ def dtype_name(dtype):
 
 def write_run_files(config, data, out_dir):
     """What generation needs besides the checkpoint: the config, meta.json and the tokenizer."""
-    write_atomic(out_dir / "config.yaml", to_yaml(config))
-    write_atomic(out_dir / "meta.json", json.dumps(data.meta, indent=2) + "\n")
+    write_atomic(out_dir / CONFIG_FILE, to_yaml(config))
+    write_atomic(out_dir / META_FILE, json.dumps(data.meta, indent=2) + "\n")
     write_atomic(out_dir / data.meta["tokenizer_file"], data.tokenizer_path.read_bytes())
 
 
