@@ -173,6 +173,31 @@ hover a token to highlight its row, hover a cell for its weight.</p>
 <div id="sentences"></div></section>"""
 
 
+def numbers_section(sentences, best):
+    """The pronoun's attention row of the best head as numbers, one table a sentence, so that a
+    printout or a screenshot keeps them (the maps give a number only on hover); "" without a
+    best head or a pronoun."""
+    if best is None:
+        return ""
+    tables = []
+    for s in sentences:
+        q = s["pronoun"]
+        if q is None:
+            continue
+        row = [w / SCALE for w in s["attention"][best[0]][best[1]][q][: q + 1]]
+        top = max(range(len(row)), key=row.__getitem__)
+        mark = ' class="q"'  # the pronoun's own column
+        head = "".join(f"<th{mark if t == q else ''}>{html.escape(s['tokens'][t])}</th>" for t in range(q + 1))
+        cells = "".join(f'<td class="{"best" if t == top else ""}" style="background:rgba(33,102,172,{0.6 * w:.2f})">'
+                        f"{w:.2f}</td>" for t, w in enumerate(row))
+        tables.append(f'<div class="scroll"><table><tr>{head}</tr><tr>{cells}</tr></table></div>')
+    if not tables:
+        return ""
+    return (f'<section class="numbers"><h2>Where the pronoun looks, in numbers</h2><p class="help">'
+            f"The best head, L{best[0]} H{best[1]}: the attention of each sentence's pronoun (last column) "
+            f"to every token up to it; the most attended token in bold.</p>{''.join(tables)}</section>")
+
+
 def render_html(sentences, best_head=None, title="Attention maps", checkpoint=None, step=None,
                 val_loss=None, causal=None, records=(), lens=None, patching=None) -> str:
     """The page as a string (see write_html)."""
@@ -190,7 +215,8 @@ def render_html(sentences, best_head=None, title="Attention maps", checkpoint=No
     payload = payload.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
     # The page's parts, top to bottom. A new part is a function that returns its <section>
     # (its text escaped with html.escape), added to this list.
-    sections = [run_section(checkpoint, step, val_loss, best_head), causal_section(causal),
+    sections = [run_section(checkpoint, step, val_loss, best_head), numbers_section(data["sentences"], best),
+                causal_section(causal),
                 patching_section(patching), lens_section(lens), curve_section(records), maps_section(best)]
     return Template(asset("page.html")).substitute(
         title=html.escape(title), css=asset("page.css"), error_hook=asset("error-hook.js"),

@@ -625,3 +625,15 @@ def test_a_phone_reads_the_curves_labels_sees_that_a_cut_table_scrolls_and_the_m
     assert out["label"] >= 10, out  # the axis labels: 8 px before
     assert out["cut"] and out["shadow"], out  # a table wider than the phone, and a shadow saying so
     assert out["bigRight"] <= out["width"] - 8, out
+
+
+def test_the_pronouns_row_of_the_best_head_is_on_the_page_as_numbers():
+    page = render_html(SENTENCES, best_head=(1, 2))
+    section = page[page.index('<section class="numbers">'):]
+    section = section[: section.index("</section>")]
+    assert section.count("<table>") == sum(s["pronoun"] is not None for s in SENTENCES)
+    assert "L1 H2" in section and '<td class="best"' in section
+    first = SENTENCES[0]
+    expected = float(torch.as_tensor(first["attention"])[1, 2, first["pronoun"], 0])
+    assert f">{expected:.2f}</td>" in section
+    assert '<section class="numbers">' not in render_html(SENTENCES)  # no best head: no section
