@@ -7,7 +7,7 @@ from analysis.causal import causal_tests, format_causal, with_best_head
 from analysis.lens import format_lens, logit_lens
 from analysis.patching import activation_patching, format_patching
 from analysis.probe import format_report, run_probe
-from data.pronouns import NATURAL, examples, natural, read_jsonl
+from data.pronouns import NATURAL, examples, natural, read_examples
 
 
 def study(model, tokenizer, path="", permutations=1000, causal=True, patch=False):
@@ -21,13 +21,7 @@ def study(model, tokenizer, path="", permutations=1000, causal=True, patch=False
     if path == NATURAL:
         dev, test, test_set = examples("dev"), natural(), NATURAL
     elif path:
-        try:
-            dev = read_jsonl(path)
-        except OSError as e:  # a folder, a missing file, no permission: name the user's path
-            raise ValueError(f"cannot read {path}: {e.strerror or e}") from None
-        if not dev:
-            raise ValueError(f"{path} holds no examples; write one JSON object per line")
-        test = None
+        dev, test = read_examples(path), None
     else:
         dev, test = examples("dev"), examples("test")
     result = run_probe(model, tokenizer, dev, test, permutations=permutations, test_set=test_set)

@@ -154,6 +154,11 @@ def full_val_losses(model, data, block_size, batch_size, runtime):
     return out
 
 
+def perplexity(loss):
+    """exp(loss), the one rule everywhere: capped at exp(50) so a diverged run prints a number."""
+    return math.exp(min(loss, 50))
+
+
 def bits_per_byte(loss, meta):
     """Nats per token -> bits per byte of text, comparable across tokenizers."""
     if not meta.get("val_bytes"):
@@ -194,7 +199,7 @@ def _evaluate_text(run, runtime, batch_size, text_path=None, prepared=None):
         meta, what = prepared.meta, f"the val split of {prepared.meta['source']}"
     loss = windows_loss(run.model, ids, run.model.config.block_size, batch_size, runtime)
     bpb = bits_per_byte(loss, meta)
-    return (f"{what}: loss {loss:.4f} nats/token, perplexity {math.exp(min(loss, 50)):.2f}"
+    return (f"{what}: loss {loss:.4f} nats/token, perplexity {perplexity(loss):.2f}"
             + (f", {bpb:.3f} bits/byte" if bpb is not None else "") + f" over {len(ids):,} tokens")
 
 

@@ -24,7 +24,7 @@ from model.checkpoint import CKPT_NAME, atomic_save
 from runs.folder import LOSS_PLOT, PROBE_PLOT
 from storage.atomic import clean_stale_temps
 from storage.lock import folder_lock
-from training.evaluate import evaluate, full_val_losses, mix_bits_per_byte
+from training.evaluate import evaluate, full_val_losses, mix_bits_per_byte, perplexity
 from training.optim import lr_at
 from training.report import Console, eval_line, plot_losses, plot_probe, summary
 from training.trackers import check_installed
@@ -252,7 +252,7 @@ def evaluate_and_save(job, progress):
         raise TrainingStopped(f"eval loss is not finite at step {progress.step}; stopped, "
                               f"{_checkpoint_state(job, progress)} (try a lower train.lr)")
     progress.best_val = min(progress.best_val, final["val_loss"])
-    final.update(val_ppl=math.exp(min(final["val_loss"], 50)),
+    final.update(val_ppl=perplexity(final["val_loss"]),
                  val_bpb=mix_bits_per_byte(final["val_loss"], job.data))
     progress.final = final
     if job.runtime.is_main:

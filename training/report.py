@@ -11,6 +11,7 @@ from tqdm import tqdm
 from analysis.curve import BEST, LAYER_COLOURS, PASS_MARK, first_pass
 from runs.folder import read_metrics
 from storage.atomic import write_atomic
+from training.evaluate import perplexity
 
 
 class Console:
@@ -194,7 +195,7 @@ def plot_probe(records, png_path):
 
 
 def summary(final, tokens_seen, seconds, out_dir):
-    ppl = math.exp(final["val_loss"]) if final["val_loss"] < 50 else math.inf
+    ppl = perplexity(final["val_loss"])
     bpb = f", {final['val_bpb']:.3f} bits/byte" if final.get("val_bpb") is not None else ""
     full = ""
     if "val_loss_full" in final:

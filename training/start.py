@@ -16,7 +16,7 @@ from torch.nn.parallel import DistributedDataParallel as DDP
 
 from configs.schema import to_yaml
 from data.pronouns import examples as pronoun_examples
-from data.pronouns import NATURAL, read_jsonl
+from data.pronouns import NATURAL, read_examples
 from data.pronouns import natural as natural_examples
 from data.mix import MixEntry, Mixture, parse_mix, prepare_mix
 from model.checkpoint import CKPT_NAME, load_checkpoint
@@ -187,13 +187,7 @@ def probe_examples(config, runtime):
     if settings.probe_file == NATURAL:
         return natural_examples()
     if settings.probe_file:
-        try:
-            labelled = read_jsonl(settings.probe_file)
-        except OSError as e:
-            raise ValueError(f"train.probe_file {settings.probe_file}: {e.strerror or e}") from None
-        if not labelled:
-            raise ValueError(f"train.probe_file {settings.probe_file} holds no examples; write one JSON object per line")
-        return labelled
+        return read_examples(settings.probe_file, named="train.probe_file ")
     if holds_pronouns(config):
         return pronoun_examples("dev")
     print("note: train.probe_interval is on, but this corpus has no labelled pronouns; give "

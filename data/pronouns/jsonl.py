@@ -103,6 +103,19 @@ def _parse_line(line: str) -> Example:
     return example
 
 
+def read_examples(path, named="") -> list[Example]:
+    """read_jsonl for a file a user named (`named`: how, e.g. "train.probe_file "): ValueError in
+    one line for a file that cannot be read (a folder, missing, no permission) or holds no
+    examples."""
+    try:
+        labelled = read_jsonl(path)
+    except OSError as e:
+        raise ValueError(f"{named or 'cannot read '}{path}: {e.strerror or e}") from None
+    if not labelled:
+        raise ValueError(f"{named}{path} holds no examples; write one JSON object per line")
+    return labelled
+
+
 def read_jsonl(path) -> list[Example]:
     """Read and validate examples; blank lines are skipped. A bad line raises ValueError naming
     the file and line number (text that is not UTF-8: naming the file); a missing file raises
