@@ -55,7 +55,7 @@ function sentence(s, si) {
   });
   sec.appendChild(toks);
   const layout = el("div", "layout"), grid = el("div", "grid"), cells = [];
-  grid.style.gridTemplateColumns = "auto repeat(" + H + ", minmax(16px, 72px))";
+  grid.style.gridTemplateColumns = "auto repeat(" + H + ", minmax(16px, 120px))";  // wide screens: bigger maps
   const bitmaps = s.attention.map(layer => layer.map(bitmap));
   const label = (text, isBest) =>
     grid.appendChild(el("div", "label" + (isBest ? " best" : ""), text));
