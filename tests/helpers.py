@@ -42,10 +42,13 @@ def tiny_config(corpus, out_dir, *overrides):
 
 
 def torchrun_two(cfg):
-    """train.py on the config file `cfg` in two torchrun processes (gloo), one thread each."""
+    """train.py on the config file `cfg` in two torchrun processes (gloo), one thread each; its
+    stderr, which must hold no warning of ours or torch's (one per rank would be noise)."""
     r = run_script("-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2", "train.py", cfg,
                    timeout=300, env=dict(os.environ, OMP_NUM_THREADS="1"))
     assert r.returncode == 0, r.stderr[-2000:]
+    assert "Warning" not in r.stderr, r.stderr[-2000:]
+    return r.stderr
 
 
 def write_yaml(config, path):

@@ -2,6 +2,7 @@
 
 import contextlib
 import json
+import os
 import subprocess
 import sys
 
@@ -78,3 +79,34 @@ def test_a_full_disk_while_preparing_says_the_disk_is_full(corpus, tmp_path):
         r = run_script("train.py", f"data.source={text}", "tokenizer.kind=char", f"data.cache_dir={small}",
                        f"out_dir={tmp_path / 'run'}")
         one_error_line(r, "the disk is full")
+
+
+def test_offline_a_hub_model_is_one_line_with_no_warning_from_the_hubs_client(tmp_path):
+    import socket
+
+    with socket.socket() as s:  # a port on 127.0.0.1 where nothing listens
+        s.bind(("127.0.0.1", 0))
+        closed = s.getsockname()[1]
+    env = dict(os.environ, HF_ENDPOINT=f"http://127.0.0.1:{closed}", HF_HUB_CACHE=str(tmp_path / "hub"))
+    r = run_script("generate.py", "--ckpt", "hf:someone/model", "--prompt", "a", env=env)
+    one_error_line(r, "HF_HUB_OFFLINE=1")
+
+
+def test_an_implausible_cached_cpu_peak_is_measured_again_by_a_run(corpus, tmp_path):
+    import torch
+
+    from tests.helpers import tiny_config
+    from training.loop import train
+    from training.runtime import cpu_name
+
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    # As if measured on busy cores: torch's thread count below one thread's figure. The key as
+    # cpu_peak_flops writes it, for the thread count training runs at.
+    key = f"{cpu_name()}; {torch.get_num_threads()} threads; torch {torch.__version__}"
+    (cache / "cpu_peak_flops.json").write_text(json.dumps({key: {"flops": 1.0, "one_thread": 1e12}}))
+    config = tiny_config(corpus, tmp_path / "run", f"data.cache_dir={cache}", "train.max_iters=2",
+                         "train.eval_interval=2", "train.peak_flops=null")
+    train(config)
+    entry = json.loads((cache / "cpu_peak_flops.json").read_text())[key]
+    assert entry["flops"] > 1.0 and entry["flops"] >= 0.9 * entry["one_thread"]
