@@ -4,20 +4,14 @@ screenshot keeps them) and tinted by its value."""
 
 import html
 
+from analysis.patching import recovered_text
+
 
 def _tinted(text, share, best=False):
     """A <td> tinted orange in proportion to share (0..1, clipped)."""
     alpha = min(1.0, max(0.0, share)) * 0.6
     return (f'<td class="{"best" if best else ""}" style="background:rgba(217,95,2,{alpha:.2f})">'
             f"{html.escape(text)}</td>")
-
-
-def _recovered(cell):
-    text = f"{cell['recovered']:+.2f}"
-    if "recovered_ci" in cell:
-        lo, hi = cell["recovered_ci"]
-        text += f" [{lo:+.2f}, {hi:+.2f}]"
-    return text
 
 
 def lens_section(lens):
@@ -47,11 +41,11 @@ def patching_section(patching):
     heads = patching["heads"]
     best = max(((l, h) for l in range(len(heads)) for h in range(len(heads[0]))),
                key=lambda lh: heads[lh[0]][lh[1]]["recovered"])
-    head_rows = "".join(f"<tr><th>L{l}</th>" + "".join(_tinted(_recovered(c), c["recovered"], (l, h) == best)
+    head_rows = "".join(f"<tr><th>L{l}</th>" + "".join(_tinted(recovered_text(c), c["recovered"], (l, h) == best)
                                                        for h, c in enumerate(row)) + "</tr>"
                         for l, row in enumerate(heads))
     head_top = "".join(f"<th>H{h}</th>" for h in range(len(heads[0])))
-    stream_rows = "".join(f"<tr><th>{html.escape(point)}</th>" + "".join(_tinted(_recovered(c), c["recovered"])
+    stream_rows = "".join(f"<tr><th>{html.escape(point)}</th>" + "".join(_tinted(recovered_text(c), c["recovered"])
                                                                         for c in row) + "</tr>"
                           for point, row in zip(patching["points"], patching["stream"]))
     stream_top = "".join(f"<th>{html.escape(c)}</th>" for c in patching["columns"])

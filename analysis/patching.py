@@ -77,7 +77,7 @@ def make_pair(tokenizer, example, block_size, rng):
         twin = Example(example.text[:s] + form + example.text[e:], moved(example.pronoun), (s, s + len(form)),
                        tuple(moved(d) for d in example.distractors))
         other = encode_item(tokenizer, twin, block_size)
-        if other is None or len(other.ids) < other.query + 1 or other.query != clean.query:
+        if other is None or other.query != clean.query:
             continue
         a, b = clean.ids[: clean.query + 1], other.ids[: other.query + 1]
         where = clean.tokens[clean.antecedent]
@@ -182,9 +182,14 @@ def activation_patching(model, tokenizer, examples, seed=0, resamples=1000) -> d
     }
 
 
-def _cell(c):
-    text = f"{c['recovered']:+.2f}"
-    return text if "recovered_ci" not in c else f"{text} [{c['recovered_ci'][0]:+.2f}, {c['recovered_ci'][1]:+.2f}]"
+def recovered_text(cell):
+    """A cell as the report and the page show it: "+0.98 [+0.98, +0.99]", or "+0.98" alone
+    where the set was too small for an interval."""
+    text = f"{cell['recovered']:+.2f}"
+    if "recovered_ci" in cell:
+        lo, hi = cell["recovered_ci"]
+        text += f" [{lo:+.2f}, {hi:+.2f}]"
+    return text
 
 
 def format_patching(result: dict) -> str:
@@ -199,11 +204,11 @@ def format_patching(result: dict) -> str:
              "", "each head's output at the pronoun patched:", "     " + "".join(f"{'H' + str(h):>7}" for h in range(H))]
     lines += [f"L{l:<3} " + "".join(f"{c['recovered']:>+7.2f}" for c in row) for l, row in enumerate(heads)]
     best = max(((l, h) for l in range(len(heads)) for h in range(H)), key=lambda lh: heads[lh[0]][lh[1]]["recovered"])
-    lines.append(f"  best: L{best[0]} H{best[1]} {_cell(heads[best[0]][best[1]])}")
+    lines.append(f"  best: L{best[0]} H{best[1]} {recovered_text(heads[best[0]][best[1]])}")
     lines += ["", "the residual stream patched (rows: after the embedding, after each block; "
               "columns: where in the sentence):",
               f"  {'':<10}" + "".join(f"{c:>21}" for c in result["columns"])]
-    lines += [f"  {point:<10}" + "".join(f"{_cell(c):>21}" for c in row)
+    lines += [f"  {point:<10}" + "".join(f"{recovered_text(c):>21}" for c in row)
               for point, row in zip(result["points"], result["stream"])]
     lines.append("1 = the clean run's preference for its own continuation is back, 0 = as corrupted. Where "
                  "the antecedent's column fades and the pronoun's rises is the block that carries the "

@@ -237,8 +237,8 @@ def _mix_tokenizer(entries, weights, kind, vocab_size, cache_dir) -> Path:
     if kind == "char":
         text = "".join(sorted(set().union(*(set(piece) for src in sources for piece in src.iter_text()))))
     elif kind == "bpe":
-        text = "\n".join(_prefix(src, int(w * sample)) for src, w, sample in
-                         zip(sources, weights, [_sample_chars(shas_and_sizes, weights)] * len(sources)))
+        sample = _sample_chars(shas_and_sizes, weights)
+        text = "\n".join(_prefix(src, int(w * sample)) for src, w in zip(sources, weights))
     else:
         text = ""
     tokenizer = train_tokenizer(kind, text, size, usable_cpus())
