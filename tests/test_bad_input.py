@@ -13,19 +13,20 @@ from tests.helpers import ROOT, make_run, mount_tmpfs, run_script
 pytestmark = pytest.mark.slow  # every test runs the scripts as a user does
 
 
-def one_error_line(r, *fragments):
+def error_line(r):
+    """The command's one error line, checked to be one line, exit code 2, no traceback."""
     assert r.returncode == 2 and r.stderr.count("\n") == 1 and "Traceback" not in r.stderr, r.stderr
-    for fragment in fragments:
-        assert fragment in r.stderr, r.stderr
+    return r.stderr
 
 
 def test_a_seed_out_of_range_is_one_line(tmp_path):
-    one_error_line(run_script("train.py", "seed=100000000000000000000", f"out_dir={tmp_path / 'r'}"), "seed", "2**63")
+    said = error_line(run_script("train.py", "seed=100000000000000000000", f"out_dir={tmp_path / 'r'}"))
+    assert "seed" in said and "2**63" in said, said
 
 
 def test_a_pipe_as_a_corpus_is_refused_and_as_a_prompt_is_read(tmp_path):
-    one_error_line(run_script("train.py", "data.source=/dev/stdin", f"out_dir={tmp_path / 'r'}", input="some text\n"),
-                   "not a regular file")
+    said = error_line(run_script("train.py", "data.source=/dev/stdin", f"out_dir={tmp_path / 'r'}", input="some text\n"))
+    assert "not a regular file" in said, said
     folder = tmp_path / "run"
     make_run(folder, "char", 32)
     r = subprocess.run([sys.executable, "generate.py", "--ckpt", str(folder), "--prompt-file", "/dev/stdin",
@@ -39,21 +40,25 @@ def test_a_damaged_tokenizer_file_says_so(tmp_path):
     make_run(folder, "char", 32)
     (folder / "tokenizer.txt").write_text(json.dumps({"kind": "char", "chars": 5}))
     r = run_script("generate.py", "--ckpt", folder, "--prompt", "a")
-    one_error_line(r, "not a char tokenizer file saved by tinygpt")
+    said = error_line(r)
+    assert "not a char tokenizer file saved by tinygpt" in said, said
 
 
 def test_a_checkpoint_file_for_a_folder_and_weights_without_config(tmp_path):
     folder = tmp_path / "run"
     make_run(folder, "char", 32)
-    one_error_line(run_script("generate.py", "--ckpt", folder / "ckpt.pt"), "run folder")
+    said = error_line(run_script("generate.py", "--ckpt", folder / "ckpt.pt"))
+    assert "run folder" in said, said
     r = run_script("train.py", f"train.init_from={folder / 'ckpt.pt'}", f"out_dir={tmp_path / 'tuned'}",
                    f"data.source={ROOT / 'requirements.txt'}")
-    one_error_line(r, "is a file; give the run folder that holds it")
+    said = error_line(r)
+    assert "is a file; give the run folder that holds it" in said, said
     assert "ckpt.pt/ckpt.pt" not in r.stderr
     hf = tmp_path / "hf"
     hf.mkdir()
     (hf / "model.safetensors").write_bytes(b"\0" * 16)
-    one_error_line(run_script("generate.py", "--ckpt", hf), "no config.json")
+    said = error_line(run_script("generate.py", "--ckpt", hf))
+    assert "no config.json" in said, said
 
 
 @pytest.mark.parametrize("seed", range(4))
@@ -64,7 +69,8 @@ def test_random_bytes_as_a_checkpoint_never_suggest_weights_only_false(tmp_path,
     make_run(folder, "char", 32)
     (folder / "ckpt.pt").write_bytes(random.Random(seed).randbytes(3000))
     r = run_script("generate.py", "--ckpt", folder)
-    one_error_line(r, "ckpt.pt")
+    said = error_line(r)
+    assert "ckpt.pt" in said, said
     assert ("nothing in it ran" in r.stderr or "not a checkpoint" in r.stderr) and "weights_only" not in r.stderr
 
 
@@ -78,7 +84,8 @@ def test_a_full_disk_while_preparing_says_the_disk_is_full(corpus, tmp_path):
         text.write_text("the cat sat on the mat and it purred.\n" * 20000)
         r = run_script("train.py", f"data.source={text}", "tokenizer.kind=char", f"data.cache_dir={small}",
                        f"out_dir={tmp_path / 'run'}")
-        one_error_line(r, "the disk is full")
+        said = error_line(r)
+        assert "the disk is full" in said, said
 
 
 def test_offline_a_hub_model_is_one_line_with_no_warning_from_the_hubs_client(tmp_path):
@@ -89,7 +96,8 @@ def test_offline_a_hub_model_is_one_line_with_no_warning_from_the_hubs_client(tm
         closed = s.getsockname()[1]
     env = dict(os.environ, HF_ENDPOINT=f"http://127.0.0.1:{closed}", HF_HUB_CACHE=str(tmp_path / "hub"))
     r = run_script("generate.py", "--ckpt", "hf:someone/model", "--prompt", "a", env=env)
-    one_error_line(r, "HF_HUB_OFFLINE=1")
+    said = error_line(r)
+    assert "HF_HUB_OFFLINE=1" in said, said
 
 
 def test_an_implausible_cached_cpu_peak_is_measured_again_by_a_run(corpus, tmp_path):
