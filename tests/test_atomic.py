@@ -262,16 +262,3 @@ def test_a_killed_prepare_leaves_a_temp_folder_that_the_next_prepare_removes(tmp
     done = prepare(str(source), "char", cache_dir=cache)
     assert names(prepared) == sorted([live.name, done.dir.name])
     assert done.meta["train_tokens"] + done.meta["val_tokens"] == len(source.read_text())
-
-
-def test_a_rewrite_keeps_the_files_mode_through_a_resume(corpus, tmp_path):
-    from tests.helpers import tiny_config
-    from training.loop import train
-
-    out = tmp_path / "run"
-    train(tiny_config(corpus, out, "train.max_iters=2", "train.eval_interval=2"))
-    for name in ("ckpt.pt", "config.yaml"):
-        os.chmod(out / name, 0o600)
-    train(tiny_config(corpus, out, "train.max_iters=4", "train.eval_interval=2"))  # resumes, rewrites both
-    assert {name: stat.S_IMODE((out / name).stat().st_mode) for name in ("ckpt.pt", "config.yaml")} == \
-        {"ckpt.pt": 0o600, "config.yaml": 0o600}

@@ -118,3 +118,107 @@ def test_an_implausible_cached_cpu_peak_is_measured_again_by_a_run(corpus, tmp_p
     train(config)
     entry = json.loads((cache / "cpu_peak_flops.json").read_text())[key]
     assert entry["flops"] > 1.0 and entry["flops"] >= 0.9 * entry["one_thread"]
+
+
+# The fixes of the third pass that earlier tests drove through main() in the test's own process,
+# here as a user meets them: the script in its own process.
+
+def test_an_override_is_the_text_as_typed(tmp_path):
+    import yaml
+
+    r = run_script("train.py", "out_dir=0123", "model.n_layer=010", "train.compile=on", "train.lr=1e-3",
+                   "--print-config")
+    assert r.returncode == 0, r.stderr
+    printed = yaml.safe_load(r.stdout)
+    assert printed["out_dir"] == "0123" and printed["model"]["n_layer"] == 10
+    assert printed["train"]["compile"] is True and printed["train"]["lr"] == 1e-3
+
+
+def test_a_derived_folder_is_never_the_demos():
+    r = run_script("train.py", "data.source=mine/default.txt", "--print-config")
+    assert r.returncode == 0 and "out_dir: out/default-own" in r.stdout, r.stderr
+
+
+def test_a_key_written_twice_in_a_config_file_is_refused(tmp_path):
+    path = tmp_path / "c.yaml"
+    path.write_text("train:\n  lr: 1.0e-3\n  max_iters: 5\n  lr: 2.0e-3\n")
+    said = error_line(run_script("train.py", path, "--print-config"))
+    assert "'lr'" in said and "line 4" in said, said
+
+
+@pytest.fixture
+def tiny_run(corpus, tmp_path):
+    """A 2-step run of the tiny config in tmp_path/run, and that config as a file."""
+    from tests.helpers import tiny_config, write_yaml
+    from training.loop import train
+
+    config = tiny_config(corpus, tmp_path / "run", "train.max_iters=2", "train.eval_interval=2")
+    train(config)
+    return tmp_path / "run", write_yaml(config, tmp_path / "tiny.yaml")
+
+
+def test_a_resume_keeps_the_modes_a_user_gave_the_files(tiny_run):
+    import stat
+
+    out, cfg = tiny_run
+    for name in ("ckpt.pt", "config.yaml"):
+        os.chmod(out / name, 0o600)
+    r = run_script("train.py", cfg, "train.max_iters=4")  # resumes and rewrites both
+    assert r.returncode == 0, r.stderr
+    assert {name: stat.S_IMODE((out / name).stat().st_mode) for name in ("ckpt.pt", "config.yaml")} == \
+        {"ckpt.pt": 0o600, "config.yaml": 0o600}
+
+
+def test_init_from_into_a_folder_that_holds_another_run_is_refused(corpus, tiny_run, tmp_path):
+    from tests.helpers import tiny_config
+    from training.loop import train
+
+    out, cfg = tiny_run
+    source = tmp_path / "source"
+    train(tiny_config(corpus, source, "train.max_iters=2", "train.eval_interval=2"))
+    files = lambda: {p.name: p.read_bytes() for p in out.iterdir() if p.name != ".lock"}  # the lock names its holder
+    before = files()
+    said = error_line(run_script("train.py", cfg, f"train.init_from={source}", "train.max_iters=4"))
+    assert "init_from" in said and "--force" in said, said
+    assert files() == before
+
+
+def test_a_swapped_tokenizer_file_is_refused_by_generate(tiny_run):
+    out, _ = tiny_run
+    path = out / "tokenizer.json"
+    text = path.read_text()
+    swapped = text.replace('"a"', '"@"', 1)  # the same size, another character
+    assert swapped != text and len(swapped) == len(text)
+    path.write_text(swapped)
+    said = error_line(run_script("generate.py", "--ckpt", out, "--prompt", "the", "--max-new-tokens", "2"))
+    assert "tokenizer" in said and str(out) in said, said
+
+
+@pytest.fixture
+def bpe_run(tmp_path):
+    folder = tmp_path / "bpe_run"
+    make_run(folder, "bpe", 64)
+    return folder
+
+
+def test_html_with_a_trailing_slash_writes_the_page_into_that_folder(bpe_run, tmp_path):
+    r = run_script("generate.py", "--ckpt", bpe_run, "--attention", "--no-probe", "--html", f"{tmp_path / 'new'}/")
+    assert r.returncode == 0, r.stderr
+    assert [p.name for p in (tmp_path / "new").iterdir()] == ["attention.html"]
+
+
+def test_an_attention_file_names_the_sentence_without_a_pronoun(bpe_run, tmp_path):
+    path = tmp_path / "s.txt"
+    path.write_text("The dog ran because it was hungry.\n\nThe cat sat on the mat.\n")
+    said = error_line(run_script("generate.py", "--ckpt", bpe_run, "--attention-file", path))
+    assert "sentence 2" in said and "no pronoun" in said, said
+
+
+def test_a_probe_file_with_a_byte_order_mark_is_read(bpe_run, tmp_path):
+    from data.pronouns import examples, write_jsonl
+
+    path = tmp_path / "bom.jsonl"
+    write_jsonl(examples("dev")[:25], path)
+    path.write_bytes(b"\xef\xbb\xbf" + path.read_bytes())
+    r = run_script("generate.py", "--ckpt", bpe_run, "--probe", path, "--no-causal", "--permutations", "5")
+    assert r.returncode == 0 and "25 of 25 used" in r.stdout, r.stderr

@@ -91,13 +91,3 @@ def test_eval_only_on_a_fine_tuned_run_uses_its_tokenizer(corpus, tmp_path, gpt2
     config = tiny_config(corpus, tmp_path / "run", *gpt2_overrides(gpt2_folder))
     result = train(config)
     assert f"loss {result['final']['val_loss_full']:.4f} nats/token" in evaluate_only(config)
-
-
-def test_init_from_into_a_folder_that_holds_another_run_is_refused_not_reported_as_taken(corpus, tmp_path):
-    source, out = tmp_path / "source", tmp_path / "run"
-    train(tiny_config(corpus, source, "train.max_iters=2", "train.eval_interval=2"))
-    train(tiny_config(corpus, out, "train.max_iters=2", "train.eval_interval=2"))
-    before = {p.name: p.read_bytes() for p in out.iterdir()}
-    with pytest.raises(ValueError, match="would be another run, not this one resumed"):
-        train(tiny_config(corpus, out, f"train.init_from={source}", "train.max_iters=4"))
-    assert {p.name: p.read_bytes() for p in out.iterdir()} == before

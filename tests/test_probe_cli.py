@@ -294,27 +294,6 @@ def test_a_set_too_small_for_statistics_prints_point_values_only(run_folder, tmp
     assert "[" not in together.split("\n\n")[0]  # no interval on any row
 
 
-def test_html_with_a_trailing_slash_writes_the_page_into_that_folder(run_folder, tmp_path):
-    code, out, err = run_generate("--ckpt", run_folder, "--attention", "--no-probe", "--html", f"{tmp_path / 'new'}/")
-    assert code == 0, err
-    assert [p.name for p in (tmp_path / "new").iterdir()] == ["attention.html"]
-
-
-def test_an_attention_file_names_the_sentence_without_a_pronoun(run_folder, tmp_path):
-    path = tmp_path / "s.txt"
-    path.write_text("The dog ran because it was hungry.\n\nThe cat sat on the mat.\n")
-    code, _, err = run_generate("--ckpt", run_folder, "--attention-file", path)
-    assert code == 2 and "sentence 2: no pronoun" in err and err.count("\n") == 1
-
-
-def test_a_probe_file_with_a_byte_order_mark_is_read(run_folder, tmp_path):
-    path = tmp_path / "bom.jsonl"
-    write_jsonl(examples("dev")[:25], path)
-    path.write_bytes(b"\xef\xbb\xbf" + path.read_bytes())
-    code, out, err = run_generate("--ckpt", run_folder, "--probe", path, "--no-causal", "--permutations", "5")
-    assert code == 0 and "25 of 25 used" in out, err
-
-
 @pytest.mark.slow
 def test_the_probe_report_fits_80_columns_through_a_real_pipe(run_folder):
     from tests.helpers import run_script

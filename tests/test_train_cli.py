@@ -108,15 +108,3 @@ def test_a_bad_override_is_one_line_naming_the_key(override, names, tmp_path):
     r = run_script("train.py", override, f"out_dir={tmp_path / 'run'}")
     assert r.returncode == 2 and names in r.stderr and r.stderr.count("\n") == 1 and "Traceback" not in r.stderr, r.stderr
     assert not (tmp_path / "run").exists()
-
-
-def test_a_derived_folder_is_never_the_demos(capsys):
-    code, out, err = run_cli(capsys, "data.source=mine/default.txt", "--print-config")
-    assert code == 0 and "out_dir: out/default-own" in out
-
-
-def test_a_key_written_twice_in_a_config_file_is_refused(capsys, tmp_path):
-    path = tmp_path / "c.yaml"
-    path.write_text("train:\n  lr: 1.0e-3\n  max_iters: 5\n  lr: 2.0e-3\n")
-    code, out, err = run_cli(capsys, str(path), "--print-config")
-    assert code == 2 and "'lr' is written twice at line 4" in err and err.count("\n") == 1
