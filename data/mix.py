@@ -72,6 +72,11 @@ def parse_mix(value) -> list[MixEntry]:
     return entries
 
 
+def mix_entries(mix, source) -> list[MixEntry]:
+    """A run's sources: data.mix, or else data.source as a mix of one."""
+    return parse_mix(mix) or [MixEntry(source, 1.0)]
+
+
 def _parse_item(item: str) -> MixEntry:
     source, colon, weight = item.rpartition(":")
     if not colon or not source.strip():

@@ -71,6 +71,9 @@ ACTIVATIONS = ("gelu", "relu2")
 # The GPTConfig options that change what the model computes without changing its sizes: a
 # checkpoint resumed or fine-tuned must keep them.
 ARCHITECTURE_KEYS = ("mlp_activation", "qk_norm", "rotary", "tie_embeddings")
+# The keys that make two models the same model: their sizes and what they compute. A resumed
+# checkpoint must keep them all; a fine-tuning source all but block_size.
+SHAPE_KEYS = ("block_size", "n_layer", "n_head", "n_embd", "bias") + ARCHITECTURE_KEYS
 
 
 class MLP(nn.Module):

@@ -13,8 +13,9 @@ from data.loader import get_batch, get_mixed_batch
 from data.mix import MixEntry, parse_mix, prepare_mix, source_name
 from tests.helpers import run_script, tiny_config, torchrun_two, write_yaml
 from training.loop import train
+from training.report import Console
 from training.runtime import Runtime
-from training.start import probe_examples, probe_interval
+from training.probing import probe_examples, probe_interval
 
 CPU = Runtime(torch.device("cpu"), torch.float32)
 
@@ -192,10 +193,10 @@ def test_a_mixed_run_reports_each_sources_val_loss_and_refuses_another_mix(texts
 def test_the_probe_turns_on_by_itself_when_the_mix_holds_the_pronouns(texts, tmp_path):
     with_pronouns = mix_config(texts, tmp_path / "a", f"{texts / 'low.txt'}:1,pronouns:1", "train.eval_interval=7")
     without = mix_config(texts, tmp_path / "b", f"{texts / 'low.txt'}:1,{texts / 'up.txt'}:1")
-    assert probe_interval(with_pronouns) == 7 and probe_examples(with_pronouns, CPU)
-    assert probe_interval(without) == 0 and probe_examples(without, CPU) is None
+    assert probe_interval(with_pronouns) == 7 and probe_examples(with_pronouns, CPU, Console(True))
+    assert probe_interval(without) == 0 and probe_examples(without, CPU, Console(True)) is None
     off = mix_config(texts, tmp_path / "c", f"{texts / 'low.txt'}:1,pronouns:1", "train.probe_interval=0")
-    assert probe_interval(off) == 0 and probe_examples(off, CPU) is None
+    assert probe_interval(off) == 0 and probe_examples(off, CPU, Console(True)) is None
 
 
 @pytest.mark.slow

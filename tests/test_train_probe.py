@@ -8,8 +8,9 @@ import torch
 from data.pronouns import natural
 from tests.helpers import tiny_config
 from training.loop import train
+from training.report import Console
 from training.runtime import Runtime
-from training.start import probe_examples, probe_schedule
+from training.probing import probe_examples, probe_schedule
 
 SENTENCES = [
     ("the dog and the cat sat while it barked.", "it", "dog", ["cat"]),
@@ -80,7 +81,7 @@ def test_a_missing_or_malformed_probe_file_stops_before_training(corpus, tmp_pat
 
 def test_the_probe_file_natural_means_the_built_in_natural_sentences(corpus, tmp_path):
     config = tiny_config(corpus, tmp_path / "run", "train.probe_interval=5", "train.probe_file=natural")
-    assert probe_examples(config, Runtime(torch.device("cpu"), torch.float32)) == natural()
+    assert probe_examples(config, Runtime(torch.device("cpu"), torch.float32), Console(True)) == natural()
 
 
 def test_the_default_run_probes_at_least_12_times_most_of_them_early():

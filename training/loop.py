@@ -1,10 +1,11 @@
 """The training loop: `train(config)`, on one process or under torchrun.
 
 `train` reads as the steps of a run: what comes before the first step (training/start.py:
-prepare the data, check the run folder or the fine-tuning source, build the model and
-optimizer), then the loop over `train_step`, logging (`log_progress`), evaluating and saving
-(`evaluate_and_save`), probing the heads (`probe_heads`), and `finish`. The parts that stay fixed
-for a run travel in `Job`; the counters that change travel in `Progress`.
+prepare the data, decide how the run starts — fresh, resumed or fine-tuned — and build the
+model and optimizer), then the loop over `train_step`, logging (`log_progress`), evaluating and
+saving (`evaluate_and_save`), probing the heads (`probe_heads`, training/probing.py), and
+`finish`. The parts that stay fixed for a run travel in `Job`; the counters that change travel in
+`Progress`; everything the run prints goes through its `Console`.
 """
 
 import contextlib
@@ -17,8 +18,8 @@ from dataclasses import asdict
 
 import torch
 
-from analysis.probe import head_scores
 from data.loader import get_mixed_batch
+from data.mix import mix_entries
 from data.sources import check_source
 from model.checkpoint import CKPT_NAME, atomic_save
 from runs.folder import LOSS_PLOT, PROBE_PLOT
@@ -27,11 +28,10 @@ from storage.lock import folder_lock
 from training.evaluate import evaluate, full_val_losses, mix_bits_per_byte, perplexity
 from training.optim import lr_at
 from training.report import Console, eval_line, plot_losses, plot_probe, summary
-from training.trackers import check_installed
+from training.probing import probe_examples, probe_heads
 from training.runtime import all_sum, any_process, compile_problem, mfu, setup_runtime, teardown
-from training.resume import data_fingerprint
-from training.start import (build, data_entries, prepare_data, pretrained_start, probe_examples,
-                            probe_interval, probe_schedule, resume_checkpoint, say)
+from training.start import build, how_it_starts, prepare_data, pretrained_start
+from training.trackers import check_installed
 
 
 class TrainingStopped(RuntimeError):
@@ -62,7 +62,7 @@ def train(config, force=False):
 
     force: start over in out_dir even if it holds a checkpoint (it is replaced).
     """
-    for entry in data_entries(config.data):  # a mistyped path fails before the run folder is made
+    for entry in mix_entries(config.data.mix, config.data.source):  # a mistyped path fails before the run folder is made
         check_source(entry.source)
     check_installed(config.train.loggers)  # so does a tracker whose package is missing
     runtime = setup_runtime(config.train.device, config.train.dtype)
@@ -87,14 +87,13 @@ def _train(config, runtime, force):
         raise ValueError(
             f"train.grad_accum_steps ({settings.grad_accum_steps}) must be a multiple of the number of "
             f"processes ({runtime.world_size}): each process runs an equal share of the micro-batches")
-    init = pretrained_start(config)
-    data = prepare_data(config, runtime, init)
-    labelled = probe_examples(config, runtime)
-    fingerprint = data_fingerprint(data)
-    ckpt = resume_checkpoint(config, runtime, data, fingerprint, force, init)
-    job, progress = build(config, runtime, data, fingerprint, ckpt, init if ckpt is None else None)
-    del ckpt, init  # a resumed checkpoint's weights and moments need not stay for the whole run
-    job.probe_examples, job.probe_steps = labelled, probe_schedule(settings.max_iters, probe_interval(config))
+    console = Console(runtime.is_main)
+    pretrained = pretrained_start(config)
+    data = prepare_data(config, runtime, pretrained)
+    labelled = probe_examples(config, runtime, console)
+    start = how_it_starts(config, data, pretrained, force)
+    job, progress = build(config, runtime, data, start, console, labelled)
+    del start, pretrained  # a checkpoint's weights and moments need not stay for the whole run
     try:
         return _loop(job, progress)
     finally:
@@ -105,7 +104,8 @@ def _train(config, runtime, force):
 def _loop(job, progress):
     config, runtime, settings = job.config, job.runtime, job.config.train
     progress.last_log_time = progress.started = time.perf_counter()
-    console = job.console = Console(runtime.is_main, settings.max_iters, progress.step)
+    console = job.console
+    console.open_bar(settings.max_iters, progress.step)
     requested = False  # a stop request, agreed on by every process
     with StopRequests() as stop:
         try:
@@ -130,13 +130,13 @@ def _loop(job, progress):
                     break
         except KeyboardInterrupt:  # a second Ctrl-C or SIGTERM: out at once
             console.close()
-            say(runtime, f"\nstopped without saving; {_checkpoint_state(job, progress)}")
+            console.say(f"\nstopped without saving; {_checkpoint_state(job, progress)}")
             raise
         finally:
             console.close()  # before any message or error, so none lands inside the bar
     if requested and progress.step < settings.max_iters:
-        say(runtime, f"\ninterrupted ({stop.signal or 'on another process'}): checkpoint of step {progress.step} saved in "
-                 f"{job.out_dir}; run the same command to resume")
+        console.say(f"\ninterrupted ({stop.signal or 'on another process'}): checkpoint of step {progress.step} "
+                    f"saved in {job.out_dir}; run the same command to resume")
         raise KeyboardInterrupt
     if progress.step < settings.max_iters:
         return {"step": progress.step, "stopped": True}
@@ -174,25 +174,6 @@ class StopRequests:
         for sig, handler in self._old.items():
             signal.signal(sig, handler)
         return False
-
-
-def probe_heads(job, progress):
-    """Every head's cand@1 on the probe's sentences now, in metrics.jsonl and on the console
-    (rank 0; the others wait for it at the next step's all-reduce)."""
-    if not job.runtime.is_main:
-        return
-    started = time.perf_counter()
-    job.raw_model.eval()
-    with torch.inference_mode():
-        scores = head_scores(job.raw_model, job.data.tokenizer, job.probe_examples)
-    job.raw_model.train()
-    layer, head = scores["best_head"]
-    job.metrics.log(step=progress.step, probe_best=scores["best"], probe_best_head=scores["best_head"],
-                    probe_heads=scores["heads"], probe_baselines=scores["baselines"])
-    b = scores["baselines"]
-    job.console.say(f"step {progress.step}: probe best head L{layer} H{head} {scores['best']:.1%} "
-                    f"(baselines: first {b['first']:.1%}, nearest {b['nearest']:.1%})")
-    progress.paused += time.perf_counter() - started
 
 
 def train_step(job, progress):
@@ -296,12 +277,12 @@ def finish(job, progress):
         if runtime.is_main:
             job.metrics.log(step=progress.step, **full, val_bpb_full=final["val_bpb_full"])
     if progress.start_step >= settings.max_iters:
-        say(runtime, f"{job.out_dir} is already trained to train.max_iters={settings.max_iters}; raise it to train on")
+        job.console.say(f"{job.out_dir} is already trained to train.max_iters={settings.max_iters}; raise it to train on")
     if runtime.is_main:
         records = job.metrics.records()
         plot_probe(records, job.out_dir / PROBE_PLOT)
         if final is not None:
             plot_losses(records, job.out_dir / LOSS_PLOT)
-            say(runtime, summary(final, tokens, seconds, job.out_dir))
+            job.console.say(summary(final, tokens, seconds, job.out_dir))
     return {"step": progress.step, "final": final, "tokens": tokens, "seconds": seconds,
             "tokens_per_sec": tokens / max(seconds, 1e-9)}

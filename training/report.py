@@ -15,18 +15,22 @@ from training.evaluate import perplexity
 
 
 class Console:
-    """What a run prints while it trains (nothing on ranks other than 0).
+    """Everything a run prints (nothing on ranks other than 0): what it does on stdout, notes
+    about the set-up on stderr, and while the loop runs a progress bar.
 
-    On a terminal: a progress bar on stderr, with messages and evaluation lines printed above it
-    on stdout. Piped to a file (CI, nohup, a scheduler): no bar and no carriage returns, a plain
+    On a terminal the bar is on stderr, with messages and evaluation lines printed above it on
+    stdout. Piped to a file (CI, nohup, a scheduler): no bar and no carriage returns, a plain
     line per log interval instead, so grep and tail find every step.
     """
 
-    def __init__(self, enabled, total, initial, stream=None):
-        stream = stream or sys.stderr
+    def __init__(self, enabled):
         self.enabled = enabled
         self.bar = None
-        if enabled and stream.isatty():
+
+    def open_bar(self, total, initial, stream=None):
+        """The progress bar, from step `initial` of `total`: only on a terminal."""
+        stream = stream or sys.stderr
+        if self.enabled and stream.isatty():
             self.bar = tqdm(total=total, initial=initial, desc="train", unit="step", dynamic_ncols=True,
                             mininterval=0.5, file=stream)
 
@@ -35,6 +39,11 @@ class Console:
             self.bar.write(message, file=sys.stdout)
         elif self.enabled:
             print(message, flush=True)
+
+    def note(self, message):
+        """A line about the set-up that is not the run's record, on stderr."""
+        if self.enabled:
+            print(message, file=sys.stderr, flush=True)
 
     def step(self):
         if self.bar is not None:

@@ -21,10 +21,9 @@ from dataclasses import asdict
 from pathlib import Path
 
 from configs.schema import flatten
-from model.gpt import ARCHITECTURE_KEYS, GPTConfig
+from model.gpt import SHAPE_KEYS, GPTConfig
 from runs.folder import META_FILE
 
-SHAPE_KEYS = ("block_size", "n_layer", "n_head", "n_embd", "bias") + ARCHITECTURE_KEYS
 FORCE_HINT = "use another out_dir, or pass --force to start over in this one (its checkpoint is replaced)"
 
 

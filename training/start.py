@@ -1,12 +1,12 @@
 """Everything a run does before its first step: prepare the data, pick the labelled sentences
 the probe watches, check what the run folder holds (resume) or what `train.init_from` starts
 from (fine-tuning), then build the model, optimizer and loss scaler and write the run folder's
-files. The fixed parts of a run travel in `Job`, its changing counters in `Progress`.
+files. How the run starts is one value, `Start`; the fixed parts of a run travel in `Job`, its
+changing counters in `Progress`.
 """
 
 import json
 import math
-import sys
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
@@ -15,13 +15,10 @@ import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel as DDP
 
 from configs.schema import to_yaml
-from data.pronouns import examples as pronoun_examples
-from data.pronouns import NATURAL, read_examples
-from data.pronouns import natural as natural_examples
-from data.mix import MixEntry, Mixture, parse_mix, prepare_mix
+from data.mix import Mixture, mix_entries, prepare_mix
 from model.checkpoint import CKPT_NAME, load_checkpoint
 from model.device import bf16_native, fast_matmul_dtype
-from model.gpt import ARCHITECTURE_KEYS, GPT, GPTConfig, lm_loss
+from model.gpt import GPT, SHAPE_KEYS, GPTConfig, lm_loss
 from runs.folder import CONFIG_FILE, META_FILE, METRICS_FILE
 from runs.load import load_pretrained, load_run
 from storage.atomic import write_atomic
@@ -31,17 +28,12 @@ from training.report import Console, Metrics
 from training.resume import (FORCE_HINT, check_resume, data_fingerprint, data_mismatch,
                              load_optimizer_state, load_scaler_state, recorded_fingerprint)
 from training.runtime import Runtime, peak_flops
+from training.probing import probe_interval, probe_schedule
 from training.trackers import Trackers
 
 # Shape keys a fine-tuning config must share with its source (block_size may be smaller: the
 # position table is cropped; dropout may differ).
-SHARED_SHAPE = ("n_layer", "n_head", "n_embd", "bias") + ARCHITECTURE_KEYS
-
-
-def say(runtime, message):
-    """Print on rank 0 only."""
-    if runtime.is_main:
-        print(message, flush=True)
+SHARED_SHAPE = tuple(key for key in SHAPE_KEYS if key != "block_size")
 
 
 @dataclass
@@ -53,6 +45,20 @@ class Pretrained:
     config: GPTConfig
     state_dict: dict
     tokenizer: object
+
+
+@dataclass
+class Start:
+    """How this run starts, decided once before anything is built: "fresh", "resumed" from
+    out_dir's checkpoint, or "fine-tuned" from train.init_from's weights; the model it trains,
+    and what it carries from there."""
+
+    how: str
+    model_config: GPTConfig
+    fingerprint: dict  # the data it trains on, by content (training.resume.data_fingerprint)
+    checkpoint: dict | None = None  # resumed: weights, optimizer, scaler and counters
+    pretrained: Pretrained | None = None  # fine-tuned: the source's weights
+    changes: tuple = ()  # resumed: what the new config changes, as "key old→new"
 
 
 class TrainingLoss(torch.nn.Module):
@@ -114,9 +120,9 @@ class Job:
     fingerprint: dict
     metrics: Metrics | None  # rank 0 only
     peak: float | None  # FLOP/s of one process at 100% MFU (None: unknown)
-    console: Console | None = None  # set when the loop starts
-    probe_examples: list | None = None  # labelled sentences the probe scores (rank 0; None: off)
-    probe_steps: frozenset = frozenset()  # the steps after which the probe runs (probe_schedule)
+    console: Console
+    probe_examples: list | None  # labelled sentences the probe scores (rank 0; None: off)
+    probe_steps: frozenset  # the steps after which the probe runs (probe_schedule)
 
     @property
     def out_dir(self):
@@ -146,62 +152,13 @@ class Progress:
     started: float = 0.0
 
 
-def data_entries(data):
-    """The run's sources: data.mix, or data.source as a mix of one."""
-    return parse_mix(data.mix) or [MixEntry(data.source, 1.0)]
-
-
-def holds_pronouns(config):
-    """Whether the built-in pronoun corpus is (part of) the training data."""
-    return any(e.source == "pronouns" for e in data_entries(config.data))
-
-
-def probe_interval(config):
-    """Steps between probes: train.probe_interval; unset, every evaluation when the data holds
-    the pronoun corpus (whose dev set the probe then scores) or a probe_file is given, else 0."""
-    settings = config.train
-    if settings.probe_interval is not None:
-        return settings.probe_interval
-    return settings.eval_interval if holds_pronouns(config) or settings.probe_file else 0
-
-
-PROBE_LOG_POINTS = 12  # probes spaced evenly in log(step), besides every interval
-
-
-def probe_schedule(max_iters, interval, points=PROBE_LOG_POINTS):
-    """The steps after which training probes: every `interval` steps and the last, plus `points`
-    steps spaced evenly in log(step) from 1 to max_iters, since a head forms early and fast; none
-    when interval is 0 (the probe is off)."""
-    if not interval:
-        return frozenset()
-    spaced = {max(1, round(max_iters ** (k / points))) for k in range(1, points + 1)}
-    return frozenset(range(interval, max_iters + 1, interval)) | spaced | {max_iters}
-
-
-def probe_examples(config, runtime):
-    """The labelled sentences the probe scores heads on, or None (probe off). A missing or
-    malformed train.probe_file is a one-line error before anything is trained."""
-    settings = config.train
-    if not probe_interval(config) or not runtime.is_main:
-        return None
-    if settings.probe_file == NATURAL:
-        return natural_examples()
-    if settings.probe_file:
-        return read_examples(settings.probe_file, named="train.probe_file ")
-    if holds_pronouns(config):
-        return pronoun_examples("dev")
-    print("note: train.probe_interval is on, but this corpus has no labelled pronouns; give "
-          "train.probe_file (labelled JSONL, as for generate.py --probe) to watch the heads", file=sys.stderr)
-    return None
-
-
 def prepare_corpus(config, tokenizer=None) -> Mixture:
     """The config's sources (data.mix, or data.source), tokenised (or found already prepared)
     in data.cache_dir: with the tokenizer the config describes, or with `tokenizer` (a
     fine-tuning source's) when given."""
     kind, data = config.tokenizer.kind, config.data
     vocab_size = config.tokenizer.vocab_size if kind == "bpe" and tokenizer is None else None
-    return prepare_mix(data_entries(data), kind, vocab_size, data.val_fraction, data.cache_dir,
+    return prepare_mix(mix_entries(data.mix, data.source), kind, vocab_size, data.val_fraction, data.cache_dir,
                        config.model.block_size, tokenizer=tokenizer)
 
 
@@ -216,20 +173,24 @@ def prepare_data(config, runtime, init=None):
     return data
 
 
-def resume_checkpoint(config, runtime, data, fingerprint, force, init=None):
-    """The checkpoint to continue from (None: start fresh), once every check has passed."""
-    settings, ckpt_path = config.train, Path(config.out_dir) / CKPT_NAME
-    if force or not ckpt_path.exists():
-        return None
-    if settings.resume == "never":
-        raise ValueError(f"{ckpt_path} exists and train.resume=never; {FORCE_HINT}")
-    # On the CPU: build() copies what it needs to the device, and the rest is freed with it.
-    ckpt = load_checkpoint(ckpt_path, map_location="cpu")
-    changes = check_resume(ckpt, asdict(config), asdict(model_config(config, data, init)),
-                           fingerprint, config.out_dir)
-    say(runtime, f"resuming from step {ckpt['step']} of {ckpt_path}"
-             + (f"; from the new config: {', '.join(changes)}" if changes else ""))
-    return ckpt
+def how_it_starts(config, data, pretrained, force):
+    """The run's Start, once every check has passed: resumed when out_dir holds a checkpoint
+    (and not `force`), else fine-tuned when train.init_from gave `pretrained`, else fresh."""
+    fingerprint = data_fingerprint(data)
+    # A fine-tuned run trains its source's shape, also when it is resumed.
+    model_config = pretrained.config if pretrained else GPTConfig(vocab_size=data.tokenizer.vocab_size,
+                                                                  **asdict(config.model))
+    ckpt_path = Path(config.out_dir) / CKPT_NAME
+    if not force and ckpt_path.exists():
+        if config.train.resume == "never":
+            raise ValueError(f"{ckpt_path} exists and train.resume=never; {FORCE_HINT}")
+        # On the CPU: build() copies what it needs to the device, and the rest is freed with it.
+        ckpt = load_checkpoint(ckpt_path, map_location="cpu")
+        changes = check_resume(ckpt, asdict(config), asdict(model_config), fingerprint, config.out_dir)
+        return Start("resumed", model_config, fingerprint, checkpoint=ckpt, changes=tuple(changes))
+    if pretrained:
+        return Start("fine-tuned", model_config, fingerprint, pretrained=pretrained)
+    return Start("fresh", model_config, fingerprint)
 
 
 def evaluate_only(config, text_path=None):
@@ -251,41 +212,18 @@ def evaluate_only(config, text_path=None):
     return evaluate_run(run, runtime, config.train.batch_size, text_path, data)
 
 
-def model_config(config, data, init=None):
-    """The GPTConfig this run trains: the config's model section with the tokenizer's vocabulary,
-    or the fine-tuning source's shape."""
-    if init is not None:
-        return init.config
-    return GPTConfig(vocab_size=data.tokenizer.vocab_size, **asdict(config.model))
-
-
-def build(config, runtime, data, fingerprint, ckpt, init=None):
-    """The model, optimizer and loss scaler: from `ckpt` (resume), from `init` (fine-tuning: its
-    weights, a fresh optimizer) or fresh; and the run folder's files."""
+def build(config, runtime, data, start, console, labelled=None):
+    """The Job: the model, optimizer and loss scaler as `start` says (its checkpoint's state, its
+    source's weights with a fresh optimizer, or fresh), the run folder's files and metrics, and
+    the probe's sentences `labelled` (None: off); and the counters to start from."""
     settings = config.train
     torch.manual_seed(config.seed)  # the same initial weights on every process
-    raw_model = GPT(model_config(config, data, init)).to(runtime.device)
-    native_bf16 = bf16_native(runtime.device)
-    orth_dtype = fast_matmul_dtype(runtime.device.type, native_bf16)
+    raw_model = GPT(start.model_config).to(runtime.device)
+    orth_dtype = fast_matmul_dtype(runtime.device.type, bf16_native(runtime.device))
     optimizer = make_optimizer(raw_model, settings.optimizer, settings.lr, settings.weight_decay, (settings.beta1, settings.beta2),
                                runtime.device.type, settings.muon_lr, settings.muon_momentum, orth_dtype)
     scaler = torch.amp.GradScaler(runtime.device.type, enabled=runtime.dtype == torch.float16)
-    progress = Progress(step=0, start_step=0)
-    if ckpt is not None:
-        raw_model.load_state_dict(ckpt["model"])
-        load_optimizer_state(optimizer, ckpt["optimizer"])
-        note = load_scaler_state(scaler, ckpt.get("scaler", {}))
-        if note:
-            say(runtime, f"note: {note}")
-        progress = Progress(step=ckpt["step"], start_step=ckpt["step"], best_val=ckpt["best_val_loss"],
-                            saved_step=ckpt["step"])
-    elif init is not None:
-        raw_model.load_state_dict(init.state_dict)
-        say(runtime, f"starting from the weights of {init.source} into {config.out_dir}; its tokenizer is "
-                "used, not the config's tokenizer section")
-    else:
-        say(runtime, f"training from scratch into {config.out_dir}")
-    progress.last_log_step = progress.step
+    progress = load_start(start, raw_model, optimizer, scaler, config.out_dir, console)
     progress.loss_sum = torch.zeros((), device=runtime.device)  # summed on the device: no sync per step
     model = training_module(raw_model, runtime, settings.compile)
     metrics, peak = None, None
@@ -293,28 +231,58 @@ def build(config, runtime, data, fingerprint, ckpt, init=None):
         if progress.step < settings.max_iters:
             write_run_files(config, data, Path(config.out_dir))
         trackers = Trackers(settings.loggers, config.out_dir, config) if settings.loggers else None
-        metrics = Metrics(Path(config.out_dir) / METRICS_FILE, resume_step=progress.step if ckpt else None,
-                          trackers=trackers)
+        metrics = Metrics(Path(config.out_dir) / METRICS_FILE, trackers=trackers,
+                          resume_step=progress.step if start.how == "resumed" else None)
         peak = peak_flops(runtime.device, settings.peak_flops, config.data.cache_dir, runtime.dtype)
         if peak is None:
-            print(f"note: no peak FLOP/s known for {runtime.device}; MFU is shown as n/a until you set "
-                  "train.peak_flops", file=sys.stderr)
+            console.note(f"note: no peak FLOP/s known for {runtime.device}; MFU is shown as n/a until you set "
+                         "train.peak_flops")
+    say_setup(config, runtime, data, raw_model, orth_dtype, progress, console)
+    job = Job(config, runtime, data, raw_model, model, optimizer, scaler, start.fingerprint, metrics, peak,
+              console, labelled, probe_schedule(settings.max_iters, probe_interval(config)))
+    return job, progress
+
+
+def load_start(start, raw_model, optimizer, scaler, out_dir, console):
+    """Put what `start` carries into the model, optimizer and scaler, say so, and return the
+    counters the run goes on from."""
+    if start.how == "resumed":
+        ckpt = start.checkpoint
+        console.say(f"resuming from step {ckpt['step']} of {Path(out_dir) / CKPT_NAME}"
+                    + (f"; from the new config: {', '.join(start.changes)}" if start.changes else ""))
+        raw_model.load_state_dict(ckpt["model"])
+        load_optimizer_state(optimizer, ckpt["optimizer"])
+        note = load_scaler_state(scaler, ckpt.get("scaler", {}))
+        if note:
+            console.say(f"note: {note}")
+        return Progress(step=ckpt["step"], start_step=ckpt["step"], best_val=ckpt["best_val_loss"],
+                        saved_step=ckpt["step"], last_log_step=ckpt["step"])
+    if start.how == "fine-tuned":
+        raw_model.load_state_dict(start.pretrained.state_dict)
+        console.say(f"starting from the weights of {start.pretrained.source} into {out_dir}; its tokenizer is "
+                    "used, not the config's tokenizer section")
+    else:
+        console.say(f"training from scratch into {out_dir}")
+    return Progress(step=0, start_step=0)
+
+
+def say_setup(config, runtime, data, raw_model, orth_dtype, progress, console):
+    """The model's size, the data, the device; and a note for a set-up that will disappoint."""
+    settings = config.train
     shares = [f"{p.name} {p.weight:.0%}" if p.start_weight is None else f"{p.name} {p.start_weight:.0%} → {p.weight:.0%}"
               for p in data.parts]
     mix = f" ({', '.join(shares)} of the windows)" if data.is_mix else ""
-    say(runtime, f"{raw_model.num_params():,} parameters; {data.meta['train_tokens']:,} train tokens{mix}; "
-             f"device {runtime.device}, {dtype_name(runtime.dtype)}, {runtime.world_size} process(es)"
-             + (f"; Muon's Newton–Schulz in {dtype_name(orth_dtype)}" if settings.optimizer == "muon" else ""))
+    console.say(f"{raw_model.num_params():,} parameters; {data.meta['train_tokens']:,} train tokens{mix}; "
+                f"device {runtime.device}, {dtype_name(runtime.dtype)}, {runtime.world_size} process(es)"
+                + (f"; Muon's Newton–Schulz in {dtype_name(orth_dtype)}" if settings.optimizer == "muon" else ""))
     if settings.warmup_iters >= settings.max_iters and progress.step < settings.max_iters:
         last = lr_at(settings.max_iters - 1, settings.lr, settings.min_lr, settings.warmup_iters, settings.max_iters)
-        say(runtime, f"note: train.warmup_iters={settings.warmup_iters} is not below train.max_iters="
-                     f"{settings.max_iters}: the learning rate rises to {last / settings.lr:.0%} of train.lr and "
-                     "never decays; set warmup_iters below max_iters for the full schedule")
-    if runtime.dtype == torch.bfloat16 and not native_bf16 and runtime.device.type in ("cpu", "cuda"):
-        say(runtime, f"note: {runtime.device.type} has no bf16 in hardware, so train.dtype=bfloat16 is emulated "
-                     "and many times slower than float32; use train.dtype=auto")
-    job = Job(config, runtime, data, raw_model, model, optimizer, scaler, fingerprint, metrics, peak)
-    return job, progress
+        console.say(f"note: train.warmup_iters={settings.warmup_iters} is not below train.max_iters="
+                    f"{settings.max_iters}: the learning rate rises to {last / settings.lr:.0%} of train.lr and "
+                    "never decays; set warmup_iters below max_iters for the full schedule")
+    if runtime.dtype == torch.bfloat16 and not bf16_native(runtime.device) and runtime.device.type in ("cpu", "cuda"):
+        console.say(f"note: {runtime.device.type} has no bf16 in hardware, so train.dtype=bfloat16 is emulated "
+                    "and many times slower than float32; use train.dtype=auto")
 
 
 def dtype_name(dtype):

@@ -1,0 +1,76 @@
+"""The coreference probe while a run trains: whether it is on and how often (a log-spaced
+schedule besides every interval, since a head forms early and fast), the labelled sentences it
+scores, and each probe's record in metrics.jsonl and line on the console."""
+
+import time
+
+import torch
+
+from analysis.probe import head_scores
+from data.mix import mix_entries
+from data.pronouns import NATURAL, read_examples
+from data.pronouns import examples as pronoun_examples
+from data.pronouns import natural as natural_examples
+
+
+def holds_pronouns(config):
+    """Whether the built-in pronoun corpus is (part of) the training data."""
+    return any(e.source == "pronouns" for e in mix_entries(config.data.mix, config.data.source))
+
+
+def probe_interval(config):
+    """Steps between probes: train.probe_interval; unset, every evaluation when the data holds
+    the pronoun corpus (whose dev set the probe then scores) or a probe_file is given, else 0."""
+    settings = config.train
+    if settings.probe_interval is not None:
+        return settings.probe_interval
+    return settings.eval_interval if holds_pronouns(config) or settings.probe_file else 0
+
+
+PROBE_LOG_POINTS = 12  # probes spaced evenly in log(step), besides every interval
+
+
+def probe_schedule(max_iters, interval, points=PROBE_LOG_POINTS):
+    """The steps after which training probes: every `interval` steps and the last, plus `points`
+    steps spaced evenly in log(step) from 1 to max_iters, since a head forms early and fast; none
+    when interval is 0 (the probe is off)."""
+    if not interval:
+        return frozenset()
+    spaced = {max(1, round(max_iters ** (k / points))) for k in range(1, points + 1)}
+    return frozenset(range(interval, max_iters + 1, interval)) | spaced | {max_iters}
+
+
+def probe_examples(config, runtime, console):
+    """The labelled sentences the probe scores heads on, or None (probe off). A missing or
+    malformed train.probe_file is a one-line error before anything is trained."""
+    settings = config.train
+    if not probe_interval(config) or not runtime.is_main:
+        return None
+    if settings.probe_file == NATURAL:
+        return natural_examples()
+    if settings.probe_file:
+        return read_examples(settings.probe_file, named="train.probe_file ")
+    if holds_pronouns(config):
+        return pronoun_examples("dev")
+    console.note("note: train.probe_interval is on, but this corpus has no labelled pronouns; give "
+                 "train.probe_file (labelled JSONL, as for generate.py --probe) to watch the heads")
+    return None
+
+
+def probe_heads(job, progress):
+    """Every head's cand@1 on the probe's sentences now, in metrics.jsonl and on the console
+    (rank 0; the others wait for it at the next step's all-reduce)."""
+    if not job.runtime.is_main:
+        return
+    started = time.perf_counter()
+    job.raw_model.eval()
+    with torch.inference_mode():
+        scores = head_scores(job.raw_model, job.data.tokenizer, job.probe_examples)
+    job.raw_model.train()
+    layer, head = scores["best_head"]
+    job.metrics.log(step=progress.step, probe_best=scores["best"], probe_best_head=scores["best_head"],
+                    probe_heads=scores["heads"], probe_baselines=scores["baselines"])
+    b = scores["baselines"]
+    job.console.say(f"step {progress.step}: probe best head L{layer} H{head} {scores['best']:.1%} "
+                    f"(baselines: first {b['first']:.1%}, nearest {b['nearest']:.1%})")
+    progress.paused += time.perf_counter() - started
