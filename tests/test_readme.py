@@ -1,5 +1,5 @@
-"""The README's line-by-line math table must quote code that really is in the function it names:
-tied by content, so an added import or comment never breaks it."""
+"""The line-by-line math table (docs/math.md) must quote code that really is in the function it
+names: tied by content, so an added import or comment never breaks it."""
 
 import ast
 import re
@@ -23,11 +23,11 @@ def function_sources(path):
 
 def test_math_table_quotes_code_that_is_in_the_function_it_names():
     functions = function_sources(ROOT / "model" / "attention.py")
-    rows = re.findall(r"^\| .*? \| `([\w.]+)`: `([^`]+)`", (ROOT / "README.md").read_text(), re.M)
+    rows = re.findall(r"^\| .*? \| `([\w.]+)`: `([^`]+)`", (ROOT / "docs" / "math.md").read_text(), re.M)
     assert len(rows) >= 6
     for name, code in rows:
-        assert name in functions, f"README names {name}, which model/attention.py does not define"
-        assert code in functions[name], f"README says {name} holds {code!r}"
+        assert name in functions, f"docs/math.md names {name}, which model/attention.py does not define"
+        assert code in functions[name], f"docs/math.md says {name} holds {code!r}"
 
 
 def test_jsonl_example_in_readme_is_valid_and_points_at_its_words(tmp_path):
