@@ -47,7 +47,7 @@ MIN_PAIR_COUNT = 2
 # 128 characters sits far above the pieces of prose in any script (a word, at most 3 digits, a
 # punctuation run or an 80-column rule of dashes stays whole), so ordinary text trains exactly as
 # before, and a token of more than 128 characters would be a memorised string, not a reusable
-# piece. Speed hardly depends on it: on 1 MB of DNA, caps of 64 to 256 train within 10%.
+# piece. Speed hardly depends on the cap between 64 and 256 (docs/performance.md).
 MAX_PIECE_CHARS = 128
 
 # Counting pieces is most of the training time (the merges work on distinct pieces, a few

@@ -53,8 +53,8 @@ BPE_SAMPLE_CHARS = 10_000_000
 # copies, so chunks of 64K characters keep the transient cost to a few MB at no loss of speed.
 ENCODE_CHUNK_CHARS = 1 << 16
 # Kinds whose encode runs in tiktoken's Rust core, which releases the GIL, so threads encode in
-# parallel. char's encode is a Python loop: threads only add GIL hand-offs (measured 0.85-0.9x
-# with 2 threads).
+# parallel. char's encode is a Python loop that holds the GIL: threads only add hand-offs, so a
+# second thread makes it slower, not faster.
 THREADED_KINDS = ("bpe", "gpt2")
 
 

@@ -20,9 +20,9 @@ from training.runtime import all_sum
 
 # Evaluation has no backward pass to hold memory for, so it runs in batches of about this many
 # tokens, whatever the training batch. A GPU gains from large batches; a CPU runs fastest while a
-# batch's activations stay in a core's caches: on a 2-core AVX-512 machine the whole val split of
-# tinyshakespeare under the 4-layer char model took 1.8 s at 2K tokens a batch, 2.0 s at 4K and
-# 2.5 s at 16K, and batches of 12 windows (768 tokens) were slower again.
+# batch's activations stay in a core's caches, which about 2K tokens of a small model do: larger
+# batches spill out of them, and much smaller ones measured slower too (the timings are in
+# docs/performance.md).
 EVAL_TOKENS = {"cpu": 2_048}
 EVAL_TOKENS_OTHER = 16_384
 # windows_loss reads a text GROUP_BATCHES batches per lane at a time: memory stays bounded for any
@@ -49,10 +49,9 @@ def map_on_cpu_threads(fn, items, device_type):
     """[fn(item) for item in items], in order. On a CPU with n torch threads, eval_lanes items
     run at once, each on its own Python thread with torch's threads shared out among them (one
     each on a machine of up to 8 cores): each core keeps one small batch in its caches and no
-    operation waits for another core (the whole val split above: 1.5 s against 2.0 s with two
-    threads per operation). torch's thread count is process-wide, so it is restored afterwards.
-    fn runs on other threads: it must set up inference mode and autocast itself, as those are
-    per thread."""
+    operation waits for another core, which beats two threads per operation. torch's thread count
+    is process-wide, so it is restored afterwards. fn runs on other threads: it must set up
+    inference mode and autocast itself, as those are per thread."""
     threads, lanes = torch.get_num_threads(), eval_lanes(device_type)
     if lanes == 1 or len(items) < 2:
         return [fn(item) for item in items]

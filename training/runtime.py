@@ -218,8 +218,8 @@ def cpu_name():
 def measured_matmul_flops(device, n=1024, runs=5, seconds=0.06):
     """The best of `runs` timings of n×n matmuls: a busy moment lowers a timing, and a lowered
     peak would overstate MFU, so the fastest run is the one closest to what the machine can do.
-    n = 1024: on a 2-core AVX2 machine 512² matmuls reached only 10-20 GFLOP/s against 65 for
-    1024², below what the model's own matmuls reach (MFU above 100%)."""
+    n = 1024: smaller matmuls can run far below the machine's rate, below even what the model's
+    own matmuls reach, and MFU would then read above 100%."""
     a = torch.randn(n, n, device=device)
     b = torch.randn(n, n, device=device)
     for _ in range(3):
