@@ -18,7 +18,8 @@ MAY_IMPORT = {
     "runs": {"runs", "model", "data", "storage", "checks"},
     "analysis": {"analysis", "model", "data", "storage", "checks"},
     "training": {"training", "analysis", "runs", "configs", "model", "data", "storage", "checks"},
-    "generate": {"analysis", "runs", "configs", "model", "data", "storage", "checks"},  # not training
+    "generation": {"generation", "analysis", "runs", "configs", "model", "data", "storage", "checks"},
+    "generate": {"generation", "analysis", "runs", "configs", "model", "data", "storage", "checks"},  # not training
 }
 PACKAGES = sorted(name for name in MAY_IMPORT if (ROOT / name).is_dir())
 
