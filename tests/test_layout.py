@@ -20,6 +20,10 @@ MAY_IMPORT = {
     "training": {"training", "analysis", "runs", "configs", "model", "data", "storage", "checks"},
     "generation": {"generation", "analysis", "runs", "configs", "model", "data", "storage", "checks"},
     "generate": {"generation", "analysis", "runs", "configs", "model", "data", "storage", "checks"},  # not training
+    "benchmarks": {"benchmarks", "generate", "generation", "training", "analysis", "runs", "configs", "model",
+                   "data", "storage", "checks"},
+    "bench": {"benchmarks", "generate", "generation", "training", "analysis", "runs", "configs", "model", "data",
+              "storage", "checks"},
 }
 PACKAGES = sorted(name for name in MAY_IMPORT if (ROOT / name).is_dir())
 
