@@ -52,9 +52,10 @@ def bench_prepare(args):
     trained), three times each, the best of each. Every bpe output must match the first
     one-worker files byte for byte."""
     import data.prepare as prep
+    from data.parallel import usable_cpus
     from data.pronouns import corpus_text
 
-    n = prep.usable_cpus()
+    n = usable_cpus()
     with tempfile.TemporaryDirectory() as d:
         path = Path(d) / "corpus.txt"
         path.write_text(corpus_text(seed=1, n_bytes=20_000_000))
