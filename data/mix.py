@@ -31,8 +31,8 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
-from data.prepare import (BPE_SAMPLE_CHARS, FORMAT_VERSION, Prepared, content_fingerprint, prepare,
-                          usable_cpus)
+from data.parallel import usable_cpus
+from data.prepare import BPE_SAMPLE_CHARS, FORMAT_VERSION, Prepared, content_fingerprint, prepare
 from data.sources import NAMED_CORPORA, open_source
 from data.tokenizer import KINDS, Tokenizer, load_tokenizer, train_tokenizer
 from storage.atomic import clean_stale_temps, make_temp_folder, publish_folder

@@ -29,9 +29,7 @@ import os
 import shutil
 import sys
 import tempfile
-from collections import deque
-from collections.abc import Callable, Iterable, Iterator
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -40,6 +38,7 @@ import numpy as np
 from tqdm import tqdm
 
 from checks import positive_int
+from data.parallel import map_in_order, usable_cpus
 from data.sources import Source, open_source
 from data.tokenizer import KINDS, Tokenizer, load_tokenizer, train_tokenizer
 from storage.atomic import clean_stale_temps, make_temp_folder, publish_folder
@@ -127,14 +126,6 @@ def _tokenizer_sha256(tokenizer: Tokenizer) -> str:
     with tempfile.TemporaryDirectory() as d:
         tokenizer.save(Path(d) / "tokenizer")
         return hashlib.sha256((Path(d) / "tokenizer").read_bytes()).hexdigest()
-
-
-def usable_cpus() -> int:
-    """The number of CPUs this process may run on (its affinity mask, where the OS has one)."""
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # macOS and Windows have no affinity masks
-        return os.cpu_count() or 1
 
 
 def content_fingerprint(src: Source) -> tuple[str, int]:
@@ -265,32 +256,6 @@ def _encode_piece(tokenizer: Tokenizer, dtype: np.dtype,
     name, text = piece
     ids = tokenizer.encode_array(text).astype(dtype, copy=False)
     return name, ids, len(text), len(text.encode("utf-8"))
-
-
-def map_in_order(fn: Callable, items: Iterable, workers: int, thread_name: str = "prepare") -> Iterator:
-    """fn(item) for each item, in the order of `items`, computed on `workers` threads.
-
-    At most 2 * workers items are taken from `items` and not yet yielded (every thread has one
-    queued while the caller handles a result), so memory stays bounded whatever the number of
-    items. workers == 1 runs fn in the calling thread, one item at a time. thread_name prefixes
-    the threads' names (training.evaluate runs its CPU batches here too).
-    """
-    if workers == 1:
-        yield from map(fn, items)
-        return
-    window = 2 * workers
-    pool = ThreadPoolExecutor(workers, thread_name_prefix=thread_name)
-    pending = deque()
-    try:
-        for item in items:
-            pending.append(pool.submit(fn, item))
-            if len(pending) == window:
-                yield pending.popleft().result()
-        while pending:
-            yield pending.popleft().result()
-    finally:
-        # On an error or an early close: drop the queued items, wait for the running ones.
-        pool.shutdown(cancel_futures=True)
 
 
 def _chunks(src: Source, split: int, chunk_chars: int) -> Iterator[tuple[str, str]]:

@@ -14,6 +14,7 @@ from analysis.terminal import (
 )
 from analysis.words import find_query_span, group_tokens, model_window, sentence_attention
 from data.tokenizer import train_tokenizer
+from generation.attention import show_attention
 from model.attention import inspect_attention
 from model.gpt import GPT, GPTConfig
 from runs.load import Run
@@ -318,7 +319,7 @@ def attention_cli(run, argv):
     args = generate.build_parser().parse_args(argv)
     generate.check_args(args)
     out = io.StringIO()
-    generate.show_attention(run, args, out)
+    show_attention(run, args, out)
     return out.getvalue()
 
 

@@ -9,6 +9,9 @@ import pytest
 import torch
 
 import bench
+import benchmarks.gpu
+from benchmarks.gpu import run_steps
+from benchmarks.processes import ROOT, run_or_explain
 
 CPU_BENCHES = ("bench_train", "bench_generation", "bench_tokenizer", "bench_prepare")
 
@@ -94,8 +97,8 @@ def test_an_unknown_benchmark_is_a_one_line_error_before_anything_runs(monkeypat
 ])
 def test_gpu_check_without_a_usable_gpu_says_what_to_do(monkeypatch, capsys, driver, cuda, says):
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
-    monkeypatch.setattr(bench, "gpu_versions", lambda: {"torch": "2.13.0", "built for CUDA": cuda,
-                                                         "NVIDIA driver, GPU": driver})
+    monkeypatch.setattr(benchmarks.gpu, "gpu_versions", lambda: {"torch": "2.13.0", "built for CUDA": cuda,
+                                                                  "NVIDIA driver, GPU": driver})
     monkeypatch.setattr(torch.version, "cuda", cuda)
     code, out, _ = run_bench(monkeypatch, capsys, "gpu-check")
     assert isinstance(code, str) and code.startswith("error: ") and says in code  # sys.exit(message): exit 1
@@ -104,11 +107,11 @@ def test_gpu_check_without_a_usable_gpu_says_what_to_do(monkeypatch, capsys, dri
 
 def test_gpu_check_rows_are_shown_as_measured_and_a_failed_step_loses_none(capsys):
     def failing():
-        bench.run_or_explain([sys.executable, "-c", "import sys; sys.exit('no corpus here')"], bench.ROOT)
+        run_or_explain([sys.executable, "-c", "import sys; sys.exit('no corpus here')"], ROOT)
 
     shown = []
-    rows = bench.run_steps([("first", lambda: {"a": 1.5}), ("baby GPT", failing),
-                            ("last", lambda: {"b": "ok"})], lambda key, value: shown.append((key, value)))
+    rows = run_steps([("first", lambda: {"a": 1.5}), ("baby GPT", failing),
+                      ("last", lambda: {"b": "ok"})], lambda key, value: shown.append((key, value)))
     assert [key for key, _ in shown] == ["a", "baby GPT failed", "b"] and rows == dict(shown)
     assert "no corpus here" in rows["baby GPT failed"] and "\n" not in rows["baby GPT failed"]
     bench.print_row("a", 1.5, width=4)

@@ -13,6 +13,7 @@ import torch
 
 import generate
 from data.pronouns import ATTENTION_EXAMPLES
+from generation.sampling import sample
 from model.sampling import generate as sample_tokens
 from tests.helpers import ROOT, make_run, run_generate, run_script
 
@@ -232,7 +233,7 @@ def sample_cli(run, *argv):
     writes, err = [], io.StringIO()
     out = io.StringIO()
     out.write = writes.append  # every piece as it streams
-    generate.sample(run, args, "cpu", out, err)
+    sample(run, args, "cpu", out, err)
     return writes, err.getvalue()
 
 

@@ -18,7 +18,14 @@ MAY_IMPORT = {
     "runs": {"runs", "model", "data", "storage", "checks"},
     "analysis": {"analysis", "model", "data", "storage", "checks"},
     "training": {"training", "analysis", "runs", "configs", "model", "data", "storage", "checks"},
-    "generate": {"analysis", "runs", "configs", "model", "data", "storage", "checks"},  # not training
+    "generation": {"generation", "analysis", "runs", "configs", "model", "data", "storage", "checks"},
+    # generate.py and its modes: not training
+    "generate": {"generation", "analysis", "runs", "configs", "model", "data", "storage", "checks"},
+    # bench.py and its benchmarks time every floor, generate.py's thread choice included
+    "benchmarks": {"benchmarks", "generate", "generation", "training", "analysis", "runs", "configs",
+                   "model", "data", "storage", "checks"},
+    "bench": {"benchmarks", "generate", "generation", "training", "analysis", "runs", "configs", "model",
+              "data", "storage", "checks"},
 }
 PACKAGES = sorted(name for name in MAY_IMPORT if (ROOT / name).is_dir())
 

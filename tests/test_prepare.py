@@ -14,6 +14,7 @@ import pytest
 
 import data.bpe as bpe
 import data.prepare as prepare_module
+from data.parallel import map_in_order
 from data.prepare import prepare, token_dtype
 from tests.helpers import ROOT
 
@@ -296,7 +297,7 @@ def test_pieces_in_flight_never_exceed_the_window(tmp_path, workers):
 
     encode = partial(prepare_module._encode_piece, tokenizer, np.dtype(np.uint16))
     results = []
-    for result in prepare_module.map_in_order(encode, counted_pieces(), workers):
+    for result in map_in_order(encode, counted_pieces(), workers):
         in_flight.append(len(taken) - len(results))  # taken, and not handed over before this one
         results.append(result)
     window = 2 * workers if workers > 1 else 1  # one worker encodes each piece as it is taken
@@ -320,7 +321,7 @@ def test_a_failing_piece_stops_the_pool(tmp_path):
         return i
 
     with pytest.raises(RuntimeError, match="piece 5"):
-        for _ in prepare_module.map_in_order(fail_on_five, pieces(), 2):
+        for _ in map_in_order(fail_on_five, pieces(), 2):
             pass
     assert len(taken) == 5 + 4  # pieces 0-4 handed over, 5-8 in flight (2 workers: 4), no more
     assert not [t for t in threading.enumerate() if t.name.startswith("prepare")]

@@ -14,7 +14,7 @@ import torch
 import torch.nn.functional as F
 
 from data.loader import get_mixed_batch
-from data.prepare import map_in_order
+from data.parallel import map_in_order
 from training.runtime import all_sum
 
 

@@ -1,0 +1,163 @@
+"""generate.py's attention maps: their flags and checks, each sentence's maps in the terminal and,
+with --html, every head's map on one page, the probe's best head outlined."""
+
+import os
+import shutil
+import sys
+from pathlib import Path
+
+from analysis.coreference import study
+from analysis.html import sentence_page, write_html
+from analysis.terminal import DEFAULT_TOP, MANY_HEADS, colour_mode, render_sentence
+from analysis.words import sentence_attention
+from checks import positive_int
+from data.pronouns import ATTENTION_EXAMPLES, DEFAULT_COUNT
+from generation.probe import keep_probe
+from generation.user_text import read_user_text
+from runs.folder import METRICS_FILE, PROBE_FILE, probe_path, read_metrics, saved_probe
+
+
+def add_flags(parser):
+    """The attention maps' group of generate.py's flags."""
+    add = parser.add_argument_group("attention maps").add_argument
+    add("--attention", nargs="*", metavar="SENTENCE",
+        help="print each head's attention from a pronoun to the words before it "
+             "(default sentences: data.pronouns.ATTENTION_EXAMPLES)")
+    add("--attention-file", metavar="PATH",
+        help="as --attention, for the sentences of a UTF-8 file, one a line (blank lines skipped)")
+    add("--word", help="the query word (default: the first it/he/she/they)")
+    add("--layer", type=int, metavar="L",
+        help="show only layer L's heads; with --head H also that head's token-by-token map")
+    add("--head", type=int, metavar="H", help="with --layer L: print that head's token map")
+    add("--top-heads", type=int, metavar="N",
+        help="compact view: for each word before the query, the N heads that attend most to it "
+             f"(the default, with N = {DEFAULT_TOP}, when more than {MANY_HEADS} heads are shown)")
+    add("--all-heads", action="store_true",
+        help=f"one line per head even when more than {MANY_HEADS} heads are shown")
+    add("--html", metavar="FILE", help="with --attention: also write every head's map to one "
+        f"self-contained page, with the run's facts, the probe's best head outlined and its "
+        f"causal tests, from the run folder's {PROBE_FILE} (saved by --probe) when it is this "
+        "checkpoint's, else the probe runs first (saying so on stderr) and saves it there; and "
+        f"the probe's training curve from the run folder's {METRICS_FILE}")
+    add("--no-probe", action="store_true",
+        help="with --html: do not run the probe; the page outlines no head unless "
+             f"{PROBE_FILE} has one")
+
+
+def chosen(args):
+    """Whether the flags ask for attention maps (--attention or --attention-file)."""
+    return args.attention is not None or args.attention_file is not None
+
+
+def check(args, mode):
+    """ValueError for the maps' flags that do not go together, or go with no maps, or with maps
+    when `mode` is another."""
+    if args.head is not None and args.layer is None:
+        raise ValueError("--head goes with --layer: give --layer L --head H for that head's "
+                         "token-by-token map")
+    if args.top_heads is not None:
+        positive_int("--top-heads", args.top_heads)
+    if args.top_heads is not None and args.all_heads:
+        raise ValueError("--top-heads (each word's top heads) and --all-heads (a line per head) "
+                         "are two views; give one of them")
+    if args.attention and args.attention_file is not None:
+        raise ValueError("--attention SENTENCE and --attention-file both give the sentences; "
+                         "give one of them")
+    attention_only = (args.word, args.layer, args.head, args.html, args.top_heads)
+    if not chosen(args) and (attention_only != (None,) * 5 or args.all_heads):
+        raise ValueError("--word, --layer, --head, --top-heads, --all-heads and --html go with "
+                         "--attention")
+    if args.no_probe and args.html is None:
+        raise ValueError("--no-probe goes with --html")
+    if chosen(args) and mode != "attention":
+        raise ValueError("--probe and --attention are separate runs; give one of them")
+
+
+def attention_sentences(args):
+    """The sentences --attention shows: its arguments, a file's lines, or the built-in ones."""
+    if args.attention_file is None:
+        return args.attention or ATTENTION_EXAMPLES
+    lines = read_user_text(args.attention_file, "--attention-file").splitlines()
+    sentences = [line.strip() for line in lines if line.strip()]
+    if not sentences:
+        raise ValueError(f"--attention-file {args.attention_file}: no sentences, only blank "
+                         "lines; write one sentence a line")
+    return sentences
+
+
+def show_attention(run, args, out, err=None, ckpt=None):
+    """Attention maps for attention_sentences(args), checked before printing; with args.html also
+    the page, for the run at `ckpt` (its facts; its saved probe result)."""
+    analysed = analyse(run, args)
+    write_maps(run, args, analysed, out)
+    if args.html:
+        write_page(run, args, analysed, ckpt, out, err or sys.stderr)
+
+
+def analyse(run, args):
+    """Each sentence's attention from its query word, after checking --layer and --head against
+    the model."""
+    sentences = attention_sentences(args)
+    n_layer, n_head = run.model.config.n_layer, run.model.config.n_head
+    if args.layer is not None and not 0 <= args.layer < n_layer:
+        raise ValueError(f"--layer must be in 0..{n_layer - 1} (the model has {n_layer} layers), "
+                         f"got {args.layer}")
+    if args.head is not None and not 0 <= args.head < n_head:
+        raise ValueError(f"--head must be in 0..{n_head - 1} (the model has {n_head} heads), "
+                         f"got {args.head}")
+    analysed = []
+    for n, sentence in enumerate(sentences, start=1):
+        try:
+            analysed.append(sentence_attention(run.model, run.tokenizer, sentence, args.word))
+        except ValueError as e:  # say which sentence: a file may hold hundreds
+            where = f"--attention-file {args.attention_file}, sentence {n}: " if args.attention_file else ""
+            raise ValueError(f"{where}{e}") from None
+    return analysed
+
+
+def write_maps(run, args, analysed, out):
+    """The terminal maps of the analysed sentences: a line per head, or each word's top heads."""
+    n_layer, n_head = run.model.config.n_layer, run.model.config.n_head
+    colour = colour_mode(out, os.environ)
+    width = shutil.get_terminal_size((100, 24)).columns if colour else 100
+    shown = n_head if args.layer is not None else n_layer * n_head
+    top = args.top_heads
+    if top is None and not args.all_heads and shown > MANY_HEADS:
+        top = DEFAULT_TOP  # a line per head would be a wall of text for every sentence
+        out.write(f"note: {shown} heads, so each word lists the {top} that attend most to it; "
+                  "--all-heads prints a line per head, --layer L one layer's, "
+                  "--top-heads N more heads per word\n\n")
+    text = "\n\n".join(render_sentence(a, colour, width, args.layer, args.head, top)
+                        for a in analysed)
+    out.write(text + "\n")
+
+
+def write_page(run, args, analysed, ckpt, out, err):
+    """The page of every head's map at args.html, the probe's best head outlined."""
+    found = page_probe(run, ckpt, args, err) or {}
+    best = found.get("best_head")
+    if args.html.endswith(("/", os.sep)):  # a trailing slash means a folder: the page goes in it
+        args.html = str(Path(args.html) / "attention.html")
+    write_html(args.html, [sentence_page(a) for a in analysed], best_head=best, checkpoint=ckpt,
+               step=run.ckpt.get("step"), val_loss=run.ckpt.get("best_val_loss"),
+               causal=found.get("causal"), records=read_metrics(Path(ckpt) / METRICS_FILE),
+               lens=found.get("logit_lens"), patching=found.get("patching"))
+    outlined = f"layer {best['layer']} head {best['head']}" if best else "none (--no-probe)"
+    out.write(f"wrote {args.html} (outlined, the probe's best head: {outlined})\n")
+
+
+def page_probe(run, ckpt, args, err):
+    """The probe's result for the page: saved for this checkpoint, else run now (and saved)
+    unless --no-probe; None when there is none."""
+    saved = saved_probe(run, ckpt)
+    if saved is not None or args.no_probe:
+        return saved
+    path = probe_path(ckpt)
+    kept = f", saved to {path} for next time" if path else ""
+    tests = "" if args.no_causal else " and its causal tests"
+    err.write(f"note: running the probe{tests} on its {2 * DEFAULT_COUNT} built-in sentences "
+              f"for the head to outline{kept} (--no-probe skips it)\n")
+    # One permutation: the page needs the best head, not its p-value.
+    result = study(run.model, run.tokenizer, permutations=1, causal=not args.no_causal)
+    keep_probe(run, ckpt, result, err)
+    return result
