@@ -31,7 +31,7 @@ ROOT = Path(__file__).resolve().parent
 DEFAULT_CONFIG = ROOT / "configs" / "default.yaml"
 # Sampling runs one token per step, and the causal tests one query per intervention: below GPT-2
 # small's width such matmuls are too small to share out, and on a busy machine a second thread
-# waits (spinning) for a core instead of helping; measured in docs/performance.md ("Generation and threads").
+# waits (spinning) for a core instead of helping (docs/performance.md, "Generation and threads").
 ONE_THREAD_BELOW_WIDTH = 768
 MODES = (sampling, attention, probe)  # each adds its flags and checks them, in this order
 
