@@ -18,6 +18,9 @@ from data.mix import MIX_FORM, parse_mix
 from model.gpt import ACTIVATIONS, GPTConfig
 
 
+MODEL_DEFAULTS = {f.name: f.default for f in fields(GPTConfig)}
+
+
 def setting(default, help, choices=None, parse=None):
     """A config field: its default, its --help text and, for a string, its allowed values; a
     list-valued field has `parse`, which turns what YAML or the command line gives into the list
@@ -67,17 +70,20 @@ class TokenizerConfig:
 
 @dataclass
 class ModelConfig:
-    block_size: int = setting(64, "context length in tokens")
-    n_layer: int = setting(2, "number of transformer blocks")
-    n_head: int = setting(4, "attention heads per block")
-    n_embd: int = setting(128, "width of the residual stream; divisible by n_head")
-    dropout: float = setting(0.0, "dropout probability in [0, 1)")
-    bias: bool = setting(True, "biases in linear layers and LayerNorms")
-    vocab_multiple: int = setting(64, "pad the embedding table to a multiple of this (faster GPU matmuls); padded ids are never scored or sampled")
-    mlp_activation: str = setting("gelu", "the MLP's nonlinearity: gelu (GPT-2), or relu2, relu(x) squared (modded-nanogpt)", ACTIVATIONS)
-    qk_norm: bool = setting(False, "RMS-normalise every head's queries and keys before the scores (stabler at high learning rates)")
-    rotary: bool = setting(False, "rotary position embeddings: rotate queries and keys by position instead of adding a learned position table")
-    tie_embeddings: bool = setting(True, "the LM head is the token embedding matrix (GPT-2); false: the head has its own matrix")
+    """The model section: GPTConfig's fields but the vocabulary (the tokenizer gives it) and
+    gelu_approximate (GPT-2 imports set it), with GPTConfig's defaults."""
+
+    block_size: int = setting(MODEL_DEFAULTS["block_size"], "context length in tokens")
+    n_layer: int = setting(MODEL_DEFAULTS["n_layer"], "number of transformer blocks")
+    n_head: int = setting(MODEL_DEFAULTS["n_head"], "attention heads per block")
+    n_embd: int = setting(MODEL_DEFAULTS["n_embd"], "width of the residual stream; divisible by n_head")
+    dropout: float = setting(MODEL_DEFAULTS["dropout"], "dropout probability in [0, 1)")
+    bias: bool = setting(MODEL_DEFAULTS["bias"], "biases in linear layers and LayerNorms")
+    vocab_multiple: int = setting(MODEL_DEFAULTS["vocab_multiple"], "pad the embedding table to a multiple of this (faster GPU matmuls); padded ids are never scored or sampled")
+    mlp_activation: str = setting(MODEL_DEFAULTS["mlp_activation"], "the MLP's nonlinearity: gelu (GPT-2), or relu2, relu(x) squared (modded-nanogpt)", ACTIVATIONS)
+    qk_norm: bool = setting(MODEL_DEFAULTS["qk_norm"], "RMS-normalise every head's queries and keys before the scores (stabler at high learning rates)")
+    rotary: bool = setting(MODEL_DEFAULTS["rotary"], "rotary position embeddings: rotate queries and keys by position instead of adding a learned position table")
+    tie_embeddings: bool = setting(MODEL_DEFAULTS["tie_embeddings"], "the LM head is the token embedding matrix (GPT-2); false: the head has its own matrix")
 
 
 @dataclass

@@ -59,7 +59,7 @@ def load_checkpoint(path, map_location="cpu", fix="train again or restore it fro
 def model_parts(ckpt):
     """(GPTConfig, state dict) of a checkpoint; ValueError if it holds no model this code can build."""
     try:
-        return GPTConfig(**ckpt["model_config"]), ckpt["model"]
+        return GPTConfig.from_saved(ckpt["model_config"]), ckpt["model"]
     except (KeyError, TypeError, ValueError) as e:
         what = f"missing {e}" if isinstance(e, KeyError) else str(e)
         raise ValueError(f"the checkpoint does not hold a model this code can build ({what})") from None

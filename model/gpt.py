@@ -1,6 +1,6 @@
 """The decoder: token + position embeddings, a stack of pre-LayerNorm blocks, a tied LM head.
 
-That is GPT-2, and the default. GPTConfig also offers four changes from the speedrun records,
+That is GPT-2's architecture, and the default. GPTConfig also offers four changes from the speedrun records,
 each one switch: relu² in the MLP, QK-norm and rotary positions in attention (model.attention),
 and an LM head with its own matrix.
 
@@ -20,16 +20,21 @@ from model.attention import CausalSelfAttention, KVCache
 
 @dataclass
 class GPTConfig:
+    """The model's sizes and options. The defaults are the model train.py builds when its config
+    leaves the model section alone (configs.schema.ModelConfig takes them from here), with the
+    vocabulary the tokenizer gives; GPT-2 small is vocab_size=50257, block_size=1024, n_layer=12,
+    n_head=12, n_embd=768."""
+
     vocab_size: int = 50304
-    block_size: int = 256
-    n_layer: int = 4
+    block_size: int = 64
+    n_layer: int = 2
     n_head: int = 4
     n_embd: int = 128
     dropout: float = 0.0
     bias: bool = True
     # The embedding table is padded to a multiple of this: GPUs multiply 50,304 columns faster
     # than GPT-2's 50,257. Padded ids are never scored or sampled (forward drops their logits).
-    vocab_multiple: int = 1
+    vocab_multiple: int = 64
     # GELU exactly ("none"), or its tanh approximation ("tanh"), which GPT-2 was trained with
     # (Hugging Face's "gelu_new"): F.gelu's `approximate` argument.
     gelu_approximate: str = "none"
@@ -56,6 +61,13 @@ class GPTConfig:
         if self.rotary and (self.n_embd // self.n_head) % 2:
             raise ValueError(f"rotary needs an even head size; n_embd / n_head is "
                              f"{self.n_embd // self.n_head}")
+
+    @classmethod
+    def from_saved(cls, saved: dict):
+        """The GPTConfig of a checkpoint's `model_config`. A key it lacks was written before the
+        key existed and keeps the meaning it had then: an unpadded vocabulary (vocab_multiple 1)
+        and GPT-2's architecture (the options' defaults)."""
+        return cls(**{"vocab_multiple": 1, **saved})
 
     @property
     def padded_vocab_size(self):

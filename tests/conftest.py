@@ -11,7 +11,7 @@ from model.gpt import GPT, GPTConfig
 # machine would otherwise fight over the cores.
 torch.set_num_threads(1)
 
-TINY_GPT = dict(vocab_size=50, block_size=16, n_layer=2, n_head=4, n_embd=32)
+TINY_GPT = dict(vocab_size=50, block_size=16, n_layer=2, n_head=4, n_embd=32, vocab_multiple=1)  # unpadded
 
 
 @pytest.fixture(scope="session")

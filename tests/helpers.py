@@ -64,7 +64,8 @@ def make_run(folder, kind, block_size):
     tokenizer.save(folder / "tokenizer.txt")
     (folder / "meta.json").write_text(json.dumps({"tokenizer_file": "tokenizer.txt", "tokenizer_kind": kind}))
     torch.manual_seed(0)
-    config = GPTConfig(vocab_size=tokenizer.vocab_size, block_size=block_size, n_layer=2, n_head=2, n_embd=32)
+    config = GPTConfig(vocab_size=tokenizer.vocab_size, block_size=block_size, n_layer=2, n_head=2, n_embd=32,
+                       vocab_multiple=1)
     model = GPT(config).eval()
     atomic_save({"model": model.state_dict(), "model_config": asdict(config), "step": 0}, folder / "ckpt.pt")
     return model, tokenizer

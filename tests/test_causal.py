@@ -25,7 +25,7 @@ ALPHA = (2.0, 1.0)
 
 def known_gpt(block_size=64):
     C, D = 64, 32  # two heads of 32 channels; the V <= 32 token vectors fit in one head
-    model = GPT(GPTConfig(vocab_size=V, block_size=block_size, n_layer=2, n_head=2, n_embd=C)).eval()
+    model = GPT(GPTConfig(vocab_size=V, block_size=block_size, n_layer=2, n_head=2, n_embd=C, vocab_multiple=1)).eval()
     with torch.no_grad():
         for p in model.parameters():
             p.zero_()
@@ -163,7 +163,7 @@ def test_the_control_distractor_is_drawn_with_the_seed_among_the_ones_the_query_
 @torch.no_grad()
 def test_an_empty_key_set_and_the_own_mean_on_one_example_change_nothing():
     torch.manual_seed(0)
-    model = GPT(GPTConfig(vocab_size=V, block_size=64, n_layer=2, n_head=2, n_embd=16)).eval()
+    model = GPT(GPTConfig(vocab_size=V, block_size=64, n_layer=2, n_head=2, n_embd=16, vocab_multiple=1)).eval()
     idx = torch.tensor([TOKENIZER.encode(E1.text)])
     with inspect_attention(model):
         clean = model(idx)
@@ -178,7 +178,7 @@ def test_an_empty_key_set_and_the_own_mean_on_one_example_change_nothing():
 @torch.no_grad()
 def test_the_query_alone_after_a_cache_gives_the_knockout_of_a_whole_forward_pass():
     torch.manual_seed(0)
-    model = GPT(GPTConfig(vocab_size=V, block_size=64, n_layer=2, n_head=2, n_embd=16)).eval()
+    model = GPT(GPTConfig(vocab_size=V, block_size=64, n_layer=2, n_head=2, n_embd=16, vocab_multiple=1)).eval()
     r = causal_tests(model, TOKENIZER, [E3], resamples=10)
     ids = TOKENIZER.encode(E3.text)
     q = E3.pronoun[1] - 1

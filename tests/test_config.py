@@ -148,3 +148,13 @@ def test_cli_print_config_and_help():
     assert r.returncode == 0 and yaml.safe_load(r.stdout)["train"]["lr"] == 0.5
     r = run_script("train.py", "--help")
     assert r.returncode == 0 and "train.warmup_iters" in r.stdout and "torchrun" not in r.stderr
+
+
+def test_the_model_section_is_gptconfig_less_what_the_tokenizer_and_imports_set():
+    from dataclasses import fields
+
+    from configs.schema import ModelConfig
+
+    section = {f.name: f.default for f in fields(ModelConfig)}
+    model = {f.name: f.default for f in fields(GPTConfig) if f.name not in ("vocab_size", "gelu_approximate")}
+    assert section == model

@@ -225,7 +225,7 @@ def test_padded_vocabulary_is_never_scored_or_sampled(tiny_gpt):
 
 
 def test_unpadded_config_keeps_its_table():
-    model = GPT(GPTConfig(vocab_size=65, block_size=8, n_layer=1, n_head=1, n_embd=8))
+    model = GPT(GPTConfig(vocab_size=65, block_size=8, n_layer=1, n_head=1, n_embd=8, vocab_multiple=1))
     assert model.tok_emb.weight.shape[0] == 65
 
 

@@ -9,6 +9,7 @@ import signal
 import subprocess
 import sys
 import time
+from dataclasses import asdict
 from pathlib import Path
 
 import pytest
@@ -16,7 +17,7 @@ import torch
 
 from model.checkpoint import CKPT_NAME, atomic_save, load_checkpoint
 from model.device import cpu_bf16_native
-from model.gpt import ARCHITECTURE_KEYS, lm_loss
+from model.gpt import ARCHITECTURE_KEYS, GPT, GPTConfig, lm_loss
 from tests.helpers import (ROOT, run_script, start_training, tiny_config, torchrun_two, wait_for_metrics,
                            write_yaml)
 from training import loop, start
@@ -130,6 +131,17 @@ def test_resume_never_refuses_and_changed_shape_is_clear(corpus, tmp_path):
         train(tiny_config(corpus, out, "train.optimizer=muon", "train.max_iters=6"))
     result = train(tiny_config(corpus, out, "train.resume=never", "train.max_iters=5", "train.eval_interval=5"), force=True)
     assert result["step"] == 5
+
+
+def test_a_checkpoint_older_than_vocab_multiple_loads_unpadded(tmp_path):
+    from model.checkpoint import model_parts
+
+    config = GPTConfig(vocab_size=50, block_size=8, n_layer=1, n_head=2, n_embd=16, vocab_multiple=1)
+    saved = asdict(config)
+    del saved["vocab_multiple"]  # written before the key existed, when the table was never padded
+    atomic_save({"model": GPT(config).state_dict(), "model_config": saved}, tmp_path / "ckpt.pt")
+    loaded, state = model_parts(load_checkpoint(tmp_path))
+    assert loaded == config and state["tok_emb.weight"].shape[0] == 50
 
 
 def test_a_checkpoint_older_than_the_architecture_options_resumes_as_gpt2(corpus, tmp_path):

@@ -80,9 +80,7 @@ def data_mismatch(old, new):
 def check_resume(ckpt, config_dict, model_config_dict, fingerprint, out_dir):
     """ValueError (one line naming what differs) if the checkpoint cannot be continued under the
     new config; otherwise the list of honoured keys that changed, as "key old -> new"."""
-    # Keys an older checkpoint lacks take GPTConfig's defaults, as they did when it was written
-    # (vocab_multiple 1, GPT-2's architecture).
-    old_config = GPTConfig(**ckpt["model_config"])
+    old_config = GPTConfig.from_saved(ckpt["model_config"])
     old_model, new_model = asdict(old_config), model_config_dict
     shape = [k for k in SHAPE_KEYS if old_model[k] != new_model[k]]
     old_vocab = old_config.padded_vocab_size
