@@ -97,10 +97,13 @@ def run_generate(*argv):
     return code, out.getvalue(), err.getvalue()
 
 
-def one_line(excinfo):
-    """The message of a pytest.raises error, checked to be one line."""
+def one_line(excinfo, *names):
+    """The message of a pytest.raises error, checked to be one line and to name each of `names`:
+    the keys, values, paths or commands it must give, whatever the words around them."""
     message = str(excinfo.value)
     assert message and "\n" not in message
+    missing = [name for name in names if name not in message]
+    assert not missing, f"{message!r} does not name {missing}"
     return message
 
 

@@ -143,8 +143,8 @@ def test_a_checkpoint_of_every_option_builds_the_same_model(tiny_gpt, options):
 
 
 @pytest.mark.parametrize("overrides, message", [
-    (dict(mlp_activation="swish"), "mlp_activation must be 'gelu' or 'relu2'"),
-    (dict(rotary=True, n_embd=12, n_head=4), "rotary needs an even head size"),
+    (dict(mlp_activation="swish"), r"mlp_activation.*'swish'"),
+    (dict(rotary=True, n_embd=12, n_head=4), r"rotary.*even.*\b3\b"),
 ])
 def test_bad_options_name_the_field(overrides, message):
     with pytest.raises(ValueError, match=message):

@@ -342,8 +342,8 @@ def test_attention_file_gives_one_sentence_a_line_and_skips_blank_ones(char_run,
 
 @pytest.mark.parametrize("content, message", [
     (None, "does not exist"),
-    (b"\n  \n", "no sentences, only blank lines"),
-    (b"", "the file is empty"),
+    (b"\n  \n", "blank lines"),
+    (b"", "empty"),
     (b"It \xe9tait.", "not valid UTF-8"),
 ])
 def test_attention_file_errors(char_run, tmp_path, content, message):
@@ -414,20 +414,20 @@ def test_many_heads_options(gpt2_shaped_run, argv, lines, top):
 
 
 @pytest.mark.parametrize("argv, message", [
-    (["--attention", SENTENCE, "--layer", "2", "--head", "0"], "--layer must be in 0..1"),
-    (["--attention", SENTENCE, "--layer", "2"], "--layer must be in 0..1"),
-    (["--attention", SENTENCE, "--top-heads", "0"], "--top-heads must be a positive integer, got 0"),
+    (["--attention", SENTENCE, "--layer", "2", "--head", "0"], r"--layer.*0\.\.1"),
+    (["--attention", SENTENCE, "--layer", "2"], r"--layer.*0\.\.1"),
+    (["--attention", SENTENCE, "--top-heads", "0"], r"--top-heads.*\b0\b"),
     (["--attention", SENTENCE, "--top-heads", "2", "--all-heads"], "two views"),
     (["--top-heads", "2"], "go with --attention"),
     (["--all-heads"], "go with --attention"),
-    (["--attention", SENTENCE, "--layer", "-1", "--head", "0"], "--layer must be in 0..1"),
-    (["--attention", SENTENCE, "--layer", "0", "--head", "2"], "--head must be in 0..1"),
-    (["--attention", SENTENCE, "--head", "0"], "--head goes with --layer"),
+    (["--attention", SENTENCE, "--layer", "-1", "--head", "0"], r"--layer.*0\.\.1"),
+    (["--attention", SENTENCE, "--layer", "0", "--head", "2"], r"--head.*0\.\.1"),
+    (["--attention", SENTENCE, "--head", "0"], "--head.*--layer"),
     (["--attention", "The dog barked."], "no pronoun"),
     (["--attention", SENTENCE, "--word", "zebra"], "not in"),
     (["--attention", ""], "empty"),
     (["--word", "it"], "go with --attention"),
-    (["--attention", SENTENCE, "--attention-file", "x.txt"], "give one of them"),
+    (["--attention", SENTENCE, "--attention-file", "x.txt"], "--attention .*--attention-file"),
 ])
 def test_cli_errors(char_run, argv, message):
     with pytest.raises(ValueError, match=message):

@@ -1,5 +1,7 @@
 """checks.py: the one check of a count, as every layer's callers see it."""
 
+import re
+
 import pytest
 
 from checks import positive_int
@@ -11,11 +13,11 @@ def test_a_positive_int_is_returned_as_it_is():
 
 @pytest.mark.parametrize("value", [0, -3, True, 2.0, "2", None])
 def test_anything_else_is_a_value_error_that_names_it(value):
-    with pytest.raises(ValueError, match=rf"^n must be a positive integer, got {value!r}$"):
+    with pytest.raises(ValueError, match=rf"^n .*positive integer.*{re.escape(repr(value))}"):
         positive_int("n", value)
 
 
 def test_a_higher_minimum_and_a_note_are_said():
-    with pytest.raises(ValueError, match=r"^bpe vocab_size must be an integer >= 256 \(the 256 byte "
-                                         r"tokens come first\), got 255$"):
-        positive_int("bpe vocab_size", 255, minimum=256, note="the 256 byte tokens come first")
+    note = "the 256 byte tokens come first"  # said as given, with the name, the minimum and the value
+    with pytest.raises(ValueError, match=rf"^bpe vocab_size .*>= 256.*{re.escape(note)}.*\b255\b"):
+        positive_int("bpe vocab_size", 255, minimum=256, note=note)

@@ -81,7 +81,7 @@ def test_unknown_key_lists_valid_keys_and_suggests(tmp_path):
         load_config(path)
     msg = str(e.value)
     assert str(path) in msg and "train.learning_rate" in msg and "max_iters" in msg
-    with pytest.raises(ConfigError, match=r"override train\.lrr: unknown key 'lrr'; did you mean 'lr'\?"):
+    with pytest.raises(ConfigError, match=r"train\.lrr.*did you mean 'lr'\?"):
         load_config(None, ["train.lrr=3"])
     with pytest.raises(ConfigError, match="did you mean 'model'"):
         load_config(None, ["modle.n_layer=3"])
@@ -90,23 +90,23 @@ def test_unknown_key_lists_valid_keys_and_suggests(tmp_path):
 @pytest.mark.parametrize(
     "text, where",
     [
-        ("train:\n  max_iters: 2.5\n", "train.max_iters: expected int"),
-        ("train:\n  lr: fast\n", "train.lr: expected float"),
-        ("train:\n  compile: maybe\n", "train.compile: expected bool"),
-        ("tokenizer:\n  kind: words\n", "tokenizer.kind: 'words' is not one of char, bpe, gpt2"),
-        ("train:\n  batch_size: 0\n", "train.batch_size must be a positive integer, got 0"),
-        ("model:\n  n_embd: 30\n  n_head: 4\n", "model.n_embd"),
-        ("model:\n  dropout: 1.5\n", "model.dropout"),
-        ("data:\n  val_fraction: 1.0\n", "data.val_fraction"),
-        ("train: [1, 2]\n", "train must be a mapping"),
-        ("train:\n  lr: [\n", "not valid YAML at line"),
+        ("train:\n  max_iters: 2.5\n", ("train.max_iters", "int", "2.5")),
+        ("train:\n  lr: fast\n", ("train.lr", "float", "'fast'")),
+        ("train:\n  compile: maybe\n", ("train.compile", "bool", "'maybe'")),
+        ("tokenizer:\n  kind: words\n", ("tokenizer.kind", "'words'", "char, bpe, gpt2")),
+        ("train:\n  batch_size: 0\n", ("train.batch_size", "positive integer", "got 0")),
+        ("model:\n  n_embd: 30\n  n_head: 4\n", ("model.n_embd",)),
+        ("model:\n  dropout: 1.5\n", ("model.dropout",)),
+        ("data:\n  val_fraction: 1.0\n", ("data.val_fraction",)),
+        ("train: [1, 2]\n", ("train", "mapping", "[1, 2]")),
+        ("train:\n  lr: [\n", ("YAML", "line 3")),
     ],
 )
 def test_errors_name_file_key_and_reason(tmp_path, text, where):
     path = write(tmp_path, text)
     with pytest.raises(ConfigError) as e:
         load_config(path)
-    assert str(path) in str(e.value) and where in str(e.value)
+    assert all(part in str(e.value) for part in (str(path), *where)), e.value
 
 
 def test_override_of_a_section_or_through_a_leaf_is_an_error():

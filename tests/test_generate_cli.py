@@ -76,7 +76,7 @@ def test_a_prompt_longer_than_block_size_is_cropped_with_a_note(char_run):
     prompt = "The animal in the jungle went out on a hunt because"  # 51 chars > block_size 32
     argv = ["--ckpt", str(char_run[0]), "--prompt", prompt, "--max-new-tokens", "5"]
     assert generate.main(argv, out=out, err=err) == 0
-    assert err.getvalue().startswith("note: the prompt is 51 tokens; the model sees only its last 32")
+    assert err.getvalue().startswith("note: ") and "51" in err.getvalue() and "32" in err.getvalue()  # the counts
     assert out.getvalue().startswith(prompt)
 
 
@@ -134,34 +134,34 @@ def test_bad_values_are_one_line_errors_in_a_real_process(char_run):
     assert_one_line_error(run_cli("--temperature", "hot"), "invalid float value")
 
 
-@pytest.mark.parametrize("argv, fragment", [
-    (["--temperature", "-0.5"], "--temperature must be 0"),
-    (["--top-p", "0"], "--top-p must be in (0, 1]"),
-    (["--top-p", "1.5"], "--top-p must be in (0, 1]"),
-    (["--top-k", "0"], "--top-k must be a positive integer, got 0"),
-    (["--num-samples", "0"], "--num-samples must be a positive integer, got 0"),
-    (["--max-new-tokens", "-1"], "--max-new-tokens must be 0 or more"),
-    (["--prompt", ""], "--prompt is empty"),
-    (["--prompt", "€"], "is not in the vocabulary"),
-    (["--temperature", "nan"], "--temperature must be 0 (greedy) or more, and finite, got nan"),
-    (["--temperature", "inf"], "and finite, got inf"),
-    (["--temperature", "1e-320"], "--temperature must be 0 (greedy) or at least 1e-06"),
-    (["--top-p", "nan"], "--top-p must be in (0, 1]"),
-    (["--seed", str(2**64)], "--seed must be in 0..18446744073709551615 (2**64 - 1)"),
-    (["--seed", "-1"], "--seed must be in 0..18446744073709551615"),
-    (["--layer", str(10**30), "--head", "0", "--attention"], "--layer must be in 0..1"),
-    (["--device", "toaster"], "unknown device 'toaster'"),
-    (["--device", "tpu"], "unknown device 'tpu'"),
-    (["--device", "cuda:x"], "unknown device 'cuda:x'"),
-    (["--device", "cpu:0:1"], "unknown device 'cpu:0:1'"),
-    (["--device", ""], "unknown device ''"),
-    (["--device", "meta"], "unsupported device 'meta'"),  # torch knows it; generation cannot use it
-    (["--device", "xla"], "unsupported device 'xla'"),
+@pytest.mark.parametrize("argv, names", [
+    (["--temperature", "-0.5"], ("--temperature", "-0.5")),
+    (["--top-p", "0"], ("--top-p", "(0, 1]")),
+    (["--top-p", "1.5"], ("--top-p", "(0, 1]", "1.5")),
+    (["--top-k", "0"], ("--top-k", "positive integer")),
+    (["--num-samples", "0"], ("--num-samples", "positive integer")),
+    (["--max-new-tokens", "-1"], ("--max-new-tokens", "-1")),
+    (["--prompt", ""], ("--prompt", "empty")),
+    (["--prompt", "€"], ("U+20AC", "vocabulary")),
+    (["--temperature", "nan"], ("--temperature", "finite", "nan")),
+    (["--temperature", "inf"], ("--temperature", "finite", "inf")),
+    (["--temperature", "1e-320"], ("--temperature", "1e-06")),
+    (["--top-p", "nan"], ("--top-p", "(0, 1]", "nan")),
+    (["--seed", str(2**64)], ("--seed", "0..18446744073709551615", "2**64 - 1")),
+    (["--seed", "-1"], ("--seed", "0..18446744073709551615")),
+    (["--layer", str(10**30), "--head", "0", "--attention"], ("--layer", "0..1")),
+    (["--device", "toaster"], ("unknown device", "'toaster'")),
+    (["--device", "tpu"], ("unknown device", "'tpu'")),
+    (["--device", "cuda:x"], ("unknown device", "'cuda:x'")),
+    (["--device", "cpu:0:1"], ("unknown device", "'cpu:0:1'")),
+    (["--device", ""], ("unknown device", "''")),
+    (["--device", "meta"], ("unsupported device", "'meta'")),  # torch knows it; generation cannot use it
+    (["--device", "xla"], ("unsupported device", "'xla'")),
 ])
-def test_bad_values_are_one_line_errors(char_run, argv, fragment):
+def test_bad_values_are_one_line_errors(char_run, argv, names):
     err = io.StringIO()
     assert generate.main(["--ckpt", str(char_run[0]), *argv], out=io.StringIO(), err=err) == 2
-    assert err.getvalue().count("\n") == 1 and fragment in err.getvalue()
+    assert err.getvalue().count("\n") == 1 and all(name in err.getvalue() for name in names), err.getvalue()
 
 
 def test_the_largest_seed_and_a_huge_top_k_are_fine(char_run):
@@ -174,11 +174,13 @@ def test_a_run_folder_that_is_a_file_or_lacks_a_checkpoint_is_a_one_line_error(c
     err = io.StringIO()
     ckpt = char_run[0] / "ckpt.pt"
     assert generate.main(["--ckpt", str(ckpt)], out=io.StringIO(), err=err) == 2
-    assert err.getvalue() == (f"error: --ckpt takes the run folder train.py wrote, not a file: "
-                              f"{ckpt}; try --ckpt {char_run[0]}\n")
+    said = err.getvalue()
+    assert said.startswith("error: ") and said.count("\n") == 1 and str(ckpt) in said
+    assert said.rstrip().endswith(f"--ckpt {char_run[0]}")  # the command to type instead
     err = io.StringIO()
     assert generate.main(["--ckpt", str(tmp_path)], out=io.StringIO(), err=err) == 2
-    assert err.getvalue().startswith(f"error: no checkpoint at {tmp_path / 'ckpt.pt'}")
+    assert err.getvalue().startswith("error: ") and "no checkpoint" in err.getvalue()
+    assert str(tmp_path / "ckpt.pt") in err.getvalue()
     assert err.getvalue().count("\n") == 1
 
 
@@ -220,7 +222,7 @@ def test_the_default_run_folder_comes_from_the_default_config(tmp_path):
     config.write_text("seed: 1\n")
     assert generate.default_out_dir(config) == "out/default"  # the schema's default
     config.write_text("out_dri: out/mine\n")
-    with pytest.raises(ValueError, match="unknown key 'out_dri'; did you mean 'out_dir'"):
+    with pytest.raises(ValueError, match="'out_dri'.*did you mean 'out_dir'"):
         generate.default_out_dir(config)  # read as train.py reads it, never guessed
 
 
@@ -290,13 +292,13 @@ def test_a_prompt_file_is_the_prompt(char_run, tmp_path):
     assert by_file.getvalue() == by_flag.getvalue() and by_file.getvalue().startswith("The owl")
 
 
-@pytest.mark.parametrize("content, fragment", [
-    (None, "the file does not exist"),
-    ("folder", "the file is a folder"),
-    (b"The \xff owl", "is not valid UTF-8 (first bad byte at offset 4)"),
-    (b"", "the file is empty"),
+@pytest.mark.parametrize("content, names", [
+    (None, ("does not exist",)),
+    ("folder", ("folder",)),
+    (b"The \xff owl", ("UTF-8", "offset 4")),
+    (b"", ("empty",)),
 ])
-def test_prompt_file_errors_are_one_line(char_run, tmp_path, content, fragment):
+def test_prompt_file_errors_are_one_line(char_run, tmp_path, content, names):
     path = tmp_path / "prompt.txt"
     if content == "folder":
         path.mkdir()
@@ -305,21 +307,22 @@ def test_prompt_file_errors_are_one_line(char_run, tmp_path, content, fragment):
     err = io.StringIO()
     argv = ["--ckpt", str(char_run[0]), "--prompt-file", str(path)]
     assert generate.main(argv, out=io.StringIO(), err=err) == 2
-    assert err.getvalue().count("\n") == 1 and fragment in err.getvalue(), err.getvalue()
+    said = err.getvalue()
+    assert said.count("\n") == 1 and all(name in said for name in (str(path), *names)), said
 
 
-@pytest.mark.parametrize("argv, fragment", [
-    (["--prompt", "a", "--prompt-file", "p.txt"], "give one of them"),
-    (["--stop", ""], "--stop is empty"),
-    (["--attention", "--stop", "."], "are for sampling"),
-    (["--probe", "--prompt", "a"], "are for sampling"),
-    (["--threads", "0"], "--threads must be a positive integer, got 0"),
-    (["--no-probe"], "--no-probe goes with --html"),
+@pytest.mark.parametrize("argv, names", [
+    (["--prompt", "a", "--prompt-file", "p.txt"], ("--prompt-file", "one of them")),
+    (["--stop", ""], ("--stop", "empty")),
+    (["--attention", "--stop", "."], ("--stop", "sampling")),
+    (["--probe", "--prompt", "a"], ("--prompt", "sampling")),
+    (["--threads", "0"], ("--threads", "positive integer")),
+    (["--no-probe"], ("--no-probe", "--html")),
 ])
-def test_new_flag_mistakes_are_one_line_errors(char_run, argv, fragment):
+def test_new_flag_mistakes_are_one_line_errors(char_run, argv, names):
     err = io.StringIO()
     assert generate.main(["--ckpt", str(char_run[0]), *argv], out=io.StringIO(), err=err) == 2
-    assert err.getvalue().count("\n") == 1 and fragment in err.getvalue(), err.getvalue()
+    assert err.getvalue().count("\n") == 1 and all(name in err.getvalue() for name in names), err.getvalue()
 
 
 # --- threads ------------------------------------------------------------------------------------
@@ -363,9 +366,7 @@ def test_html_reuses_the_probe_saved_for_this_checkpoint_and_says_when_it_runs_i
     (folder / "probe.json").write_text(json.dumps(saved))
     code, out, err = run_generate("--ckpt", folder, "--attention", SENTENCE, "--html", page)
     assert code == 0 and err.count("\n") == 1, err
-    assert err.startswith("note: running the probe and its causal tests on its 600 built-in "
-                          "sentences")
-    assert "--no-probe skips it" in err
+    assert err.startswith("note: ") and "600" in err and "--no-probe" in err  # how many, and how to skip
     again = json.loads((folder / "probe.json").read_text())
     assert again["checkpoint"]["step"] == 0  # saved anew, the causal tests with it, and shown
     b = again["causal"]["best_head"]

@@ -112,8 +112,8 @@ def test_facts_a_model_lacks_are_left_out():
 
 
 @pytest.mark.parametrize("facts, message", [
-    ({"step": "800"}, "step must be an integer"),
-    ({"val_loss": "low"}, "val_loss must be a number"),
+    ({"step": "800"}, "step.*integer.*'800'"),
+    ({"val_loss": "low"}, "val_loss.*number.*'low'"),
 ])
 def test_bad_facts_say_what_to_pass(facts, message):
     with pytest.raises(ValueError, match=message):
@@ -154,10 +154,10 @@ def test_write_html_is_atomic_and_replaces_an_old_page(tmp_path):
     ({"attention": torch.zeros(2, 2, 3, 3)}, "shape"),
     ({"attention": torch.full((1, 1, T, T), float("nan"))}, "NaN"),
     ({"pronoun": T}, "pronoun"),
-    ({"attention": [[[[1.0]], [[1.0, 0.0]]]]}, "not a rectangular array"),
+    ({"attention": [[[[1.0]], [[1.0, 0.0]]]]}, "rectangular"),
     ({"pronoun": "it"}, "pronoun"),
-    ({"tokens": None}, "list of display strings"),
-    ({"tokens": [1, 2]}, "list of display strings"),
+    ({"tokens": None}, "'tokens'.*strings"),
+    ({"tokens": [1, 2]}, "'tokens'.*strings"),
 ])
 def test_bad_sentences_say_what_to_fix(change, message):
     with pytest.raises(ValueError, match=message):

@@ -80,21 +80,20 @@ def test_offline_without_cache_says_how_to_place_the_folder_by_hand(hub, monkeyp
     monkeypatch.setattr("huggingface_hub.constants.HF_HUB_OFFLINE", True)
     with pytest.raises(ValueError) as err:
         load_run("hf:tiny/gpt2")
-    message = one_line(err)
-    assert "out of reach" in message and "not in its cache" in message
-    assert "download config.json, model.safetensors, vocab.json, merges.txt from" in message
-    assert "into one folder and give that folder's path instead of hf:tiny/gpt2" in message
+    # why, what to download by hand, from where, and what the folder replaces
+    one_line(err, "out of reach", "cache", "config.json", "model.safetensors", "vocab.json", "merges.txt",
+             f"{hub.url}/tiny/gpt2", "hf:tiny/gpt2")
     assert hub.fetched("HEAD") == hub.fetched("GET") == []
 
 
 def test_a_missing_repository_and_a_missing_file(hub):
     with pytest.raises(ValueError) as err:
         model_folder("hf:nobody/nothing")
-    assert "no model repository nobody/nothing" in one_line(err)
+    one_line(err, "repository", "nobody/nothing")
     hub.repos[("model", "half/gpt2")] = {"config.json": b"{}"}
     with pytest.raises(ValueError) as err:
         model_folder("hf:half/gpt2")
-    assert "hf:half/gpt2 has no vocab.json" in one_line(err)
+    one_line(err, "hf:half/gpt2", "vocab.json")
 
 
 @pytest.mark.parametrize("name", ["hf:", "hf:a/b/c", "hf:bad name", "hf:-dash", "hf:a//b", "hf:a--b/c",
@@ -102,7 +101,8 @@ def test_a_missing_repository_and_a_missing_file(hub):
 def test_malformed_model_names(name):
     with pytest.raises(ValueError) as err:
         model_folder(name)
-    assert f"{name} is not a Hugging Face model name: write hf:OWNER/NAME" in one_line(err)
+    message = one_line(err, "hf:OWNER/NAME")  # the form to write, and the name given
+    assert name in message.replace("hf:OWNER/NAME", "")
 
 
 def test_generate_samples_from_an_hf_name(hub):
@@ -141,14 +141,13 @@ def test_a_dataset_file_offline_from_the_cache_and_without_it(hub, tmp_path, mon
     monkeypatch.setattr("huggingface_hub.constants.HF_HUB_CACHE", str(tmp_path / "empty"))
     with pytest.raises(ValueError) as err:
         open_source("hf:someone/stories/stories/train.txt", tmp_path / "cache")
-    assert (f"download {hub.url}/datasets/someone/stories/resolve/main/stories/train.txt and give "
-            f"that file's path instead") in one_line(err)
+    one_line(err, f"{hub.url}/datasets/someone/stories/resolve/main/stories/train.txt")  # to download
 
 
 def test_a_dataset_file_that_does_not_exist(hub):
     with pytest.raises(ValueError) as err:
         dataset_file("hf:someone/stories/stories/test.txt")
-    assert "the dataset someone/stories has no file stories/test.txt" in one_line(err)
+    one_line(err, "someone/stories", "stories/test.txt")
 
 
 @pytest.mark.parametrize("name", ["hf:someone/stories", "hf:someone/stories/", "hf:someone", "hf:x/y/../z"])
@@ -186,6 +185,6 @@ def test_a_hub_that_does_not_answer_is_read_from_the_cache_at_once(hub, monkeypa
     monkeypatch.setattr(huggingface_hub, "hf_hub_download", recording)
     load_run("hf:tiny/gpt2")  # served by the cache, the client never sent to retry
     assert asked and all(asked)
-    with pytest.raises(ValueError, match="HF_HUB_OFFLINE=1 says so at once") as err:
+    with pytest.raises(ValueError, match="HF_HUB_OFFLINE=1") as err:
         load_run("hf:tiny/other")
-    one_line(err)
+    one_line(err, "hf:tiny/other")

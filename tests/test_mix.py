@@ -67,7 +67,7 @@ def test_source_names_are_short():
     ("tinyshakespeare:lots,pronouns:1", "no weight"),
     ("a/moby.txt:1,b/moby.txt:1", "both named 'moby'"),
     ("pronouns:1,pronouns:2", "both named 'pronouns'"),
-    ("[{source: pronouns}]", "the keys source and weight"),
+    ("[{source: pronouns}]", "weight.*'source': 'pronouns'"),  # the key missing, the entry given
 ])
 def test_a_bad_mix_is_a_one_line_error_before_anything_is_written(tmp_path, mix, says):
     with pytest.raises(ConfigError, match=says) as error:
@@ -237,5 +237,5 @@ def test_a_curriculum_moves_the_shares_from_the_start_weights_to_the_end_weights
     assert sum(any(c.islower() for c in mix.tokenizer.decode(row.tolist())) for row in x) > 32
     with pytest.raises(ConfigError, match="start weight"):
         load_config(None, ["data.mix=tinyshakespeare:-1..1,pronouns:1"])
-    with pytest.raises(ConfigError, match="every start weight is 0"):
+    with pytest.raises(ConfigError, match="every start weight"):
         load_config(None, ["data.mix=tinyshakespeare:0..1,pronouns:0..1"])

@@ -3,6 +3,7 @@
 import hashlib
 import json
 import random
+import re
 import subprocess
 import sys
 import threading
@@ -173,7 +174,7 @@ def test_too_short_split_names_it(tmp_path, block_size, split):
         prepare(source, "char", block_size=block_size, cache_dir=tmp_path / "cache")
     message = str(excinfo.value)
     assert "\n" not in message and f"the {split} split" in message
-    assert f"block_size + 1 = {block_size + 1}" in message and "more text" in message
+    assert re.search(rf"block_size.*\b{block_size + 1}\b", message) and "more text" in message  # the need, a way out
     assert prepare(source, "char", block_size=64, cache_dir=tmp_path / "cache").meta
 
 
@@ -278,7 +279,7 @@ def test_prepare_writes_the_same_folder_on_any_number_of_workers(tmp_path, monke
 
 @pytest.mark.parametrize("workers", [0, -2, 1.5, True, "2"])
 def test_bad_worker_count_is_refused(tmp_path, workers):
-    with pytest.raises(ValueError, match="workers must be a positive integer"):
+    with pytest.raises(ValueError, match="workers.*positive integer"):
         prepare(write(tmp_path / "t.txt", corpus(10)), "bpe", 300, cache_dir=tmp_path / "c",
                 workers=workers)
 

@@ -246,7 +246,7 @@ def test_long_examples_are_windowed_and_unencodable_ones_skipped_in_result_and_r
     assert ("  5 read in the model's window, the last 16 tokens up to the pronoun (block_size);\n"
             "  the candidates before it get attention 0, the antecedent among them in 2\n"
             ) in report
-    with pytest.raises(ValueError, match="cannot encode any of the 1 examples"):
+    with pytest.raises(ValueError, match=r"cannot encode.*\b1 examples"):
         run_probe(short, TOKENIZER, [odd])
 
 
@@ -364,7 +364,7 @@ def test_the_note_quotes_a_few_words_and_ignores_case(result):
            item("the eel saw the bee so it ran.", "eel", "bee", pronoun="the"),
            item("the eel saw the bee so it ran.", "eel", "bee", pronoun="bee")]
     [note] = run_probe(MODEL, TOKENIZER, odd, permutations=10)["notes"]
-    assert "5 of 5 examples are not pronouns ('so', 'saw', 'the', ...)" in note
+    assert "5 of 5" in note and "pronouns" in note and "('so', 'saw', 'the', ...)" in note  # a few, each once
 
 
 def test_the_report_of_gpt2_smalls_144_heads_keeps_its_table_in_100_columns():

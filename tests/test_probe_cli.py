@@ -144,17 +144,17 @@ def test_attention_html_writes_a_self_contained_page(run_folder, tmp_path):
     assert "http://" not in html and "https://" not in html
 
 
-@pytest.mark.parametrize("argv, fragment", [
-    (["--json"], "--json goes with --probe"),
-    (["--html", "x.html"], "go with --attention"),
-    (["--probe", "--attention"], "separate runs"),
-    (["--probe", "--permutations", "0"], "--permutations must be a positive integer, got 0"),
-    (["--no-causal"], "--no-causal goes with --probe (or --html)"),
-    (["--probe", "missing.jsonl"], "missing.jsonl"),
+@pytest.mark.parametrize("argv, names", [
+    (["--json"], ("--json", "--probe")),
+    (["--html", "x.html"], ("--html", "--attention")),
+    (["--probe", "--attention"], ("--probe", "--attention", "separate runs")),
+    (["--probe", "--permutations", "0"], ("--permutations", "positive integer")),
+    (["--no-causal"], ("--no-causal", "--probe", "--html")),
+    (["--probe", "missing.jsonl"], ("missing.jsonl",)),
 ])
-def test_probe_and_page_errors_are_one_line(run_folder, argv, fragment):
+def test_probe_and_page_errors_are_one_line(run_folder, argv, names):
     code, _, err = run_generate("--ckpt", run_folder, *argv)
-    assert code == 2 and err.count("\n") == 1 and fragment in err, err
+    assert code == 2 and err.count("\n") == 1 and all(name in err for name in names), err
 
 
 MINE = {"text": "The king saw the bell because it rang.", "pronoun": [30, 32],
@@ -164,20 +164,22 @@ MINE = {"text": "The king saw the bell because it rang.", "pronoun": [30, 32],
 def test_a_query_word_that_is_not_a_pronoun_is_noted_in_report_and_json(run_folder, tmp_path):
     path = tmp_path / "mine.jsonl"
     path.write_text(json.dumps(MINE) + "\n" + json.dumps({**MINE, "pronoun": [22, 29]}) + "\n")
-    note = "the query words of 1 of 2 examples are not pronouns ('because')"
     code, out, _ = run_generate("--ckpt", run_folder, "--probe", path, "--permutations", "5")
-    assert code == 0 and f"Note: {note}" in out
+    [note] = [line for line in out.splitlines() if "('because')" in line]  # the word quoted
+    assert code == 0 and note.startswith("Note: ") and "1 of 2" in note  # how many of how many
     code, out, _ = run_generate("--ckpt", run_folder, "--probe", path, "--permutations", "5", "--json")
-    assert code == 0 and json.loads(out)["notes"][0].startswith(note)
+    [note] = json.loads(out)["notes"]
+    assert code == 0 and "('because')" in note and "1 of 2" in note
 
 
 def test_a_probe_file_that_is_a_folder_or_empty_is_a_one_line_error(run_folder, tmp_path):
     code, _, err = run_generate("--ckpt", run_folder, "--probe", tmp_path)
-    assert code == 2 and err == f"error: cannot read {tmp_path}: Is a directory\n"
+    assert code == 2 and err.startswith("error: ") and err.count("\n") == 1
+    assert str(tmp_path) in err and "directory" in err
     (tmp_path / "empty.jsonl").write_text("\n")
     code, _, err = run_generate("--ckpt", run_folder, "--probe", tmp_path / "empty.jsonl")
-    assert code == 2 and err == f"error: {tmp_path / 'empty.jsonl'} holds no examples; " \
-                                "write one JSON object per line\n"
+    assert code == 2 and err.startswith("error: ") and err.count("\n") == 1
+    assert str(tmp_path / "empty.jsonl") in err and "no examples" in err and "JSON object" in err
 
 
 def html_error(run_folder, target):
@@ -190,7 +192,7 @@ def html_error(run_folder, target):
 def test_html_to_a_folder_is_a_one_line_error_and_the_folder_is_untouched(run_folder, tmp_path):
     (tmp_path / "page").mkdir()
     (tmp_path / "page" / "keep.txt").write_text("mine")
-    assert "it is a folder" in html_error(run_folder, tmp_path / "page")
+    assert "is a folder" in html_error(run_folder, tmp_path / "page")
     assert [p.name for p in tmp_path.iterdir()] == ["page"]  # no temp file left behind
     assert [p.name for p in (tmp_path / "page").iterdir()] == ["keep.txt"]
 
@@ -198,7 +200,7 @@ def test_html_to_a_folder_is_a_one_line_error_and_the_folder_is_untouched(run_fo
 def test_html_to_a_fifo_is_a_one_line_error_and_the_fifo_stays_a_fifo(run_folder, tmp_path):
     fifo = tmp_path / "pipe"
     os.mkfifo(fifo)
-    assert "not a regular file" in html_error(run_folder, fifo)
+    assert "regular file" in html_error(run_folder, fifo)
     assert stat.S_ISFIFO(os.stat(fifo).st_mode) and [p.name for p in tmp_path.iterdir()] == ["pipe"]
 
 
@@ -210,7 +212,7 @@ def test_html_to_a_read_only_place_is_a_one_line_error(run_folder):
 
 def test_html_under_a_file_is_a_one_line_error(run_folder, tmp_path):
     (tmp_path / "notes.txt").write_text("mine")
-    assert "is a file, not a folder" in html_error(run_folder, tmp_path / "notes.txt" / "maps.html")
+    assert f"{tmp_path / 'notes.txt'} is a file" in html_error(run_folder, tmp_path / "notes.txt" / "maps.html")
     assert (tmp_path / "notes.txt").read_text() == "mine"
 
 

@@ -231,39 +231,38 @@ GOOD = {"text": "The king saw the bell because it rang.", "pronoun": [30, 32],
         "antecedent": [17, 21], "distractors": [[4, 8]]}
 
 
-@pytest.mark.parametrize("bad_line, message", [
-    ("{not json", "not valid JSON"),
-    (json.dumps({k: v for k, v in GOOD.items() if k != "antecedent"}), 'missing key "antecedent"'),
-    (json.dumps({**GOOD, "pronoun": [30, 99]}), "outside the text"),
-    (json.dumps({**GOOD, "pronoun": [-1, 2]}), "outside the text"),
-    (json.dumps({**GOOD, "antecedent": [17, 17]}), "empty"),
-    (json.dumps({**GOOD, "distractors": []}), "at least one"),
-    (json.dumps({**GOOD, "distractors": [[18, 25]]}), "overlap"),
-    (json.dumps({**GOOD, "pronoun": [30.0, 32]}), "pair of integers"),
-    (json.dumps({**GOOD, "distractors": [4, 8]}), "[start, end] lists"),
+@pytest.mark.parametrize("bad_line, names", [
+    ("{not json", ("not valid JSON",)),
+    (json.dumps({k: v for k, v in GOOD.items() if k != "antecedent"}), ('"antecedent"', "missing")),
+    (json.dumps({**GOOD, "pronoun": [30, 99]}), ('"pronoun"', "[30, 99]", "outside")),
+    (json.dumps({**GOOD, "pronoun": [-1, 2]}), ('"pronoun"', "[-1, 2]", "outside")),
+    (json.dumps({**GOOD, "antecedent": [17, 17]}), ('"antecedent"', "empty")),
+    (json.dumps({**GOOD, "distractors": []}), ('"distractors"', "at least one")),
+    (json.dumps({**GOOD, "distractors": [[18, 25]]}), ('"antecedent"', '"distractors[0]"', "overlap")),
+    (json.dumps({**GOOD, "pronoun": [30.0, 32]}), ('"pronoun"', "[30.0, 32]", "integers")),
+    (json.dumps({**GOOD, "distractors": [4, 8]}), ("[start, end] lists",)),
     # A causal model at the pronoun sees nothing after it: such a candidate cannot be scored.
-    (json.dumps({**GOOD, "distractors": [[4, 8], [33, 37]]}),
-     '"distractors[1]" [33, 37] comes after the pronoun [30, 32]'),
-    (json.dumps({**GOOD, "antecedent": [33, 37]}), '"antecedent" [33, 37] comes after the pronoun'),
+    (json.dumps({**GOOD, "distractors": [[4, 8], [33, 37]]}), ('"distractors[1]" [33, 37]', "after", "[30, 32]")),
+    (json.dumps({**GOOD, "antecedent": [33, 37]}), ('"antecedent" [33, 37]', "after")),
     # The pronoun is exactly one word: not part of one, not two, not with its space.
-    (json.dumps({**GOOD, "pronoun": [30, 31]}), "covers 'i', which is not one whole word"),
-    (json.dumps({**GOOD, "pronoun": [30, 37]}), "covers 'it rang', which is not one whole word"),
-    (json.dumps({**GOOD, "pronoun": [29, 32]}), "covers ' it', which is not one whole word"),
+    (json.dumps({**GOOD, "pronoun": [30, 31]}), ("[30, 31]", "'i'", "whole word")),
+    (json.dumps({**GOOD, "pronoun": [30, 37]}), ("[30, 37]", "'it rang'", "whole word")),
+    (json.dumps({**GOOD, "pronoun": [29, 32]}), ("[29, 32]", "' it'", "whole word")),
     (json.dumps({**GOOD, "text": "The king saw the bell, then hit.", "pronoun": [29, 31]}),
-     "covers 'it', which is not one whole word"),  # the "it" of "hit"
+     ("[29, 31]", "'it'", "whole word")),  # the "it" of "hit"
 ])
-def test_read_jsonl_errors_name_file_and_line(tmp_path, bad_line, message):
+def test_read_jsonl_errors_name_file_and_line(tmp_path, bad_line, names):
     path = tmp_path / "mine.jsonl"
     path.write_text(json.dumps(GOOD) + "\n" + bad_line + "\n")
-    with pytest.raises(ValueError, match=re.escape(message)) as err:
+    with pytest.raises(ValueError) as err:
         read_jsonl(path)
-    assert f"{path}, line 2" in str(err.value)
+    assert all(name in str(err.value) for name in (f"{path}, line 2", *names)), err.value
 
 
 def test_read_jsonl_names_a_file_that_is_not_utf8(tmp_path):
     path = tmp_path / "latin1.jsonl"
     path.write_bytes(json.dumps(GOOD).encode() + b"\n" + "caf\u00e9".encode("latin-1") + b"\n")
-    with pytest.raises(ValueError, match=f"{re.escape(str(path))} is not UTF-8 text"):
+    with pytest.raises(ValueError, match=f"{re.escape(str(path))}.*UTF-8"):
         read_jsonl(path)
 
 
@@ -301,7 +300,7 @@ def test_user_mistakes_raise_value_error():
         examples("valid")
     with pytest.raises(ValueError, match="n_bytes"):
         corpus_text(n_bytes=0)
-    with pytest.raises(ValueError, match="n must be a positive integer"):
+    with pytest.raises(ValueError, match="^n .*positive integer"):
         examples("dev", n=0)
 
 

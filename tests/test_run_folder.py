@@ -3,6 +3,7 @@ lose nothing."""
 
 import json
 import os
+import re
 import signal
 import subprocess
 from pathlib import Path
@@ -50,9 +51,9 @@ def test_other_data_is_refused_before_anything_is_written(corpus, tmp_path):
     lines = (corpus / "text.txt").read_text().splitlines()
     other = tmp_path / "other.txt"
     other.write_text("\n".join(reversed(lines)) + "\n")
-    with pytest.raises(ValueError, match=r"was trained on other data .*use another out_dir, or pass --force"):
+    with pytest.raises(ValueError, match=rf"other data.*{re.escape(str(other))}.*--force"):
         train(tiny_config(corpus, out, f"data.source={other}", "train.max_iters=5"))
-    with pytest.raises(ValueError, match="was trained on other data"):  # even with nothing to train
+    with pytest.raises(ValueError, match="other data"):  # even with nothing to train
         train(tiny_config(corpus, out, f"data.source={other}", "train.max_iters=1"))
     assert snapshot(out) == before
 
@@ -70,7 +71,7 @@ def test_another_tokenizer_is_refused_for_a_checkpoint_without_a_data_record(cor
     ckpt = load_checkpoint(out)
     del ckpt["data"]
     atomic_save(ckpt, out / "ckpt.pt")
-    with pytest.raises(ValueError, match="was trained with another tokenizer"):
+    with pytest.raises(ValueError, match="another tokenizer"):
         train(tiny_config(corpus, out, "train.max_iters=7"))
 
 
@@ -99,7 +100,7 @@ def test_a_second_run_on_the_same_folder_is_refused_and_kill_9_frees_it(corpus, 
     proc = start_training(cfg)
     try:
         wait_for_metrics(out, proc)
-        with pytest.raises(ValueError, match=rf"{out} is in use by another training run \(PID {proc.pid}\)"):
+        with pytest.raises(ValueError, match=rf"{re.escape(str(out))}.*in use.*\b{proc.pid}\b"):
             train(tiny_config(corpus, out, "train.max_iters=3"))
     finally:
         proc.send_signal(signal.SIGKILL)
@@ -156,7 +157,7 @@ def test_tokens_per_second_leave_out_evaluation_that_falls_between_log_lines(cor
 
 def test_nan_before_any_checkpoint_does_not_claim_one(corpus, tmp_path, monkeypatch):
     monkeypatch.setattr(start, "lm_loss", lambda logits, targets: logits.sum() * float("nan"))
-    with pytest.raises(TrainingStopped, match="no checkpoint was written"):
+    with pytest.raises(TrainingStopped, match=rf"no checkpoint.*{re.escape(str(tmp_path / 'run'))}"):
         train(tiny_config(corpus, tmp_path / "run"))
 
 
@@ -183,7 +184,7 @@ def test_disk_full_during_a_checkpoint_is_one_line_and_keeps_the_previous_one(co
     free = os.statvfs(small_tmpfs).f_bavail * os.statvfs(small_tmpfs).f_frsize
     (small_tmpfs / "filler").write_bytes(b"\0" * (free - len(before) // 2))  # room for half a checkpoint
     line = assert_one_line_error(run_script("train.py", cfg, "train.max_iters=20"), code=1)
-    assert "No space left on device" in line and "previous file is untouched" in line
+    assert "No space left on device" in line and "ckpt.pt" in line and "untouched" in line  # the OS's reason
     assert (out / "ckpt.pt").read_bytes() == before and load_checkpoint(out)["step"] == 10
     assert not [p.name for p in out.iterdir() if p.name.endswith(".tmp")]
 
@@ -201,15 +202,16 @@ def test_read_only_out_dir_and_cache_dir_are_one_line(corpus, tmp_path, small_tm
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("override, message", [
-    ("out_dir=", "out_dir: must not be empty"),
-    ("train.peak_flops=0", "train.peak_flops: must be a positive"),
-    ("train.lr=nan", "must be a finite number"),
-    ("train.device=tpu", "unknown device 'tpu'"),
+@pytest.mark.parametrize("override, names", [
+    ("out_dir=", ("out_dir", "empty")),
+    ("train.peak_flops=0", ("train.peak_flops", "positive")),
+    ("train.lr=nan", ("train.lr", "finite")),
+    ("train.device=tpu", ("unknown device", "'tpu'")),
 ])
-def test_bad_settings_are_one_line(corpus, tmp_path, override, message):
+def test_bad_settings_are_one_line(corpus, tmp_path, override, names):
     cfg = write_yaml(tiny_config(corpus, tmp_path / "run"), tmp_path / "c.yaml")
-    assert message in assert_one_line_error(run_script("train.py", cfg, override))
+    line = assert_one_line_error(run_script("train.py", cfg, override))
+    assert all(name in line for name in names), line
     assert not (tmp_path / "run").exists()
 
 
@@ -233,7 +235,7 @@ def test_load_run_refuses_a_tokenizer_that_does_not_fit_the_model(corpus, tmp_pa
     saved = json.loads(tokenizer.read_text())
     saved["chars"] = saved["chars"][:-1]  # one token fewer, as another corpus's tokenizer would have
     tokenizer.write_text(json.dumps(saved))
-    with pytest.raises(ValueError, match="was trained with another tokenizer"):  # the recorded SHA-256
+    with pytest.raises(ValueError, match="another tokenizer"):  # the recorded SHA-256
         load_run(out)
     import torch
 

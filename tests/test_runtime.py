@@ -39,11 +39,11 @@ def test_device_resolution_always_gives_a_cuda_device_its_index(name, machine, w
 
 
 @pytest.mark.parametrize("name, machine, world, local, message", [
-    ("cuda", NO_GPU, 1, 0, "no CUDA GPU is available"),
+    ("cuda", NO_GPU, 1, 0, "no CUDA GPU"),
     ("cuda:2", TWO_GPUS, 1, 0, "2 are visible"),
     ("auto", TWO_GPUS, 4, 3, "2 are visible"),  # more processes than GPUs
-    ("cuda:1", TWO_GPUS, 2, 0, "names one GPU, but torchrun started 2"),
-    ("mps", NO_GPU, 1, 0, "MPS is not available"),
+    ("cuda:1", TWO_GPUS, 2, 0, r"cuda:1.*torchrun.*\b2\b"),
+    ("mps", NO_GPU, 1, 0, "MPS.*not available"),
     ("tpu", NO_GPU, 1, 0, "unknown device 'tpu'"),
     ("cuda:x", NO_GPU, 1, 0, "unknown device"),
     ("", NO_GPU, 1, 0, "unknown device"),
@@ -107,7 +107,7 @@ def test_fast_matmul_dtype_for_each_kind_of_machine(device_type, native, expecte
 
 
 def test_float16_off_cuda_is_refused():
-    with pytest.raises(ValueError, match="needs a CUDA GPU"):
+    with pytest.raises(ValueError, match="float16.*CUDA"):
         choose_dtype("float16", "cpu")
 
 

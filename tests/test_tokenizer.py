@@ -5,6 +5,7 @@ holds the GPT-2 files, and the offline test points every proxy at a closed loopb
 """
 
 import random
+import re
 
 import numpy as np
 import pytest
@@ -72,7 +73,7 @@ def test_char_round_trip_unicode():
 def test_char_unknown_character_names_it_and_suggests_bpe():
     tok = train_tokenizer("char", "hello world")
     assert tok.encode("hello") == [3, 2, 4, 4, 5]  # ids: " "0 d1 e2 h3 l4 o5 r6 w7
-    with pytest.raises(ValueError, match=r"'z' \(U\+007A\) at offset 2.*without it.*'bpe'"):
+    with pytest.raises(ValueError, match=r"'z'.*U\+007A.*offset 2.*'bpe'"):
         tok.encode("lozenge")
     with pytest.raises(ValueError, match=r"U\+1F600"):
         tok.encode("hello \U0001F600")
@@ -144,11 +145,11 @@ def test_encode_array_gives_the_ids_of_encode(kind, bpe):
 
 
 def test_bpe_rejects_lone_surrogates_and_bad_ids(bpe):
-    with pytest.raises(ValueError, match=r"lone surrogate U\+D800 at character 2"):
+    with pytest.raises(ValueError, match=r"surrogate.*U\+D800.*character 2"):
         bpe.encode("ab\ud800c")
-    with pytest.raises(ValueError, match=r"lone surrogate U\+D800 at character 2"):
+    with pytest.raises(ValueError, match=r"surrogate.*U\+D800.*character 2"):
         bpe.encode_array("ab\ud800c")
-    with pytest.raises(ValueError, match=r"token id 350 is outside .* \[0, 350\)"):
+    with pytest.raises(ValueError, match=r"token id 350.*\[0, 350\)"):
         bpe.decode([1, 350])
 
 
@@ -212,12 +213,12 @@ def test_load_errors(tmp_path):
     with pytest.raises(FileNotFoundError, match="no tokenizer file"):
         load_tokenizer(tmp_path / "missing")
     (tmp_path / "junk").write_text("hello there\n")
-    with pytest.raises(ValueError, match="not a tokenizer file"):
+    with pytest.raises(ValueError, match=rf"{re.escape(str(tmp_path / 'junk'))}.*tokenizer file"):
         load_tokenizer(tmp_path / "junk")
     (tmp_path / "other.json").write_text('{"kind": "sentencepiece"}')
-    with pytest.raises(ValueError, match="unknown tokenizer kind 'sentencepiece'"):
+    with pytest.raises(ValueError, match="'sentencepiece'.*char, bpe, gpt2"):
         load_tokenizer(tmp_path / "other.json")
-    with pytest.raises(ValueError, match="choose one of char, bpe, gpt2"):
+    with pytest.raises(ValueError, match="'wordpiece'.*char, bpe, gpt2"):
         train_tokenizer("wordpiece", "text")
 
 
@@ -241,9 +242,9 @@ def test_gpt2_offline_without_cache_says_what_to_do(tmp_path, monkeypatch):
         train_tokenizer("gpt2", "ignored")
     message = str(err.value)
     assert "\n" not in message
-    assert "run once with internet access" in message
-    assert f"TIKTOKEN_CACHE_DIR (now {tmp_path})" in message
-    assert "'bpe' or 'char'" in message
+    assert "internet" in message  # the three ways out: a download, a filled cache, another kind
+    assert "TIKTOKEN_CACHE_DIR" in message and str(tmp_path) in message
+    assert "'bpe'" in message and "'char'" in message
 
 
 def test_gpt2_save_load_if_cached(tmp_path, monkeypatch):

@@ -123,11 +123,11 @@ def test_resume_never_refuses_and_changed_shape_is_clear(corpus, tmp_path):
     train(tiny_config(corpus, out, "train.max_iters=5", "train.eval_interval=5"))
     with pytest.raises(ValueError, match="--force"):
         train(tiny_config(corpus, out, "train.resume=never"))
-    with pytest.raises(ValueError, match=r"another shape \(n_layer 2 -> 3\)"):
+    with pytest.raises(ValueError, match=r"shape.*n_layer 2 -> 3"):
         train(tiny_config(corpus, out, "model.n_layer=3"))
-    with pytest.raises(ValueError, match=r"another shape \(rotary False -> True, tie_embeddings True -> False\)"):
+    with pytest.raises(ValueError, match=r"shape.*rotary False -> True.*tie_embeddings True -> False"):
         train(tiny_config(corpus, out, "model.rotary=true", "model.tie_embeddings=false"))
-    with pytest.raises(ValueError, match=r"another optimizer \(train.optimizer=adamw\)"):
+    with pytest.raises(ValueError, match=r"optimizer.*train\.optimizer=adamw"):
         train(tiny_config(corpus, out, "train.optimizer=muon", "train.max_iters=6"))
     result = train(tiny_config(corpus, out, "train.resume=never", "train.max_iters=5", "train.eval_interval=5"), force=True)
     assert result["step"] == 5
@@ -153,7 +153,7 @@ def test_a_checkpoint_older_than_the_architecture_options_resumes_as_gpt2(corpus
     torch.save(ckpt, out / CKPT_NAME)
     assert train(tiny_config(corpus, out, "train.max_iters=7", "train.eval_interval=5"))["step"] == 7
     torch.save({**ckpt, "model_config": {**ckpt["model_config"], "qk_norm": True}}, out / CKPT_NAME)
-    with pytest.raises(ValueError, match=r"another shape \(qk_norm True -> False\)"):
+    with pytest.raises(ValueError, match=r"shape.*qk_norm True -> False"):
         train(tiny_config(corpus, out, "train.max_iters=9"))
 
 
@@ -169,7 +169,7 @@ def test_non_finite_loss_stops_and_keeps_last_good_checkpoint(corpus, tmp_path, 
         return loss * float("nan") if calls["n"] > 12 + 4 else loss
 
     monkeypatch.setattr(start, "lm_loss", failing_after_12_steps)
-    with pytest.raises(TrainingStopped, match="the checkpoint of step 10 in .* is intact"):
+    with pytest.raises(TrainingStopped, match=rf"step 10.*{re.escape(str(out))}.*intact"):
         train(tiny_config(corpus, out))
     ckpt = load_checkpoint(out)
     assert ckpt["step"] == 10 and all(torch.isfinite(v).all() for v in ckpt["model"].values())
@@ -206,7 +206,7 @@ def test_failed_save_leaves_the_old_file_and_no_temp(tmp_path, monkeypatch):
         raise OSError("disk full")
 
     monkeypatch.setattr(torch, "save", broken_save)
-    with pytest.raises(ValueError, match="disk full; the previous file is untouched"):
+    with pytest.raises(ValueError, match=rf"{re.escape(str(path))}.*disk full.*untouched"):
         atomic_save({"i": 2}, path)
     monkeypatch.undo()
     assert load_checkpoint(path) == {"i": 1} and [p.name for p in tmp_path.iterdir()] == ["ckpt.pt"]
@@ -221,10 +221,11 @@ def test_ctrl_c_or_sigterm_saves_and_the_same_command_resumes(corpus, tmp_path, 
     wait_for_metrics(out, proc)
     proc.send_signal(sig)
     stdout, stderr = proc.communicate(timeout=60)
-    assert proc.returncode == 130, stderr
-    assert f"interrupted ({sig.name}): checkpoint of step" in stdout and "Traceback" not in stderr
+    assert proc.returncode == 130 and "Traceback" not in stderr, stderr
     step = load_checkpoint(out)["step"]
     assert step >= 1
+    [said] = [line for line in stdout.splitlines() if sig.name in line]
+    assert f"step {step}" in said and str(out) in said  # the signal, the step saved and where
     r = run_script("train.py", cfg, f"train.max_iters={step + 2}")
     assert r.returncode == 0 and f"resuming from step {step}" in r.stdout
     assert load_checkpoint(out)["step"] == step + 2
@@ -242,8 +243,8 @@ def test_two_quick_ctrl_c_quit_without_saving_and_say_so(corpus, tmp_path):
     proc.send_signal(signal.SIGINT)
     stdout, stderr = proc.communicate(timeout=60)
     assert proc.returncode == 130 and "Traceback" not in stderr, stderr
-    assert ("stopped without saving; the checkpoint of step" in stdout
-            or "interrupted (SIGINT): checkpoint of step" in stdout), stdout  # the save may win the race
+    # stopped without saving or, should the save win the race, saved: either way the step kept
+    assert re.search(r"(without saving|\(SIGINT\)).*step \d+", stdout), stdout
     load_checkpoint(out)  # whole either way
     assert not [p for p in out.iterdir() if p.name.endswith(".tmp")]
 

@@ -66,7 +66,7 @@ def test_no_labels_means_no_probe_and_a_note(corpus, tmp_path, capsys):
 
 @pytest.mark.parametrize("content, message", [
     (None, "No such file"),
-    ("not json\n", "line 1: not valid JSON"),
+    ("not json\n", "line 1.*JSON"),
     ("", "holds no examples"),
 ])
 def test_a_missing_or_malformed_probe_file_stops_before_training(corpus, tmp_path, content, message):
