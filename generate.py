@@ -24,7 +24,8 @@ from pathlib import Path
 
 import torch
 
-from analysis.coreference import study, study_report
+from analysis.coreference import study
+from analysis.reports import study_report
 from analysis.html import sentence_page, write_html
 from analysis.terminal import DEFAULT_TOP, MANY_HEADS, colour_mode, render_sentence
 from analysis.words import sentence_attention
