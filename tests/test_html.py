@@ -224,16 +224,26 @@ def test_a_malformed_causal_part_says_to_run_the_probe_again():
 def test_the_training_curve_is_inline_svg_with_every_head_the_best_bold_and_the_val_loss():
     page = render_html(SENTENCES, records=probe_records(3, 4, (1, 2)))
     svg = re.search(r'<svg class="curve".*?</svg>', page, re.S).group(0)
-    lines = re.findall(r'<polyline class="([a-z ]+)" points="([^"]+)"[^>]*stroke-width="([\d.]+)"', svg)
+    groups = re.findall(r'<g id="[^"]+" class="([a-z ]+)"><title>([^<]+)</title>\s*<path d="([^"]+)"[^>]*'
+                        r'style="([^"]*)"', svg)
+    # (class, its points, its stroke width: matplotlib leaves out SVG's default of 1)
+    lines = [(cls, re.findall(r"[ML] ([\d.]+) ([\d.]+)", d), re.search(r"stroke-width: ([\d.]+)", style))
+             for cls, _, d, style in groups]
+    lines = [(cls, points, width.group(1) if width else "1") for cls, points, width in lines]
     heads = [(points, width) for cls, points, width in lines if cls == "head"]
     [(best_points, best_width)] = [(p, w) for cls, p, w in lines if cls == "head best"]
     assert len(heads) == 11 and best_width == "3" and {w for _, w in heads} == {"1"}
-    assert len(best_points.split()) == 4  # one point per probe line
-    ys = [float(p.split(",")[1]) for p in best_points.split()]
+    assert len(best_points) == 4  # one point per probe line
+    ys = [float(y) for _, y in best_points]
     assert ys == sorted(ys, reverse=True)  # 50% .. 80%: rising, so up the page (y falls)
     assert [cls for cls, _, _ in lines].count("baseline") == 3
     assert [cls for cls, _, _ in lines].count("loss") == 1
     assert "L1 H2, the best head at step 800" in page and "first baseline 46.0%" in page
+    # Hovering a line says which it is, as the hand-drawn SVG's titles did.
+    assert ("head best", "L1 H2: 80.0% at step 800 (best head)") in [(cls, t) for cls, t, _, _ in groups]
+    # matplotlib's SVG refers only to its own parts (clip paths, tick marks): nothing to fetch.
+    assert "http" not in svg and re.findall(r'(?:href="|url\()([^")]*)', svg) != []
+    assert all(ref.startswith("#") for ref in re.findall(r'(?:href="|url\()([^")]*)', svg))
     assert page.index('class="training"') < page.index('id="sentences"')
     # No probe lines (a run with the probe off, a Hugging Face model): no section, no SVG.
     assert "<svg" not in render_html(SENTENCES, records=probe_records(3, 4, (1, 2))[:1])
@@ -508,8 +518,8 @@ out.tables = causal.querySelectorAll("table").length;
 out.best = [...causal.querySelectorAll("td.best")].map(e => e.textContent);
 const r = svg.getBoundingClientRect();
 out.svg = [r.width, r.height, r.right];
-out.heads = svg.querySelectorAll("polyline.head").length;
-out.bestWidth = getComputedStyle(svg.querySelector("polyline.best")).strokeWidth;
+out.heads = svg.querySelectorAll("g.head").length;
+out.bestWidth = getComputedStyle(svg.querySelector("g.best path")).strokeWidth;
 const right = sel => Math.max(...[...document.querySelectorAll(sel)].map(
   e => e.getBoundingClientRect().right));
 out.right = Math.max(right(".curve-legend span"), right("section.causal .scroll"),
@@ -606,7 +616,7 @@ def test_real_browser_draws_the_patching_and_lens_tables_of_144_heads_in_the_wid
 
 
 PHONE_READABLE = """
-const label = document.querySelector("svg.curve text.axis");
+const label = document.querySelector("svg.curve text");
 out.label = label.getBoundingClientRect().height;
 const box = document.querySelector("section.causal .scroll:last-of-type");
 out.cut = box.scrollWidth > box.clientWidth;
