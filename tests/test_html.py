@@ -647,3 +647,61 @@ def test_the_pronouns_row_of_the_best_head_is_on_the_page_as_numbers():
     expected = float(torch.as_tensor(first["attention"])[1, 2, first["pronoun"], 0])
     assert f">{expected:.2f}</td>" in section
     assert '<section class="numbers">' not in render_html(SENTENCES)  # no best head: no section
+
+
+def headline_run(L, H):
+    """LONG through a random L x H model whose window holds it all, and the terminal's text."""
+    tokenizer = train_tokenizer("char", LONG)
+    torch.manual_seed(0)
+    config = GPTConfig(vocab_size=tokenizer.vocab_size, block_size=80, n_layer=L, n_head=H, n_embd=16 * H)
+    return sentence_attention(GPT(config).eval(), tokenizer, LONG)
+
+
+# The terminal's headline table on the page, as the browser shows it.
+HEADLINE = """
+const table = document.querySelector("section.heads table"), box = table.closest(".scroll");
+out.rows = [...table.rows].map(r => [...r.cells].map(c => c.innerText.trim()));
+out.best = [...table.querySelectorAll("th.best")].map(c => c.innerText);
+out.right = box.getBoundingClientRect().right;
+out.cut = box.scrollWidth > box.clientWidth;
+out.shadow = getComputedStyle(box).backgroundImage.includes("radial-gradient");
+out.pageWidth = document.documentElement.scrollWidth;
+out.clientWidth = document.documentElement.clientWidth;
+"""
+
+
+@needs_browser
+@pytest.mark.parametrize("width", [1280, 420])  # a desktop, a phone
+def test_real_browser_shows_the_terminals_table_of_every_head_as_numbers(tmp_path, width):
+    from analysis.terminal import render_sentence
+
+    sentence = headline_run(2, 4)
+    terminal = render_sentence(sentence).splitlines()  # what generate.py --attention prints
+    words = terminal[2].split()
+    heads = [(line[:5], re.findall(r"(\.\d\d|1\.0)(▲?)", line[5:])) for line in terminal[3:]]
+    out, console = drawn(tmp_path, [sentence_page(sentence)], HEADLINE, width, best_head=(1, 2))
+    assert console == []
+    assert out["rows"][0] == ["", *words] and words[-1] == "it"
+    assert out["rows"][1:] == [[label, *(w + top for w, top in cells)] for label, cells in heads]
+    assert len(out["rows"]) == 1 + 8 and out["best"] == ["L1 H2"]
+    assert out["right"] <= width and out["pageWidth"] <= out["clientWidth"] == width, out
+    assert out["cut"] == (width < 500) and out["shadow"], out  # a phone scrolls it, and sees so
+
+
+def test_with_many_heads_the_page_shows_the_terminals_compact_view_and_escapes_words():
+    from analysis.terminal import render_sentence
+
+    sentence = headline_run(12, 12)
+    terminal = render_sentence(sentence, top=3).splitlines()[2:]  # each word's 3 top heads
+    section = re.search(r'<section class="heads">.*?</section>', render_html([sentence_page(sentence)]), re.S).group(0)
+    rows = re.findall(r"<tr><th>([^<]*)</th>(.*?)</tr>", section)[1:]  # after the header
+    assert [[word, *cells(row)] for word, row in rows] == [
+        [line.split()[0], *(" ".join(cell) for cell in re.findall(r"(L\d+) (H\d+) +[░▒▓█]?(\.\d\d|1\.0)", line))]
+        for line in terminal]
+    assert len(rows) == 11 and all(len(cells(row)) == 3 for _, row in rows)  # the words before "it"
+    hostile = {**sentence_page(headline_run(1, 2)), "words": ["</script>", "<b>it"]}
+    hostile["rows"] = [[[0.5, 0.5], [1.0, 0.0]]]
+    page = render_html([hostile])
+    assert "&lt;/script&gt;" in page and "<b>it" not in page
+    with pytest.raises(ValueError, match="'rows'"):
+        render_html([{**hostile, "rows": [[[0.5]]]}])
