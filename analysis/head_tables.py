@@ -33,8 +33,8 @@ def word_rows(sentence, i, heads):
     return [str(w) for w in words], weights.tolist()
 
 
-def _cell(text, weight, cls=""):
-    """A <td> showing `text`, tinted blue by the weight, as the best head's row."""
+def tinted_cell(text, weight, cls=""):
+    """A <td> showing `text`, tinted blue by the weight (0..1): the page's cells of attention."""
     alpha = min(1.0, max(0.0, weight)) * 0.6
     return f'<td class="{cls}" style="background:rgba(33,102,172,{alpha:.2f})">{html.escape(text)}</td>'
 
@@ -49,7 +49,7 @@ def _all_heads(words, rows, best):
     body = ""
     for label, weights in rows:
         mark = max(range(len(weights)), key=weights.__getitem__)  # the first, on a tie
-        cells = "".join(_cell(format_weight(w) + (MARK if i == mark else ""), w, "top" if i == mark else "")
+        cells = "".join(tinted_cell(format_weight(w) + (MARK if i == mark else ""), w, "top" if i == mark else "")
                         for i, w in enumerate(weights))
         body += f"<tr>{_th(label, 'best' if label == best else '')}{cells}</tr>"
     return f"<tr><th></th>{top}</tr>{body}"
@@ -59,7 +59,7 @@ def _compact(words, rows, best):
     """Rows: the words before the pronoun; in each, the heads that attend most to it."""
     body = "".join(
         f"<tr>{_th(display_token(words[i]))}"
-        + "".join(_cell(f"{label} {format_weight(weights[i])}", weights[i], "best" if label == best else "")
+        + "".join(tinted_cell(f"{label} {format_weight(weights[i])}", weights[i], "best" if label == best else "")
                   for label, weights in heads) + "</tr>"
         for i, heads in top_heads(words[:-1], rows, DEFAULT_TOP))
     return (f'<tr><th></th><th colspan="{DEFAULT_TOP}">the {DEFAULT_TOP} heads that attend most '

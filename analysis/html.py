@@ -11,17 +11,18 @@ Above the maps, the run's facts: checkpoint, step, validation loss, and the prob
 with its scores; the table the terminal prints, every head's attention from the pronoun to each
 word (analysis.head_tables); the best head's row over tokens; then, when the probe's result has
 them, its causal tests as tables (does the head matter? analysis.causal_tables), and when the
-run's metrics.jsonl has probe lines, the probe's training curve (analysis.curve). Each sentence's token strip is tinted by the attention
-of one row (the query token, the pronoun at first), with a colour scale and a line that says
-which row.
+run's metrics.jsonl has probe lines, the probe's training curve (analysis.curve). Each
+sentence's token strip is tinted by the attention of one row (the query token, the pronoun at
+first), with a colour scale and a line that says which row.
 
 Everything is inline (CSS, JS, and the data as JSON) because bertviz, which loads its scripts
 from a CDN, draws a blank page whenever the CDN is unreachable; the template, CSS and scripts
 are files in analysis/assets/, read and inlined as the page is written. Text from the user
 (tokens, words) reaches the page inside the JSON block, with "<", ">" and "&" written as \\u
 escapes so no token can close the <script> element, and the script puts it on screen with
-textContent, never as HTML; the tables of numbers write it escaped with html.escape. Weights are stored as integers in units of 1e-4 to keep pages small.
-The page fits a phone's width (420 px) without sideways scrolling.
+textContent, never as HTML; the tables of numbers write it escaped with html.escape. Weights
+are stored as integers in units of 1e-4 to keep pages small. The page fits a phone's width
+(420 px) without sideways scrolling.
 """
 
 import html
@@ -36,7 +37,7 @@ import torch
 from analysis.causal_tables import causal_section
 from analysis.curve import curve_section
 from analysis.depth_tables import lens_section, patching_section
-from analysis.head_tables import heads_section, word_rows
+from analysis.head_tables import heads_section, tinted_cell, word_rows
 from analysis.terminal import display_token
 from storage.atomic import write_atomic
 
@@ -191,8 +192,7 @@ def numbers_section(sentences, best):
         top = max(range(len(row)), key=row.__getitem__)
         mark = ' class="q"'  # the pronoun's own column
         head = "".join(f"<th{mark if t == q else ''}>{html.escape(s['tokens'][t])}</th>" for t in range(q + 1))
-        cells = "".join(f'<td class="{"best" if t == top else ""}" style="background:rgba(33,102,172,{0.6 * w:.2f})">'
-                        f"{w:.2f}</td>" for t, w in enumerate(row))
+        cells = "".join(tinted_cell(f"{w:.2f}", w, "best" if t == top else "") for t, w in enumerate(row))
         tables.append(f'<div class="scroll"><table><tr>{head}</tr><tr>{cells}</tr></table></div>')
     if not tables:
         return ""
