@@ -33,13 +33,11 @@ from typing import NamedTuple
 import torch
 import torch.nn.functional as F
 
-from analysis.probe import MIN_FOR_STATS, encode_item
+from analysis.words import encode_item
 from model.attention import inspect_attention
 
 BATCH_SIZE = 64
 MEASURES = ("antecedent", "distractor")  # knockouts, reported for layers and all heads
-READING = ("Positive: the prediction needed what was taken away. The control should stay near 0.",
-           "A head can attend to the antecedent and still not help the prediction.")
 
 
 class _Case(NamedTuple):
@@ -126,6 +124,18 @@ def _summary(deltas, draws):
     return out
 
 
+def _clean_pass(model, chunks, device):
+    """Pass 1: ((N,) clean loss in chunk order, as every delta, and (L, H, D) each head's mean
+    output at the query, for the ablation)."""
+    clean, total = [], 0.0
+    for chunk in chunks:
+        loss, outputs = _query_loss(model, _prefill(model, chunk, device))
+        clean.append(loss)
+        total = total + outputs.double().sum(0)
+    clean = torch.cat(clean)
+    return clean, (total / len(clean)).to(outputs.dtype)
+
+
 @torch.no_grad()
 def causal_tests(model, tokenizer, examples, seed=0, resamples=1000, batch_size=BATCH_SIZE):
     """Knockout and ablation at the pronoun for labelled examples (data.pronouns.Example); see
@@ -146,15 +156,7 @@ def causal_tests(model, tokenizer, examples, seed=0, resamples=1000, batch_size=
     lengths = sorted({len(c.ids) for c in cases})
     groups = [[c for c in cases if len(c.ids) == n] for n in lengths]  # a batch has one length
     chunks = [group[at : at + batch_size] for group in groups for at in range(0, len(group), batch_size)]
-
-    # Pass 1: the clean loss, and each head's mean output at the query for the ablation.
-    clean, total = [], 0.0
-    for chunk in chunks:
-        loss, outputs = _query_loss(model, _prefill(model, chunk, device))
-        clean.append(loss)
-        total = total + outputs.double().sum(0)
-    clean = torch.cat(clean)  # (N,) in chunk order, as every delta below
-    mean = (total / len(cases)).to(outputs.dtype)  # (L, H, D)
+    clean, mean = _clean_pass(model, chunks, device)
 
     # Pass 2: every intervention, one batch at a time (only one batch's KV caches are held).
     def heads_of(layer=None, head=None):
@@ -197,71 +199,3 @@ def with_best_head(result, layer, head):
     """causal_tests' result plus "best_head": {layer, head, antecedent, distractor, ablation}
     (and their _ci) of head (layer, head), e.g. the probe's best head."""
     return {**result, "best_head": {"layer": layer, "head": head, **result["heads"][layer][head]}}
-
-
-def signed(x):
-    """A delta as the reports show it: +0.12."""
-    return f"{x:+.2f}"
-
-
-def with_ci(deltas, name, n):
-    """deltas[name] and its interval deltas[name + "_ci"]: +0.12 [+0.08, +0.16]; the value
-    alone when the mean is over fewer than MIN_FOR_STATS examples (n)."""
-    if n < MIN_FOR_STATS:
-        return signed(deltas[name])
-    lo, hi = deltas[f"{name}_ci"]
-    return f"{signed(deltas[name])} [{signed(lo)}, {signed(hi)}]"
-
-
-def intervals_said(result):
-    """How the heads-together rows are given: with 95% bootstrap intervals, or why without."""
-    if result["n"] < MIN_FOR_STATS:
-        return (f"means only: {result['n']} examples are too few for intervals (at least {MIN_FOR_STATS} "
-                "are needed)")
-    return f"with 95% bootstrap intervals ({result['resamples']} resamples)"
-
-
-def together(result):
-    """(label, deltas) rows of the heads knocked out together: each layer, all layers, and the
-    best head alone when with_best_head added it (its deltas include the ablation)."""
-    rows = [(f"layer {l}", deltas) for l, deltas in enumerate(result["layers"])]
-    rows.append(("all layers", result["all_heads"]))
-    if "best_head" in result:
-        b = result["best_head"]
-        rows.append((f"L{b['layer']} H{b['head']} alone", b))
-    return rows
-
-
-def _grid(heads, name):
-    """Rows 'L<l>' of a name's means for every head, 7 characters a head."""
-    return [f"L{l:<3} " + "".join(f"{signed(h[name]):>7}" for h in row) for l, row in enumerate(heads)]
-
-
-def format_causal(result: dict, width: int = 100) -> str:
-    """A plain-text report of causal_tests' result (with_best_head's too): the L x H grid of
-    antecedent-knockout deltas with the control beside it (below it when side by side would be
-    wider than `width`), the head-ablation grid, and the layer and all-heads rows with CIs."""
-    heads = result["heads"]
-    H = len(heads[0])
-    header = "     " + "".join(f"{'H' + str(h):>7}" for h in range(H))
-    ante, control = _grid(heads, "antecedent"), _grid(heads, "distractor")
-    lines = ["Causal test at the pronoun: change of the next token's loss, in nats",
-             f"(mean over {result['n']} examples, {result['skipped']} skipped; clean loss "
-             f"{result['clean_loss']:.3f})", ""]
-    if 2 * len(header) + 3 <= width:
-        lines += ["antecedent knocked out".ljust(len(header)) + " | control: one distractor out",
-                  f"{header} | {header[5:]}"]
-        lines += [f"{a} | {c[5:]}" for a, c in zip(ante, control)]
-    else:
-        lines += ["antecedent knocked out, by layer (rows) and head (columns):", header, *ante, "",
-                  "control: one distractor knocked out:", header, *control]
-    lines += ["", "head ablated (its output at the query replaced by its mean):", header,
-              *_grid(heads, "ablation"), "",
-              f"heads together, {intervals_said(result)}:"]
-    n = result["n"]
-    for label, deltas in together(result):
-        lines.append(f"  {label:<13} antecedent {with_ci(deltas, 'antecedent', n)}   control "
-                     f"{with_ci(deltas, 'distractor', n)}")
-        if "ablation" in deltas:  # the best head: its ablation beneath
-            lines.append(f"  {'':<13} ablation   {with_ci(deltas, 'ablation', n)}")
-    return "\n".join([*lines, "", *READING])

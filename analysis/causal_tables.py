@@ -4,7 +4,7 @@ loss went up and blue where it went down, and the heads together with their inte
 
 import html
 
-from analysis.causal import READING, intervals_said, signed, together, with_ci
+from analysis.reports import READING, intervals_said, signed, together, with_ci
 
 CAUSAL_GRIDS = (("antecedent", "Antecedent knocked out"),
                 ("distractor", "Control: one distractor knocked out"),

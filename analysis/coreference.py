@@ -1,12 +1,13 @@
 """The coreference study of a run, as `generate.py --probe` and the page run it: the probe
 (analysis/probe.py: does a head's attention find the antecedent?) and the causal tests
 (analysis/causal.py: does the model use it?), on the built-in dev and test sets, on the
-hand-written natural set, or on a user's JSONL file, and their plain-text report."""
+hand-written natural set, or on a user's JSONL file. Its plain-text report is
+analysis/reports.py's study_report."""
 
-from analysis.causal import causal_tests, format_causal, with_best_head
-from analysis.lens import format_lens, logit_lens
-from analysis.patching import activation_patching, format_patching
-from analysis.probe import format_report, run_probe
+from analysis.causal import causal_tests, with_best_head
+from analysis.lens import logit_lens
+from analysis.patching import activation_patching
+from analysis.probe import run_probe
 from data.pronouns import NATURAL, examples, natural, read_examples
 
 
@@ -39,15 +40,3 @@ def study(model, tokenizer, path="", permutations=1000, causal=True, patch=False
         best = result["best_head"]
         result["causal"] = with_best_head(tested, best["layer"], best["head"])
     return result
-
-
-def study_report(result):
-    """The probe's plain-text report, and the causal tests' below it when it has them."""
-    parts = [format_report(result)]
-    if "logit_lens" in result:
-        parts.append(format_lens(result["logit_lens"]))
-    if "causal" in result:
-        parts.append(format_causal(result["causal"]))
-    if "patching" in result:
-        parts.append(format_patching(result["patching"]))
-    return "\n\n".join(parts)

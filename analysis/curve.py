@@ -1,26 +1,48 @@
-"""The probe's training curve, drawn as inline SVG for the attention page.
+"""The probe's training curve, drawn once, with matplotlib: training/report.py writes the figure
+as probe.png, and the attention page inlines the same figure as SVG.
 
 Training logs the probe to metrics.jsonl every train.probe_interval steps: `probe_heads` (each
 head's dev cand@1, an L x H grid), `probe_best_head` and `probe_baselines` (random, first,
-nearest); its eval lines carry `val_loss`. From those records this draws each head's cand@1
-against step, the best head at the last probe bold, the baselines as flat lines and the val loss
-on a second axis: the picture of training/report.py's probe.png, made of SVG elements so the page
-stays one file that fetches nothing, and shows with scripts off. The drawing scales with the
-page (viewBox), so it fits a phone; the legend is HTML and wraps.
+nearest); its eval lines carry `val_loss`. From those records the figure shows each head's
+cand@1 against step on a log axis (training probes at steps spaced in log(step), where the head
+forms fast), the best head at the last probe bold and orange, the other heads in their layer's
+colour, the baselines as flat grey lines, the step where the best head first reaches 90%, and
+the val loss on a second axis.
+
+The page's SVG scales with the page (viewBox): drawn at a phone's width, its labels stay
+readable there; each line is a group whose id and class say what it is, with a <title> that
+hovering shows (the head and its last cand@1). Its legend is HTML, made from the same lines, so
+that it wraps on a phone; probe.png carries it below the axes.
 """
 
 import html
+import io
 import math
+import re
 from numbers import Real
+from typing import NamedTuple
 
-WIDTH, HEIGHT = 520, 280  # the drawing's own units (viewBox); the page scales it
-LEFT, RIGHT, TOP, BOTTOM = 48, 48, 12, 36  # room for the axes' labels
 BEST = "#d95f02"  # the best head, orange as its outline in the maps
 LAYER_COLOURS = ("#1f77b4", "#2ca02c", "#9467bd", "#8c564b", "#e377c2", "#17becf", "#bcbd22",
                  "#7f7f7f")  # other heads, by layer: no orange, which marks the best one
-BASELINE_DASHES = ("2 3", "6 4", "8 3 2 3")  # random, first, nearest
-MAX_STEP_LABELS = 6
+BASELINE = "#777"
+BASELINE_STYLES = (":", "--", "-.")  # random, first, nearest
+DASH_NAMES = {":": "dotted", "--": "dashed", "-.": "dashdot"}  # matplotlib's rcParams for each
 PASS_MARK = 0.9  # the curve marks where the best head first reaches this cand@1
+# Inches: the page's figure is drawn at about a phone's width (400 px), so its 10 pt labels are
+# about 10 px there, and the page scales it up to 600 px; the file's has room for its legend.
+PAGE_SIZE, FILE_SIZE = (5.5, 3.2), (7, 5)
+FONT_SIZE = 10
+
+
+class Line(NamedTuple):
+    """One line of the figure, as both drawings use it."""
+    kind: str  # head, head best, baseline, pass or loss: the SVG group's class
+    gid: str  # the SVG group's id, unique in the page
+    title: str  # what hovering it says on the page
+    x: list  # steps ([] for a baseline: it spans the axis)
+    y: list  # values ([] for the pass mark: it spans the axis)
+    style: dict  # matplotlib's plot keywords: color, lw, ls, alpha, zorder, label (legend)
 
 
 def _number(x):
@@ -46,121 +68,139 @@ def probe_records(records):
     return [r for r in probes if drawable(r)]
 
 
-def _scale(lo, hi, a, b):
-    """The linear map from [lo, hi] onto [a, b]; the middle of [a, b] when lo == hi."""
-    if hi == lo:
-        return lambda v: (a + b) / 2
-    return lambda v: a + (v - lo) / (hi - lo) * (b - a)
-
-
-def _points(pairs):
-    return " ".join(f"{x:.1f},{y:.1f}" for x, y in pairs)
-
-
-def _text(x, y, text, anchor="middle", upright=False):
-    turn = f' transform="rotate(-90 {x:.1f} {y:.1f})"' if upright else ""
-    return (f'<text x="{x:.1f}" y="{y:.1f}" text-anchor="{anchor}" class="axis"{turn}>'
-            f"{html.escape(text)}</text>")
-
-
-def _line(points, colour, width, title, dash=None, opacity=1.0, cls="head"):
-    dashed = f' stroke-dasharray="{dash}"' if dash else ""
-    return (f'<polyline class="{cls}" points="{_points(points)}" fill="none" stroke="{colour}" '
-            f'stroke-width="{width}" stroke-opacity="{opacity}"{dashed}>'
-            f"<title>{html.escape(title)}</title></polyline>")
-
-
 def first_pass(probes, mark=PASS_MARK):
     """The first step at which the last probe's best head had cand@1 >= mark, or None."""
     layer, head = probes[-1]["probe_best_head"]
     return next((r["step"] for r in probes if r["probe_heads"][layer][head] >= mark), None)
 
 
-def curve_svg(probes, evals):
-    """The drawing: `probes` from probe_records, `evals` the records with a val loss. Steps on a
-    log axis: training probes at steps spaced in log(step), where the head forms fast."""
-    steps = [max(r["step"], 1) for r in probes + evals]
-    log_x = _scale(math.log(min(steps)), math.log(max(steps)), LEFT, WIDTH - RIGHT)
-    x = lambda step: log_x(math.log(max(step, 1)))  # noqa: E731
-    y = _scale(0.0, 1.0, HEIGHT - BOTTOM, TOP)
-    parts = []
-    for share in (0, 0.25, 0.5, 0.75, 1):  # the cand@1 axis, on the left
-        parts.append(f'<line x1="{LEFT}" x2="{WIDTH - RIGHT}" y1="{y(share):.1f}" '
-                     f'y2="{y(share):.1f}" class="rule"/>')
-        parts.append(_text(LEFT - 4, y(share) + 4, f"{share:.0%}", "end"))
-    shown = sorted({r["step"] for r in probes})
-    every = math.ceil(len(shown) / MAX_STEP_LABELS)
-    for step in {*shown[::-1][::every]}:  # the last probe's step always labelled
-        parts.append(_text(x(step), HEIGHT - BOTTOM + 14, f"{step:,}"))
-    parts.append(_text((LEFT + WIDTH - RIGHT) / 2, HEIGHT - 4, "step"))
-    parts.append(_text(12, (TOP + HEIGHT - BOTTOM) / 2, "dev cand@1", upright=True))
-
-    last = probes[-1]
-    for (name, value), dash in zip(last["probe_baselines"].items(), BASELINE_DASHES):
-        parts.append(_line([(LEFT, y(value)), (WIDTH - RIGHT, y(value))], "#777", 1.2,
-                           f"{name} baseline: {value:.1%}", dash, cls="baseline"))
-    best = tuple(last["probe_best_head"])
-    heads = [(l, h) for l, row in enumerate(last["probe_heads"]) for h in range(len(row))]
-    for l, h in sorted(heads, key=lambda lh: lh == best):  # the best head drawn last, on top
-        points = [(x(r["step"]), y(r["probe_heads"][l][h])) for r in probes]
-        title = f"L{l} H{h}: {last['probe_heads'][l][h]:.1%} at step {last['step']:,}"
+def _head_lines(probes):
+    """Each head's line, the best head's first; one legend entry for each layer's other heads."""
+    last, steps = probes[-1], [r["step"] for r in probes]
+    best, at = tuple(last["probe_best_head"]), f"at step {last['step']:,}"
+    heads = [(l, h) for l, row in enumerate(last["probe_heads"]) for h in range(len(row)) if (l, h) != best]
+    lines, labelled = [], set()
+    for l, h in [best, *heads]:
+        values = [r["probe_heads"][l][h] for r in probes]
+        gid, title = f"head-L{l}-H{h}", f"L{l} H{h}: {values[-1]:.1%} {at}"
         if (l, h) == best:
-            parts.append(_line(points, BEST, 3, title + " (best head)", cls="head best"))
-            parts += [f'<circle cx="{px:.1f}" cy="{py:.1f}" r="3" fill="{BEST}"/>' for px, py in points]
-        else:
-            parts.append(_line(points, LAYER_COLOURS[l % len(LAYER_COLOURS)], 1, title,
-                               opacity=0.6))
+            lines.append(Line("head best", gid, title + " (best head)", steps, values,
+                              {"color": BEST, "lw": 3, "zorder": 3, "label": f"L{l} H{h}, the best head {at}"}))
+            continue
+        label = None if l in labelled else f"layer {l}'s other heads"
+        labelled.add(l)
+        lines.append(Line("head", gid, title, steps, values, {"color": LAYER_COLOURS[l % len(LAYER_COLOURS)],
+                                                              "lw": 1, "alpha": 0.6, "label": label}))
+    return lines
 
+
+def curve_lines(records):
+    """The figure's lines from metrics.jsonl's records, in legend order (the best head, each
+    layer's other heads, the baselines, the pass mark, the val loss); [] without probe lines."""
+    probes = probe_records(records)
+    if not probes:
+        return []
+    lines = _head_lines(probes)
+    for i, ((name, value), ls) in enumerate(zip(probes[-1]["probe_baselines"].items(), BASELINE_STYLES)):
+        lines.append(Line("baseline", f"baseline-{i}", f"{name} baseline: {value:.1%}", [], [value],
+                          {"color": BASELINE, "lw": 1.2, "ls": ls, "label": f"{name} baseline {value:.1%}"}))
     passed = first_pass(probes)
     if passed is not None:
-        parts.append(f'<line x1="{x(passed):.1f}" x2="{x(passed):.1f}" y1="{TOP}" y2="{HEIGHT - BOTTOM}" '
-                     f'stroke="{BEST}" stroke-dasharray="2 2" class="pass"><title>the best head reaches '
-                     f'{PASS_MARK:.0%} at step {passed:,}</title></line>')
-    if evals:  # the val loss, on the right
+        said = f"the best head reaches {PASS_MARK:.0%} at step {passed:,}"
+        lines.append(Line("pass", "pass", said, [passed], [], {"color": BEST, "lw": 1.2, "ls": ":", "label": said}))
+    evals = [r for r in records if isinstance(r, dict) and _number(r.get("val_loss")) and _number(r.get("step"))]
+    if evals:
         losses = [r["val_loss"] for r in evals]
-        lo, hi = min(losses), max(losses)
-        v = _scale(lo, hi, HEIGHT - BOTTOM, TOP)
-        parts.append(_line([(x(r["step"]), v(r["val_loss"])) for r in evals], "#222", 1.5,
-                           f"val loss: {losses[-1]:.3f} at step {evals[-1]['step']:,}", "5 3",
-                           cls="loss"))
-        for value in sorted({lo, hi}):
-            parts.append(_text(WIDTH - RIGHT + 4, v(value) + 4, f"{value:.2f}", "start"))
-        parts.append(_text(WIDTH - 4, (TOP + HEIGHT - BOTTOM) / 2, "val loss", upright=True))
-    return (f'<svg class="curve" viewBox="0 0 {WIDTH} {HEIGHT}" role="img" '
-            f'aria-label="each head\'s dev cand@1 against step">' + "".join(parts) + "</svg>")
+        lines.append(Line("loss", "loss", f"val loss: {losses[-1]:.3f} at step {evals[-1]['step']:,}",
+                          [r["step"] for r in evals], losses,
+                          {"color": "#222", "lw": 1.5, "ls": "--", "label": "val loss (right axis, nats/token)"}))
+    return lines
 
 
-def _swatch(colour, text, dash=None, width=2):
+def draw_curve(lines, size=PAGE_SIZE, legend=False):
+    """A matplotlib Figure of curve_lines' lines, its legend below the axes with `legend`. The
+    figure is made without pyplot: no global state, nothing to close."""
+    from matplotlib.figure import Figure
+    from matplotlib.ticker import FuncFormatter, LogLocator, NullLocator, PercentFormatter
+
+    fig = Figure(figsize=size, dpi=100, layout="constrained")
+    ax = fig.add_subplot()
+    loss_ax = ax.twinx() if any(line.kind == "loss" for line in lines) else None
+    handles = []
+    for line in lines:
+        if line.kind == "baseline":
+            artist = ax.axhline(line.y[0], **line.style)
+        elif line.kind == "pass":
+            artist = ax.axvline(line.x[0], **line.style)
+        else:
+            [artist] = (loss_ax if line.kind == "loss" else ax).plot(line.x, line.y, **line.style)
+        artist.set_gid(line.gid)
+        handles += [artist] if line.style.get("label") else []
+    ax.set_xscale("log")  # probes are spaced in log(step): the head forms early
+    ax.xaxis.set_major_locator(LogLocator(subs=(1, 2, 5)))
+    ax.xaxis.set_minor_locator(NullLocator())
+    ax.xaxis.set_major_formatter(FuncFormatter(lambda step, _: f"{step:,.0f}"))
+    ax.yaxis.set_major_formatter(PercentFormatter(1.0, decimals=0))
+    ax.set_ylim(0, 1.02)
+    ax.set_xlabel("step (log scale)", fontsize=FONT_SIZE)
+    ax.set_ylabel("dev cand@1", fontsize=FONT_SIZE)
+    ax.grid(alpha=0.3)
+    for axes in (ax, loss_ax) if loss_ax else (ax,):
+        axes.tick_params(labelsize=FONT_SIZE)
+    if loss_ax:
+        loss_ax.set_ylabel("val loss (nats/token)", fontsize=FONT_SIZE)
+    if legend:
+        fig.legend(handles=handles, loc="outside lower center", ncol=3, fontsize=8, frameon=False)
+    return fig
+
+
+def curve_svg(lines):
+    """draw_curve's figure as an inline <svg class="curve"> for the page: text as text, no size
+    but its viewBox (the page's CSS sizes it), each line's group classed and titled."""
+    from matplotlib import rc_context
+
+    buffer = io.StringIO()
+    # Text as text, one font named, and ids that do not change: the same page twice is the same file.
+    with rc_context({"svg.fonttype": "none", "font.sans-serif": ["DejaVu Sans"], "svg.hashsalt": "probe-curve"}):
+        draw_curve(lines).savefig(buffer, format="svg", metadata={"Date": None, "Creator": None,
+                                                                  "Format": None, "Type": None})
+    svg = buffer.getvalue()
+    svg = svg[svg.index("<svg"):]  # no XML declaration or DOCTYPE: the page is HTML
+    end = svg.index(">") + 1
+    view_box = re.search(r'viewBox="([^"]+)"', svg[:end]).group(1)
+    svg = (f'<svg class="curve" viewBox="{view_box}" role="img" '
+           f'aria-label="each head\'s dev cand@1 against step">' + svg[end:])
+    svg = re.sub(r"<metadata>.*?</metadata>\s*", "", svg, flags=re.S)
+    svg = svg.replace("*{", "svg.curve *{")  # matplotlib's style rule, kept to its own drawing
+    for line in lines:
+        svg = svg.replace(f'<g id="{line.gid}">', f'<g id="{line.gid}" class="{line.kind}">'
+                          f"<title>{html.escape(line.title)}</title>", 1)
+    return svg
+
+
+def _swatch(style):
+    """A legend entry of the page: a short line dashed as matplotlib dashes it, and its label."""
+    from matplotlib import rcParams
+
+    name = DASH_NAMES.get(style.get("ls"))
+    dash = " ".join(f"{d * style['lw']:g}" for d in rcParams[f"lines.{name}_pattern"]) if name else ""
     dashed = f' stroke-dasharray="{dash}"' if dash else ""
     return (f'<span><svg viewBox="0 0 24 8" class="swatch"><line x1="0" x2="24" y1="4" y2="4" '
-            f'stroke="{colour}" stroke-width="{width}"{dashed}/></svg>{html.escape(text)}</span>')
+            f'stroke="{style["color"]}" stroke-width="{style["lw"]}"{dashed}/></svg>'
+            f"{html.escape(style['label'])}</span>")
 
 
 def curve_section(records):
     """The page's section on the probe during training, from metrics.jsonl's records; "" when
     they hold no probe line."""
-    probes = probe_records(records)
-    if not probes:
+    lines = curve_lines(records)
+    if not lines:
         return ""
-    evals = [r for r in records if isinstance(r, dict) and _number(r.get("val_loss"))
-             and _number(r.get("step"))]
-    last = probes[-1]
-    l, h = last["probe_best_head"]
-    layers = len(last["probe_heads"])
-    legend = [_swatch(BEST, f"L{l} H{h}, the best head at step {last['step']:,}", width=3)]
-    legend += [_swatch(LAYER_COLOURS[i % len(LAYER_COLOURS)], f"layer {i}'s other heads")
-               for i in range(layers)]
-    legend += [_swatch("#777", f"{name} baseline {value:.1%}", dash, 1.2)
-               for (name, value), dash in zip(last["probe_baselines"].items(), BASELINE_DASHES)]
-    if evals:
-        legend.append(_swatch("#222", "val loss (right axis, nats/token)", "5 3", 1.5))
-    passed = first_pass(probes)
-    if passed is not None:
-        legend.append(_swatch(BEST, f"the best head reaches {PASS_MARK:.0%} at step {passed:,}", "2 2", 1.2))
+    legend = "".join(_swatch(line.style) for line in lines if line.style.get("label"))
     return (f'<section class="training"><h2>The head forming during training</h2>'
             f'<p class="help">Each line is one head: how often, on the probe\'s dev sentences, it '
             f"gives the antecedent more attention than any other noun (cand@1), at each step "
             f"where training ran the probe (train.probe_interval, and steps spaced evenly in log(step)); "
             f"steps on a log scale.</p>"
-            f"{curve_svg(probes, evals)}"
-            f'<div class="curve-legend">{"".join(legend)}</div></section>')
+            f"{curve_svg(lines)}"
+            f'<div class="curve-legend">{legend}</div></section>')

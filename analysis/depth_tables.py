@@ -4,7 +4,7 @@ screenshot keeps them) and tinted by its value."""
 
 import html
 
-from analysis.patching import recovered_text
+from analysis.reports import recovered_text
 
 
 def _tinted(text, share, best=False):

@@ -8,19 +8,21 @@ is outlined. The maps shrink (down to 16 px) so that the grid, GPT-2 small's 12 
 fits beside the enlarged map or, on a narrow page, across it.
 
 Above the maps, the run's facts: checkpoint, step, validation loss, and the probe's best head
-with its scores; then, when the probe's result has them, its causal tests as tables (does the
-head matter? analysis.causal_tables), and when the run's metrics.jsonl has probe lines, the
-probe's training curve (analysis.curve). Each sentence's token strip is tinted by the attention
-of one row (the query token, the pronoun at first), with a colour scale and a line that says
-which row.
+with its scores; the table the terminal prints, every head's attention from the pronoun to each
+word (analysis.head_tables); the best head's row over tokens; then, when the probe's result has
+them, its causal tests as tables (does the head matter? analysis.causal_tables), and when the
+run's metrics.jsonl has probe lines, the probe's training curve (analysis.curve). Each
+sentence's token strip is tinted by the attention of one row (the query token, the pronoun at
+first), with a colour scale and a line that says which row.
 
 Everything is inline (CSS, JS, and the data as JSON) because bertviz, which loads its scripts
 from a CDN, draws a blank page whenever the CDN is unreachable; the template, CSS and scripts
 are files in analysis/assets/, read and inlined as the page is written. Text from the user
-(tokens) only ever reaches the page inside the JSON block, with "<", ">" and "&" written as \\u
+(tokens, words) reaches the page inside the JSON block, with "<", ">" and "&" written as \\u
 escapes so no token can close the <script> element, and the script puts it on screen with
-textContent, never as HTML. Weights are stored as integers in units of 1e-4 to keep pages small.
-The page fits a phone's width (420 px) without sideways scrolling.
+textContent, never as HTML; the tables of numbers write it escaped with html.escape. Weights
+are stored as integers in units of 1e-4 to keep pages small. The page fits a phone's width
+(420 px) without sideways scrolling.
 """
 
 import html
@@ -35,6 +37,7 @@ import torch
 from analysis.causal_tables import causal_section
 from analysis.curve import curve_section
 from analysis.depth_tables import lens_section, patching_section
+from analysis.head_tables import heads_section, tinted_cell, word_rows
 from analysis.terminal import display_token
 from storage.atomic import write_atomic
 
@@ -70,12 +73,13 @@ def _best(best_head):
 def sentence_page(sentence):
     """One analysis.words.SentenceAttention as a sentence for write_html: its window's tokens
     (spaces as ␣, newlines as ↵, as the terminal shows them, so a space-only token is not an
-    empty box), its maps, the query's row shown first, and what the window leaves out as the
-    note."""
+    empty box), its maps, the query's row shown first, what the window leaves out as the note,
+    and the words up to the query with each head's attention over them (the terminal's table)."""
     return {"tokens": [display_token(token) for token in sentence.tokens],
             "pronoun": sentence.query_token,
             "note": sentence.window_note,
-            "attention": torch.stack([torch.stack(layer) for layer in sentence.weights])}
+            "attention": torch.stack([torch.stack(layer) for layer in sentence.weights]),
+            "words": sentence.words, "rows": sentence.rows}
 
 
 def _sentence(s, i, best):
@@ -188,8 +192,7 @@ def numbers_section(sentences, best):
         top = max(range(len(row)), key=row.__getitem__)
         mark = ' class="q"'  # the pronoun's own column
         head = "".join(f"<th{mark if t == q else ''}>{html.escape(s['tokens'][t])}</th>" for t in range(q + 1))
-        cells = "".join(f'<td class="{"best" if t == top else ""}" style="background:rgba(33,102,172,{0.6 * w:.2f})">'
-                        f"{w:.2f}</td>" for t, w in enumerate(row))
+        cells = "".join(tinted_cell(f"{w:.2f}", w, "best" if t == top else "") for t, w in enumerate(row))
         tables.append(f'<div class="scroll"><table><tr>{head}</tr><tr>{cells}</tr></table></div>')
     if not tables:
         return ""
@@ -209,13 +212,16 @@ def render_html(sentences, best_head=None, title="Attention maps", checkpoint=No
         "best": best,
         "sentences": [_sentence(s, i, best) for i, s in enumerate(sentences)],
     }
+    words = [word_rows(s, i, (len(c["attention"]), len(c["attention"][0])))
+             for i, (s, c) in enumerate(zip(sentences, data["sentences"]))]
     # In a <script> element only "</script" (or "<!--") ends the text early; with every "<",
     # ">" and "&" escaped no token can, and JSON.parse reads the \u escapes back unchanged.
     payload = json.dumps(data, separators=(",", ":"))
     payload = payload.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
     # The page's parts, top to bottom. A new part is a function that returns its <section>
     # (its text escaped with html.escape), added to this list.
-    sections = [run_section(checkpoint, step, val_loss, best_head), numbers_section(data["sentences"], best),
+    sections = [run_section(checkpoint, step, val_loss, best_head), heads_section(words, best),
+                numbers_section(data["sentences"], best),
                 causal_section(causal),
                 patching_section(patching), lens_section(lens), curve_section(records), maps_section(best)]
     return Template(asset("page.html")).substitute(
@@ -232,7 +238,9 @@ def write_html(path, sentences, best_head=None, title="Attention maps", checkpoi
 
     sentences: list of {"tokens": [str] (display strings, T of them), "attention": (L, H, T, T)
     tensor or nested lists, "pronoun": token index or None (the row shown first), "note": a
-    sentence shown above the maps, or None}; sentence_page makes one from sentence_attention.
+    sentence shown above the maps, or None, and optionally "words" (up to the pronoun) and "rows"
+    ((L, H, words) weights), the table of every head's attention over the words}; sentence_page
+    makes one from sentence_attention.
     best_head: (layer, head), or the probe's result["best_head"] (its dev and test scores are
     shown), or None. checkpoint, step, val_loss: the run's facts shown at the top (the run
     folder or model name, the checkpoint's "step" and "best_val_loss"); None leaves one out.

@@ -1,7 +1,7 @@
 """The logit lens at the pronoun: the residual stream at the pronoun's last token, entering each
 block and leaving the last one, read through the final LayerNorm and the unembedding as if the
 model stopped there (nostalgebraist, "interpreting GPT: the logit lens", 2020). Where in depth
-does the model decide what follows "it"? Read on the same items as the probe (analysis/probe.py:
+does the model decide what follows "it"? Read on the same items as the probe (analysis/words.py:
 encode_item), the true next token being the one after the pronoun in the text; an item whose
 text ends at the pronoun is skipped. Points: "embedding" (entering block 0), then "block l" for
 the stream leaving block l; the last point is the model's own prediction.
@@ -11,7 +11,7 @@ import statistics
 
 import torch
 
-from analysis.probe import encode_item
+from analysis.words import encode_item
 from model.attention import inspect_attention
 
 
@@ -60,25 +60,3 @@ def logit_lens(model, tokenizer, examples, top=5) -> dict:
         "example": {"text": tokenizer.decode(first.ids[: first.query + 1]),
                     "next": tokenizer.decode([first.next_id]), "top": first_top},
     }
-
-
-def format_lens(lens: dict) -> str:
-    """The logit lens as plain text: one row per point in depth."""
-    ex = lens["example"]
-    lines = ["Logit lens at the pronoun: the residual stream read through the final LayerNorm and the "
-             f"unembedding ({lens['n']} examples, {lens['skipped']} skipped: no token after the pronoun); "
-             f"the top tokens are those of {ex['text'][-40:]!r} -> {ex['next']!r}:",
-             f"  {'point':<10} {'p(next)':>7} {'median rank':>11} {'rank 1':>6}   top tokens"]
-    for i, point in enumerate(lens["points"]):
-        top = ""
-        for tok, p in ex["top"][i]:  # as many as fit an 80-column row
-            more = f"{', ' if top else ''}{tok!r} {p:.2f}"
-            if len(top) + len(more) > 38:
-                break
-            top += more
-        lines.append(f"  {point:<10} {lens['mean_probability'][i]:>7.3f} {lens['median_rank'][i]:>11g} "
-                     f"{lens['top1_share'][i]:>6.1%}   {top}")
-    decided = next((lens["points"][i] for i, r in enumerate(lens["median_rank"]) if r == 1), None)
-    lines.append(f"The true next token first ranks 1 (median over examples) at: {decided or 'no point'}; "
-                 f"the last row is the model's own prediction.")
-    return "\n".join(lines)

@@ -29,7 +29,8 @@ from typing import NamedTuple
 
 import torch
 
-from analysis.probe import MIN_FOR_STATS, encode_item
+from analysis.probe import MIN_FOR_STATS
+from analysis.words import encode_item
 from data.pronouns import Example
 from data.pronouns.lexicon import lexicon
 from model.attention import inspect_attention
@@ -180,37 +181,3 @@ def activation_patching(model, tokenizer, examples, seed=0, resamples=1000) -> d
         "clean_ld": clean.mean().item(), "corrupt_ld": corrupt.mean().item(),
         "n": len(pairs), "skipped": len(examples) - len(pairs), "seed": seed, "resamples": resamples,
     }
-
-
-def recovered_text(cell):
-    """A cell as the report and the page show it: "+0.98 [+0.98, +0.99]", or "+0.98" alone
-    where the set was too small for an interval."""
-    text = f"{cell['recovered']:+.2f}"
-    if "recovered_ci" in cell:
-        lo, hi = cell["recovered_ci"]
-        text += f" [{lo:+.2f}, {hi:+.2f}]"
-    return text
-
-
-def format_patching(result: dict) -> str:
-    """The patching results as plain text: the heads' grid, then the stream's map."""
-    heads, H = result["heads"], len(result["heads"][0])
-    intervals = "recovered fraction [95% bootstrap interval]" if "recovered_ci" in heads[0][0] else \
-        f"recovered fraction (no intervals: {result['n']} pairs are too few, at least {MIN_FOR_STATS} are needed)"
-    lines = ["Activation patching at the pronoun: clean run -> corrupted twin (the antecedent swapped for "
-             "another noun of its kind),",
-             f"{result['n']} pairs ({result['skipped']} skipped); logit difference clean next - twin's next: "
-             f"clean {result['clean_ld']:+.2f}, corrupted {result['corrupt_ld']:+.2f}; {intervals}:",
-             "", "each head's output at the pronoun patched:", "     " + "".join(f"{'H' + str(h):>7}" for h in range(H))]
-    lines += [f"L{l:<3} " + "".join(f"{c['recovered']:>+7.2f}" for c in row) for l, row in enumerate(heads)]
-    best = max(((l, h) for l in range(len(heads)) for h in range(H)), key=lambda lh: heads[lh[0]][lh[1]]["recovered"])
-    lines.append(f"  best: L{best[0]} H{best[1]} {recovered_text(heads[best[0]][best[1]])}")
-    lines += ["", "the residual stream patched (rows: after the embedding, after each block; "
-              "columns: where in the sentence):",
-              f"  {'':<10}" + "".join(f"{c:>21}" for c in result["columns"])]
-    lines += [f"  {point:<10}" + "".join(f"{recovered_text(c):>21}" for c in row)
-              for point, row in zip(result["points"], result["stream"])]
-    lines.append("1 = the clean run's preference for its own continuation is back, 0 = as corrupted. Where "
-                 "the antecedent's column fades and the pronoun's rises is the block that carries the "
-                 "antecedent's identity to the pronoun.")
-    return "\n".join(lines)

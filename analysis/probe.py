@@ -41,7 +41,7 @@ from typing import NamedTuple
 
 import torch
 
-from analysis.words import model_window, token_indices, token_spans
+from analysis.words import encode_item
 from checks import positive_int
 from data.pronouns import PRONOUNS
 from model.attention import inspect_attention
@@ -53,12 +53,6 @@ BATCH_SIZE = 64
 # go below about 2^-n, so even a perfect head on 5 examples has p >= 0.03.
 MIN_FOR_STATS = 20
 NOTE_WORDS = 3  # query words quoted in the note about non-pronouns
-PUBLISHED = (
-    'Published context (other models and data): Clark et al. 2019, "What Does BERT Look At?": '
-    "BERT-base head 5-4 selects the antecedent 65% of the time on CoNLL-2012, against 27% for "
-    "the nearest mention."
-)
-
 
 class CandidateScores(NamedTuple):
     attention: torch.Tensor  # (N, L, H, K) from the query to each candidate, 0 where padded
@@ -70,43 +64,6 @@ class CandidateScores(NamedTuple):
     windowed: int  # read in the window before the pronoun: the text up to it exceeds block_size
     antecedent_unseen: int  # windowed, and no token of the antecedent is in the window
     skipped_unencodable: int  # the tokenizer refused the text (a char vocabulary without a letter)
-
-
-class Item(NamedTuple):
-    ids: list[int]  # the window the model reads
-    query: int  # index in ids of the pronoun's last token
-    next_id: int | None  # the token after the query in the text (None: the text ends there)
-    tokens: list[list[int]]  # per candidate (text order), the indices in ids the query can see
-    cut_off: list[bool]  # per candidate: wholly before the window, so the model never reads it
-    antecedent: int  # candidate index
-    nearest: int  # candidate index, -1 if none precedes the pronoun
-    windowed: bool  # the window leaves out the start of the text
-
-
-def encode_item(tokenizer, example, block_size):
-    """An Item, read in the model's window at the pronoun, or None when the tokenizer cannot
-    encode the example."""
-    try:
-        ids, starts = tokenizer.encode_with_offsets(example.text)
-    except ValueError:
-        return None
-    if not example.distractors:
-        raise ValueError("every example needs at least one distractor besides the antecedent")
-    token_span = token_spans(example.text, starts)
-    query = token_indices(token_span, example.pronoun)[-1]
-    start, end = model_window(len(ids), query, block_size)
-    spans = sorted([example.antecedent, *example.distractors])
-    # Only tokens the query can see: a causal model gives later ones exactly 0 anyway, and the
-    # model never reads those before its window. A candidate partly outside the window counts
-    # the tokens inside it (as one that runs past the query does); wholly outside, it gets 0.
-    tokens = [[i - start for i in token_indices(token_span, s) if start <= i <= query]
-              for s in spans]
-    cut_off = [all(i < start for i in token_indices(token_span, s)) for s in spans]
-    before = [j for j, s in enumerate(spans) if s[1] <= example.pronoun[0]]
-    nearest = max(before, key=lambda j: spans[j][0]) if before else -1
-    next_id = ids[query + 1] if query + 1 < len(ids) else None
-    return Item(ids[start:end], query - start, next_id, tokens, cut_off, spans.index(example.antecedent),
-                nearest, start > 0)
 
 
 @torch.no_grad()
@@ -251,6 +208,35 @@ def head_scores(model, tokenizer, examples) -> dict:
                           "nearest": _rate(rules["nearest"] == scores.label)}}
 
 
+def _head_rows(hits_dev, n_dev, hits_test, test_scores):
+    """run_probe's "heads": each head's dev and test cand@1 (from (L, H) hit counts) and its mean
+    attention masses on the test items."""
+    ante, distr, sink = _masses(test_scores)
+    L, H = hits_dev.shape
+    n_test = len(test_scores.label)
+    return [{"layer": i, "head": j, "dev": hits_dev[i, j].item() / n_dev,
+             "test": hits_test[i, j].item() / n_test,
+             "mass_antecedent": round(ante[i, j].item(), 6),
+             "mass_distractors": round(distr[i, j].item(), 6),
+             "mass_first_token": round(sink[i, j].item(), 6)}
+            for i in range(L) for j in range(H)]
+
+
+def _baselines(dev_scores, test_scores):
+    """run_probe's "baselines": random, first, nearest, and the position rule best on dev, each
+    {dev, test}."""
+    rules_dev, rules_test = position_rules(dev_scores), position_rules(test_scores)
+    rule_dev = {name: _rate(p == dev_scores.label) for name, p in rules_dev.items()}
+    rule = max(rule_dev, key=rule_dev.get)  # dicts keep order: ties go to the earlier rule
+
+    def baseline(name):
+        return {"dev": rule_dev[name], "test": _rate(rules_test[name] == test_scores.label)}
+
+    return {"random": {"dev": random_rate(dev_scores), "test": random_rate(test_scores)},
+            "first": baseline("first"), "nearest": baseline("nearest"),
+            "position": {"rule": rule, **baseline(rule)}}
+
+
 def run_probe(model, tokenizer, dev, test=None, permutations=1000, seed=0, test_set="test") -> dict:
     """Score every head on dev and test examples (lists of data.pronouns.Example); `test_set`
     names the test examples in the report ("natural" for the hand-written set).
@@ -275,37 +261,15 @@ def run_probe(model, tokenizer, dev, test=None, permutations=1000, seed=0, test_
     w_dev, w_test = winners(dev_scores), winners(test_scores)
     hits_dev = (w_dev == dev_scores.label[:, None, None]).sum(0)  # (L, H)
     hits_test = (w_test == test_scores.label[:, None, None]).sum(0)
-    n_dev, n_test = len(dev_scores.label), len(test_scores.label)
-    L, H = hits_dev.shape
     best = int(hits_dev.flatten().argmax())  # ties: the lowest (layer, head)
-    layer, head = divmod(best, H)
+    layer, head = divmod(best, hits_dev.shape[1])
 
-    ante, distr, sink = _masses(test_scores)
-    heads = [
-        {"layer": i, "head": j, "dev": hits_dev[i, j].item() / n_dev,
-         "test": hits_test[i, j].item() / n_test, "mass_antecedent": round(ante[i, j].item(), 6),
-         "mass_distractors": round(distr[i, j].item(), 6),
-         "mass_first_token": round(sink[i, j].item(), 6)}
-        for i in range(L) for j in range(H)
-    ]
-
-    rules_dev, rules_test = position_rules(dev_scores), position_rules(test_scores)
-    rule_dev = {name: _rate(p == dev_scores.label) for name, p in rules_dev.items()}
-    rule = max(rule_dev, key=rule_dev.get)  # dicts keep order: ties go to the earlier rule
-
-    def baseline(name):
-        return {"dev": rule_dev[name], "test": _rate(rules_test[name] == test_scores.label)}
-
+    heads = _head_rows(hits_dev, len(dev_scores.label), hits_test, test_scores)
     null = _null_scores(w_dev, dev_scores, w_test, test_scores, same, permutations, seed)
     observed = hits_test[layer, head]
     return {
         "best_head": {"layer": layer, "head": head, **{k: heads[best][k] for k in ("dev", "test")}},
-        "baselines": {
-            "random": {"dev": random_rate(dev_scores), "test": random_rate(test_scores)},
-            "first": baseline("first"),
-            "nearest": baseline("nearest"),
-            "position": {"rule": rule, **baseline(rule)},
-        },
+        "baselines": _baselines(dev_scores, test_scores),
         "p_value": (1 + int((null >= observed).sum())) / (1 + permutations),
         "permutations": permutations,
         "seed": seed,
@@ -322,60 +286,3 @@ def run_probe(model, tokenizer, dev, test=None, permutations=1000, seed=0, test_
         "test_set": test_set,
         "notes": query_word_notes(dev if same else [*dev, *test]),
     }
-
-
-def significance(result: dict) -> str:
-    """The permutation test's sentence, or, on fewer than MIN_FOR_STATS scored examples, why
-    there is none."""
-    used = list(result["counts"].values())[-1]["used"]  # the examples the head is scored on
-    if used < MIN_FOR_STATS:
-        return (f"with {used} examples the set is too small for a p-value (at least {MIN_FOR_STATS} are "
-                "needed): the scores above are point values only.")
-    return (f"permutation test p = {result['p_value']:.4f} ({result['permutations']} shuffles of "
-            "the antecedent among each item's candidates, the best head chosen again each time).")
-
-
-def format_report(result: dict, top: int = 5) -> str:
-    """A plain-text report of run_probe's result: table, ranking, baselines, p-value, caveats."""
-    same = result["selection"] == "same data"
-    test_name = result.get("test_set", "test")  # results saved before sets had names: "test"
-    score = "cand@1" if same else f"{test_name} cand@1"
-    heads, b, best = result["heads"], result["baselines"], result["best_head"]
-    n_head = max(h["head"] for h in heads) + 1
-    lines = ["Pronoun probe: read at the pronoun, does a head's attention pick its antecedent?"]
-    for split, c in list(result["counts"].items())[: 1 if same else 2]:
-        name = "examples" if same else test_name if split == "test" else split
-        lines.append(f"{name}: {c['used']} of {c['examples']} used "
-                     f"(skipped: {c['skipped_unencodable']} the tokenizer cannot encode)")
-        if c["windowed"]:
-            lines += [f"  {c['windowed']} read in the model's window, the last "
-                      f"{result['block_size']} tokens up to the pronoun (block_size);",
-                      "  the candidates before it get attention 0, the antecedent among them in "
-                      f"{c['antecedent_unseen']}"]
-    lines += [f"Note: {note}." for note in result["notes"]]
-    lines += ["", f"{score} by layer (rows) and head (columns):",
-              "     " + "".join(f"{'H' + str(h):>7}" for h in range(n_head))]
-    for at in range(0, len(heads), n_head):
-        row = "".join(f"{h['test']:>7.1%}" for h in heads[at : at + n_head])
-        lines.append(f"L{heads[at]['layer']:<3} {row}")
-    ranked = sorted(heads, key=lambda h: (-h["dev"], h["layer"], h["head"]))[:top]
-    columns = "cand@1" if same else f"   dev {test_name:>6}"
-    lines += ["", f"Best {len(ranked)} heads, ranked by {'cand@1' if same else 'dev cand@1'}; "
-              f"attention mass at the pronoun, mean over the {'' if same else test_name + ' '}examples:",
-              f"  head    {columns}   antecedent  distractors  first token"]
-    for h in ranked:
-        scores = f"{h['test']:>6.1%}" if same else f"{h['dev']:>6.1%} {h['test']:>6.1%}"
-        lines.append(f"  L{h['layer']} H{h['head']:<3} {scores} {h['mass_antecedent']:>12.3f} "
-                     f"{h['mass_distractors']:>12.3f} {h['mass_first_token']:>12.3f}")
-    lines += ["", f"Baselines ({score}): random {b['random']['test']:.1%}, first "
-              f"{b['first']['test']:.1%}, nearest before the pronoun {b['nearest']['test']:.1%}, "
-              f"best position-only rule \"{b['position']['rule']}\" {b['position']['test']:.1%}",
-              f"Best head L{best['layer']} H{best['head']}: {best['test']:.1%} {score}; " + significance(result)]
-    if same:
-        lines.append("Note: no held-out split, so the head and the position rule were chosen and "
-                     "scored on the same data: their scores are optimistic (the p-value pays for "
-                     "the choice).")
-    else:
-        lines.append("Note: the head and the position rule were chosen on dev and are reported "
-                     f"on {test_name}; choosing them there would inflate the numbers.")
-    return "\n".join(lines + ["", PUBLISHED])

@@ -117,6 +117,13 @@ def _cell(w, is_top, colour):
     return sgr_colours(w, colour) + " " + number + RESET + mark
 
 
+def head_rows(rows, layer=None):
+    """(label, weights) pairs, "L0 H1" first, of a sentence's rows[l][h] (analysis.words'
+    SentenceAttention.rows): every layer's heads, or `layer`'s."""
+    return [(f"L{l} H{h}", weights) for l, layer_rows in enumerate(rows)
+            for h, weights in enumerate(layer_rows) if layer in (None, l)]
+
+
 def render_word_rows(words, rows, colour=None, width=100):
     """A table: the words as column headers, then one line per (label, weights) in `rows`.
 
@@ -147,20 +154,25 @@ def render_word_rows(words, rows, colour=None, width=100):
     return "\n\n".join(blocks)
 
 
+def top_heads(words, rows, top):
+    """[(i, best)]: for each word i that has a letter or digit (punctuation is no candidate),
+    the `top` rows that give it the most weight, most first, ties in head order. rows: (label,
+    weights) pairs as for render_word_rows, weights[i] belonging to words[i]."""
+    shown = [i for i, w in enumerate(words) if any(c.isalnum() for c in w)]
+    return [(i, sorted(rows, key=lambda row: -row[1][i])[:top]) for i in shown]  # sorted is stable
+
+
 def render_top_heads(words, rows, top, colour=None):
-    """The compact view: for each word that has a letter or digit (punctuation is no candidate),
-    the `top` heads that give it the most weight, most first, ties in head order:
+    """The compact view: top_heads as a line a word:
 
         animal   L5 H1 ▒.62  L6 H9 ▒.48  L2 H3 ░.33
-
-    rows: (label, weights) pairs as for render_word_rows, weights[i] belonging to words[i]."""
-    shown = [i for i, w in enumerate(words) if any(c.isalnum() for c in w)]
-    labels = {i: display_token(words[i], MAX_WORD) for i in shown}
+    """
+    chosen = top_heads(words, rows, top)
+    labels = {i: display_token(words[i], MAX_WORD) for i, _ in chosen}
     width = max(map(len, labels.values()), default=0)
     head_width = max(len(label) for label, _ in rows)  # "L9 H1" and "L11 H10" line up
     lines = []
-    for i in shown:
-        best = sorted(rows, key=lambda row: -row[1][i])[:top]  # sorted is stable: head order
+    for i, best in chosen:
         heads = " ".join(f"{label.ljust(head_width)} {_cell(weights[i], False, colour)}"
                           for label, weights in best).rstrip()
         lines.append(f"{labels[i].ljust(width)}  {heads}")
@@ -206,8 +218,7 @@ def render_sentence(sentence, colour=None, width=100, layer=None, head=None, top
     parts = [display_token(sentence.text, spaces=False)]
     if sentence.window_note:
         parts.append(f"note: {sentence.window_note}")
-    rows = [(f"L{l} H{h}", weights) for l, layer_rows in enumerate(sentence.rows)
-            for h, weights in enumerate(layer_rows) if layer in (None, l)]
+    rows = head_rows(sentence.rows, layer)
     if top is None:
         parts.append(f'attention of "{query}" (its last token, #{sentence.query_token}) over the '
                      f"words up to it; each word sums its tokens, {MARK} marks the largest")

@@ -4,7 +4,8 @@ built-in sets' result kept in the run folder for the attention page."""
 import json
 import shutil
 
-from analysis.coreference import study, study_report
+from analysis.coreference import study
+from analysis.reports import study_report
 from checks import positive_int
 from runs.folder import PROBE_FILE, save_probe
 

@@ -447,3 +447,76 @@ def test_the_24_bit_ramp_gets_brighter_in_even_steps_like_the_greys():
     assert max(rises) < 3 * min(rises)  # roughly even
     greys = [grey_index(w / 8) for w in range(9)]
     assert greys == sorted(greys)  # the 256-colour greys tell the same story: brighter for more
+
+
+def cielab(rgb):
+    """CIE L*a*b* (D65 white) of an sRGB colour given as 0..255 integers."""
+    def linear(c):
+        c /= 255
+        return c / 12.92 if c <= 0.04045 else ((c + 0.055) / 1.055) ** 2.4
+
+    r, g, b = map(linear, rgb)
+    xyz = (0.4124 * r + 0.3576 * g + 0.1805 * b) / 0.95047, 0.2126 * r + 0.7152 * g + 0.0722 * b, \
+        (0.0193 * r + 0.1192 * g + 0.9505 * b) / 1.08883
+    fx, fy, fz = (t ** (1 / 3) if t > 216 / 24389 else (24389 / 27 * t + 16) / 116 for t in xyz)
+    return 116 * fy - 16, 500 * (fx - fy), 200 * (fy - fz)
+
+
+def ciede2000(lab1, lab2):
+    """The CIEDE2000 colour difference (Sharma, Wu and Dalal 2005), the one that says how far
+    apart two colours look; about 1 is the smallest difference people see."""
+    from math import atan2, cos, degrees, exp, hypot, radians, sin, sqrt
+
+    (l1, a1, b1), (l2, a2, b2) = lab1, lab2
+    c7 = ((hypot(a1, b1) + hypot(a2, b2)) / 2) ** 7
+    g = 0.5 * (1 - sqrt(c7 / (c7 + 25 ** 7)))
+    (c1, h1), (c2, h2) = [(hypot((1 + g) * a, b), degrees(atan2(b, (1 + g) * a)) % 360) for a, b in ((a1, b1), (a2, b2))]
+    dh = 0 if c1 * c2 == 0 else (h2 - h1 + 180) % 360 - 180
+    dl, dc, dhh = l2 - l1, c2 - c1, 2 * sqrt(c1 * c2) * sin(radians(dh / 2))
+    lm, cm = (l1 + l2) / 2, (c1 + c2) / 2
+    hm = h1 + h2 if c1 * c2 == 0 else (h1 + h2) / 2 + (180 if abs(h1 - h2) > 180 else 0)
+    t = 1 - 0.17 * cos(radians(hm - 30)) + 0.24 * cos(radians(2 * hm)) + 0.32 * cos(radians(3 * hm + 6)) \
+        - 0.2 * cos(radians(4 * hm - 63))
+    sl, sc, sh = 1 + 0.015 * (lm - 50) ** 2 / sqrt(20 + (lm - 50) ** 2), 1 + 0.045 * cm, 1 + 0.015 * cm * t
+    rt = -2 * sqrt(cm ** 7 / (cm ** 7 + 25 ** 7)) * sin(radians(60 * exp(-(((hm % 360) - 275) / 25) ** 2)))
+    return sqrt((dl / sl) ** 2 + (dc / sc) ** 2 + (dhh / sh) ** 2 + rt * (dc / sc) * (dhh / sh))
+
+
+@pytest.mark.parametrize("lab1, lab2, expected", [  # pairs 1, 7, 17 and 25 of Sharma et al.'s table
+    ((50, 2.6772, -79.7751), (50, 0, -82.7485), 2.0425),
+    ((50, 0, 0), (50, -1, 2), 2.3669),
+    ((50, 2.5, 0), (73, 25, -18), 27.1492),
+    ((60.2574, -34.0099, 36.2677), (60.4626, -34.1751, 39.4387), 1.2644),
+])
+def test_ciede2000_gives_the_published_differences(lab1, lab2, expected):
+    assert ciede2000(lab1, lab2) == pytest.approx(expected, abs=1e-4)
+
+
+def legend_colours(run, monkeypatch, colorterm):
+    """The weight legend's (label, sRGB) pairs as generate.py --attention prints them on a
+    terminal with COLORTERM=colorterm."""
+    monkeypatch.delenv("NO_COLOR", raising=False)
+    monkeypatch.setenv("TERM", "xterm-256color")
+    monkeypatch.setenv("COLORTERM", colorterm)
+    out = Stream(tty=True)
+    args = generate.build_parser().parse_args(["--attention", SENTENCE, "--layer", "0", "--head", "1"])
+    generate.check_args(args)
+    show_attention(run, args, out)
+    legend = next(line for line in out.getvalue().splitlines() if "token by token" in line)
+    found = re.findall(r"\x1b\[48;(?:2;(\d+);(\d+);(\d+)|5;(\d+))m\x1b\[[\d;]+m (\S+) ", legend)
+    grey = lambda n: (8 + 10 * (int(n) - 232),) * 3  # noqa: E731  xterm's greys 232..255
+    return [(label, (int(r), int(g), int(b)) if r else grey(n)) for r, g, b, n, label in found]
+
+
+def test_the_24_bit_ramp_as_printed_steps_evenly_and_brightens_with_the_greys(char_run, monkeypatch):
+    truecolour = legend_colours(char_run, monkeypatch, "truecolor")
+    greys = legend_colours(char_run, monkeypatch, "")
+    assert [label for label, _ in truecolour] == [label for label, _ in greys] == ["0", ".25", ".5", ".75", "1"]
+    steps = [ciede2000(cielab(a), cielab(b)) for (_, a), (_, b) in pairwise(truecolour)]
+    # Evenly distinguishable: no quarter step looks much closer than the widest one. The straight
+    # navy-to-yellow ramp's steps shrank towards yellow (28.8, 21.1, 17.9, 13.6: .47 of the widest).
+    assert min(steps) >= 0.6 * max(steps), steps
+    # Both modes tell one story: more weight, more light, at every step.
+    for colours in (truecolour, greys):
+        lightness = [cielab(rgb)[0] for _, rgb in colours]
+        assert lightness == sorted(lightness) and len(set(lightness)) == 5, colours

@@ -12,7 +12,8 @@ and the next-token loss, hence every delta, follows by hand (`hand_loss`).
 import pytest
 import torch
 
-from analysis.causal import causal_tests, format_causal, knockout_at_query, with_best_head
+from analysis.causal import causal_tests, knockout_at_query, with_best_head
+from analysis.reports import format_causal
 from data.pronouns import Example
 from data.tokenizer import train_tokenizer
 from model.attention import inspect_attention

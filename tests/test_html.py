@@ -224,16 +224,26 @@ def test_a_malformed_causal_part_says_to_run_the_probe_again():
 def test_the_training_curve_is_inline_svg_with_every_head_the_best_bold_and_the_val_loss():
     page = render_html(SENTENCES, records=probe_records(3, 4, (1, 2)))
     svg = re.search(r'<svg class="curve".*?</svg>', page, re.S).group(0)
-    lines = re.findall(r'<polyline class="([a-z ]+)" points="([^"]+)"[^>]*stroke-width="([\d.]+)"', svg)
+    groups = re.findall(r'<g id="[^"]+" class="([a-z ]+)"><title>([^<]+)</title>\s*<path d="([^"]+)"[^>]*'
+                        r'style="([^"]*)"', svg)
+    # (class, its points, its stroke width: matplotlib leaves out SVG's default of 1)
+    lines = [(cls, re.findall(r"[ML] ([\d.]+) ([\d.]+)", d), re.search(r"stroke-width: ([\d.]+)", style))
+             for cls, _, d, style in groups]
+    lines = [(cls, points, width.group(1) if width else "1") for cls, points, width in lines]
     heads = [(points, width) for cls, points, width in lines if cls == "head"]
     [(best_points, best_width)] = [(p, w) for cls, p, w in lines if cls == "head best"]
     assert len(heads) == 11 and best_width == "3" and {w for _, w in heads} == {"1"}
-    assert len(best_points.split()) == 4  # one point per probe line
-    ys = [float(p.split(",")[1]) for p in best_points.split()]
+    assert len(best_points) == 4  # one point per probe line
+    ys = [float(y) for _, y in best_points]
     assert ys == sorted(ys, reverse=True)  # 50% .. 80%: rising, so up the page (y falls)
     assert [cls for cls, _, _ in lines].count("baseline") == 3
     assert [cls for cls, _, _ in lines].count("loss") == 1
     assert "L1 H2, the best head at step 800" in page and "first baseline 46.0%" in page
+    # Hovering a line says which it is, as the hand-drawn SVG's titles did.
+    assert ("head best", "L1 H2: 80.0% at step 800 (best head)") in [(cls, t) for cls, t, _, _ in groups]
+    # matplotlib's SVG refers only to its own parts (clip paths, tick marks): nothing to fetch.
+    assert "http" not in svg and re.findall(r'(?:href="|url\()([^")]*)', svg) != []
+    assert all(ref.startswith("#") for ref in re.findall(r'(?:href="|url\()([^")]*)', svg))
     assert page.index('class="training"') < page.index('id="sentences"')
     # No probe lines (a run with the probe off, a Hugging Face model): no section, no SVG.
     assert "<svg" not in render_html(SENTENCES, records=probe_records(3, 4, (1, 2))[:1])
@@ -508,8 +518,8 @@ out.tables = causal.querySelectorAll("table").length;
 out.best = [...causal.querySelectorAll("td.best")].map(e => e.textContent);
 const r = svg.getBoundingClientRect();
 out.svg = [r.width, r.height, r.right];
-out.heads = svg.querySelectorAll("polyline.head").length;
-out.bestWidth = getComputedStyle(svg.querySelector("polyline.best")).strokeWidth;
+out.heads = svg.querySelectorAll("g.head").length;
+out.bestWidth = getComputedStyle(svg.querySelector("g.best path")).strokeWidth;
 const right = sel => Math.max(...[...document.querySelectorAll(sel)].map(
   e => e.getBoundingClientRect().right));
 out.right = Math.max(right(".curve-legend span"), right("section.causal .scroll"),
@@ -606,7 +616,7 @@ def test_real_browser_draws_the_patching_and_lens_tables_of_144_heads_in_the_wid
 
 
 PHONE_READABLE = """
-const label = document.querySelector("svg.curve text.axis");
+const label = document.querySelector("svg.curve text");
 out.label = label.getBoundingClientRect().height;
 const box = document.querySelector("section.causal .scroll:last-of-type");
 out.cut = box.scrollWidth > box.clientWidth;
@@ -637,3 +647,61 @@ def test_the_pronouns_row_of_the_best_head_is_on_the_page_as_numbers():
     expected = float(torch.as_tensor(first["attention"])[1, 2, first["pronoun"], 0])
     assert f">{expected:.2f}</td>" in section
     assert '<section class="numbers">' not in render_html(SENTENCES)  # no best head: no section
+
+
+def headline_run(L, H):
+    """LONG through a random L x H model whose window holds it all, and the terminal's text."""
+    tokenizer = train_tokenizer("char", LONG)
+    torch.manual_seed(0)
+    config = GPTConfig(vocab_size=tokenizer.vocab_size, block_size=80, n_layer=L, n_head=H, n_embd=16 * H)
+    return sentence_attention(GPT(config).eval(), tokenizer, LONG)
+
+
+# The terminal's headline table on the page, as the browser shows it.
+HEADLINE = """
+const table = document.querySelector("section.heads table"), box = table.closest(".scroll");
+out.rows = [...table.rows].map(r => [...r.cells].map(c => c.innerText.trim()));
+out.best = [...table.querySelectorAll("th.best")].map(c => c.innerText);
+out.right = box.getBoundingClientRect().right;
+out.cut = box.scrollWidth > box.clientWidth;
+out.shadow = getComputedStyle(box).backgroundImage.includes("radial-gradient");
+out.pageWidth = document.documentElement.scrollWidth;
+out.clientWidth = document.documentElement.clientWidth;
+"""
+
+
+@needs_browser
+@pytest.mark.parametrize("width", [1280, 420])  # a desktop, a phone
+def test_real_browser_shows_the_terminals_table_of_every_head_as_numbers(tmp_path, width):
+    from analysis.terminal import render_sentence
+
+    sentence = headline_run(2, 4)
+    terminal = render_sentence(sentence).splitlines()  # what generate.py --attention prints
+    words = terminal[2].split()
+    heads = [(line[:5], re.findall(r"(\.\d\d|1\.0)(▲?)", line[5:])) for line in terminal[3:]]
+    out, console = drawn(tmp_path, [sentence_page(sentence)], HEADLINE, width, best_head=(1, 2))
+    assert console == []
+    assert out["rows"][0] == ["", *words] and words[-1] == "it"
+    assert out["rows"][1:] == [[label, *(w + top for w, top in cells)] for label, cells in heads]
+    assert len(out["rows"]) == 1 + 8 and out["best"] == ["L1 H2"]
+    assert out["right"] <= width and out["pageWidth"] <= out["clientWidth"] == width, out
+    assert out["cut"] == (width < 500) and out["shadow"], out  # a phone scrolls it, and sees so
+
+
+def test_with_many_heads_the_page_shows_the_terminals_compact_view_and_escapes_words():
+    from analysis.terminal import render_sentence
+
+    sentence = headline_run(12, 12)
+    terminal = render_sentence(sentence, top=3).splitlines()[2:]  # each word's 3 top heads
+    section = re.search(r'<section class="heads">.*?</section>', render_html([sentence_page(sentence)]), re.S).group(0)
+    rows = re.findall(r"<tr><th>([^<]*)</th>(.*?)</tr>", section)[1:]  # after the header
+    assert [[word, *cells(row)] for word, row in rows] == [
+        [line.split()[0], *(" ".join(cell) for cell in re.findall(r"(L\d+) (H\d+) +[░▒▓█]?(\.\d\d|1\.0)", line))]
+        for line in terminal]
+    assert len(rows) == 11 and all(len(cells(row)) == 3 for _, row in rows)  # the words before "it"
+    hostile = {**sentence_page(headline_run(1, 2)), "words": ["</script>", "<b>it"]}
+    hostile["rows"] = [[[0.5, 0.5], [1.0, 0.0]]]
+    page = render_html([hostile])
+    assert "&lt;/script&gt;" in page and "<b>it" not in page
+    with pytest.raises(ValueError, match="'rows'"):
+        render_html([{**hostile, "rows": [[[0.5]]]}])

@@ -4,7 +4,8 @@ patches: exact on a tiny model."""
 import pytest
 import torch
 
-from analysis.lens import format_lens, logit_lens
+from analysis.lens import logit_lens
+from analysis.reports import format_lens
 from data.pronouns import examples
 from data.tokenizer import train_tokenizer
 from model.attention import inspect_attention

@@ -6,7 +6,8 @@ import random
 import pytest
 import torch
 
-from analysis.patching import COLUMNS, activation_patching, format_patching, make_pair, patch_group, recovered
+from analysis.patching import COLUMNS, activation_patching, make_pair, patch_group, recovered
+from analysis.reports import format_patching
 from data.pronouns import examples
 from data.tokenizer import train_tokenizer
 from model.attention import inspect_attention

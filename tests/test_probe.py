@@ -17,7 +17,8 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from analysis.probe import candidate_scores, format_report, run_probe
+from analysis.probe import candidate_scores, run_probe
+from analysis.reports import format_report
 from analysis.words import token_indices, token_spans
 from data.pronouns import Example
 from data.tokenizer import train_tokenizer

@@ -1,5 +1,5 @@
-"""What a run shows and leaves behind for people: the console, metrics.jsonl, loss.png and a
-closing summary."""
+"""What a run shows and leaves behind for people: the console, metrics.jsonl, loss.png,
+probe.png and a closing summary."""
 
 import json
 import math
@@ -8,7 +8,7 @@ from pathlib import Path
 
 from tqdm import tqdm
 
-from analysis.curve import BEST, LAYER_COLOURS, PASS_MARK, first_pass
+from analysis.curve import FILE_SIZE, curve_lines, draw_curve
 from runs.folder import read_metrics
 from storage.atomic import write_atomic
 from training.evaluate import perplexity
@@ -111,24 +111,17 @@ class Metrics:
 
 
 def _figure():
-    """A new (fig, ax) for a PNG file; matplotlib is imported only when a plot is drawn."""
-    import matplotlib
+    """A new (fig, ax) for a PNG file. matplotlib is imported only when a plot is drawn, and its
+    Figure is made without pyplot: no backend to choose, nothing global, nothing to close."""
+    from matplotlib.figure import Figure
 
-    matplotlib.use("Agg")  # files only, no display needed
-    import matplotlib.pyplot as plt
-
-    return plt.subplots(figsize=(7, 4), dpi=100)
+    fig = Figure(figsize=(7, 4), dpi=100, layout="tight")
+    return fig, fig.add_subplot()
 
 
 def _save(fig, png_path):
-    """Write the figure to png_path atomically (storage.atomic), then free it."""
-    import matplotlib.pyplot as plt
-
-    fig.tight_layout()
-    try:
-        write_atomic(png_path, lambda f: fig.savefig(f, format="png"))
-    finally:
-        plt.close(fig)
+    """Write the figure to png_path atomically (storage.atomic)."""
+    write_atomic(png_path, lambda f: fig.savefig(f, format="png"))
 
 
 def plot_losses(records, png_path):
@@ -160,47 +153,11 @@ def plot_losses(records, png_path):
 
 
 def plot_probe(records, png_path):
-    """Each head's dev cand@1 against step (the best head at the last probe drawn boldly), the
-    position baselines as flat lines, and the val loss on a second axis: the coreference head
-    appearing during training."""
-    probes = [r for r in records if "probe_heads" in r]
-    if not probes:
-        return
-    steps = [r["step"] for r in probes]
-    best_layer, best_head = probes[-1]["probe_best_head"]
-    fig, ax = _figure()
-    fig.set_size_inches(7, 5)  # room for the legend below the axes
-    for layer, row in enumerate(probes[-1]["probe_heads"]):
-        colour = LAYER_COLOURS[layer % len(LAYER_COLOURS)]  # the page's colours (analysis/curve.py)
-        labelled = False  # one legend entry per layer
-        for head in range(len(row)):
-            values = [r["probe_heads"][layer][head] for r in probes]
-            best = (layer, head) == (best_layer, best_head)
-            label = f"L{layer} H{head}, the best head" if best else None if labelled else f"layer {layer}'s other heads"
-            labelled = labelled or not best
-            ax.plot(steps, values, "o-" if best else "-", lw=2.5 if best else 0.8, alpha=1 if best else 0.6,
-                    color=BEST if best else colour, label=label, zorder=3 if best else 2)
-    for (name, value), style in zip(probes[-1]["probe_baselines"].items(), (":", "--", "-.")):
-        ax.axhline(value, color="grey", ls=style, lw=1, label=f"{name} (baseline)")
-    passed = first_pass(probes)
-    if passed is not None:
-        ax.axvline(passed, color=BEST, ls=":", lw=1.2, label=f"the best head reaches {PASS_MARK:.0%} at step {passed:,}")
-    ax.set_xscale("log")  # probes are spaced in log(step): the head forms early
-    ax.set_xlabel("step (log scale)")
-    ax.set_ylabel("dev cand@1 (antecedent gets the most attention)")
-    ax.set_ylim(0, 1.02)
-    ax.grid(alpha=0.3)
-    handles, labels = ax.get_legend_handles_labels()
-    evals = [r for r in records if "val_loss" in r]
-    if evals:
-        loss_ax = ax.twinx()
-        loss_ax.plot([r["step"] for r in evals], [r["val_loss"] for r in evals], "k--", lw=1, label="val loss (right axis)")
-        loss_ax.set_ylabel("val loss (nats/token)")
-        more = loss_ax.get_legend_handles_labels()
-        handles, labels = handles + more[0], labels + more[1]
-    # One legend, below the axes: it covers no line.
-    ax.legend(handles, labels, loc="upper center", bbox_to_anchor=(0.5, -0.14), ncol=3, fontsize=8, frameon=False)
-    _save(fig, png_path)
+    """probe.png: the probe during training (analysis.curve's drawing, the page's too), with its
+    legend; nothing when the records hold no probe line."""
+    lines = curve_lines(records)
+    if lines:
+        _save(draw_curve(lines, FILE_SIZE, legend=True), png_path)
 
 
 def summary(final, tokens_seen, seconds, out_dir):

@@ -1,0 +1,88 @@
+"""The page's headline table, the one `generate.py --attention` prints in the terminal: for each
+sentence, every head's attention from the pronoun to each word up to it (a word sums its
+tokens, analysis/words.py), the most attended word of each head marked ▲, the probe's best head
+in orange. With more than MANY_HEADS heads it is the terminal's compact view instead: each word
+and the DEFAULT_TOP heads that attend most to it. Each number is printed in its cell, so a
+printout or a screenshot keeps it, and the cell is tinted by it as the best head's row is."""
+
+import html
+
+import torch
+
+from analysis.terminal import DEFAULT_TOP, MANY_HEADS, MARK, display_token, format_weight, head_rows, top_heads
+
+
+def word_rows(sentence, i, heads):
+    """(words, rows) of a sentence dict for write_html: its "words" up to and including the
+    pronoun and "rows", each head's attention over them as (L, H, words) numbers with (L, H) =
+    `heads`, the shape of its maps; None when it has neither (a sentence of tokens only)."""
+    words, rows = sentence.get("words"), sentence.get("rows")
+    if words is None and rows is None:
+        return None
+    if not isinstance(words, (list, tuple)) or not words or not all(isinstance(w, str) for w in words):
+        raise ValueError(f"sentence {i}: 'words' must be a list of the words up to the pronoun, "
+                         "as sentence_page gives it")
+    shape = (*heads, len(words))
+    try:
+        weights = torch.as_tensor(rows, dtype=torch.float64)
+    except (TypeError, ValueError, RuntimeError):  # ragged nested lists, strings, None, ...
+        weights = None
+    if weights is None or tuple(weights.shape) != shape or not torch.isfinite(weights).all():
+        raise ValueError(f"sentence {i}: 'rows' must be each head's attention over the words, "
+                         f"numbers of shape {shape}, as sentence_page gives them")
+    return [str(w) for w in words], weights.tolist()
+
+
+def tinted_cell(text, weight, cls=""):
+    """A <td> showing `text`, tinted blue by the weight (0..1): the page's cells of attention."""
+    alpha = min(1.0, max(0.0, weight)) * 0.6
+    return f'<td class="{cls}" style="background:rgba(33,102,172,{alpha:.2f})">{html.escape(text)}</td>'
+
+
+def _th(text, cls=""):
+    return f'<th class="{cls}">{html.escape(text)}</th>' if cls else f"<th>{html.escape(text)}</th>"
+
+
+def _all_heads(words, rows, best):
+    """Rows: heads; columns: the words, the pronoun last."""
+    top = "".join(_th(display_token(w), "q" if i == len(words) - 1 else "") for i, w in enumerate(words))
+    body = ""
+    for label, weights in rows:
+        mark = max(range(len(weights)), key=weights.__getitem__)  # the first, on a tie
+        cells = "".join(tinted_cell(format_weight(w) + (MARK if i == mark else ""), w, "top" if i == mark else "")
+                        for i, w in enumerate(weights))
+        body += f"<tr>{_th(label, 'best' if label == best else '')}{cells}</tr>"
+    return f"<tr><th></th>{top}</tr>{body}"
+
+
+def _compact(words, rows, best):
+    """Rows: the words before the pronoun; in each, the heads that attend most to it."""
+    body = "".join(
+        f"<tr>{_th(display_token(words[i]))}"
+        + "".join(tinted_cell(f"{label} {format_weight(weights[i])}", weights[i], "best" if label == best else "")
+                  for label, weights in heads) + "</tr>"
+        for i, heads in top_heads(words[:-1], rows, DEFAULT_TOP))
+    return (f'<tr><th></th><th colspan="{DEFAULT_TOP}">the {DEFAULT_TOP} heads that attend most '
+            f"to the word</th></tr>{body}")
+
+
+def heads_section(sentences, best):
+    """One table a sentence of where its pronoun looks, head by head (see the module docstring):
+    `sentences` as word_rows gives them (None for a sentence without words), `best` the probe's
+    [layer, head] or None; "" when no sentence has words."""
+    found = [(n, *s) for n, s in enumerate(sentences, start=1) if s is not None]
+    if not found:
+        return ""
+    label = f"L{best[0]} H{best[1]}" if best else None
+    heads = len(head_rows(found[0][2]))  # one model: every sentence has its heads
+    draw = _compact if heads > MANY_HEADS else _all_heads
+    tables = "".join(
+        f'<div class="scroll"><table><caption>Sentence {n}: from “{html.escape(display_token(words[-1]))}”'
+        f"</caption>{draw(words, head_rows(grid), label)}</table></div>" for n, words, grid in found)
+    how = (f"with {heads} heads, each word before the pronoun and the {DEFAULT_TOP} heads that give it the "
+           f"most attention" if draw is _compact else f"rows are heads; {MARK} marks each head's most attended word")
+    outlined = f"; the probe's best head, {label}, in orange" if best else ""
+    return (f'<section class="heads"><h2>Where the pronoun looks, head by head</h2><p class="help">'
+            f"The attention of each sentence's pronoun (its last token) to every word up to it, a word "
+            f"summing its tokens, as <code>generate.py --attention</code> prints it: {how}{outlined}."
+            f'</p><div class="grids">{tables}</div></section>')
