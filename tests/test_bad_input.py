@@ -8,15 +8,9 @@ import sys
 
 import pytest
 
-from tests.helpers import ROOT, make_run, mount_tmpfs, run_script
+from tests.helpers import ROOT, error_line, make_run, mount_tmpfs, run_script
 
 pytestmark = pytest.mark.slow  # every test runs the scripts as a user does
-
-
-def error_line(r):
-    """The command's one error line, checked to be one line, exit code 2, no traceback."""
-    assert r.returncode == 2 and r.stderr.count("\n") == 1 and "Traceback" not in r.stderr, r.stderr
-    return r.stderr
 
 
 def test_a_seed_out_of_range_is_one_line(tmp_path):
@@ -41,7 +35,7 @@ def test_a_damaged_tokenizer_file_says_so(tmp_path):
     (folder / "tokenizer.txt").write_text(json.dumps({"kind": "char", "chars": 5}))
     r = run_script("generate.py", "--ckpt", folder, "--prompt", "a")
     said = error_line(r)
-    assert "not a char tokenizer file saved by tinygpt" in said, said
+    assert str(folder / "tokenizer.txt") in said and "char tokenizer" in said, said
 
 
 def test_a_checkpoint_file_for_a_folder_and_weights_without_config(tmp_path):
@@ -52,7 +46,7 @@ def test_a_checkpoint_file_for_a_folder_and_weights_without_config(tmp_path):
     r = run_script("train.py", f"train.init_from={folder / 'ckpt.pt'}", f"out_dir={tmp_path / 'tuned'}",
                    f"data.source={ROOT / 'requirements.txt'}")
     said = error_line(r)
-    assert "is a file; give the run folder that holds it" in said, said
+    assert str(folder / "ckpt.pt") in said and "run folder" in said, said
     assert "ckpt.pt/ckpt.pt" not in r.stderr
     hf = tmp_path / "hf"
     hf.mkdir()
@@ -85,7 +79,7 @@ def test_a_full_disk_while_preparing_says_the_disk_is_full(corpus, tmp_path):
         r = run_script("train.py", f"data.source={text}", "tokenizer.kind=char", f"data.cache_dir={small}",
                        f"out_dir={tmp_path / 'run'}")
         said = error_line(r)
-        assert "the disk is full" in said, said
+        assert "disk" in said and "full" in said, said
 
 
 def test_offline_a_hub_model_is_one_line_with_no_warning_from_the_hubs_client(tmp_path):

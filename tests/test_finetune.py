@@ -56,9 +56,9 @@ def test_init_from_a_run_folder_starts_at_its_loss(corpus, tmp_path):
 
 
 @pytest.mark.parametrize("override, message", [
-    ("model.n_layer=3", "model.n_layer is 3, .* has 2"),
-    ("model.block_size=128", "model.block_size 128 is longer than .* 64 positions"),
-    ("model.rotary=true", "model.rotary is True, .* has False"),
+    ("model.n_layer=3", r"model\.n_layer.*3.*2"),
+    ("model.block_size=128", r"model\.block_size.*128.*64"),
+    ("model.rotary=true", r"model\.rotary.*True.*False"),
 ])
 def test_a_shape_that_does_not_fit_the_source_is_one_line(corpus, tmp_path, gpt2_folder, override, message):
     with pytest.raises(ValueError, match=message):

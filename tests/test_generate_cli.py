@@ -15,7 +15,7 @@ import generate
 from data.pronouns import ATTENTION_EXAMPLES
 from generation.sampling import sample
 from model.sampling import generate as sample_tokens
-from tests.helpers import ROOT, make_run, run_generate, run_script
+from tests.helpers import ROOT, error_line, make_run, run_generate, run_script
 
 @pytest.fixture(scope="module")
 def char_run(tmp_path_factory):
@@ -34,13 +34,6 @@ def run_cli(*args, **env):
     env = {**os.environ, "OMP_NUM_THREADS": "1", **env}
     env.pop("NO_COLOR", None)
     return run_script("generate.py", *args, env=env)
-
-
-def assert_one_line_error(proc, fragment):
-    assert proc.returncode == 2, proc.stderr
-    assert "Traceback" not in proc.stderr
-    lines = proc.stderr.splitlines()
-    assert len(lines) == 1 and lines[0].startswith("error: ") and fragment in lines[0], proc.stderr
 
 
 @pytest.mark.slow
@@ -92,7 +85,7 @@ def test_attention_prints_one_line_per_layer_and_head_and_no_colour_into_a_pipe(
 
 @pytest.mark.slow
 def test_missing_run_folder_is_a_one_line_error(tmp_path):
-    assert_one_line_error(run_cli("--ckpt", tmp_path / "nothing"), "no checkpoint at")
+    error_line(run_cli("--ckpt", tmp_path / "nothing"), "no checkpoint at")
 
 
 @pytest.mark.slow
@@ -101,7 +94,7 @@ def test_a_truncated_checkpoint_is_a_one_line_error(tmp_path):
     make_run(folder, "char", 16)
     data = (folder / "ckpt.pt").read_bytes()
     (folder / "ckpt.pt").write_bytes(data[: len(data) // 2])
-    assert_one_line_error(run_cli("--ckpt", folder), "truncated or not a checkpoint")
+    error_line(run_cli("--ckpt", folder), "truncated or not a checkpoint")
 
 
 class WritesAMarker:
@@ -124,14 +117,14 @@ def test_a_checkpoint_carrying_code_is_refused_and_the_code_never_runs(tmp_path)
     torch.load(folder / "ckpt.pt", weights_only=False)  # the payload works when trusted...
     assert marker.exists()
     marker.unlink()
-    assert_one_line_error(run_cli("--ckpt", folder), "not a plain-data checkpoint")
+    error_line(run_cli("--ckpt", folder), "not a plain-data checkpoint")
     assert not marker.exists()
 
 
 @pytest.mark.slow
 def test_bad_values_are_one_line_errors_in_a_real_process(char_run):
-    assert_one_line_error(run_cli("--ckpt", char_run[0], "--temperature", -1), "--temperature")
-    assert_one_line_error(run_cli("--temperature", "hot"), "invalid float value")
+    error_line(run_cli("--ckpt", char_run[0], "--temperature", -1), "--temperature")
+    error_line(run_cli("--temperature", "hot"), "invalid float value")
 
 
 @pytest.mark.parametrize("argv, names", [

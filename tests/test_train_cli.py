@@ -21,7 +21,7 @@ def run_cli(capsys, *argv):
     ("--max_iters=20", "did you mean train.max_iters=20?"),
     ("--train.lr=3e-3", "did you mean train.lr=3e-3?"),
     ("--max-iters=20", "did you mean train.max_iters=20?"),
-    ("--config", "give the config file as the first argument"),
+    ("--config", "config file"),
     ("--nonsense=1", "keys are set as key.path=value"),
 ])
 def test_other_tools_flag_styles_get_the_right_form(capsys, arg, hint):
@@ -53,13 +53,13 @@ def test_a_config_that_sets_its_own_out_dir_keeps_it_with_another_source(capsys,
     code, out, err = run_cli(capsys, "configs/finetune_shakespeare.yaml", "data.source=my_text.txt", "--print-config")
     assert code == 0 and "out_dir: out/finetune_shakespeare" in out and not err
     code, out, err = run_cli(capsys, "data.source=my_text.txt", "--eval-only", "--text", str(tmp_path / "none.txt"))
-    assert "so the run folder read is out_dir=out/my_text" in err and "run goes to" not in err
+    assert "out_dir=out/my_text" in err and "run goes to" not in err
 
 
 def test_a_warmup_longer_than_the_run_is_said_at_the_start(corpus, tmp_path, capsys):
     train(tiny_config(corpus, tmp_path / "run", "train.max_iters=6", "train.warmup_iters=10", "train.eval_interval=6"))
     said = capsys.readouterr().out
-    assert "train.warmup_iters=10 is not below train.max_iters=6: the learning rate rises to 60% of train.lr" in said
+    assert "train.warmup_iters=10" in said and "train.max_iters=6" in said and "60%" in said
     train(tiny_config(corpus, tmp_path / "other", "train.max_iters=6", "train.warmup_iters=2", "train.eval_interval=6"))
     assert "warmup_iters" not in capsys.readouterr().out
 
@@ -80,7 +80,7 @@ def test_eval_only_reports_the_runs_loss_on_its_val_split_or_a_text(corpus, tmp_
     other = tmp_path / "other.txt"
     other.write_text("\n".join(reversed((corpus / "text.txt").read_text().splitlines())) + "\n")
     code, stdout, err = run_cli(capsys, cfg, "--eval-only", f"data.source={other}", f"out_dir={out}")
-    assert code == 2 and "was trained on other data" in err
+    assert code == 2 and "other data" in err
     assert (out / "metrics.jsonl").read_text() == records  # evaluation writes nothing
     assert json.loads(records.splitlines()[-1])["step"] == 20
 
