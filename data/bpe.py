@@ -19,10 +19,7 @@ pattern at encode time and merges long pieces with the learned ranks, so encodin
 """
 
 import base64
-import contextlib
 import heapq
-import multiprocessing
-import signal
 import sys
 from collections import Counter, defaultdict
 
@@ -50,24 +47,11 @@ MIN_PAIR_COUNT = 2
 # piece. Speed hardly depends on the cap between 64 and 256 (docs/performance.md).
 MAX_PIECE_CHARS = 128
 
-# Counting pieces is most of the training time (the merges work on distinct pieces, a few
-# thousand). The text is counted in parts of about this many characters, on several processes
-# where there are workers to spare: the regex module builds each piece as a Python string, under
-# the GIL, so threads cannot share the work.
-COUNT_PART_CHARS = 1 << 20
-
-# Where the text is cut into parts: after a newline, before a letter. No piece of GPT-4's
-# pattern holds a newline followed by a letter, and the pattern only looks ahead (a whitespace
-# run that ends a part and so ends in a newline is the same piece there, through `\s++$`, as it
-# is in the whole text, through `\s*[\r\n]`), so the parts' counts add up to the whole text's
-# exactly. A text without such a place is one part.
-SAFE_CUT = regex.compile(r"(?<=\n)(?=\p{L})")
-
 # Quick runs print nothing; a step that runs longer than this shows a progress bar.
 PROGRESS_DELAY_S = 3.0
 
 
-def train_bpe(text: str, vocab_size: int, workers: int = 1) -> dict[bytes, int]:
+def train_bpe(text: str, vocab_size: int) -> dict[bytes, int]:
     """Learn byte-level BPE merges on `text` and return tiktoken's mergeable ranks.
 
     `vocab_size` counts the 256 byte tokens, so `vocab_size - 256` merges are learned. Training
@@ -76,11 +60,10 @@ def train_bpe(text: str, vocab_size: int, workers: int = 1) -> dict[bytes, int]:
     overlaps counted ("aaa" holds two "aa"); ties go to the pair whose (left id, right id) is
     smallest, where ids are the ranks, so the result is a pure function of (text, vocab_size).
     Raises ValueError if vocab_size < 256 or the text is not valid Unicode (lone surrogates).
-    workers: processes that count the pieces (count_pieces); the result does not depend on it.
     """
     positive_int("bpe vocab_size", vocab_size, 256, "the 256 byte tokens come first; e.g. 4096")
     utf8_bytes(text)  # validate once, so the error can name the position in the whole text
-    chunk_counts = count_pieces(text, workers)
+    chunk_counts = count_pieces(text)
     words = [list(chunk.encode("utf-8")) for chunk in chunk_counts]
     freqs = list(chunk_counts.values())
 
@@ -117,21 +100,10 @@ def train_bpe(text: str, vocab_size: int, workers: int = 1) -> dict[bytes, int]:
     return ranks
 
 
-def count_pieces(text: str, workers: int = 1) -> Counter[str]:
+def count_pieces(text: str) -> Counter[str]:
     """Distinct pre-tokenised pieces of `text` (GPT-4's pattern, then split_long_piece) and
-    how often each occurs, in the order they first appear.
-
-    The text is counted in parts (text_parts), on up to `workers` processes where the system can
-    fork (Linux); the counts and their order are the same for any number of workers.
-    """
-    parts = text_parts(text, COUNT_PART_CHARS)
-    counts: Counter[str] = Counter()
-    with _pool(workers, len(parts)) as pool, \
-            _progress(len(text), "bpe: counting pieces", "char", unit_scale=True) as bar:
-        counted = pool.imap(_count_part, parts) if pool else map(_count_part, parts)
-        for part, part_counts in zip(parts, counted):
-            counts.update(part_counts)  # in text order: first appearances stay in order
-            bar.update(len(part))
+    how often each occurs, in the order they first appear."""
+    counts = Counter(regex.findall(GPT4_SPLIT_PATTERN, text))
     for piece in [p for p in counts if len(p) > MAX_PIECE_CHARS]:
         freq = counts.pop(piece)
         for sub_piece in split_long_piece(piece):
@@ -139,59 +111,14 @@ def count_pieces(text: str, workers: int = 1) -> Counter[str]:
     return counts
 
 
-def text_parts(text: str, size: int) -> list[str]:
-    """`text` cut into consecutive parts of at least `size` characters (the last one may be
-    shorter), each cut at the first SAFE_CUT from there on."""
-    parts, start = [], 0
-    while len(text) - start > size:
-        cut = SAFE_CUT.search(text, start + size)
-        if cut is None:
-            break
-        parts.append(text[start : cut.start()])
-        start = cut.start()
-    parts.append(text[start:])
-    return parts
-
-
-def _count_part(part: str) -> Counter[str]:
-    return Counter(regex.findall(GPT4_SPLIT_PATTERN, part))
-
-
-@contextlib.contextmanager
-def _pool(workers: int, n_parts: int):
-    """A pool of min(workers, n_parts) forked processes for the `with` block, or None for one.
-
-    fork, not spawn: a spawned process imports the caller's main module again (torch with it, or
-    a script without a `__main__` guard that would prepare again). The children only run the
-    regex, so the parent's threads (torch's, tqdm's) cannot deadlock them. Ctrl-C stops the
-    parent alone: the children are born with SIGINT blocked (so is the parent while it forks, or
-    Python would lose a Ctrl-C that lands in its fork handlers), and leaving the block, on an
-    error too, kills them. Where fork is not safe (macOS, Windows) the parts are counted here,
-    one after another.
-    """
-    workers = min(workers, n_parts)
-    if workers == 1 or not sys.platform.startswith("linux"):
-        yield None
-        return
-    with contextlib.ExitStack() as stack:
-        mask = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
-        try:
-            # Pool's __exit__ terminates the workers.
-            pool = stack.enter_context(multiprocessing.get_context("fork").Pool(workers))
-        finally:
-            signal.pthread_sigmask(signal.SIG_SETMASK, mask)  # a Ctrl-C held back arrives now
-        yield pool
-
-
 def split_long_piece(piece: str, cap: int = MAX_PIECE_CHARS) -> list[str]:
     """`piece` cut into consecutive sub-pieces of `cap` characters (the last one shorter)."""
     return [piece[i : i + cap] for i in range(0, len(piece), cap)]
 
 
-def _progress(total: int, desc: str, unit: str, iterable=None, unit_scale: bool = False) -> tqdm:
+def _progress(total: int, desc: str, unit: str, iterable=None) -> tqdm:
     """A bar on stderr that appears only once the step has run PROGRESS_DELAY_S."""
-    return tqdm(iterable, total=total, desc=desc, unit=unit, unit_scale=unit_scale,
-                delay=PROGRESS_DELAY_S, file=sys.stderr)
+    return tqdm(iterable, total=total, desc=desc, unit=unit, delay=PROGRESS_DELAY_S, file=sys.stderr)
 
 
 def _apply_merge(pair, new_id, words, freqs, pair_counts, where, heap) -> None:

@@ -31,7 +31,6 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
-from data.parallel import usable_cpus
 from data.prepare import BPE_SAMPLE_CHARS, FORMAT_VERSION, Prepared, content_fingerprint, prepare
 from data.sources import NAMED_CORPORA, open_source
 from data.tokenizer import KINDS, Tokenizer, load_tokenizer, train_tokenizer
@@ -246,7 +245,7 @@ def _mix_tokenizer(entries, weights, kind, vocab_size, cache_dir) -> Path:
         text = "\n".join(_prefix(src, int(w * sample)) for src, w in zip(sources, weights))
     else:
         text = ""
-    tokenizer = train_tokenizer(kind, text, size, usable_cpus())
+    tokenizer = train_tokenizer(kind, text, size)
     tmp = make_temp_folder(out)
     try:
         tokenizer.save(tmp / name)

@@ -10,8 +10,7 @@ folder of a killed one is removed by the next prepare.
 Memory stays bounded whatever the corpus size; the text is streamed three times:
   1. hash it (SHA-256) and count its characters, to find the cache folder;
   2. on a cache miss: check it is UTF-8, find the val split, and gather what the tokenizer trains
-     on: the character set (char), or the first BPE_SAMPLE_CHARS characters (bpe, whose pieces
-     are counted on `workers` processes: data.bpe.count_pieces);
+     on: the character set (char), or the first BPE_SAMPLE_CHARS characters (bpe);
   3. encode it in chunks of about ENCODE_CHUNK_CHARS cut at line ends, appending to the .bin files.
      bpe and gpt2 encode on `workers` threads (tiktoken encodes outside the GIL), a few chunks
      per thread in flight, written in order: the files are the same for any worker count.
@@ -84,9 +83,8 @@ def prepare(source: str, tokenizer_kind: str, vocab_size: int | None = None,
     val_fraction: share of the text, in characters, that goes to val (0 < val_fraction < 1).
     block_size: if given, each split must hold at least block_size + 1 tokens (one training
     window plus its shifted target), else ValueError saying what to change.
-    workers: threads that encode bpe and gpt2 text, and processes that count the pieces a bpe
-    tokenizer trains on (None: every CPU this process may use); the output, and so the cache
-    folder, is the same for any count. char always runs on one.
+    workers: threads that encode bpe and gpt2 text (None: every CPU this process may use); the
+    output, and so the cache folder, is the same for any count. char always runs on one.
     tokenizer: encode with this one (a fine-tuning source's) instead of training one; its kind
     replaces tokenizer_kind and its file's SHA-256 is part of the cache key.
     """
@@ -146,7 +144,7 @@ def _build(src: Source, sha256: str, n_chars: int, kind: str, vocab_size: int | 
         raise ValueError(f"corpus {src.name} has {n_chars} character(s); train and val each "
                          f"need text, so give a longer corpus")
     split, training_text = _scan(src, n_chars, val_fraction, "given" if given else kind)
-    tokenizer = given or train_tokenizer(kind, training_text, vocab_size, workers)
+    tokenizer = given or train_tokenizer(kind, training_text, vocab_size)
     del training_text
     dtype = token_dtype(tokenizer.vocab_size)
     tokenizer_file = "tokenizer.bpe" if kind == "bpe" else "tokenizer.json"

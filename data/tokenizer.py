@@ -265,21 +265,20 @@ def gpt2_byte_chars() -> dict[int, str]:
     return {**{b: chr(b) for b in printable}, **{b: chr(256 + n) for n, b in enumerate(others)}}
 
 
-def train_tokenizer(kind: str, text: str, vocab_size: int | None = None, workers: int = 1) -> Tokenizer:
+def train_tokenizer(kind: str, text: str, vocab_size: int | None = None) -> Tokenizer:
     """Build a tokenizer of `kind` for `text`.
 
     char: vocabulary = the distinct characters of `text`; vocab_size must be None (it is set by
     the text). bpe: vocab_size defaults to DEFAULT_BPE_VOCAB_SIZE and must be >= 256; a corpus too
     small to supply that many merges stops early, so the result's vocab_size is then smaller.
-    gpt2: pretrained, `text` is ignored and vocab_size must be None. workers: processes that
-    count bpe's pieces (data.bpe.count_pieces); the tokenizer does not depend on it.
+    gpt2: pretrained, `text` is ignored and vocab_size must be None.
     """
     if kind == "char":
         _no_vocab_size(kind, vocab_size)
         return CharTokenizer(sorted(set(text)))
     if kind == "bpe":
         size = DEFAULT_BPE_VOCAB_SIZE if vocab_size is None else vocab_size
-        return bpe_from_ranks(train_bpe(text, size, workers))
+        return bpe_from_ranks(train_bpe(text, size))
     if kind == "gpt2":
         _no_vocab_size(kind, vocab_size)
         return gpt2_tokenizer()

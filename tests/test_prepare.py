@@ -13,7 +13,6 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-import data.bpe as bpe
 import data.prepare as prepare_module
 from data.parallel import map_in_order
 from data.prepare import prepare, token_dtype
@@ -262,12 +261,9 @@ def test_encoding_writes_the_same_bytes_on_any_number_of_workers(tmp_path, kind,
     assert tokenizer.decode(ids) == src.read_text()
 
 
-def test_prepare_writes_the_same_folder_on_any_number_of_workers(tmp_path, monkeypatch):
+def test_prepare_writes_the_same_folder_on_any_number_of_workers(tmp_path):
     text = corpus(30_000)  # ~840K characters: a dozen chunks of ENCODE_CHUNK_CHARS
     assert len(text) > 10 * prepare_module.ENCODE_CHUNK_CHARS
-    # BPE's pieces counted in about eight parts, so the workers share the training too.
-    monkeypatch.setattr(bpe, "COUNT_PART_CHARS", 100_000)
-    assert len(bpe.text_parts(text, bpe.COUNT_PART_CHARS)) > 5
     source = write(tmp_path / "t.txt", text)
     folders = [prepare(source, "bpe", 300, cache_dir=tmp_path / f"cache{w}", workers=w).dir
                for w in (1, 2, 3)]

@@ -348,45 +348,11 @@ def test_full_val_loss_averages_every_window_of_the_val_split(corpus, tmp_path, 
     expected = lm_loss(model(windows[:, :-1]), windows[:, 1:]).item()
     runtime = Runtime(torch.device("cpu"), torch.float32)
     monkeypatch.setitem(training.evaluate.EVAL_TOKENS, "cpu", 8 * 16)  # batches of 8 windows
-    monkeypatch.setattr(training.evaluate, "GROUP_BATCHES", 1)  # read 8 x lanes windows at a time
-    group = 8 * training.evaluate.eval_lanes("cpu")
+    monkeypatch.setattr(training.evaluate, "GROUP_BATCHES", 2)  # read 16 windows at a time
+    group = 16
     assert n > 2 * group and n % group % 8  # several groups, the last one ragged
     assert full_val_loss(model, prepared, 16, 3, runtime) == pytest.approx(expected, rel=1e-5)
     assert result["final"]["val_loss_full"] == pytest.approx(expected, rel=1e-5)
-
-
-def test_cpu_evaluation_batches_run_side_by_side_in_order_and_torch_threads_come_back():
-    import threading
-
-    from training.evaluate import eval_lanes, map_on_cpu_threads
-
-    def seen(i):
-        if i == "boom":
-            raise RuntimeError("boom")
-        return i, torch.get_num_threads(), threading.current_thread().name
-
-    threads = torch.get_num_threads()
-    try:
-        torch.set_num_threads(2)
-        out = map_on_cpu_threads(seen, range(6), "cpu")
-        assert [i for i, _, _ in out] == list(range(6))
-        assert all(n == 1 and name.startswith("eval") for _, n, name in out)
-        assert torch.get_num_threads() == 2
-        with pytest.raises(RuntimeError, match="boom"):
-            map_on_cpu_threads(seen, [1, "boom", 2], "cpu")
-        assert torch.get_num_threads() == 2
-        main = threading.current_thread().name
-        assert map_on_cpu_threads(seen, [1, 2], "cuda") == [(1, 2, main), (2, 2, main)]  # one after another
-        assert eval_lanes("cpu") == 2 and eval_lanes("cuda") == 1
-        torch.set_num_threads(32)  # more threads than 16K tokens of lanes: 8 lanes of 4 threads
-        assert eval_lanes("cpu") == 8
-        out = map_on_cpu_threads(seen, range(40), "cpu")
-        assert {n for _, n, _ in out} == {4} and len({name for _, _, name in out}) <= 8
-        assert torch.get_num_threads() == 32
-        torch.set_num_threads(1)
-        assert map_on_cpu_threads(seen, [1, 2], "cpu") == [(1, 1, main), (2, 1, main)]
-    finally:
-        torch.set_num_threads(threads)
 
 
 def test_evaluation_batches_are_cache_sized_on_a_cpu_and_never_below_the_training_batch():

@@ -14,7 +14,6 @@ import torch
 import torch.nn.functional as F
 
 from data.loader import get_mixed_batch
-from data.parallel import map_in_order
 from training.runtime import all_sum
 
 
@@ -25,8 +24,8 @@ from training.runtime import all_sum
 # docs/performance.md).
 EVAL_TOKENS = {"cpu": 2_048}
 EVAL_TOKENS_OTHER = 16_384
-# windows_loss reads a text GROUP_BATCHES batches per lane at a time: memory stays bounded for any
-# text, and setting up the lanes (torch's thread count changes twice) stays rare.
+# windows_loss reads a text GROUP_BATCHES evaluation batches at a time: memory stays bounded for
+# any text.
 GROUP_BATCHES = 8
 
 
@@ -36,45 +35,17 @@ def eval_batch_size(block_size, batch_size, device_type):
     return max(batch_size, EVAL_TOKENS.get(device_type, EVAL_TOKENS_OTHER) // block_size)
 
 
-def eval_lanes(device_type):
-    """How many evaluation batches run side by side: on a CPU one per torch thread (see
-    map_on_cpu_threads), but no more tokens at once than one batch elsewhere (for GPT-2's
-    vocabulary, 16K tokens of logits are 3.2 GB); elsewhere one."""
-    if device_type != "cpu":
-        return 1
-    return max(1, min(torch.get_num_threads(), EVAL_TOKENS_OTHER // EVAL_TOKENS["cpu"]))
-
-
-def map_on_cpu_threads(fn, items, device_type):
-    """[fn(item) for item in items], in order. On a CPU with n torch threads, eval_lanes items
-    run at once, each on its own Python thread with torch's threads shared out among them (one
-    each on a machine of up to 8 cores): each core keeps one small batch in its caches and no
-    operation waits for another core, which beats two threads per operation. torch's thread count
-    is process-wide, so it is restored afterwards. fn runs on other threads: it must set up
-    inference mode and autocast itself, as those are per thread."""
-    threads, lanes = torch.get_num_threads(), eval_lanes(device_type)
-    if lanes == 1 or len(items) < 2:
-        return [fn(item) for item in items]
-    torch.set_num_threads(threads // lanes)
-    try:
-        return list(map_in_order(fn, items, lanes, thread_name="eval"))
-    finally:
-        torch.set_num_threads(threads)
-
-
+@torch.inference_mode()
 def _token_losses(model, x, y, runtime):
     """Summed next-token loss (float64) of windows x (N, T) against targets y, in evaluation
-    batches, side by side on a CPU."""
-
-    def batch_loss(i):
-        with torch.inference_mode(), runtime.autocast():
-            logits = model(x[i : i + step])
-            return F.cross_entropy(logits.float().flatten(0, 1), y[i : i + step].flatten(),
-                                   reduction="sum").double()
-
+    batches."""
     step = eval_batch_size(x.size(1), 1, runtime.device.type)
-    losses = map_on_cpu_threads(batch_loss, range(0, len(x), step), runtime.device.type)
-    return sum(losses, torch.zeros((), dtype=torch.float64, device=runtime.device))
+    total = torch.zeros((), dtype=torch.float64, device=runtime.device)
+    for i in range(0, len(x), step):
+        with runtime.autocast():
+            logits = model(x[i : i + step])
+        total += F.cross_entropy(logits.float().flatten(0, 1), y[i : i + step].flatten(), reduction="sum").double()
+    return total
 
 
 @torch.inference_mode()
@@ -126,7 +97,7 @@ def windows_loss(model, ids, block_size, batch_size, runtime):
         raise ValueError("the text is one token or less; give a longer text to evaluate")
     starts = np.arange((len(ids) - 1) // window) * window
     device_type = runtime.device.type
-    group = eval_batch_size(window, batch_size, device_type) * eval_lanes(device_type) * GROUP_BATCHES
+    group = eval_batch_size(window, batch_size, device_type) * GROUP_BATCHES
     total = torch.zeros((), dtype=torch.float64, device=runtime.device)
     model.eval()
     for i in range(runtime.rank * group, len(starts), runtime.world_size * group):
