@@ -22,7 +22,7 @@ from pathlib import Path
 import torch
 
 from checks import positive_int
-from configs.schema import load_config
+from configs.load import load_config
 from generation import attention, probe, sampling
 from model.device import pick_device
 from runs.load import load_run

@@ -54,7 +54,7 @@ def build_parser(keys_help):
 
 def flag_hint(arg):
     """What to type instead of an option train.py does not have (other tools' flag styles)."""
-    from configs.schema import full_key
+    from configs.load import full_key
 
     name, _, value = arg.lstrip("-").partition("=")
     if name == "config":
@@ -87,7 +87,7 @@ def own_corpus_out_dir(config, overrides, shipped_data, path=DEFAULT_CONFIG):
 
 
 def _out_dir_of(path):
-    from configs.schema import load_config
+    from configs.load import load_config
 
     return load_config(path).out_dir
 
@@ -101,7 +101,7 @@ def _keys_of(path):
 
 
 def run(args):
-    from configs.schema import load_config, to_yaml
+    from configs.load import load_config, to_yaml
 
     path, overrides = DEFAULT_CONFIG, list(args.args)
     if overrides and "=" not in overrides[0]:
@@ -195,7 +195,7 @@ def quiet_when_reader_leaves():
 
 def main(argv=None):
     try:
-        from configs.schema import describe, load_config
+        from configs.load import describe, load_config
 
         shipped = load_config(DEFAULT_CONFIG) if Path(DEFAULT_CONFIG).is_file() else None
         parser = build_parser(describe(shipped))

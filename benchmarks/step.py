@@ -66,7 +66,7 @@ def bench_profile(args):
     """One training step of the CPU recipe under torch.profiler, split into kinds of work."""
     from torch.profiler import ProfilerActivity, profile
 
-    from configs.schema import load_config
+    from configs.load import load_config
     from data.loader import get_batch
     from data.prepare import prepare
     from model.gpt import GPT, GPTConfig, lm_loss

@@ -1,17 +1,12 @@
-"""The training config: typed dataclasses, one per YAML section, loaded strictly.
+"""The training config: typed dataclasses, one per YAML section, and the value ranges a type
+alone cannot say (check). configs.load reads a file and overrides into them strictly.
 
 Each field is documented once, here, in its `help`; `python train.py --help` prints it.
-Values are converted by the field's type (no eval, no exec); an unknown key is an error with a
-did-you-mean; every error names the file, the key path and the reason.
 """
 
-import difflib
 import math
 import typing
-from dataclasses import MISSING, asdict, dataclass, field, fields
-from pathlib import Path
-
-import yaml
+from dataclasses import asdict, dataclass, field, fields
 
 from checks import positive_int
 from data.mix import MIX_FORM, parse_mix
@@ -131,143 +126,6 @@ class ConfigError(ValueError):
     pass
 
 
-class _UniqueKeyLoader(yaml.SafeLoader):
-    """yaml.safe_load, refusing a key written twice in one mapping (YAML would keep the last)."""
-
-    def construct_mapping(self, node, deep=False):
-        seen = set()
-        for key_node, _ in node.value:
-            key = self.construct_object(key_node, deep=deep)
-            if key in seen:
-                raise yaml.YAMLError(f"the key {key!r} is written twice at line {key_node.start_mark.line + 1}; "
-                                     "keep one")
-            seen.add(key)
-        return super().construct_mapping(node, deep)
-
-
-def _is_section(tp):
-    return isinstance(tp, type) and hasattr(tp, "__dataclass_fields__")
-
-
-def _convert(value, tp, choices, where, parse=None):
-    """Convert a YAML value to the field type `tp`, or raise ConfigError saying why."""
-    if typing.get_origin(tp) is typing.Union:  # Optional[X]
-        if value is None or (isinstance(value, str) and value.lower() in ("none", "null")):
-            return None
-        tp = next(t for t in typing.get_args(tp) if t is not type(None))
-    if tp is list:
-        try:
-            return parse(value)
-        except ValueError as e:
-            raise ConfigError(f"{where}: {str(e).removeprefix('data.mix: ')}") from None
-    try:
-        if tp is bool:
-            if isinstance(value, bool):
-                return value
-            if isinstance(value, str) and value.lower() in ("true", "yes", "on", "1", "false", "no", "off", "0"):
-                return value.lower() in ("true", "yes", "on", "1")
-            raise ValueError
-        if tp is int:
-            if isinstance(value, bool) or (isinstance(value, float) and not value.is_integer()):
-                raise ValueError
-            return int(value) if not isinstance(value, str) else int(value.replace("_", ""))
-        if tp is float:
-            if isinstance(value, bool):
-                raise ValueError
-            return float(value)
-        if tp is str:
-            if isinstance(value, (dict, list)) or value is None:
-                raise ValueError
-            text = str(value)
-    except (TypeError, ValueError):
-        raise ConfigError(f"{where}: expected {tp.__name__}, got {value!r}") from None
-    assert tp is str, f"unsupported field type {tp}"
-    if choices and text not in choices:
-        raise ConfigError(f"{where}: {text!r} is not one of {', '.join(choices)}")
-    return text
-
-
-def _unknown(key, valid, where):
-    close = difflib.get_close_matches(key, valid, n=1)
-    hint = f"; did you mean {close[0]!r}?" if close else ""
-    return ConfigError(f"{where}: unknown key {key!r}{hint} Valid keys: {', '.join(valid)}")
-
-
-def _build(cls, raw, origin, prefix=""):
-    if not isinstance(raw, dict):
-        raise ConfigError(f"{origin}: {prefix.rstrip('.') or 'top level'} must be a mapping, got {raw!r}")
-    hints = typing.get_type_hints(cls)
-    valid = [f.name for f in fields(cls)]
-    kwargs = {}
-    for key, value in raw.items():
-        path = f"{prefix}{key}"
-        if key not in valid:
-            raise _unknown(str(key), valid, f"{origin}: {path}")
-        f = next(f for f in fields(cls) if f.name == key)
-        if _is_section(hints[key]):
-            kwargs[key] = _build(hints[key], value or {}, origin, path + ".")
-        else:
-            kwargs[key] = _convert(value, hints[key], f.metadata.get("choices"), f"{origin}: {path}",
-                                   f.metadata.get("parse"))
-    return cls(**kwargs)
-
-
-def _set_override(raw, override):
-    """Apply one `key.path=value` to the raw nested dict (the value parsed as YAML)."""
-    if "=" not in override:
-        raise ConfigError(f"override {override!r}: expected key.path=value, e.g. train.lr=1e-3")
-    path, text = override.split("=", 1)
-    keys = path.strip().split(".")
-    cls, node = Config, raw
-    for i, key in enumerate(keys):
-        valid = [f.name for f in fields(cls)]
-        where = f"override {path}"
-        if key not in valid:
-            meant = full_key(path) if i == 0 else None
-            if meant:
-                raise ConfigError(f"{where}: {path!r} is not a top-level key; did you mean {meant}={text}?")
-            raise _unknown(key, valid, where)
-        tp = typing.get_type_hints(cls)[key]
-        last = i == len(keys) - 1
-        if _is_section(tp):
-            if last:
-                raise ConfigError(f"{where}: {key!r} is a section; set one of its keys, e.g. {key}.{fields(tp)[0].name}=...")
-            if not isinstance(node.get(key), dict):
-                node[key] = {}
-            node, cls = node[key], tp
-        elif not last:
-            raise ConfigError(f"{where}: {key!r} is not a section")
-        elif tp is list:  # a YAML list, or the field's own written form (a string)
-            try:
-                node[key] = yaml.safe_load(text) if text.strip() else ""
-            except yaml.YAMLError as e:
-                raise ConfigError(f"{where}: {text!r} is not valid YAML ({getattr(e, 'problem', e)})") from None
-        else:
-            # The text as typed: the field's type converts it (_convert), as a config file's value
-            # is; YAML would read out_dir=0123 as the number 83 and `on` as True.
-            node[key] = text
-
-
-def load_config(path=None, overrides=()):
-    """Read a YAML config (None: all defaults) and apply `key.path=value` overrides."""
-    raw, origin = {}, "defaults"
-    if path is not None:
-        origin = str(path)
-        if not Path(path).is_file():
-            raise ConfigError(f"{origin}: no such config file")
-        try:
-            raw = yaml.load(Path(path).read_text(), Loader=_UniqueKeyLoader) or {}
-        except yaml.YAMLError as e:
-            mark = getattr(e, "problem_mark", None)
-            where = f" at line {mark.line + 1}" if mark else ""
-            raise ConfigError(f"{origin}: not valid YAML{where}: {getattr(e, 'problem', e)}") from None
-    for override in overrides:
-        _set_override(raw, override)
-    config = _build(Config, raw, origin)
-    check(config, origin)
-    return config
-
-
 def check(config, origin):
     """Value ranges that a type alone cannot say."""
     train, data = config.train, config.data
@@ -306,62 +164,3 @@ def check(config, origin):
         GPTConfig(vocab_size=1, **asdict(config.model))
     except ValueError as e:
         raise ConfigError(f"{origin}: model.{e}") from None
-
-
-def to_yaml(config):
-    return yaml.safe_dump(asdict(config), sort_keys=False)
-
-
-def key_paths(cls=None, prefix=""):
-    """Every settable key as "section.name" (or "name" at the top level), with its field."""
-    cls = cls or Config
-    hints = typing.get_type_hints(cls)
-    out = []
-    for f in fields(cls):
-        if _is_section(hints[f.name]):
-            out += key_paths(hints[f.name], f"{prefix}{f.name}.")
-        else:
-            out.append((f"{prefix}{f.name}", f, hints[f.name]))
-    return out
-
-
-def full_key(name):
-    """The key path a bare or dashed name most likely means ("max_iters", "max-iters" ->
-    "train.max_iters"), or None."""
-    name = name.strip().replace("-", "_")
-    paths = [path for path, _, _ in key_paths()]
-    if name in paths:
-        return name
-    return next((path for path in paths if path.rsplit(".", 1)[-1] == name), None)
-
-
-def describe(shipped=None, shipped_name="configs/default.yaml"):
-    """Every key with its type, built-in default and description, for --help; where the config
-    `shipped` (the one train.py uses when none is given) sets another value, that too."""
-    flat = {}
-    if shipped is not None:
-        flat = flatten(asdict(shipped))
-    lines = []
-    for path, f, tp in key_paths():
-        name = getattr(tp, "__name__", None) or str(tp).replace("typing.", "")
-        if typing.get_origin(tp) is typing.Union:
-            name = typing.get_args(tp)[0].__name__ + " or null"
-        default = f.default if f.default is not MISSING else None
-        choices = f.metadata.get("choices")
-        kind = "|".join(choices) if choices else name
-        note = ""
-        if path in flat and flat[path] != default:
-            note = f" [{shipped_name}: {flat[path]!r}]"
-        lines.append(f"  {path:<24} {kind:<22} default {default!r:<14} {f.metadata['help']}{note}")
-    return "\n".join(lines)
-
-
-def flatten(tree, prefix=""):
-    """A nested dict as {"section.key": value}."""
-    out = {}
-    for key, value in tree.items():
-        if isinstance(value, dict):
-            out.update(flatten(value, f"{prefix}{key}."))
-        else:
-            out[f"{prefix}{key}"] = value
-    return out

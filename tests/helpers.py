@@ -14,7 +14,7 @@ from pathlib import Path
 
 import torch
 
-from configs.schema import load_config, to_yaml
+from configs.load import load_config, to_yaml
 from data.pronouns import ATTENTION_EXAMPLES
 from data.tokenizer import train_tokenizer
 from model.checkpoint import atomic_save

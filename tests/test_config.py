@@ -8,7 +8,8 @@ import pytest
 import torch
 import yaml
 
-from configs.schema import ConfigError, describe, load_config, to_yaml
+from configs.load import describe, load_config, to_yaml
+from configs.schema import ConfigError
 from model.checkpoint import load_checkpoint
 from model.gpt import GPT, GPTConfig
 from tests.helpers import ROOT, run_script

@@ -60,7 +60,7 @@ def test_batches_arrive_on_the_gpu(tmp_path):
 def test_train_end_to_end_on_the_gpu_with_auto_device_and_compile(tmp_path):
     """What every single-GPU run does at start-up: device auto (a bare CUDA device must get its
     index), dtype auto, torch.compile; then evaluation and the final whole-split loss."""
-    from configs.schema import load_config
+    from configs.load import load_config
     from model.checkpoint import load_checkpoint
     from training.loop import train
     from training.runtime import compile_problem

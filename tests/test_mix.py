@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 import torch
 
-from configs.schema import ConfigError, load_config
+from configs.load import load_config
+from configs.schema import ConfigError
 from data.loader import get_batch, get_mixed_batch
 from data.mix import MixEntry, parse_mix, prepare_mix, source_name
 from tests.helpers import run_script, tiny_config, torchrun_two, write_yaml

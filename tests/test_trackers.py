@@ -6,7 +6,8 @@ import os
 
 import pytest
 
-from configs.schema import ConfigError, load_config
+from configs.load import load_config
+from configs.schema import ConfigError
 from tests.helpers import run_script, tiny_config
 from training import trackers
 from training.loop import train

@@ -91,7 +91,7 @@ def test_eval_only_reports_the_runs_loss_on_its_val_split_or_a_text(corpus, tmp_
     ("train.compile=on", "train.compile", True), ("train.lr=1e-3", "train.lr", 1e-3),
 ])
 def test_an_override_means_what_was_typed(override, key, value):
-    from configs.schema import flatten, load_config
+    from configs.load import flatten, load_config
     from dataclasses import asdict
 
     assert flatten(asdict(load_config(None, [override])))[key] == value

@@ -20,7 +20,7 @@ import json
 from dataclasses import asdict
 from pathlib import Path
 
-from configs.schema import flatten
+from configs.load import flatten
 from model.gpt import SHAPE_KEYS, GPTConfig
 from runs.folder import META_FILE
 
