@@ -12,7 +12,6 @@ stranger can carry no code that runs on load.
 """
 
 import pickle
-import zipfile
 from itertools import chain
 from pathlib import Path
 

@@ -112,7 +112,7 @@ def test_a_meta_pkl_that_needs_more_than_plain_data_is_refused_and_nothing_in_it
 def test_fine_tuning_starts_from_a_nanogpt_run_with_its_characters(tmp_path):
     nanogpt_folder(tmp_path / "nano")
     text = tmp_path / "text.txt"
-    text.write_text("".join(f"The cat sat on the mat. It was tired, was it not?\n" for _ in range(200)))
+    text.write_text("The cat sat on the mat. It was tired, was it not?\n" * 200)
     config = tiny_config(tmp_path, tmp_path / "tuned", f"train.init_from={tmp_path / 'nano'}", "model.n_embd=32",
                          "model.block_size=32", "train.max_iters=4", "train.eval_interval=4")
     result = train(config)
