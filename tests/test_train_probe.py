@@ -116,3 +116,20 @@ def test_both_plots_are_written_at_each_evaluation_and_probe_png_uses_the_pages_
     near = lambda colour: int((np.abs(rgb - colour).sum(1) < 30).sum())  # noqa: E731
     assert near((0xD9, 0x5F, 0x02)) > 50  # the best head in the page's orange
     assert near((0xD6, 0x27, 0x28)) == 0  # not matplotlib's red, as before
+
+
+def test_loss_png_labels_the_range_where_the_evaluations_sit(monkeypatch, tmp_path):
+    from training import report
+
+    drawn = []
+    monkeypatch.setattr(report, "_save", lambda fig, path: drawn.append(fig))
+    records = [{"step": s, "loss": 4.2 * 0.9 ** (s / 10) + 1.2} for s in range(10, 2010, 10)]
+    records += [{"step": s, "train_loss": 1.2 + 0.2 * 500 / s, "val_loss": 1.25 + 0.2 * 500 / s}
+                for s in (500, 1000, 1500, 2000)]  # 1.30 to 1.45
+    report.plot_losses(records, tmp_path / "loss.png")
+    (ax,) = drawn[0].axes
+    low, high = ax.get_ylim()
+    labelled = [t for t in ax.yaxis.get_majorticklocs() if low <= t <= high]
+    evals = [r["val_loss"] for r in records if "val_loss" in r]
+    assert ax.get_yscale() == "log"
+    assert len([t for t in labelled if 0.95 * min(evals) <= t <= 1.05 * max(evals)]) >= 2, labelled

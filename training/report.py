@@ -124,6 +124,9 @@ def _save(fig, png_path):
     write_atomic(png_path, lambda f: fig.savefig(f, format="png"))
 
 
+LOSS_TICKS = (1.0, 1.1, 1.2, 1.3, 1.4, 1.5, 1.7, 2.0, 2.2, 2.5, 3.0, 3.5, 4.0, 5.0, 6.0, 7.0, 8.0, 9.0)
+
+
 def plot_losses(records, png_path):
     """Train (every log line) and train/val (every evaluation) loss against step, on a log axis
     (the first steps' drop would flatten the range where evaluations sit), and the whole val
@@ -141,10 +144,13 @@ def plot_losses(records, png_path):
         ax.plot([full[-1]["step"]], [full[-1]["val_loss_full"]], "*", ms=12, color="C3",
                 label=f"val, whole split: {full[-1]['val_loss_full']:.3f}")
     ax.set_yscale("log")
-    from matplotlib.ticker import FormatStrFormatter
+    from matplotlib.ticker import FormatStrFormatter, LogLocator, NullFormatter
 
-    for axis in (ax.yaxis.set_major_formatter, ax.yaxis.set_minor_formatter):
-        axis(FormatStrFormatter("%.1f"))  # 2.5, not 2.5 x 10^0
+    # Labelled ticks at about even log steps, so that a range as narrow as where evaluations sit
+    # (1.2-1.4, 2.2-2.3) is read off the axis; 2.5, not 2.5 x 10^0.
+    ax.yaxis.set_major_locator(LogLocator(subs=LOSS_TICKS))
+    ax.yaxis.set_major_formatter(FormatStrFormatter("%.1f"))
+    ax.yaxis.set_minor_formatter(NullFormatter())
     ax.set_xlabel("step")
     ax.set_ylabel("cross-entropy (nats/token, log scale)")
     ax.grid(alpha=0.3, which="both")
