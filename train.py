@@ -122,8 +122,8 @@ def run(args):
     from training.start import evaluate_only, prepare_corpus, pretrained_start
 
     if args.prepare_only:
-        init = pretrained_start(config)  # fine-tuning prepares with the source's tokenizer
-        for part in prepare_corpus(config, init.tokenizer if init else None).parts:
+        pretrained = pretrained_start(config)  # fine-tuning prepares with the source's tokenizer
+        for part in prepare_corpus(config, pretrained.tokenizer if pretrained else None).parts:
             meta = part.prepared.meta
             print(f"prepared {meta['train_tokens']:,} train and {meta['val_tokens']:,} val tokens in {part.prepared.dir}")
         return 0

@@ -162,12 +162,13 @@ def prepare_corpus(config, tokenizer=None) -> Mixture:
                        config.model.block_size, tokenizer=tokenizer)
 
 
-def prepare_data(config, runtime, init=None):
-    """Under torchrun, one process per node (local rank 0) prepares while the others wait, then
-    they find it in the cache; nodes without a shared filesystem each prepare their own."""
+def prepare_data(config, runtime, pretrained=None):
+    """The config's data, prepared with `pretrained`'s tokenizer when fine-tuning. Under torchrun,
+    one process per node (local rank 0) prepares while the others wait, then they find it in the
+    cache; nodes without a shared filesystem each prepare their own."""
     if runtime.ddp and runtime.local_rank != 0:
         dist.barrier(group=runtime.preparing)
-    data = prepare_corpus(config, init.tokenizer if init else None)
+    data = prepare_corpus(config, pretrained.tokenizer if pretrained else None)
     if runtime.ddp and runtime.local_rank == 0:
         dist.barrier(group=runtime.preparing)
     return data
