@@ -62,7 +62,8 @@ def train(config, force=False):
 
     force: start over in out_dir even if it holds a checkpoint (it is replaced).
     """
-    for entry in mix_entries(config.data.mix, config.data.source):  # a mistyped path fails before the run folder is made
+    # A mistyped path fails before the run folder is made.
+    for entry in mix_entries(config.data.mix, config.data.source):
         check_source(entry.source)
     check_installed(config.train.loggers)  # so does a tracker whose package is missing
     runtime = setup_runtime(config.train.device, config.train.dtype)
