@@ -12,7 +12,7 @@ byte-level form and is refused.
 import json
 
 from data.bpe import GPT4_SPLIT_PATTERN
-from data.tokenizer import EOT, GPT2_SPLIT_PATTERN, gpt2_byte_chars
+from data.gpt2_files import EOT, GPT2_SPLIT_PATTERN, gpt2_byte_chars
 
 
 def hf_tokenizer_files(tokenizer, model_max_length: int) -> dict[str, str]:
