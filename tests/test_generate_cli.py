@@ -85,7 +85,8 @@ def test_attention_prints_one_line_per_layer_and_head_and_no_colour_into_a_pipe(
 
 @pytest.mark.slow
 def test_missing_run_folder_is_a_one_line_error(tmp_path):
-    error_line(run_cli("--ckpt", tmp_path / "nothing"), "no checkpoint at")
+    said = error_line(run_cli("--ckpt", tmp_path / "nothing"))
+    assert "no checkpoint at" in said, said
 
 
 @pytest.mark.slow
@@ -94,7 +95,8 @@ def test_a_truncated_checkpoint_is_a_one_line_error(tmp_path):
     make_run(folder, "char", 16)
     data = (folder / "ckpt.pt").read_bytes()
     (folder / "ckpt.pt").write_bytes(data[: len(data) // 2])
-    error_line(run_cli("--ckpt", folder), "truncated or not a checkpoint")
+    said = error_line(run_cli("--ckpt", folder))
+    assert "truncated or not a checkpoint" in said, said
 
 
 class WritesAMarker:
@@ -117,14 +119,17 @@ def test_a_checkpoint_carrying_code_is_refused_and_the_code_never_runs(tmp_path)
     torch.load(folder / "ckpt.pt", weights_only=False)  # the payload works when trusted...
     assert marker.exists()
     marker.unlink()
-    error_line(run_cli("--ckpt", folder), "not a plain-data checkpoint")
+    said = error_line(run_cli("--ckpt", folder))
+    assert "not a plain-data checkpoint" in said, said
     assert not marker.exists()
 
 
 @pytest.mark.slow
 def test_bad_values_are_one_line_errors_in_a_real_process(char_run):
-    error_line(run_cli("--ckpt", char_run[0], "--temperature", -1), "--temperature")
-    error_line(run_cli("--temperature", "hot"), "invalid float value")
+    said = error_line(run_cli("--ckpt", char_run[0], "--temperature", -1))
+    assert "--temperature" in said, said
+    said = error_line(run_cli("--temperature", "hot"))
+    assert "invalid float value" in said, said
 
 
 @pytest.mark.parametrize("argv, names", [
