@@ -46,8 +46,8 @@ def bench_bpe_without_whitespace():
 def bench_prepare(args):
     """Preparing a 20 MB text. char: prepare() once (one worker: threads cannot speed up its
     Python encode). bpe, one worker against every usable CPU, alternating: the whole prepare()
-    from scratch (hash, scan, train the BPE on its first 10 M characters with its pieces counted
-    on N processes, encode on N threads), five times each, the best and the median of each; then
+    from scratch (hash, scan, train the BPE on its first 10 M characters, encode on N threads),
+    five times each, the best and the median of each; then
     the encoding pass alone (data.prepare._encode, as prepare runs it once the tokenizer is
     trained), three times each, the best of each. Every bpe output must match the first
     one-worker files byte for byte."""

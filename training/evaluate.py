@@ -35,16 +35,16 @@ def eval_batch_size(block_size, batch_size, device_type):
     return max(batch_size, EVAL_TOKENS.get(device_type, EVAL_TOKENS_OTHER) // block_size)
 
 
-@torch.inference_mode()
 def _token_losses(model, x, y, runtime):
     """Summed next-token loss (float64) of windows x (N, T) against targets y, in evaluation
-    batches."""
+    batches; the callers run it in inference mode."""
     step = eval_batch_size(x.size(1), 1, runtime.device.type)
     total = torch.zeros((), dtype=torch.float64, device=runtime.device)
     for i in range(0, len(x), step):
         with runtime.autocast():
             logits = model(x[i : i + step])
-        total += F.cross_entropy(logits.float().flatten(0, 1), y[i : i + step].flatten(), reduction="sum").double()
+        total += F.cross_entropy(logits.float().flatten(0, 1), y[i : i + step].flatten(),
+                                 reduction="sum").double()
     return total
 
 
