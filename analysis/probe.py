@@ -43,7 +43,7 @@ import torch
 
 from analysis.words import encode_item
 from checks import positive_int
-from data.pronouns import PRONOUNS
+from data.pronouns import DECIDED_BY, PRONOUNS
 from model.attention import inspect_attention
 
 BATCH_SIZE = 64
@@ -64,6 +64,7 @@ class CandidateScores(NamedTuple):
     windowed: int  # read in the window before the pronoun: the text up to it exceeds block_size
     antecedent_unseen: int  # windowed, and no token of the antecedent is in the window
     skipped_unencodable: int  # the tokenizer refused the text (a char vocabulary without a letter)
+    decided_by: tuple = ()  # (N,) each example's decided_by (data.pronouns.jsonl), None if unsaid
 
 
 @torch.no_grad()
@@ -112,6 +113,7 @@ def candidate_scores(model, tokenizer, examples) -> CandidateScores:
         attention, valid, seen, label, first, nearest, windowed=sum(e.windowed for e in kept),
         antecedent_unseen=sum(e.windowed and not e.tokens[e.antecedent] for e in kept),
         skipped_unencodable=len(examples) - N,
+        decided_by=tuple(ex.decided_by for ex, e in zip(examples, encoded) if e is not None),
     )
 
 
@@ -222,6 +224,36 @@ def _head_rows(hits_dev, n_dev, hits_test, test_scores):
             for i in range(L) for j in range(H)]
 
 
+def _subset(scores: CandidateScores, keep: torch.Tensor) -> CandidateScores:
+    """The items of `scores` where the (N,) bool `keep` holds; counts stay those of the whole set."""
+    rows = keep.nonzero().flatten().tolist()
+    return scores._replace(
+        attention=scores.attention[keep], valid=scores.valid[keep], seen=scores.seen[keep],
+        label=scores.label[keep], first=scores.first[keep], nearest=scores.nearest[keep],
+        decided_by=tuple(scores.decided_by[i] for i in rows))
+
+
+def _by_deciding(dev_scores, hits_dev, test_scores, hits_test, best):
+    """run_probe's "decided_by": for each kind the test items name, their count, the best head's
+    cand@1 on them, the random baseline, and the head best on dev's items of that kind (None
+    where dev has none) with its dev and test cand@1. hits_*: (N, L, H) bool."""
+    out = {}
+    for kind in [k for k in DECIDED_BY if k in test_scores.decided_by]:
+        in_test = torch.tensor([d == kind for d in test_scores.decided_by])
+        in_dev = torch.tensor([d == kind for d in dev_scores.decided_by], dtype=torch.bool)
+        test_rate = hits_test[in_test].double().mean(0)  # (L, H)
+        row = {"examples": int(in_test.sum()), "best_head": test_rate.flatten()[best].item(),
+               "random": random_rate(_subset(test_scores, in_test)), "kind_best": None}
+        if in_dev.any():
+            dev_rate = hits_dev[in_dev].double().mean(0)
+            top = int(dev_rate.flatten().argmax())  # ties: the lowest (layer, head)
+            layer, head = divmod(top, dev_rate.shape[1])
+            row["kind_best"] = {"layer": layer, "head": head, "dev": dev_rate.flatten()[top].item(),
+                                "test": test_rate.flatten()[top].item()}
+        out[kind] = row
+    return out
+
+
 def _baselines(dev_scores, test_scores):
     """run_probe's "baselines": random, first, nearest, and the position rule best on dev, each
     {dev, test}."""
@@ -245,6 +277,10 @@ def run_probe(model, tokenizer, dev, test=None, permutations=1000, seed=0, test_
     same data, and "selection" says "same data" (else "dev"). Returns a JSON-ready dict:
       best_head  {layer, head, dev, test}: chosen by dev cand@1, ties to the lowest (layer, head)
       baselines  {random, first, nearest, position}: each {dev, test}; position adds its "rule"
+      decided_by {kind: {examples, best_head, random, kind_best}} for each kind of item the test
+                 examples name (data.pronouns.jsonl DECIDED_BY; {} where none do): best_head is
+                 the best head's test cand@1 on them; kind_best {layer, head, dev, test} the head
+                 best on dev's items of that kind, None where dev has none
       p_value, permutations, seed, selection
       heads      one {layer, head, dev, test, mass_antecedent, mass_distractors,
                  mass_first_token} per head, layer-major; masses are means over test items
@@ -259,8 +295,9 @@ def run_probe(model, tokenizer, dev, test=None, permutations=1000, seed=0, test_
     dev_scores = candidate_scores(model, tokenizer, dev)
     test_scores = dev_scores if same else candidate_scores(model, tokenizer, test)
     w_dev, w_test = winners(dev_scores), winners(test_scores)
-    hits_dev = (w_dev == dev_scores.label[:, None, None]).sum(0)  # (L, H)
-    hits_test = (w_test == test_scores.label[:, None, None]).sum(0)
+    item_hits_dev = w_dev == dev_scores.label[:, None, None]  # (N, L, H)
+    item_hits_test = w_test == test_scores.label[:, None, None]
+    hits_dev, hits_test = item_hits_dev.sum(0), item_hits_test.sum(0)  # (L, H)
     best = int(hits_dev.flatten().argmax())  # ties: the lowest (layer, head)
     layer, head = divmod(best, hits_dev.shape[1])
 
@@ -270,6 +307,7 @@ def run_probe(model, tokenizer, dev, test=None, permutations=1000, seed=0, test_
     return {
         "best_head": {"layer": layer, "head": head, **{k: heads[best][k] for k in ("dev", "test")}},
         "baselines": _baselines(dev_scores, test_scores),
+        "decided_by": _by_deciding(dev_scores, item_hits_dev, test_scores, item_hits_test, best),
         "p_value": (1 + int((null >= observed).sum())) / (1 + permutations),
         "permutations": permutations,
         "seed": seed,

@@ -9,6 +9,7 @@ The stand-in reads a char tokenizer's ids and builds each head's attention row b
 So every cand@1, mass and baseline below is worked out by hand.
 """
 
+import dataclasses
 import json
 import math
 import re
@@ -161,6 +162,37 @@ def test_best_head_is_chosen_on_dev_and_reported_on_test(result):
     # On test the caps head scores 100%; choosing there would report it. Dev picks pos4.
     assert result["best_head"] == {"layer": 1, "head": 0, "dev": 1.0, "test": 0.25}
     assert result["selection"] == "dev"
+
+
+def tagged(items, *kinds):
+    return [dataclasses.replace(ex, decided_by=kind) for ex, kind in zip(items, kinds)]
+
+
+def test_each_kind_of_item_is_scored_apart_with_its_own_head_chosen_on_dev():
+    dev = tagged(DEV, "agreement", "agreement", "meaning", "meaning")
+    test = tagged(TEST, "agreement", "agreement", "meaning", "role")
+    kinds = run_probe(MODEL, TOKENIZER, dev, test, permutations=10)["decided_by"]
+    assert list(kinds) == ["agreement", "role", "meaning"]  # DECIDED_BY's order
+    # The best head overall is pos4 (L1 H0), right on t3 alone. On dev's agreement items caps and
+    # pos4 both score 100%, and the tie goes to the lower layer: caps, right on every test item.
+    assert kinds["agreement"] == {"examples": 2, "best_head": 0.0, "random": 0.5,
+                                  "kind_best": {"layer": 0, "head": 1, "dev": 1.0, "test": 1.0}}
+    # Only pos4 is right on dev's meaning items (d3's capitals fool caps; d4 has none).
+    assert kinds["meaning"] == {"examples": 1, "best_head": 1.0, "random": 0.5,
+                                "kind_best": {"layer": 1, "head": 0, "dev": 1.0, "test": 1.0}}
+    # t4 has three candidates; dev has no role item, so no head is chosen for the kind.
+    assert kinds["role"] == {"examples": 1, "best_head": 0.0, "random": pytest.approx(1 / 3),
+                             "kind_best": None}
+    report = format_report(run_probe(MODEL, TOKENIZER, dev, test, permutations=10))
+    rows = {line.split()[0]: line.split()[1:] for line in report.splitlines()[-12:]
+            if line.strip().startswith(("agreement", "role", "meaning"))}
+    assert rows == {"agreement": ["2", "0.0%", "50.0%", "L0", "H1", "100.0%"],
+                    "role": ["1", "0.0%", "33.3%", "none", "on", "dev"],
+                    "meaning": ["1", "100.0%", "50.0%", "L1", "H0", "100.0%"]}
+
+
+def test_items_that_do_not_say_what_decides_get_no_table(result):
+    assert result["decided_by"] == {} and "decided by" not in format_report(result)
 
 
 def test_baselines_random_first_nearest_and_position(result):

@@ -154,6 +154,13 @@ def test_agreement_role_or_meaning_decides(labelled):
                        for phrase, fit in LEX.adjectives + LEX.descriptions), ex.text
         elif shape.role is None:  # agreement: nobody else takes this pronoun
             assert not any(agrees(ex, d) for d in ex.distractors), ex.text
+        # Each example says what decides: agreement wherever it suffices, else its shape's kind.
+        if not any(agrees(ex, d) for d in ex.distractors):
+            assert ex.decided_by == "agreement", ex.text
+        else:
+            assert ex.decided_by == ("meaning" if shape.meaning else "role"), ex.text
+    # Every kind is in the test split, role shapes' examples that agreement decides among them.
+    assert {ex.decided_by for ex in labelled["test"]} == {"agreement", "role", "meaning"}
 
 
 def position_rates(exs):
@@ -208,6 +215,18 @@ def test_natural_set_is_labelled_as_its_format_says():
     assert sum(len(ex.distractors) >= 2 for ex in exs) >= 0.3 * len(exs)  # three candidates
 
 
+def test_each_natural_sentence_says_whether_agreement_decides_and_the_lexicon_agrees():
+    # Tagged by hand; where the lexicon knows every distractor it must find the same: agreement
+    # exactly where no distractor takes the pronoun. Role is a distinction only the generator draws.
+    exs = natural()
+    assert all(ex.decided_by in ("agreement", "meaning") for ex in exs)
+    known = [ex for ex in exs if all(span_text(ex, d).lower() in NOUN_OF for d in ex.distractors)]
+    assert len(known) >= 0.8 * len(exs)
+    for ex in known:
+        assert (ex.decided_by == "agreement") == (not any(agrees(ex, d) for d in ex.distractors)), ex.text
+    assert sum(ex.decided_by == "meaning" for ex in exs) >= 0.25 * len(exs)
+
+
 def test_natural_set_has_no_positional_shortcut():
     rates = position_rates(natural())
     assert max(rates.values()) <= 0.60, rates
@@ -223,7 +242,7 @@ def test_jsonl_round_trip(tmp_path, labelled):
     write_jsonl(labelled["dev"], path)
     assert read_jsonl(path) == labelled["dev"]
     first = json.loads(path.read_text().splitlines()[0])
-    assert set(first) == {"text", "pronoun", "antecedent", "distractors"}
+    assert set(first) == {"text", "pronoun", "antecedent", "distractors", "decided_by"}
     assert first["pronoun"] == list(labelled["dev"][0].pronoun)
 
 
@@ -240,6 +259,7 @@ GOOD = {"text": "The king saw the bell because it rang.", "pronoun": [30, 32],
     (json.dumps({**GOOD, "distractors": []}), ('"distractors"', "at least one")),
     (json.dumps({**GOOD, "distractors": [[18, 25]]}), ('"antecedent"', '"distractors[0]"', "overlap")),
     (json.dumps({**GOOD, "pronoun": [30.0, 32]}), ('"pronoun"', "[30.0, 32]", "integers")),
+    (json.dumps({**GOOD, "decided_by": "syntax"}), ('"decided_by"', "'syntax'", "agreement, role, meaning")),
     (json.dumps({**GOOD, "distractors": [4, 8]}), ("[start, end] lists",)),
     # A causal model at the pronoun sees nothing after it: such a candidate cannot be scored.
     (json.dumps({**GOOD, "distractors": [[4, 8], [33, 37]]}), ('"distractors[1]" [33, 37]', "after", "[30, 32]")),
@@ -290,7 +310,9 @@ def test_read_jsonl_accepts_a_hand_written_file(tmp_path):
     path.write_text(json.dumps(GOOD) + "\n\n")
     [ex] = read_jsonl(path)
     assert (span_text(ex, ex.pronoun), span_text(ex, ex.antecedent)) == ("it", "bell")
-    assert ex == Example(GOOD["text"], (30, 32), (17, 21), [(4, 8)])
+    assert ex == Example(GOOD["text"], (30, 32), (17, 21), [(4, 8)]) and ex.decided_by is None
+    write_jsonl([ex], tmp_path / "back.jsonl")  # a file that did not say what decides still does not
+    assert json.loads((tmp_path / "back.jsonl").read_text()) == GOOD
     with pytest.raises(FileNotFoundError):
         read_jsonl(tmp_path / "missing.jsonl")
 

@@ -240,7 +240,16 @@ def _describing(name, mentions, slot, describing):
     return [d for d, kinds in table[mentions[slot].noun.kind] if not (which and kinds & others)]
 
 
-def _render(shape, fills, slot, n_slots):
+def _decided_by(shape, mentions, slot):
+    """What tells the antecedent apart: agreement where no other candidate takes its pronoun (a
+    role shape draws such candidates three times in ten), else the shape's role or meaning."""
+    pronoun = mentions[slot].pronoun
+    if all(m.pronoun != pronoun for i, m in enumerate(mentions) if i != slot):
+        return "agreement"
+    return "meaning" if shape.meaning else "role"
+
+
+def _render(shape, fills, slot, n_slots, decided_by):
     """The example: the pattern with its fields filled, sentences capitalised, spans found."""
     pieces, spans, pos = [], {}, 0
     for i, piece in enumerate(_FIELD.split(shape.pattern)):
@@ -255,7 +264,7 @@ def _render(shape, fills, slot, n_slots):
         pos += len(piece)
     text = _SENTENCE_START.sub(lambda m: m.group(0).upper(), "".join(pieces))
     distractors = [spans[str(i)] for i in range(n_slots) if i != slot]
-    return Example(text, spans["pro"], spans[str(slot)], distractors)
+    return Example(text, spans["pro"], spans[str(slot)], distractors, decided_by)
 
 
 def iter_examples(split: str, rng: random.Random) -> Iterator[tuple[Example, str]]:
@@ -274,7 +283,8 @@ def iter_examples(split: str, rng: random.Random) -> Iterator[tuple[Example, str
             continue
         fills = _fill(rng, shape, mentions, slot)
         if fills is not None:
-            yield _render(shape, fills, slot, len(shape.slots)), combination
+            decided_by = _decided_by(shape, mentions, slot)
+            yield _render(shape, fills, slot, len(shape.slots), decided_by), combination
 
 
 def examples(split: str, seed: int = 0, n: int | None = None) -> list[Example]:

@@ -4,6 +4,10 @@ input, either the generator's (data/pronouns/generator.py) or a file a user writ
 One object per line, character offsets with end exclusive:
     {"text": str, "pronoun": [start, end], "antecedent": [start, end],
      "distractors": [[start, end], ...]}
+and, optionally, "decided_by": what tells the antecedent apart (DECIDED_BY): "agreement" (no
+distractor can take the pronoun: the king / the kettle), "role" (all can, and the syntax decides:
+the subject of the clause the pronoun continues) or "meaning" (what the words say decides). The
+probe reports its heads on each kind apart.
 """
 
 import json
@@ -11,6 +15,8 @@ import re
 from dataclasses import dataclass
 
 from storage.atomic import write_atomic
+
+DECIDED_BY = ("agreement", "role", "meaning")
 
 
 @dataclass(frozen=True)
@@ -23,6 +29,7 @@ class Example:
     pronoun: tuple[int, int]
     antecedent: tuple[int, int]
     distractors: tuple[tuple[int, int], ...]
+    decided_by: str | None = None  # one of DECIDED_BY, or None: not said
 
     def __post_init__(self):
         object.__setattr__(self, "pronoun", tuple(self.pronoun))
@@ -61,6 +68,9 @@ def validate_example(example: Example) -> None:
         if b[0] < a[1]:
             raise ValueError(f'"{name_a}" {list(a)} and "{name_b}" {list(b)} overlap; '
                              "make the spans disjoint")
+    if example.decided_by is not None and example.decided_by not in DECIDED_BY:
+        raise ValueError(f'"decided_by" is {example.decided_by!r}; use one of '
+                         f'{", ".join(DECIDED_BY)}, or leave the key out')
     start, end = example.pronoun
     beside = text[start - 1 : start] + text[end : end + 1]
     if not _WORD.fullmatch(text[start:end]) or _LETTER_OR_DIGIT.search(beside):
@@ -79,7 +89,8 @@ def write_jsonl(examples: list[Example], path) -> None:
     the module docstring)."""
     lines = (json.dumps({"text": ex.text, "pronoun": list(ex.pronoun),
                          "antecedent": list(ex.antecedent),
-                         "distractors": [list(d) for d in ex.distractors]}) + "\n"
+                         "distractors": [list(d) for d in ex.distractors],
+                         **({"decided_by": ex.decided_by} if ex.decided_by else {})}) + "\n"
              for ex in examples)
     write_atomic(path, "".join(lines))
 
@@ -98,7 +109,7 @@ def _parse_line(line: str) -> Example:
         spans += record["distractors"]
     if not isinstance(record["distractors"], list) or not all(isinstance(s, list) for s in spans):
         raise ValueError("spans must be [start, end] lists and distractors a list of them")
-    example = Example(record["text"], spans[0], spans[1], spans[2:])
+    example = Example(record["text"], spans[0], spans[1], spans[2:], record.get("decided_by"))
     validate_example(example)
     return example
 
