@@ -129,7 +129,7 @@ def _sentence(s, i, best):
     return {"tokens": tokens, "attention": weights, "pronoun": pronoun, "note": note}
 
 
-def _facts(checkpoint, step, val_loss, best_head):
+def _facts(checkpoint, step, val_loss, best_head, decided_by=None):
     """(label, value) rows of what is known about the run; None facts are left out."""
     rows = [] if checkpoint is None else [("Checkpoint", str(checkpoint))]
     if step is not None:
@@ -152,12 +152,15 @@ def _facts(checkpoint, step, val_loss, best_head):
                          if isinstance(scores.get(split), (int, float)))
         rows.append(("Best head", f"L{best[0]} H{best[1]}" + (f": {said} cand@1" if said else "")
                      + ", outlined in each grid"))
+        if decided_by:
+            said = (f"{kind} {k['best_head']:.1%} of {k['examples']}" for kind, k in decided_by.items())
+            rows.append(("Best head by what decides", ", ".join(said)))
     return rows
 
 
-def run_section(checkpoint=None, step=None, val_loss=None, best_head=None):
+def run_section(checkpoint=None, step=None, val_loss=None, best_head=None, decided_by=None):
     """The page's first section: the run's facts, and what "best head" means; "" if none."""
-    rows = _facts(checkpoint, step, val_loss, best_head)
+    rows = _facts(checkpoint, step, val_loss, best_head, decided_by)
     if not rows:
         return ""
     items = "".join(f"<dt>{html.escape(label)}</dt><dd>{html.escape(value)}</dd>"
@@ -202,7 +205,8 @@ def numbers_section(sentences, best):
 
 
 def render_html(sentences, best_head=None, title="Attention maps", checkpoint=None, step=None,
-                val_loss=None, causal=None, records=(), lens=None, patching=None) -> str:
+                val_loss=None, causal=None, records=(), lens=None, patching=None,
+                decided_by=None) -> str:
     """The page as a string (see write_html)."""
     best = _best(best_head)
     if not sentences:
@@ -220,7 +224,7 @@ def render_html(sentences, best_head=None, title="Attention maps", checkpoint=No
     payload = payload.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
     # The page's parts, top to bottom. A new part is a function that returns its <section>
     # (its text escaped with html.escape), added to this list.
-    sections = [run_section(checkpoint, step, val_loss, best_head), heads_section(words, best),
+    sections = [run_section(checkpoint, step, val_loss, best_head, decided_by), heads_section(words, best),
                 numbers_section(data["sentences"], best),
                 causal_section(causal),
                 patching_section(patching), lens_section(lens), curve_section(records), maps_section(best)]
@@ -232,7 +236,8 @@ def render_html(sentences, best_head=None, title="Attention maps", checkpoint=No
 
 
 def write_html(path, sentences, best_head=None, title="Attention maps", checkpoint=None,
-               step=None, val_loss=None, causal=None, records=(), lens=None, patching=None) -> None:
+               step=None, val_loss=None, causal=None, records=(), lens=None, patching=None,
+               decided_by=None) -> None:
     """Write the page to `path` with storage.atomic.write_atomic: a reader never sees half a
     page, and a path that cannot take it (a folder, a read-only place) is a one-line ValueError.
 
@@ -247,6 +252,8 @@ def write_html(path, sentences, best_head=None, title="Attention maps", checkpoi
     causal: the probe result's "causal" (analysis.causal), drawn as tables, or None. records:
     the run's metrics.jsonl records; their probe lines are drawn as the training curve
     (analysis.curve), none when there are none. lens, patching: the probe result's "logit_lens"
-    and "patching" (analysis.lens, analysis.patching), drawn as tables, or None."""
+    and "patching" (analysis.lens, analysis.patching), drawn as tables, or None. decided_by:
+    the probe result's "decided_by", the best head's test cand@1 on each kind of sentence shown
+    beside it, or None."""
     write_atomic(path, render_html(sentences, best_head, title, checkpoint, step, val_loss,
-                                   causal, records, lens, patching))
+                                   causal, records, lens, patching, decided_by))

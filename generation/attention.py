@@ -141,7 +141,8 @@ def write_page(run, args, analysed, ckpt, out, err):
     write_html(args.html, [sentence_page(a) for a in analysed], best_head=best, checkpoint=ckpt,
                step=run.ckpt.get("step"), val_loss=run.ckpt.get("best_val_loss"),
                causal=found.get("causal"), records=read_metrics(Path(ckpt) / METRICS_FILE),
-               lens=found.get("logit_lens"), patching=found.get("patching"))
+               lens=found.get("logit_lens"), patching=found.get("patching"),
+               decided_by=found.get("decided_by"))
     outlined = f"layer {best['layer']} head {best['head']}" if best else "none (--no-probe)"
     out.write(f"wrote {args.html} (outlined, the probe's best head: {outlined})\n")
 

@@ -101,6 +101,14 @@ def test_the_runs_facts_and_what_best_head_means_are_at_the_top():
     assert page.index('class="facts"') < page.index('id="sentences"')
 
 
+def test_the_best_head_on_each_kind_of_sentence_is_a_fact_beside_it():
+    kinds = {"agreement": {"examples": 217, "best_head": 0.972, "random": 0.44, "kind_best": None},
+             "meaning": {"examples": 42, "best_head": 0.571, "random": 0.46, "kind_best": None}}
+    page = render_html(SENTENCES, **FACTS, decided_by=kinds)
+    assert facts_of(page)["Best head by what decides"] == "agreement 97.2% of 217, meaning 57.1% of 42"
+    assert "Best head by what decides" not in facts_of(render_html(SENTENCES, **FACTS, decided_by={}))
+
+
 def test_facts_a_model_lacks_are_left_out():
     # A Hugging Face model: no step, no validation loss; a run never evaluated: best_val_loss inf.
     page = render_html(SENTENCES, checkpoint="hf:gpt2", best_head=(1, 2), val_loss=float("inf"))

@@ -15,7 +15,7 @@ from data.pronouns.generator import (
 from data.pronouns.jsonl import DECIDED_BY, Example, read_examples, read_jsonl, validate_example, write_jsonl
 
 __all__ = [
-    "ATTENTION_EXAMPLES", "DECIDED_BY", "DEFAULT_CORPUS_BYTES", "DEFAULT_COUNT", "NATURAL", "NATURAL_FILE", "PRONOUNS",
-    "SPLITS", "Example", "corpus_text", "corpus_version", "examples", "iter_examples", "natural",
+    "ATTENTION_EXAMPLES", "DECIDED_BY", "DEFAULT_CORPUS_BYTES", "DEFAULT_COUNT", "NATURAL", "NATURAL_FILE",
+    "PRONOUNS", "SPLITS", "Example", "corpus_text", "corpus_version", "examples", "iter_examples", "natural",
     "read_examples", "read_jsonl", "split_of", "validate_example", "write_jsonl",
 ]
