@@ -25,15 +25,14 @@ train / dev / test (80/10/10) independently of the seed, and each split is gener
 its own combinations, so dev and test examples never occur in the training text.
 """
 
-import functools
 import hashlib
 import random
 import re
-from collections import Counter
 from pathlib import Path
-from typing import Iterator, NamedTuple
+from typing import Iterator
 
 from checks import positive_int
+from data.pronouns import draw
 from data.pronouns.jsonl import Example, read_jsonl
 from data.pronouns.lexicon import AGENTS, lexicon
 from data.pronouns.shapes import CONNECTIVES, SHAPES, SLOT_KINDS
@@ -77,75 +76,6 @@ def _check_split(split: str) -> None:
         raise ValueError(f"unknown split {split!r}; use one of {', '.join(SPLITS)}")
 
 
-class _Tables(NamedTuple):
-    """The lexicon indexed the ways the generator draws from it."""
-
-    nouns: dict  # kind -> nouns
-    actions: list  # (phrase, kinds) naming no noun
-    verbs: dict  # (subject kind, object kind) -> verbs naming no noun
-    describing: dict  # "adj" | "desc" -> kind -> (phrase, kinds) naming no noun
-    distinct: dict  # noun -> a weight per doing: 1 / how many nouns share its first word
-
-
-@functools.cache
-def _tables():
-    lex = lexicon()
-    nouns = {kind: [n for n in lex.nouns if n.kind == kind] for kind in SLOT_KINDS["any"]}
-    noun_words = {n.word for n in lex.nouns} | {n.plural for n in lex.nouns if n.plural}
-    # Before the pronoun only candidates may name things: actions, verbs and descriptions that
-    # name one ("waited by the door", "wrote a letter to") are left out.
-    actions = [(a, kinds) for a, kinds in lex.actions if not noun_words.intersection(a.split())]
-    verbs = {(s, o): [v for v, subj, obj in lex.verbs
-                      if s in subj and o in obj and not noun_words.intersection(v.split())]
-             for s in AGENTS for o in SLOT_KINDS["any"]}
-    describing = {}
-    for field, table in (("adj", lex.adjectives), ("desc", lex.descriptions)):
-        describing[field] = {k: [(d, kinds) for d, kinds in table if k in kinds
-                                 and not noun_words.intersection(d.split())]
-                             for k in SLOT_KINDS["any"]}
-    # After a pronoun, a doing whose first word few nouns share is drawn more often: that word,
-    # the next token, then says which noun the pronoun meant ("whistled", not "smelled").
-    sharing = Counter(first for n in lex.nouns for first in {d.split()[0] for d in n.doings})
-    distinct = {n.word: [1 / sharing[d.split()[0]] for d in n.doings] for n in lex.nouns}
-    return _Tables(nouns, actions, verbs, describing, distinct)
-
-
-class _Mention:
-    """A candidate: its noun and number (plural three times in ten where the noun has one)."""
-
-    def __init__(self, noun, rng):
-        self.noun, self.plural = noun, noun.plural is not None and rng.random() < 0.3
-        self.pronoun = noun.pronoun(self.plural)
-        self.form = noun.plural if self.plural else noun.word
-
-
-def _article(rng, mention):
-    if mention.plural or mention.noun.plural is None:  # "the dogs", "dogs"; "the milk", "milk"
-        return rng.choice(("the ", "the ", "the ", ""))
-    if rng.random() < 0.75:
-        return "the "
-    return "an " if mention.form[0] in "aeio" else "a "
-
-
-def _phrase(rng, mention, adjectives):
-    """(text, offset of the noun in it): "the dog", "an old kettle", "children"."""
-    article = _article(rng, mention)
-    fitting = adjectives[mention.noun.kind]
-    if fitting and rng.random() < 0.15:
-        adjective, _ = rng.choice(fitting)
-        article = article if article in ("the ", "") else ("an " if adjective[0] in "aeio" else "a ")
-        article += adjective + " "
-    return article + mention.form, len(article)
-
-
-def _doing(rng, mention, weights=None):
-    """One of the noun's doings (drawn with `weights` if given), "was" as "were" after a plural."""
-    doing = rng.choices(mention.noun.doings, weights)[0]
-    if mention.plural and doing.startswith("was "):
-        doing = "were " + doing[4:]
-    return doing
-
-
 def _pick_pronoun(rng, shape):
     names = [p for p in PRONOUN_WEIGHTS if (shape.they_ok or p != "they")
              and (not shape.meaning or p in ("it", "they"))]
@@ -156,7 +86,7 @@ def _pick(rng, nouns, kinds, accept, used):
     """A mention of a noun of `kinds` (in either number) that `accept` takes, or None."""
     for _ in range(30):
         noun = rng.choice(nouns[rng.choice(kinds)])
-        mention = _Mention(noun, rng)
+        mention = draw.Mention(noun, rng)
         if noun.word not in used and accept(mention):
             return mention
     return None
@@ -164,7 +94,7 @@ def _pick(rng, nouns, kinds, accept, used):
 
 def _choose(rng, shape):
     """(mentions in slot order, antecedent slot), or None when this draw found no fit."""
-    nouns = _tables().nouns
+    nouns = draw.tables().nouns
     slot = rng.randrange(len(shape.slots)) if shape.role is None else shape.role
     pronoun = _pick_pronoun(rng, shape)
     antecedent = _pick(rng, nouns, SLOT_KINDS[shape.slots[slot]], lambda m: m.pronoun == pronoun, set())
@@ -196,11 +126,11 @@ def _choose(rng, shape):
 
 def _fill(rng, shape, mentions, slot):
     """The field values of `shape` for these mentions, or None when a verb or action fits none."""
-    tables = _tables()
+    tables = draw.tables()
     fills = {}
     for name in dict.fromkeys(_FIELD.findall(shape.pattern)):  # in order: sets vary by process
         if name.isdigit():
-            fills[name] = _phrase(rng, mentions[int(name)], tables.describing["adj"])
+            fills[name] = draw.phrase(rng, mentions[int(name)], tables.describing["adj"])
         elif name.startswith("v"):
             subject, obj = (mentions[int(c)].noun.kind for c in name[1:])
             choices = tables.verbs.get((subject, obj), [])
@@ -222,7 +152,7 @@ def _fill(rng, shape, mentions, slot):
                 return None
             fills[name] = (rng.choice(choices), None)
     fills["pro"] = (mentions[slot].pronoun, None)
-    fills["cont"] = (_doing(rng, mentions[slot], tables.distinct[mentions[slot].noun.word]), None)
+    fills["cont"] = (draw.doing(rng, mentions[slot], tables.distinct[mentions[slot].noun.word]), None)
     fills["conj"] = (rng.choice(CONNECTIVES), None)
     fills["time"] = (rng.choice(lexicon().times), None)
     return fills
@@ -302,21 +232,21 @@ def examples(split: str, seed: int = 0, n: int | None = None) -> list[Example]:
 def prose_sentence(rng: random.Random) -> str:
     """A sentence without a pronoun: a noun doing one of its doings, a verb between two nouns,
     or an action at a time."""
-    lex, tables = lexicon(), _tables()
+    lex, tables = lexicon(), draw.tables()
     nouns, verbs, adjectives = tables.nouns, tables.verbs, tables.describing["adj"]
     kind = rng.choice(("person", "person", "animal", "thing", "place"))
-    subject = _Mention(rng.choice(nouns[kind]), rng)
-    phrase, _ = _phrase(rng, subject, adjectives)
+    subject = draw.Mention(rng.choice(nouns[kind]), rng)
+    phrase, _ = draw.phrase(rng, subject, adjectives)
     roll = rng.random()
     if roll < 0.5:
-        sentence = f"{phrase} {_doing(rng, subject)}"
+        sentence = f"{phrase} {draw.doing(rng, subject)}"
     elif roll < 0.8 and kind in AGENTS:
         obj_kind = rng.choice([k for k in SLOT_KINDS["any"] if verbs[(kind, k)]])
-        obj = _Mention(rng.choice(nouns[obj_kind]), rng)
+        obj = draw.Mention(rng.choice(nouns[obj_kind]), rng)
         verb = rng.choice(verbs[(kind, obj_kind)])
-        sentence = f"{phrase} {verb} {_phrase(rng, obj, adjectives)[0]} {rng.choice(lex.times)}"
+        sentence = f"{phrase} {verb} {draw.phrase(rng, obj, adjectives)[0]} {rng.choice(lex.times)}"
     else:
-        fitting = [a for a, kinds in lex.actions if kind in kinds] or [_doing(rng, subject)]
+        fitting = [a for a, kinds in lex.actions if kind in kinds] or [draw.doing(rng, subject)]
         sentence = f"{rng.choice(lex.times)}, {phrase} {rng.choice(fitting)}"
     return sentence[0].upper() + sentence[1:] + "."
 
@@ -351,6 +281,6 @@ def corpus_version() -> str:
     """A hash of the generator's source files and word tables: a corpus written by another
     version of them is another corpus (data.sources keeps one file per version)."""
     here = Path(__file__).parent
-    files = [here / "generator.py", here / "shapes.py", here / "lexicon.py",
+    files = [here / "generator.py", here / "draw.py", here / "shapes.py", here / "lexicon.py",
              *sorted((here / "lexicon").glob("*.tsv"))]
     return hashlib.sha256(b"".join(p.read_bytes() for p in files)).hexdigest()[:12]
