@@ -83,17 +83,18 @@ def format_report(result: dict, top: int = 5) -> str:
     else:
         lines.append("Note: the head and the position rule were chosen on dev and are reported "
                      f"on {test_name}; choosing them there would inflate the numbers.")
-    lines += _by_deciding_lines(result.get("decided_by", {}), best, score)  # older results lack it
+    lines += _by_deciding_lines(result.get("decided_by", {}), best, score, same)  # older results lack it
     return "\n".join(lines + ["", PUBLISHED])
 
 
-def _by_deciding_lines(kinds: dict, best: dict, score: str) -> list[str]:
+def _by_deciding_lines(kinds: dict, best: dict, score: str, same: bool) -> list[str]:
     """format_report's table of the items by what tells their antecedent apart, if they say."""
     if not kinds:
         return []
     name = f"L{best['layer']} H{best['head']}"
+    where = "the same items" if same else "dev's items of that kind"
     lines = ["", f"By what tells the antecedent apart ({score}; the last column's head is chosen "
-             "on dev's items of that kind):",
+             f"on {where}):",
              f"  {'decided by':<11} {'items':>5} {name:>7} {'random':>7}   best head for the kind"]
     for kind, k in kinds.items():
         top = k["kind_best"]

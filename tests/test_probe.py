@@ -191,6 +191,14 @@ def test_each_kind_of_item_is_scored_apart_with_its_own_head_chosen_on_dev():
                     "meaning": ["1", "100.0%", "50.0%", "L1", "H0", "100.0%"]}
 
 
+def test_one_set_of_items_that_say_what_decides_chooses_each_kinds_head_on_them():
+    r = run_probe(MODEL, TOKENIZER, tagged(TEST, "agreement", "agreement", "meaning", "meaning"),
+                  permutations=10)
+    # caps is right on every test item; chosen and scored on the same items, as the report says.
+    assert r["decided_by"]["meaning"]["kind_best"] == {"layer": 0, "head": 1, "dev": 1.0, "test": 1.0}
+    assert "chosen on the same items" in format_report(r)
+
+
 def test_items_that_do_not_say_what_decides_get_no_table(result):
     assert result["decided_by"] == {} and "decided by" not in format_report(result)
 
