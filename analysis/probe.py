@@ -141,12 +141,13 @@ def position_rules(scores: CandidateScores) -> dict[str, torch.Tensor]:
     return rules
 
 
-def random_rate(scores: CandidateScores) -> float:
+def random_rate(scores: CandidateScores, keep: torch.Tensor | None = None) -> float:
     """A uniformly drawn candidate among those the model sees, in expectation: 1/k where the
-    antecedent is one of the k, else 0."""
+    antecedent is one of the k, else 0; over the items where the (N,) bool `keep` holds if given."""
     k = scores.seen.sum(1).double()
     hit = scores.seen[torch.arange(len(scores.label)), scores.label]
-    return torch.where(hit & (k > 0), 1 / k.clamp(min=1), 0.0).mean().item()
+    per_item = torch.where(hit & (k > 0), 1 / k.clamp(min=1), 0.0)
+    return (per_item if keep is None else per_item[keep]).mean().item()
 
 
 def _rate(hits: torch.Tensor) -> float:
@@ -224,15 +225,6 @@ def _head_rows(hits_dev, n_dev, hits_test, test_scores):
             for i in range(L) for j in range(H)]
 
 
-def _subset(scores: CandidateScores, keep: torch.Tensor) -> CandidateScores:
-    """The items of `scores` where the (N,) bool `keep` holds; counts stay those of the whole set."""
-    rows = keep.nonzero().flatten().tolist()
-    return scores._replace(
-        attention=scores.attention[keep], valid=scores.valid[keep], seen=scores.seen[keep],
-        label=scores.label[keep], first=scores.first[keep], nearest=scores.nearest[keep],
-        decided_by=tuple(scores.decided_by[i] for i in rows))
-
-
 def _by_deciding(dev_scores, hits_dev, test_scores, hits_test, best):
     """run_probe's "decided_by": for each kind the test items name, their count, the best head's
     cand@1 on them, the random baseline, and the head best on dev's items of that kind (None
@@ -243,7 +235,7 @@ def _by_deciding(dev_scores, hits_dev, test_scores, hits_test, best):
         in_dev = torch.tensor([d == kind for d in dev_scores.decided_by], dtype=torch.bool)
         test_rate = hits_test[in_test].double().mean(0)  # (L, H)
         row = {"examples": int(in_test.sum()), "best_head": test_rate.flatten()[best].item(),
-               "random": random_rate(_subset(test_scores, in_test)), "kind_best": None}
+               "random": random_rate(test_scores, in_test), "kind_best": None}
         if in_dev.any():
             dev_rate = hits_dev[in_dev].double().mean(0)
             top = int(dev_rate.flatten().argmax())  # ties: the lowest (layer, head)
