@@ -37,15 +37,20 @@ def project_modules():
     return sorted(str(p.relative_to(ROOT)) for p in files)
 
 
-def imported_floors(path):
-    """The project's top-level names that the file imports, anywhere in it."""
+def imported_names(path):
+    """The top-level names that the file imports, anywhere in it (lazy imports too)."""
     names = set()
     for node in ast.walk(ast.parse((ROOT / path).read_text())):
         if isinstance(node, ast.Import):
             names |= {alias.name.split(".")[0] for alias in node.names}
         elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
             names.add(node.module.split(".")[0])
-    return names & (set(MAY_IMPORT) | {"train", "bench"})
+    return names
+
+
+def imported_floors(path):
+    """The project's top-level names that the file imports, anywhere in it."""
+    return imported_names(path) & (set(MAY_IMPORT) | {"train", "bench"})
 
 
 @pytest.mark.parametrize("path", [p for p in project_modules() if p.split("/")[0].removesuffix(".py")
@@ -54,6 +59,13 @@ def test_layers_only_look_down(path):
     floor = path.split("/")[0].removesuffix(".py")
     assert imported_floors(path) <= MAY_IMPORT[floor], (
         f"{path} imports {sorted(imported_floors(path) - MAY_IMPORT[floor])}")
+
+
+def test_transformer_lens_is_a_reference_of_the_tests_only():
+    # requirements-test.txt installs it to check the hook points against; a user's install
+    # (requirements.txt) has no such package, so no module of the project may import it.
+    importers = [p for p in project_modules() if "transformer_lens" in imported_names(p)]
+    assert importers == [], f"{importers} import transformer_lens, which only the tests install"
 
 
 def layout_paths():
