@@ -121,7 +121,7 @@ class Block(nn.Module):
         self.ln_2 = nn.LayerNorm(config.n_embd, bias=config.bias)
         self.mlp = MLP(config, name=f"{p}.mlp")
         names = ("hook_resid_pre", "hook_q_input", "hook_k_input", "hook_v_input",
-                 "hook_attn_out", "hook_resid_mid", "hook_mlp_out", "hook_resid_post")
+                 "hook_attn_out", "hook_resid_mid", "hook_mlp_in", "hook_mlp_out", "hook_resid_post")
         for name in names:
             setattr(self, name, HookPoint(f"{p}.{name}"))
         self.hook_ln1 = HookPoint(f"{p}.ln1.hook_normalized")
@@ -136,7 +136,7 @@ class Block(nn.Module):
         else:
             attn_in = self.hook_ln1(self.ln_1(x))
         x = self.hook_resid_mid(x + self.hook_attn_out(self.attn(attn_in, cache=cache)))
-        x = x + self.hook_mlp_out(self.mlp(self.hook_ln2(self.ln_2(x))))
+        x = x + self.hook_mlp_out(self.mlp(self.hook_ln2(self.ln_2(self.hook_mlp_in(x)))))
         return self.hook_resid_post(x)
 
 

@@ -16,6 +16,8 @@ shape, so code written against its cache reads ours:
     blocks.{l}.attn.hook_result                     (B, T, H, C) each head's write to the stream
     blocks.{l}.hook_attn_out                        (B, T, C)  attention's sum, biases included
     blocks.{l}.hook_resid_mid                       (B, T, C)  the stream between attn and MLP
+    blocks.{l}.hook_mlp_in                          (B, T, C)  the MLP's own copy of it (a
+                                                    change here reaches the MLP only)
     blocks.{l}.ln2.hook_normalized                  (B, T, C)  what the MLP reads
     blocks.{l}.mlp.hook_pre, hook_post              (B, T, 4C) the MLP before / after its
                                                     activation
@@ -102,7 +104,7 @@ _ORDER = {name: i for i, name in enumerate((
     "hook_embed", "hook_pos_embed", "hook_resid_pre", "hook_q_input", "hook_k_input",
     "hook_v_input", "ln1.hook_normalized", "attn.hook_q", "attn.hook_k", "attn.hook_v",
     "attn.hook_attn_scores", "attn.hook_pattern", "attn.hook_z", "attn.hook_result",
-    "hook_attn_out", "hook_resid_mid", "ln2.hook_normalized", "mlp.hook_pre", "mlp.hook_post",
+    "hook_attn_out", "hook_resid_mid", "hook_mlp_in", "ln2.hook_normalized", "mlp.hook_pre", "mlp.hook_post",
     "hook_mlp_out", "hook_resid_post"))}
 
 SPLIT_INPUTS = ("hook_q_input", "hook_k_input", "hook_v_input")

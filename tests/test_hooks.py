@@ -21,7 +21,8 @@ SHAPES = {
         "attn.hook_q": (B, T, H, D), "attn.hook_k": (B, T, H, D), "attn.hook_v": (B, T, H, D),
         "attn.hook_attn_scores": (B, H, T, T), "attn.hook_pattern": (B, H, T, T),
         "attn.hook_z": (B, T, H, D), "attn.hook_result": (B, T, H, C),
-        "hook_attn_out": (B, T, C), "hook_resid_mid": (B, T, C), "ln2.hook_normalized": (B, T, C),
+        "hook_attn_out": (B, T, C), "hook_resid_mid": (B, T, C), "hook_mlp_in": (B, T, C),
+        "ln2.hook_normalized": (B, T, C),
         "mlp.hook_pre": (B, T, 4 * C), "mlp.hook_post": (B, T, 4 * C), "hook_mlp_out": (B, T, C),
         "hook_resid_post": (B, T, C)}.items()},
 }
