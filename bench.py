@@ -8,6 +8,7 @@
     python bench.py speedrun --nanogpt DIR   # the CPU speedrun config against nanoGPT's 2000 steps
     python bench.py optimizers           # a step of the Muon recipe against one of the AdamW recipe
     python bench.py causal               # the probe's causal tests on 300 sentences, 1 thread vs default
+    python bench.py hooks --before DIR   # a step with no hook installed: this tree against DIR's
     python bench.py gpu-check            # `make gpu-check`: the GPU table (needs one CUDA GPU)
 
 Machines are shared and noisy: every comparison runs both sides in the same invocation, and
@@ -24,6 +25,7 @@ import resource
 import torch
 
 from benchmarks.gpu import gpu_check
+from benchmarks.hooks import bench_hooks
 from benchmarks.inference import bench_causal, bench_generation, bench_load
 from benchmarks.preparation import bench_mix, bench_prepare, bench_tokenizer
 from benchmarks.step import bench_loss_memory, bench_profile
@@ -45,7 +47,7 @@ def print_row(key, value, width=52):
 
 def build_parser():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("what", nargs="*", default=[], help="train, generate, tokenizer, prepare, mix, load, loss-memory, causal, profile, speedrun, optimizers, gpu-check")
+    p.add_argument("what", nargs="*", default=[], help="train, generate, tokenizer, prepare, mix, load, loss-memory, causal, profile, speedrun, optimizers, hooks, gpu-check")
     p.add_argument("--json", action="store_true")
     p.add_argument("--iters", type=int, default=300, help="training steps per timed run (default 300)")
     p.add_argument("--nanogpt", metavar="DIR", help="a nanoGPT checkout with data/shakespeare_char prepared")
@@ -53,6 +55,8 @@ def build_parser():
     p.add_argument("--repeat", type=int, default=1, help="train: alternate the timed runs this many times")
     p.add_argument("--text", default="tinyshakespeare", help="corpus for the tokenizer benchmark")
     p.add_argument("--gpu-iters", type=int, default=2500, help="gpu-check: steps of shakespeare_char")
+    p.add_argument("--before", metavar="DIR", help="hooks: an older checkout to compare against")
+    p.add_argument("--rounds", type=int, default=10, help="hooks: alternating rounds of 20 steps")
     return p
 
 
@@ -62,7 +66,8 @@ def main():
     benches = {"train": bench_train, "generate": bench_generation, "tokenizer": bench_tokenizer,
                "prepare": bench_prepare, "mix": bench_mix, "load": bench_load,
                "loss-memory": bench_loss_memory, "profile": bench_profile, "gpu-check": gpu_check,
-               "speedrun": bench_speedrun, "optimizers": bench_optimizers, "causal": bench_causal}
+               "speedrun": bench_speedrun, "optimizers": bench_optimizers, "causal": bench_causal,
+               "hooks": bench_hooks}
     chosen = args.what or ["train", "generate", "tokenizer", "prepare"]
     unknown = [w for w in chosen if w not in benches]
     if unknown:

@@ -3,7 +3,7 @@
 The probe shows where a head looks from the pronoun; this measures whether looking there matters.
 At the pronoun's last token (the query, as in the probe) the model predicts the next token; its
 loss there is the cross-entropy of that token. Each test changes one thing inside attention, for
-the query only, through model.attention.inspect_attention (the explicit path), and reports the
+the query only, through the model's hook points (model.hooks), and reports the
 change in that loss in nats, intervened minus clean, per example:
 - antecedent knockout: in the chosen heads the query may not attend to the antecedent's tokens
   (the tokens the probe sums); its attention renormalises over the other keys;
@@ -34,7 +34,8 @@ import torch
 import torch.nn.functional as F
 
 from analysis.words import encode_item
-from model.attention import inspect_attention
+from analysis.interventions import block_keys, replace_where
+from model.hooks import hooks, per_layer
 
 BATCH_SIZE = 64
 MEASURES = ("antecedent", "distractor")  # knockouts, reported for layers and all heads
@@ -87,30 +88,34 @@ def _prefill(model, cases, device):
 
 
 def knockout_at_query(heads, keys):
-    """inspect_attention's knockout for one query position: in the heads marked in `heads`
-    (L, H), the query of batch row b may not attend to the keys marked in keys[b] (B, S)."""
+    """Hooks for one query position: in the heads marked in `heads` (L, H), the query of batch
+    row b may not attend to the keys marked in keys[b] (B, S)."""
     heads = heads.to(keys.device)
-    return {l: heads[l][None, :, None, None] & keys[:, None, None, :]  # (B, H, 1, S)
+    return {f"blocks.{l}.attn.hook_attn_scores":
+            block_keys(heads[l][None, :, None, None] & keys[:, None, None, :])  # (B, H, 1, S)
             for l in range(heads.size(0)) if heads[l].any()}
 
 
 def ablate_at_query(heads, mean):
-    """inspect_attention's ablate for one query position: the heads marked in `heads` (L, H)
-    output mean[l, h] (L, H, D) there."""
+    """Hooks for one query position: the heads marked in `heads` (L, H) output mean[l, h]
+    (L, H, D) there (hook_z is (B, T, H, D))."""
     heads = heads.to(mean.device)
-    return {l: (heads[l][None, :, None], mean[l][None, :, None, :])  # (1, H, 1), (1, H, 1, D)
+    return {f"blocks.{l}.attn.hook_z":
+            replace_where(heads[l][None, None, :], mean[l][None, None])  # (1, 1, H), (1, 1, H, D)
             for l in range(heads.size(0)) if heads[l].any()}
 
 
-def _query_loss(model, batch, knockout=None, ablate=None):
-    """((B,) loss of the token after the query, (B, L, H, D) heads' outputs at the query)."""
-    with inspect_attention(model, knockout, ablate) as seen:
+def _query_loss(model, batch, edits=None):
+    """((B,) loss of the token after the query, (B, L, H, D) heads' outputs at the query), with
+    the hooks `edits` installed."""
+    names, outputs = per_layer("attn.hook_z", model.config.n_layer), {}
+    keep = {name: lambda z, name: outputs.__setitem__(name, z[:, -1]) for name in names}
+    with hooks(model, edits or {}), hooks(model, keep):  # kept after the edits
         logits = model(batch.query, caches=batch.caches)[:, -1]  # (B, V)
     for cache in batch.caches:
         cache.length -= 1  # forget the query: the next intervention reads it again
     loss = F.cross_entropy(logits.float(), batch.target, reduction="none")
-    outputs = torch.stack([o[:, :, -1] for o in seen.outputs], dim=1)  # (B, L, H, D)
-    return loss.double().cpu(), outputs
+    return loss.double().cpu(), torch.stack([outputs[n] for n in names], dim=1)  # (B, L, H, D)
 
 
 def _summary(deltas, draws):
@@ -171,11 +176,11 @@ def causal_tests(model, tokenizer, examples, seed=0, resamples=1000, batch_size=
         batch = _prefill(model, chunk, device)
         for layer, head in scopes:
             heads = heads_of(layer, head)
-            edits = {k: {"knockout": knockout_at_query(heads, getattr(batch, k))} for k in MEASURES}
+            edits = {k: knockout_at_query(heads, getattr(batch, k)) for k in MEASURES}
             if head is not None:  # ablation is measured for single heads
-                edits["ablation"] = {"ablate": ablate_at_query(heads, mean)}
+                edits["ablation"] = ablate_at_query(heads, mean)
             for kind, edit in edits.items():
-                losses.setdefault((layer, head, kind), []).append(_query_loss(model, batch, **edit)[0])
+                losses.setdefault((layer, head, kind), []).append(_query_loss(model, batch, edit)[0])
 
     draws = torch.randint(len(cases), (resamples, len(cases)),
                           generator=torch.Generator().manual_seed(seed))

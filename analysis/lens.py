@@ -12,7 +12,12 @@ import statistics
 import torch
 
 from analysis.words import encode_item
-from model.attention import inspect_attention
+from model.hooks import per_layer, run_with_cache
+
+
+def stream_points(n_layer):
+    """The hook points of the residual stream entering each block, and leaving the last."""
+    return per_layer("hook_resid_pre", n_layer) + [f"blocks.{n_layer - 1}.hook_resid_post"]
 
 
 @torch.no_grad()
@@ -27,6 +32,7 @@ def logit_lens(model, tokenizer, examples, top=5) -> dict:
         raise ValueError("no example has a token after its pronoun to predict; the logit lens needs one")
     device = next(model.parameters()).device
     L = cfg.n_layer
+    points = stream_points(L)
     ranks, probs = [[] for _ in range(L + 1)], [[] for _ in range(L + 1)]
     first_top = None
     by_length: dict[int, list] = {}
@@ -34,12 +40,11 @@ def logit_lens(model, tokenizer, examples, top=5) -> dict:
         by_length.setdefault(len(it.ids), []).append(n)
     for group in by_length.values():
         idx = torch.tensor([items[n].ids for n in group], device=device)  # (B, T)
-        with inspect_attention(model) as seen:
-            model(idx)
+        _, cache = run_with_cache(model, idx, names=points)
         b = torch.arange(len(group), device=device)
         q = torch.tensor([items[n].query for n in group], device=device)
         target = torch.tensor([items[n].next_id for n in group], device=device)
-        for i, stream in enumerate(seen.stream):
+        for i, stream in enumerate(cache[name] for name in points):
             logits = model.lm_head(model.ln_f(stream[b, q]))[:, : cfg.vocab_size].float()  # (B, V)
             p = torch.softmax(logits, -1)
             true = logits[b, target]

@@ -15,12 +15,14 @@ indirect-object-identification work; a ratio of per-example values blows up wher
 near 0). An example whose antecedent is no lexicon noun, or with no twin of its token length
 and another continuation, is counted and skipped.
 
-Patched from the clean run into the corrupted run, one at a time, through inspect_attention:
-  heads     each head's output at the pronoun (an L x H grid);
+Patched from the clean run into the corrupted run, one at a time, through the model's hook
+points (model.hooks):
+  heads     each head's output at the pronoun (hook_z; an L x H grid);
   stream    the residual stream entering each block and leaving the last (L + 1 rows) at the
             antecedent's tokens, the tokens between it and the pronoun, and the pronoun (the
             tokens before the antecedent are the same in both runs, so patching them does
-            nothing): causal tracing, positions aligned by their role in the sentence.
+            nothing): causal tracing, positions aligned by their role in the sentence;
+  mlps      each MLP's output (hook_mlp_out) at the same three columns (L rows).
 Intervals: 95% percentile bootstrap over examples (the same resamples for every cell).
 """
 
@@ -33,7 +35,9 @@ from analysis.probe import MIN_FOR_STATS
 from analysis.words import encode_item
 from data.pronouns import Example
 from data.pronouns.lexicon import lexicon
-from model.attention import inspect_attention
+from analysis.interventions import replace_where
+from analysis.lens import stream_points
+from model.hooks import hooks, per_layer, run_with_cache
 
 COLUMNS = ("antecedent", "between", "pronoun")
 
@@ -109,37 +113,54 @@ def _positions(pairs, T):
     return out
 
 
+class Patched(NamedTuple):
+    """Logit differences of one group of pairs (B of them): the clean and corrupted runs, and
+    the corrupted run with one activation patched in from the source run."""
+
+    clean: torch.Tensor  # (B,)
+    corrupt: torch.Tensor  # (B,)
+    heads: torch.Tensor  # (L, H, B): one head's output (hook_z) at the pronoun
+    stream: torch.Tensor  # (L + 1, 3, B): the stream at a point, at one column's positions
+    mlps: torch.Tensor  # (L, 3, B): one MLP's output (hook_mlp_out) at one column's positions
+
+
 @torch.no_grad()
-def patch_group(model, pairs, source="clean"):
-    """(clean LD, corrupt LD, heads LD (L, H, B), stream LD (L + 1, 3, B)) for pairs of one
-    token length. source="corrupt" patches the corrupted run into itself (a check: nothing
-    moves)."""
+def patch_group(model, pairs, source="clean") -> Patched:
+    """Every patch of the module docstring, for pairs of one token length. source="corrupt"
+    patches the corrupted run into itself (a check: nothing moves)."""
     cfg, device = model.config, next(model.parameters()).device
     clean = torch.tensor([p.clean for p in pairs], device=device)
     corrupt = torch.tensor([p.corrupt for p in pairs], device=device)
     B, T = clean.shape
-    with inspect_attention(model) as seen_clean:
-        ld_clean = _ld(model(clean), pairs)
-    with inspect_attention(model) as seen_corrupt:
-        ld_corrupt = _ld(model(corrupt), pairs)
-    seen = seen_clean if source == "clean" else seen_corrupt
-    heads = torch.zeros(cfg.n_layer, cfg.n_head, B, dtype=torch.float64)
-    for l in range(cfg.n_layer):
-        for h in range(cfg.n_head):
-            where = torch.zeros(B, cfg.n_head, T, dtype=torch.bool, device=device)
-            where[:, h, T - 1] = True
-            with inspect_attention(model, ablate={l: (where, seen.outputs[l])}):
-                heads[l, h] = _ld(model(corrupt), pairs)
-    stream = torch.zeros(cfg.n_layer + 1, len(COLUMNS), B, dtype=torch.float64)
-    positions = _positions(pairs, T).to(device)
-    for i in range(cfg.n_layer + 1):
-        for c in range(len(COLUMNS)):
-            if not positions[c].any():
-                stream[i, c] = ld_corrupt
-                continue
-            with inspect_attention(model, patch={i: (positions[c], seen.stream[i])}):
-                stream[i, c] = _ld(model(corrupt), pairs)
-    return ld_clean, ld_corrupt, heads, stream
+    L, H = cfg.n_layer, cfg.n_head
+    zs, mlps, stream = (per_layer("attn.hook_z", L), per_layer("hook_mlp_out", L),
+                        stream_points(L))
+    names = zs + mlps + stream
+    logits, clean_cache = run_with_cache(model, clean, names)
+    ld_clean = _ld(logits, pairs)
+    logits, corrupt_cache = run_with_cache(model, corrupt, names)
+    ld_corrupt = _ld(logits, pairs)
+    cache = clean_cache if source == "clean" else corrupt_cache
+
+    def patched(name, where):
+        """LD of the corrupted run with point `name` taken from `cache` where `where` is True."""
+        if not where.any():  # nothing to patch: the corrupted run itself
+            return ld_corrupt
+        with hooks(model, {name: replace_where(where, cache[name])}):
+            return _ld(model(corrupt), pairs)
+
+    at_pronoun = torch.zeros(H, B, T, H, dtype=torch.bool, device=device)  # per head: (B, T, H)
+    for h in range(H):
+        at_pronoun[h, :, T - 1, h] = True
+    positions = _positions(pairs, T).to(device)  # (3, B, T)
+    columns = range(len(COLUMNS))
+    return Patched(
+        ld_clean, ld_corrupt,
+        heads=torch.stack([torch.stack([patched(z, at_pronoun[h]) for h in range(H)]) for z in zs]),
+        stream=torch.stack([torch.stack([patched(p, positions[c]) for c in columns])
+                            for p in stream]),
+        mlps=torch.stack([torch.stack([patched(m, positions[c]) for c in columns]) for m in mlps]),
+    )
 
 
 def recovered(patched, clean, corrupt):
@@ -149,9 +170,9 @@ def recovered(patched, clean, corrupt):
 
 
 def activation_patching(model, tokenizer, examples, seed=0, resamples=1000) -> dict:
-    """JSON-ready: heads [layer][head] and stream [point][column] recovered fractions with
-    "_ci" intervals beside them (none below MIN_FOR_STATS pairs), points and columns named,
-    the clean and corrupt mean logit differences, and n, skipped."""
+    """JSON-ready: heads [layer][head], stream [point][column] and mlps [layer][column]
+    recovered fractions with "_ci" intervals beside them (none below MIN_FOR_STATS pairs),
+    points and columns named, the clean and corrupt mean logit differences, and n, skipped."""
     rng = random.Random(seed)
     pairs = [p for p in (make_pair(tokenizer, ex, model.config.block_size, rng) for ex in examples) if p]
     if not pairs:
@@ -161,8 +182,7 @@ def activation_patching(model, tokenizer, examples, seed=0, resamples=1000) -> d
     for p in pairs:
         groups.setdefault(len(p.clean), []).append(p)
     parts = [patch_group(model, group) for group in groups.values()]
-    clean, corrupt = torch.cat([p[0] for p in parts]), torch.cat([p[1] for p in parts])
-    heads, stream = torch.cat([p[2] for p in parts], -1), torch.cat([p[3] for p in parts], -1)
+    clean, corrupt, heads, stream, mlps = (torch.cat(values, -1) for values in zip(*parts))
     draws = torch.randint(len(clean), (resamples, len(clean)), generator=torch.Generator().manual_seed(seed))
 
     def cell(values):
@@ -176,6 +196,7 @@ def activation_patching(model, tokenizer, examples, seed=0, resamples=1000) -> d
     return {
         "heads": [[cell(heads[l, h]) for h in range(heads.size(1))] for l in range(heads.size(0))],
         "stream": [[cell(stream[i, c]) for c in range(len(COLUMNS))] for i in range(stream.size(0))],
+        "mlps": [[cell(mlps[l, c]) for c in range(len(COLUMNS))] for l in range(mlps.size(0))],
         "points": ["embedding"] + [f"block {l}" for l in range(heads.size(0))],
         "columns": list(COLUMNS),
         "clean_ld": clean.mean().item(), "corrupt_ld": corrupt.mean().item(),

@@ -44,7 +44,7 @@ import torch
 from analysis.words import encode_item
 from checks import positive_int
 from data.pronouns import DECIDED_BY, PRONOUNS
-from model.attention import inspect_attention
+from model.hooks import per_layer, run_with_cache
 
 BATCH_SIZE = 64
 # Below this many examples, intervals and p-values are false precision, and the reports print
@@ -84,6 +84,7 @@ def candidate_scores(model, tokenizer, examples) -> CandidateScores:
     attention = torch.zeros(N, cfg.n_layer, cfg.n_head, K)
     first = torch.zeros(N, cfg.n_layer, cfg.n_head)
     device = next(model.parameters()).device
+    patterns = per_layer("attn.hook_pattern", cfg.n_layer)
     by_length: dict[int, list[int]] = {}
     for n, e in enumerate(kept):
         by_length.setdefault(len(e.ids), []).append(n)
@@ -91,12 +92,11 @@ def candidate_scores(model, tokenizer, examples) -> CandidateScores:
         for at in range(0, len(group), BATCH_SIZE):
             batch = group[at : at + BATCH_SIZE]
             idx = torch.tensor([kept[n].ids for n in batch], device=device)  # (B, T)
-            with inspect_attention(model) as seen:
-                model(idx)
+            _, cache = run_with_cache(model, idx, patterns)
             # Keep only each item's query row: (B, H, T, T) per layer -> (B, L, H, T).
             b = torch.arange(len(batch), device=device)
             q = torch.tensor([kept[n].query for n in batch], device=device)
-            rows = torch.stack([a[b, :, q].float().cpu() for a in seen.weights], dim=1)
+            rows = torch.stack([cache[name][b, :, q].float().cpu() for name in patterns], dim=1)
             for i, n in enumerate(batch):
                 row = rows[i]  # (L, H, T)
                 first[n] = row[..., 0]

@@ -28,7 +28,7 @@ from typing import NamedTuple
 import torch
 
 from data.pronouns import PRONOUNS
-from model.attention import inspect_attention
+from model.hooks import per_layer, run_with_cache
 
 WORD_RE = re.compile(r"(?:[^\W_]|['’])+|[^\w\s]+|_+")
 
@@ -209,9 +209,10 @@ def sentence_attention(model, tokenizer, text, word=None):
     query = token_indices(token_spans(text, starts), query_span)[-1]
     start, end = model_window(len(ids), query, model.config.block_size)
     device = next(model.parameters()).device
-    with torch.no_grad(), inspect_attention(model) as seen:
-        model(torch.tensor([ids[start:end]], device=device))
-    weights = [[head.cpu() for head in layer[0]] for layer in seen.weights]  # per head (T, T)
+    names = per_layer("attn.hook_pattern", model.config.n_layer)
+    with torch.no_grad():
+        _, cache = run_with_cache(model, torch.tensor([ids[start:end]], device=device), names)
+    weights = [[head.cpu() for head in cache[name][0]] for name in names]  # per head (T, T)
     first_word = token_word[start]
     window_word = [w - first_word for w in token_word[start:end]]  # words from the first shown
     query_word = token_word[query] - first_word

@@ -9,47 +9,27 @@ by their root mean square, and rotated by their positions. The equation is the s
 Letters used in shape comments: B batch, T query positions, S key positions, C channels
 (n_embd), H heads, D head size (d_k = C / H), L layers.
 
-Looking inside. There is one way to see or change what attention does: `inspect_attention`.
-
-    with inspect_attention(model, knockout={0: blocked}, ablate={1: (where, value)}) as seen:
-        logits = model(idx)                  # still (B, T, V)
-    seen.weights[l], seen.outputs[l]         # layer l's (B, H, T, S) weights, (B, H, T, D) heads
-
-While the `with` block lasts, every CausalSelfAttention in `model` (layers numbered in module
-order, which is the order a GPT runs them) takes the explicit path built from the equations,
-through `Inspection.attend`, which can:
-- knock keys out: knockout {layer: blocked}, blocked a bool tensor broadcastable to (B, H, T, S),
-  True where query t of head h in batch row b may not attend key s. Blocked keys are masked
-  with the causal ones before the softmax, so the row renormalises over the keys left; a row
-  left with no key at all is a ValueError;
-- replace heads' outputs: ablate {layer: (where, value)}, where bool broadcastable to (B, H, T)
-  and value broadcastable to (B, H, T, D): where it is True, head h's output at (b, t) becomes
-  value, before the heads are joined and W_O applied (mean-ablation passes a mean there);
-- patch the residual stream: patch {i: (where, value)}, where bool broadcastable to (B, T) and
-  value to (B, T, C): the stream entering block i (i = n_layer: leaving the last block, what
-  the final LayerNorm and the unembedding read) becomes value where `where` is True. A GPT's
-  blocks call Inspection.residual through their attention module's inspector;
-- record, per layer, the weights (after knockout) and the heads' outputs (after ablation), and
-  the residual stream at each of the n_layer + 1 points (after patching), from the latest
-  forward pass: seen.stream[i] (B, T, C). Edits and records keep autograd's graph.
-With no inspection installed the module runs PyTorch's fused kernel and nothing else changes.
-The attention maps, the probe and the causal tests (analysis/causal.py) all look this way.
+Looking inside: the named hook points of model.hooks (hook_q, hook_k, hook_v, hook_attn_scores,
+hook_pattern, hook_z, hook_result). With none of them hooked the module runs PyTorch's fused
+kernel; a hook on the scores or the pattern makes it take the explicit path through `attention`
+below, which is the equation written out.
 """
 
 import math
-from contextlib import contextmanager
-
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from model.hooks import HookPoint
 
-def attention(q, k, v, mask=None, scale=None):
+
+def attention(q, k, v, mask=None, scale=None, on_scores=None, on_weights=None):
     """Return (out, weights) for queries q (..., T, D), keys k (..., S, D), values v (..., S, Dv).
 
     scores = q·kᵀ · scale, with scale = 1/√d_k unless given; where the boolean `mask`
     (broadcastable to (..., T, S)) is False the weight is exactly 0; weights = softmax over
     the keys; out = weights·v. Any leading batch/head dimensions are carried through.
+    on_scores and on_weights, if given, see (and may replace) the masked scores and the weights.
     """
     d_k = q.size(-1)
     if scale is None:
@@ -58,7 +38,11 @@ def attention(q, k, v, mask=None, scale=None):
     if mask is not None:
         # -inf becomes an exact 0 after exp(), so masked keys contribute nothing.
         scores = scores.masked_fill(~mask, float("-inf"))
+    if on_scores is not None:
+        scores = on_scores(scores)
     weights = torch.softmax(scores, dim=-1)  # each row sums to 1 over the keys
+    if on_weights is not None:
+        weights = on_weights(weights)
     out = weights @ v  # (..., T, S) @ (..., S, Dv) -> (..., T, Dv)
     return out, weights
 
@@ -112,19 +96,29 @@ def causal_mask(start, T, S, device=None):
     return torch.ones(T, S, dtype=torch.bool, device=device).tril(diagonal=start)
 
 
+def heads_point(point, x):
+    """Pass x (B, H, T, D), as attention holds it, through `point`, which shows (B, T, H, D) as
+    TransformerLens does; with nothing hooked, x itself."""
+    if not point.fns:
+        return x
+    return point(x.transpose(1, 2)).transpose(1, 2)  # (B, H, T, D) <-> (B, T, H, D)
+
+
 class CausalSelfAttention(nn.Module):
     """Multi-head self-attention where position t only sees positions ≤ t.
 
     Two paths compute the same function: the explicit one calls `attention` above and is taken
-    while an inspection is installed (`inspect_attention`); the fused one calls PyTorch's
+    while the scores or the pattern are hooked; the fused one calls PyTorch's
     scaled_dot_product_attention, which never materialises the (T, T) weights and is the one
     used for training and sampling.
     """
 
-    def __init__(self, n_embd, n_head, dropout=0.0, bias=True, qk_norm=False, rotary_positions=0):
+    def __init__(self, n_embd, n_head, dropout=0.0, bias=True, qk_norm=False, rotary_positions=0,
+                 name="attn"):
         """qk_norm: RMS-normalise every head's q and k (no gain) before QKᵀ, so no score can grow
         past √d_k. rotary_positions > 0: rotate q and k by their positions 0 .. rotary_positions-1
-        (`rotate`); the model then needs no position table."""
+        (`rotate`); the model then needs no position table. name: the prefix of the hook points'
+        names (blocks.{l}.attn in a GPT)."""
         super().__init__()
         self.n_head = n_head
         self.head_size = n_embd // n_head
@@ -139,19 +133,38 @@ class CausalSelfAttention(nn.Module):
         self.w_out = nn.Linear(n_embd, n_embd, bias=bias)
         self.dropout = dropout
         self.resid_dropout = nn.Dropout(dropout)
-        self.inspector = None  # (Inspection, layer index) while inspect_attention runs
+        for point in ("q", "k", "v", "attn_scores", "pattern", "z", "result"):
+            setattr(self, f"hook_{point}", HookPoint(f"{name}.hook_{point}"))
+
+    def project(self, x):
+        """Q = xW_Q, K = xW_K, V = xW_V, each (B, H, T, D). x is (B, T, C), or a triple of
+        (B, T, H, C) inputs, one copy of the stream per head for each of q, k and v (the split
+        inputs of model.hooks): head h's query then reads only q_input[:, :, h]."""
+        if isinstance(x, torch.Tensor):
+            B, T, C = x.shape
+            q, k, v = self.w_qkv(x).split(C, dim=2)  # each (B, T, C)
+            # (B, T, C) -> (B, T, H, D) -> (B, H, T, D)
+            return [t.view(B, T, self.n_head, self.head_size).transpose(1, 2) for t in (q, k, v)]
+        H, D = self.n_head, self.head_size
+        C = H * D
+        weights = self.w_qkv.weight.view(3, H, D, C)  # (3C, C) -> W_Q, W_K, W_V by head
+        biases = self.w_qkv.bias.view(3, H, D) if self.w_qkv.bias is not None else None
+        out = []
+        for i, inputs in enumerate(x):  # (B, T, H, C) @ (H, D, C)ᵀ -> (B, T, H, D)
+            t = torch.einsum("bthc,hdc->bthd", inputs, weights[i])
+            if biases is not None:
+                t = t + biases[i]
+            out.append(t.transpose(1, 2))  # (B, T, H, D) -> (B, H, T, D)
+        return out
 
     def forward(self, x, cache=None):
-        """x (B, T, C) -> (B, T, C).
+        """x (B, T, C), or split inputs (see `project`) -> (B, T, C).
 
         With a KVCache, x holds the T newest positions; keys and values of earlier positions
         come from the cache, and this call's keys and values are added to it.
         """
-        B, T, C = x.shape
-        q, k, v = self.w_qkv(x).split(C, dim=2)  # Q = xW_Q, K = xW_K, V = xW_V, each (B, T, C)
-        q = q.view(B, T, self.n_head, self.head_size).transpose(1, 2)  # (B, T, C) -> (B, H, T, D)
-        k = k.view(B, T, self.n_head, self.head_size).transpose(1, 2)  # (B, T, C) -> (B, H, T, D)
-        v = v.view(B, T, self.n_head, self.head_size).transpose(1, 2)  # (B, T, C) -> (B, H, T, D)
+        q, k, v = self.project(x)
+        B, H, T, D = q.shape
         start = cache.length if cache is not None else 0
         if self.qk_norm:  # type_as: autocast on CUDA norms in float32; the kernel wants v's dtype
             q = F.rms_norm(q, (self.head_size,)).type_as(v)
@@ -159,85 +172,50 @@ class CausalSelfAttention(nn.Module):
         if self.rotary:  # positions start .. start+T-1; cached keys were rotated when they came
             cos, sin = self.rotary_cos[start : start + T], self.rotary_sin[start : start + T]
             q, k = rotate(q, cos, sin), rotate(k, cos, sin)
+        q, k, v = (heads_point(p, t) for p, t in ((self.hook_q, q), (self.hook_k, k), (self.hook_v, v)))
         if cache is not None:
             k, v = cache.append(k, v)  # (B, H, S, D) with S = start + T
         S = k.size(2)
 
         dropout_p = self.dropout if self.training else 0.0
-        if self.inspector is not None:
-            inspection, layer = self.inspector
-            out = inspection.attend(layer, q, k, v, causal_mask(start, T, S, x.device), dropout_p)  # (B, H, T, D)
+        if self.hook_attn_scores.fns or self.hook_pattern.fns:
+            out = self.explicit(q, k, v, causal_mask(start, T, S, q.device), dropout_p)
         elif start == 0:
             out = F.scaled_dot_product_attention(q, k, v, dropout_p=dropout_p, is_causal=True)
         elif T == 1:  # one new position sees every cached key: nothing to mask
             out = F.scaled_dot_product_attention(q, k, v, dropout_p=dropout_p)
         else:  # several new positions after a cache: not the square lower triangle
-            mask = causal_mask(start, T, S, x.device)
+            mask = causal_mask(start, T, S, q.device)
             out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p)
-        out = out.transpose(1, 2).contiguous().view(B, T, C)  # (B, H, T, D) -> (B, T, C): concat heads
-        return self.resid_dropout(self.w_out(out))
+        z = self.hook_z(out.transpose(1, 2))  # (B, H, T, D) -> (B, T, H, D)
+        if self.hook_result.fns:
+            return self.resid_dropout(self.per_head_result(z))
+        return self.resid_dropout(self.w_out(z.contiguous().view(B, T, H * D)))  # concat heads
 
-
-class Inspection:
-    """What an inspect_attention block changes inside attention, and what it saw (see the
-    module docstring). weights[l] and outputs[l] are None until layer l has run."""
-
-    def __init__(self, n_layer, knockout=None, ablate=None, patch=None):
-        self.n_layer = n_layer
-        self.knockout = dict(knockout or {})
-        self.ablate = dict(ablate or {})
-        self.patch = dict(patch or {})
-        for name, edits, top in (("knockout", self.knockout, n_layer), ("ablate", self.ablate, n_layer),
-                                 ("patch", self.patch, n_layer + 1)):
-            bad = [layer for layer in edits if layer not in range(top)]
-            if bad:
-                raise ValueError(f"{name} names layer(s) {bad}; the model has layers 0..{top - 1}")
-        self.weights = [None] * n_layer  # (B, H, T, S) per layer
-        self.outputs = [None] * n_layer  # (B, H, T, D) per layer
-        self.stream = [None] * (n_layer + 1)  # (B, T, C) entering each block, and leaving the last
-
-    def residual(self, i, x):
-        """The residual stream at point i (0: entering block 0, ..., n_layer: leaving the last
-        block), patched where patch[i] = (where (B, T) bool, value (B, T, C)) says, recorded."""
-        if i in self.patch:
-            where, value = self.patch[i]
-            x = torch.where(where[..., None], value, x)  # (B, T, 1) picks value or x
-        self.stream[i] = x
-        return x
-
-    def attend(self, layer, q, k, v, mask, dropout_p=0.0):
-        """The explicit path for one layer: (B, H, T, D) heads' outputs, edited and recorded."""
-        blocked = self.knockout.get(layer)
-        if blocked is not None:
-            mask = mask & ~blocked  # (T, S) & (B, H, T, S) -> (B, H, T, S)
-            if not mask.any(-1).all():
-                raise ValueError(f"knockout in layer {layer} leaves a query with no key to attend "
+    def explicit(self, q, k, v, mask, dropout_p):
+        """The heads' outputs (B, H, T, D) through `attention`, the scores and the pattern passed
+        through their hook points. Blocking keys there (-inf scores) renormalises each row over
+        the keys left; a row left with no key at all is a ValueError."""
+        def on_scores(scores):
+            scores = self.hook_attn_scores(scores)
+            if not torch.isfinite(scores).any(-1).all():
+                raise ValueError(f"{self.hook_attn_scores.name}: a query has no key left to attend "
                                  "to; keep at least one key per query (its own position)")
-        out, weights = attention(q, k, v, mask=mask)  # (B, H, T, D), (B, H, T, S)
+            return scores
+
+        out, weights = attention(q, k, v, mask=mask, on_scores=on_scores,
+                                 on_weights=self.hook_pattern)
         if dropout_p > 0.0:  # dropout on the weights, where the fused path applies it
             out = F.dropout(weights, dropout_p) @ v
-        if layer in self.ablate:
-            where, value = self.ablate[layer]
-            out = torch.where(where[..., None], value, out)  # (B, H, T, 1) picks value or out
-        self.weights[layer], self.outputs[layer] = weights, out
         return out
 
+    def per_head_result(self, z):
+        """Each head's write to the stream, z (B, T, H, D) -> result (B, T, H, C), passed
+        through hook_result, then summed over the heads with W_O's bias: what W_O of the
+        concatenated heads computes, one head at a time."""
+        B, T, H, D = z.shape
+        w_o = self.w_out.weight.view(-1, H, D)  # (C, H·D) -> (C, H, D)
+        result = self.hook_result(torch.einsum("bthd,chd->bthc", z, w_o))  # (B, T, H, C)
+        out = result.sum(2)  # (B, T, C)
+        return out + self.w_out.bias if self.w_out.bias is not None else out
 
-@contextmanager
-def inspect_attention(model, knockout=None, ablate=None, patch=None):
-    """Install an Inspection on every CausalSelfAttention of `model` for the `with` block and
-    yield it; the modules take the explicit path until the block ends (see the module
-    docstring). One inspection at a time: nesting is a ValueError."""
-    layers = [m for m in model.modules() if isinstance(m, CausalSelfAttention)]
-    if not layers:
-        raise ValueError(f"{type(model).__name__} has no CausalSelfAttention to inspect")
-    if any(m.inspector is not None for m in layers):
-        raise ValueError("this model is already being inspected; end that `with` block first")
-    inspection = Inspection(len(layers), knockout, ablate, patch)
-    for i, m in enumerate(layers):
-        m.inspector = (inspection, i)
-    try:
-        yield inspection
-    finally:
-        for m in layers:
-            m.inspector = None

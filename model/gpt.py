@@ -16,6 +16,7 @@ import torch.nn.functional as F
 
 from checks import positive_int
 from model.attention import CausalSelfAttention, KVCache
+from model.hooks import HookPoint
 
 
 @dataclass
@@ -89,42 +90,54 @@ SHAPE_KEYS = ("block_size", "n_layer", "n_head", "n_embd", "bias") + ARCHITECTUR
 
 
 class MLP(nn.Module):
-    def __init__(self, config):
+    def __init__(self, config, name="mlp"):
         super().__init__()
         self.w_in = nn.Linear(config.n_embd, 4 * config.n_embd, bias=config.bias)
         self.w_out = nn.Linear(4 * config.n_embd, config.n_embd, bias=config.bias)
         self.dropout = nn.Dropout(config.dropout)
         self.activation = config.mlp_activation
         self.gelu_approximate = config.gelu_approximate
+        self.hook_pre = HookPoint(f"{name}.hook_pre")
+        self.hook_post = HookPoint(f"{name}.hook_post")
 
     def forward(self, x):
-        h = self.w_in(x)  # (B, T, C) -> (B, T, 4C)
+        h = self.hook_pre(self.w_in(x))  # (B, T, C) -> (B, T, 4C)
         h = relu2(h) if self.activation == "relu2" else F.gelu(h, approximate=self.gelu_approximate)
-        return self.dropout(self.w_out(h))
+        return self.dropout(self.w_out(self.hook_post(h)))
 
 
 class Block(nn.Module):
-    """x + attention(LN(x)), then x + MLP(LN(x)): normalise before each sub-layer (GPT-2)."""
+    """x + attention(LN(x)), then x + MLP(LN(x)): normalise before each sub-layer (GPT-2).
+    Block `layer`'s hook points are named blocks.{layer}.* (model.hooks)."""
 
-    def __init__(self, config):
+    def __init__(self, config, layer=0):
         super().__init__()
+        p = f"blocks.{layer}"
         self.ln_1 = nn.LayerNorm(config.n_embd, bias=config.bias)
         self.attn = CausalSelfAttention(config.n_embd, config.n_head, config.dropout, config.bias,
                                         qk_norm=config.qk_norm,
-                                        rotary_positions=config.block_size if config.rotary else 0)
+                                        rotary_positions=config.block_size if config.rotary else 0,
+                                        name=f"{p}.attn")
         self.ln_2 = nn.LayerNorm(config.n_embd, bias=config.bias)
-        self.mlp = MLP(config)
+        self.mlp = MLP(config, name=f"{p}.mlp")
+        names = ("hook_resid_pre", "hook_q_input", "hook_k_input", "hook_v_input",
+                 "hook_attn_out", "hook_resid_mid", "hook_mlp_in", "hook_mlp_out", "hook_resid_post")
+        for name in names:
+            setattr(self, name, HookPoint(f"{p}.{name}"))
+        self.hook_ln1 = HookPoint(f"{p}.ln1.hook_normalized")
+        self.hook_ln2 = HookPoint(f"{p}.ln2.hook_normalized")
 
     def forward(self, x, cache=None):
-        inspector = self.attn.inspector  # set by model.attention.inspect_attention
-        if inspector is not None:
-            inspection, layer = inspector
-            x = inspection.residual(layer, x)  # the stream entering this block
-        x = x + self.attn(self.ln_1(x), cache=cache)
-        x = x + self.mlp(self.ln_2(x))
-        if inspector is not None and layer == inspection.n_layer - 1:
-            x = inspection.residual(layer + 1, x)  # leaving the last block
-        return x
+        x = self.hook_resid_pre(x)
+        split = (self.hook_q_input, self.hook_k_input, self.hook_v_input)
+        if any(point.fns for point in split):  # each head its own copy of the stream for q, k, v
+            copies = x[:, :, None, :].expand(-1, -1, self.attn.n_head, -1)  # (B, T, H, C)
+            attn_in = [self.hook_ln1(self.ln_1(point(copies))) for point in split]
+        else:
+            attn_in = self.hook_ln1(self.ln_1(x))
+        x = self.hook_resid_mid(x + self.hook_attn_out(self.attn(attn_in, cache=cache)))
+        x = x + self.hook_mlp_out(self.mlp(self.hook_ln2(self.ln_2(self.hook_mlp_in(x)))))
+        return self.hook_resid_post(x)
 
 
 class GPT(nn.Module):
@@ -135,13 +148,16 @@ class GPT(nn.Module):
         # Rotary attention layers rotate q and k by position themselves: no table to add.
         self.pos_emb = None if config.rotary else nn.Embedding(config.block_size, config.n_embd)
         self.drop = nn.Dropout(config.dropout)
-        self.blocks = nn.ModuleList(Block(config) for _ in range(config.n_layer))
+        self.blocks = nn.ModuleList(Block(config, layer) for layer in range(config.n_layer))
         self.ln_f = nn.LayerNorm(config.n_embd, bias=config.bias)
         self.lm_head = nn.Linear(config.n_embd, config.padded_vocab_size, bias=False)
         if config.tie_embeddings:
             self.lm_head.weight = self.tok_emb.weight  # tied: one matrix reads and writes tokens
         # Positions 0 .. block_size-1, built once rather than on every forward.
         self.register_buffer("positions", torch.arange(config.block_size), persistent=False)
+        self.hook_embed = HookPoint("hook_embed")
+        self.hook_pos_embed = HookPoint("hook_pos_embed")
+        self.hook_ln_final = HookPoint("ln_final.hook_normalized")
         self.reset_parameters()
 
     def reset_parameters(self):
@@ -161,8 +177,8 @@ class GPT(nn.Module):
         """idx (B, T) token ids -> logits (B, T, V) for every position.
 
         `caches` (one KVCache per layer, from `new_caches`) makes idx the continuation of the
-        positions already cached. To see or change the attention, run the model inside
-        model.attention.inspect_attention.
+        positions already cached. To see or change what it computes inside, install hooks
+        on its named points (model.hooks).
         """
         B, T = idx.shape
         start = caches[0].length if caches is not None else 0
@@ -171,13 +187,16 @@ class GPT(nn.Module):
                 f"input of {start + T} tokens is longer than block_size "
                 f"({self.config.block_size}); crop it to the last block_size tokens"
             )
-        x = self.tok_emb(idx)  # (B, T, C)
+        x = self.hook_embed(self.tok_emb(idx))  # (B, T, C)
         if self.pos_emb is not None:
-            x = x + self.pos_emb(self.positions[start : start + T])  # (B, T, C)
+            pos = self.pos_emb(self.positions[start : start + T])  # (T, C)
+            if self.hook_pos_embed.fns:  # TransformerLens's shape: one row per batch row
+                pos = self.hook_pos_embed(pos.expand(B, T, -1))  # (B, T, C)
+            x = x + pos
         x = self.drop(x)
         for i, block in enumerate(self.blocks):
             x = block(x, caches[i] if caches is not None else None)
-        logits = self.lm_head(self.ln_f(x))  # (B, T, C) -> (B, T, padded V)
+        logits = self.lm_head(self.hook_ln_final(self.ln_f(x)))  # (B, T, C) -> (B, T, padded V)
         if self.config.padded_vocab_size != self.config.vocab_size:
             logits = logits[..., : self.config.vocab_size]  # padding rows are no tokens: (B, T, V)
         return logits

@@ -143,3 +143,21 @@ def read_only_folder(stack, folder, files=None):
         folder.chmod(0o555)
         stack.callback(folder.chmod, 0o755)
     return True
+
+
+def patterns(model, idx, **forward_kwargs):
+    """Every layer's attention pattern (B, H, T, S) on idx, in layer order, read through the
+    hook points; `model` may be a GPT or a lone attention module (its one layer)."""
+    from model.hooks import run_with_cache
+
+    _, cache = run_with_cache(model, idx, lambda name: name.endswith("hook_pattern"),
+                              **forward_kwargs)
+    return list(cache.values())
+
+
+def explicit_path(model):
+    """A `with` block in which every attention layer of `model` takes the explicit path (a hook
+    on its pattern that changes nothing)."""
+    from model.hooks import hooks
+
+    return hooks(model, {lambda name: name.endswith("hook_pattern"): lambda value, name: None})

@@ -8,10 +8,12 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from model.attention import CausalSelfAttention, inspect_attention, rotary_angles, rotate
+from model.attention import CausalSelfAttention, rotary_angles, rotate
 from model.checkpoint import build_gpt
 from model.gpt import MLP, GPTConfig, lm_loss, relu2
 from model.sampling import generate
+from model.hooks import run_with_cache
+from tests.helpers import explicit_path, patterns
 
 OPTIONS = [
     dict(mlp_activation="relu2"),
@@ -65,11 +67,10 @@ def test_qk_norm_makes_attention_blind_to_the_scale_of_queries_and_keys():
             attn.w_qkv.bias[:32] *= 10.0
         changed = (attn(x) - before).abs().max().item()
         assert (changed < 1e-5) if qk_norm else (changed > 1e-3), (qk_norm, changed)
-        with inspect_attention(attn) as seen:
-            attn(x)
+        seen = patterns(attn, x)
         scores_bound = math.sqrt(4)  # |q̂·k̂| / √D <= √D with D = 16 / 4
         if qk_norm:  # weights from scores within ±√D: no key gets more than e^(2√D) times another
-            w = seen.weights[0][..., -1, :]  # last query sees all 6 keys
+            w = seen[0][..., -1, :]  # last query sees all 6 keys
             assert (w.max(-1).values / w.min(-1).values).max() <= math.exp(2 * scores_bound) + 1e-3
 
 
@@ -114,13 +115,13 @@ def test_every_option_keeps_causality_both_paths_and_the_kv_cache(tiny_gpt, opti
     lm_loss(model(idx), targets).backward()
     fused = {n: p.grad.clone() for n, p in model.named_parameters()}
     model.zero_grad()
-    with inspect_attention(model) as seen:
-        explicit = model(idx)
+    explicit, cache = run_with_cache(model, idx, lambda n: n.endswith("hook_pattern"), detach=False)
+    seen = list(cache.values())
     lm_loss(explicit, targets).backward()
     torch.testing.assert_close(explicit, model(idx), atol=1e-5, rtol=0)
     for name, grad in fused.items():
         torch.testing.assert_close(model.get_parameter(name).grad, grad, atol=1e-5, rtol=0, msg=name)
-    assert all(torch.allclose(w.sum(-1), torch.ones(2, 4, 16)) for w in seen.weights)
+    assert all(torch.allclose(w.sum(-1), torch.ones(2, 4, 16)) for w in seen)
 
     model.eval()
     caches = model.new_caches(2)
@@ -157,14 +158,13 @@ def test_rms_norm_of_the_heads_is_what_qk_norm_applies():
     torch.manual_seed(0)
     attn = CausalSelfAttention(16, 2, qk_norm=True)
     x = torch.randn(1, 5, 16)
-    with inspect_attention(attn) as seen:
-        attn(x)
+    seen = patterns(attn, x)
     q, k, _ = attn.w_qkv(x).split(16, dim=2)
     q = F.rms_norm(q.view(1, 5, 2, 8).transpose(1, 2), (8,))
     k = F.rms_norm(k.view(1, 5, 2, 8).transpose(1, 2), (8,))
     scores = (q @ k.transpose(-2, -1)) / math.sqrt(8)
     scores = scores.masked_fill(~torch.ones(5, 5, dtype=torch.bool).tril(), float("-inf"))
-    torch.testing.assert_close(seen.weights[0], torch.softmax(scores, -1))
+    torch.testing.assert_close(seen[0], torch.softmax(scores, -1))
 
 
 def test_qk_norm_hands_the_kernel_one_dtype_when_autocast_norms_in_float32(monkeypatch):
@@ -176,6 +176,6 @@ def test_qk_norm_hands_the_kernel_one_dtype_when_autocast_norms_in_float32(monke
         attn = CausalSelfAttention(16, 2, qk_norm=True, rotary_positions=rotary_positions).to(torch.bfloat16)
         x = torch.randn(1, 5, 16, dtype=torch.bfloat16)
         assert attn(x).dtype == torch.bfloat16
-        with inspect_attention(attn) as seen:
+        with explicit_path(attn):
             assert attn(x).dtype == torch.bfloat16
-        assert seen.weights[0].dtype == torch.bfloat16
+        assert patterns(attn, x)[0].dtype == torch.bfloat16

@@ -2,7 +2,8 @@
 
 import torch
 
-from model.attention import CausalSelfAttention, attention, inspect_attention
+from model.attention import CausalSelfAttention, attention
+from tests.helpers import explicit_path, patterns
 
 
 def test_softmax_of_first_article_scores():
@@ -81,9 +82,7 @@ def test_module_weights_are_causal_and_rows_sum_to_one():
     torch.manual_seed(0)
     attn = CausalSelfAttention(n_embd=32, n_head=4).eval()
     x = torch.randn(2, 10, 32)
-    with inspect_attention(attn) as seen:
-        attn(x)
-    weights = seen.weights[0]
+    (weights,) = patterns(attn, x)
     assert weights.shape == (2, 4, 10, 10)
     above = torch.triu(torch.ones(10, 10, dtype=torch.bool), diagonal=1)
     assert torch.all(weights[..., above] == 0.0)
@@ -95,7 +94,7 @@ def test_module_explicit_and_fused_paths_agree():
     attn = CausalSelfAttention(n_embd=32, n_head=4).eval()
     x = torch.randn(3, 12, 32)
     fused = attn(x)
-    with inspect_attention(attn):
+    with explicit_path(attn):
         explicit = attn(x)
-    assert attn.inspector is None  # the block's end uninstalls it
+    assert not attn.hook_pattern.fns  # the block's end uninstalls it
     assert (fused - explicit).abs().max().item() <= 1e-5

@@ -15,9 +15,9 @@ from analysis.terminal import (
 from analysis.words import find_query_span, group_tokens, model_window, sentence_attention
 from data.tokenizer import train_tokenizer
 from generation.attention import show_attention
-from model.attention import inspect_attention
 from model.gpt import GPT, GPTConfig
 from runs.load import Run
+from tests.helpers import patterns
 
 SENTENCE = "The animal went out because it was hungry."
 
@@ -168,9 +168,8 @@ def test_a_sentence_longer_than_block_size_is_read_in_the_window_the_query_sees(
     sentence = sentence_attention(model, tokenizer, SENTENCE)
     ids = tokenizer.encode(SENTENCE)
     cropped = ids[30 - block_size : 30]  # token 29 is "t" of "it"
-    with torch.no_grad(), inspect_attention(model) as seen:
-        model(torch.tensor([cropped]))
-    attn = seen.weights
+    with torch.no_grad():
+        attn = patterns(model, torch.tensor([cropped]))
     assert sentence.window_start == 30 - block_size and sentence.query_token == block_size - 1
     assert sentence.tokens == [tokenizer.decode([i]) for i in cropped]
     assert sentence.words == ["because", "it"] and sentence.window_note == note

@@ -16,8 +16,10 @@ from analysis.causal import causal_tests, knockout_at_query, with_best_head
 from analysis.reports import format_causal
 from data.pronouns import Example
 from data.tokenizer import train_tokenizer
-from model.attention import inspect_attention
+from analysis.interventions import block_keys
 from model.gpt import GPT, GPTConfig
+from model.hooks import hooks
+from tests.helpers import explicit_path
 
 TOKENIZER = train_tokenizer("char", "abcdefghijklmnopqrstuvwxyz .")
 V = TOKENIZER.vocab_size
@@ -166,10 +168,10 @@ def test_an_empty_key_set_and_the_own_mean_on_one_example_change_nothing():
     torch.manual_seed(0)
     model = GPT(GPTConfig(vocab_size=V, block_size=64, n_layer=2, n_head=2, n_embd=16, vocab_multiple=1)).eval()
     idx = torch.tensor([TOKENIZER.encode(E1.text)])
-    with inspect_attention(model):
+    with explicit_path(model):
         clean = model(idx)
     empty = knockout_at_query(torch.ones(2, 2, dtype=torch.bool), torch.zeros(1, idx.size(1), dtype=torch.bool))
-    with inspect_attention(model, knockout=empty):
+    with hooks(model, empty):
         assert torch.equal(model(idx), clean)
     r = causal_tests(model, TOKENIZER, [E1], resamples=10)
     assert [[cell["ablation"] for cell in row] for row in r["heads"]] == [[0.0, 0.0], [0.0, 0.0]]
@@ -187,12 +189,13 @@ def test_the_query_alone_after_a_cache_gives_the_knockout_of_a_whole_forward_pas
     blocked = torch.zeros(1, 2, q + 1, q + 1, dtype=torch.bool)
     blocked[0, 1, q, list(tokens(E3.antecedent))] = True  # layer 1, head 1
 
-    def loss(**edit):
-        with inspect_attention(model, **edit):
+    def loss(edit):
+        with hooks(model, edit):
             logits = model(idx)[0, q]
         return -torch.log_softmax(logits, 0)[ids[q + 1]].item()
 
-    assert r["heads"][1][1]["antecedent"] == pytest.approx(loss(knockout={1: blocked}) - loss(), abs=1e-5)
+    knockout = {"blocks.1.attn.hook_attn_scores": block_keys(blocked)}
+    assert r["heads"][1][1]["antecedent"] == pytest.approx(loss(knockout) - loss({}), abs=1e-5)
 
 
 def test_best_head_is_added_from_the_grid(result):

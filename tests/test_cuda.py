@@ -3,9 +3,9 @@
 import pytest
 import torch
 
-from model.attention import inspect_attention
 from model.gpt import lm_loss
 from model.sampling import generate
+from tests.helpers import explicit_path
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA GPU on this machine")
 SHAPE = dict(vocab_size=64, block_size=32, n_embd=64)
@@ -16,7 +16,7 @@ def test_explicit_and_fused_paths_agree_on_cuda(tiny_gpt):
     idx = torch.randint(0, 64, (4, 32), device="cuda")
     with torch.no_grad():
         fused = model(idx)
-        with inspect_attention(model):
+        with explicit_path(model):
             explicit = model(idx)
     assert (fused - explicit).abs().max().item() <= 1e-4
 

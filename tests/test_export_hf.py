@@ -9,12 +9,11 @@ import torch
 
 from data.hf_tokenizer import hf_tokenizer_files
 from data.tokenizer import gpt2_tokenizer, train_tokenizer
-from model.attention import inspect_attention
 from model.checkpoint import atomic_save
 from model.gpt import GPT, GPTConfig
 from runs.export import export_hf
 from runs.load import load_run
-from tests.helpers import RUN_TEXT, one_line, run_script
+from tests.helpers import RUN_TEXT, one_line, patterns, run_script
 
 transformers = pytest.importorskip("transformers", reason="the reference is transformers: "
                                                           "pip install -r requirements-test.txt")
@@ -53,12 +52,12 @@ def test_transformers_opens_the_export_with_our_logits_attention_and_ids(tmp_pat
     ids = run.tokenizer.encode(TORTURE)
     assert tokenizer(TORTURE)["input_ids"] == ids and tokenizer.decode(ids) == TORTURE
     window = torch.tensor([ids[:64]])
-    with torch.no_grad(), inspect_attention(run.model) as seen:
-        ours = run.model(window)
+    with torch.no_grad():
+        ours, seen = run.model(window), patterns(run.model, window)
     with torch.no_grad():
         theirs = hf(window, output_attentions=True)
     torch.testing.assert_close(theirs.logits, ours, atol=1e-4, rtol=0)
-    for a, b in zip(theirs.attentions, seen.weights, strict=True):
+    for a, b in zip(theirs.attentions, seen, strict=True):
         torch.testing.assert_close(a, b, atol=1e-5, rtol=0)
     # The padded vocabulary goes out unpadded.
     assert hf.config.vocab_size == run.tokenizer.vocab_size == hf.transformer.wte.weight.shape[0]

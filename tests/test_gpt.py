@@ -3,17 +3,18 @@
 import pytest
 import torch
 
-from model.attention import inspect_attention
 from model.gpt import GPTConfig, lm_loss
+from tests.helpers import explicit_path, patterns
 
 
 def test_logits_shape_for_every_position(tiny_gpt):
     model = tiny_gpt()
     idx = torch.randint(0, 50, (3, 11))
     assert model(idx).shape == (3, 11, 50)
-    with inspect_attention(model) as seen:
-        assert model(idx).shape == (3, 11, 50)  # one return contract, inspected or not
-    assert len(seen.weights) == 2 and all(a.shape == (3, 4, 11, 11) for a in seen.weights)
+    with explicit_path(model):
+        assert model(idx).shape == (3, 11, 50)  # one return contract, hooked or not
+    seen = patterns(model, idx)
+    assert len(seen) == 2 and all(a.shape == (3, 4, 11, 11) for a in seen)
 
 
 def test_future_tokens_do_not_change_past_logits(tiny_gpt):
@@ -29,9 +30,8 @@ def test_future_tokens_do_not_change_past_logits(tiny_gpt):
 
 def test_attention_maps_are_causal_distributions(tiny_gpt):
     model = tiny_gpt().eval()
-    with torch.no_grad(), inspect_attention(model) as seen:
-        model(torch.randint(0, 50, (2, 12)))
-    attn = seen.weights
+    with torch.no_grad():
+        attn = patterns(model, torch.randint(0, 50, (2, 12)))
     above = torch.triu(torch.ones(12, 12, dtype=torch.bool), diagonal=1)
     for weights in attn:
         assert torch.all(weights[..., above] == 0.0)
@@ -46,7 +46,7 @@ def test_explicit_and_fused_paths_give_same_logits_and_gradients(tiny_gpt):
     def run(explicit):
         model.zero_grad()
         if explicit:
-            with inspect_attention(model):
+            with explicit_path(model):
                 logits = model(idx)
         else:
             logits = model(idx)

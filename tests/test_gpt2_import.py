@@ -10,13 +10,12 @@ import pytest
 import torch
 
 from data.tokenizer import gpt2_tokenizer, load_tokenizer
-from model.attention import inspect_attention
 from model.gpt import GPT
 from model.gpt2_import import read_gpt2
 from model.sampling import generate
 from runs.load import load_pretrained, load_run
 from tests.fakehub import tiny_gpt2_folder
-from tests.helpers import one_line
+from tests.helpers import one_line, patterns
 
 transformers = pytest.importorskip("transformers", reason="the reference: "
                                    "pip install -r requirements-test.txt")
@@ -42,9 +41,7 @@ def run(gpt2_folder):
 
 def assert_same_model(ours, reference, ids):
     with torch.no_grad():
-        with inspect_attention(ours) as seen:
-            logits = ours(ids)
-        attn = seen.weights
+        logits, attn = ours(ids), patterns(ours, ids)
         theirs = reference(ids, output_attentions=True)
     assert logits.shape == theirs.logits.shape  # the padded rows are never scored
     assert (logits - theirs.logits).abs().max().item() <= 1e-5

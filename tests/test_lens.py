@@ -1,44 +1,45 @@
-"""The logit lens at the pronoun and the residual stream that inspect_attention records and
-patches: exact on a tiny model."""
+"""The logit lens at the pronoun and the residual stream's hook points it reads: exact on a
+tiny model."""
 
 import pytest
 import torch
 
-from analysis.lens import logit_lens
+from analysis.lens import logit_lens, stream_points
 from analysis.reports import format_lens
 from data.pronouns import examples
 from data.tokenizer import train_tokenizer
-from model.attention import inspect_attention
+from model.hooks import hooks, run_with_cache
 from tests.helpers import RUN_TEXT
 
 
 def test_the_stream_is_recorded_at_every_block_and_its_last_point_is_what_the_head_reads(tiny_gpt):
     model = tiny_gpt().eval()
     idx = torch.randint(0, 50, (2, 10))
-    with torch.no_grad(), inspect_attention(model) as seen:
-        logits = model(idx)
-    assert len(seen.stream) == 3 and all(s.shape == (2, 10, 32) for s in seen.stream)
-    torch.testing.assert_close(model.lm_head(model.ln_f(seen.stream[-1])), logits)
+    points = stream_points(2)
+    assert points == ["blocks.0.hook_resid_pre", "blocks.1.hook_resid_pre", "blocks.1.hook_resid_post"]
+    with torch.no_grad():
+        logits, cache = run_with_cache(model, idx, points)
+    stream = [cache[p] for p in points]
+    assert all(s.shape == (2, 10, 32) for s in stream)
+    torch.testing.assert_close(model.lm_head(model.ln_f(stream[-1])), logits)
     first = model.tok_emb(idx) + model.pos_emb(torch.arange(10))
-    torch.testing.assert_close(seen.stream[0], first)
+    torch.testing.assert_close(stream[0], first)
 
 
 def test_patching_the_whole_last_stream_gives_the_other_runs_logits_and_a_self_patch_nothing(tiny_gpt):
     model = tiny_gpt().eval()
     a, b = torch.randint(0, 50, (1, 8)), torch.randint(0, 50, (1, 8))
+    last, middle = "blocks.1.hook_resid_post", "blocks.1.hook_resid_pre"
     with torch.no_grad():
-        with inspect_attention(model) as seen:
-            clean = model(a)
-        everywhere = torch.ones(1, 8, dtype=torch.bool)
-        with inspect_attention(model, patch={2: (everywhere, seen.stream[2])}):
+        clean, seen = run_with_cache(model, a, [last])
+        with hooks(model, {last: lambda x, name: seen[last]}):
             patched = model(b)
         torch.testing.assert_close(patched, clean)
-        with inspect_attention(model) as own:
-            plain = model(b)
-        with inspect_attention(model, patch={1: (everywhere, own.stream[1])}):
+        plain, own = run_with_cache(model, b, [middle])
+        with hooks(model, {middle: lambda x, name: own[middle]}):
             assert torch.equal(model(b), plain)
-    with pytest.raises(ValueError, match="patch names layer"):
-        with inspect_attention(model, patch={3: (everywhere, clean)}):
+    with pytest.raises(ValueError, match="no hook point 'blocks.2.hook_resid_pre'"):
+        with hooks(model, {"blocks.2.hook_resid_pre": lambda x, name: clean}):
             pass
 
 

@@ -6,11 +6,12 @@ import random
 import pytest
 import torch
 
+from analysis.interventions import replace_where
 from analysis.patching import COLUMNS, activation_patching, make_pair, patch_group, recovered
 from analysis.reports import format_patching
 from data.pronouns import examples
 from data.tokenizer import train_tokenizer
-from model.attention import inspect_attention
+from model.hooks import hooks, run_with_cache
 from tests.helpers import RUN_TEXT
 
 
@@ -54,37 +55,49 @@ def by_length(pairs):
 def test_the_last_stream_at_the_pronoun_recovers_exactly_1_and_a_self_patch_0(setup):
     model, _, pairs = setup
     group = by_length(pairs)
-    clean, corrupt, heads, stream = patch_group(model, group)
+    clean, corrupt, heads, stream, mlps = patch_group(model, group)
     pronoun = COLUMNS.index("pronoun")
     assert recovered(stream[-1, pronoun], clean, corrupt).item() == pytest.approx(1.0, abs=1e-9)
     assert recovered(stream[0, COLUMNS.index("between")], clean, corrupt).item() == pytest.approx(0.0, abs=1e-9)
-    _, _, self_heads, self_stream = patch_group(model, group, source="corrupt")
+    assert mlps.shape == (2, len(COLUMNS), len(group))
+    _, _, self_heads, self_stream, self_mlps = patch_group(model, group, source="corrupt")
     assert torch.allclose(self_heads, corrupt.expand_as(self_heads), atol=1e-9)
     assert torch.allclose(self_stream, corrupt.expand_as(self_stream), atol=1e-9)
+    assert torch.allclose(self_mlps, corrupt.expand_as(self_mlps), atol=1e-9)
 
 
 def test_the_heads_grid_equals_patching_one_example_at_a_time(setup):
     model, _, pairs = setup
     group = by_length(pairs)[:4]
-    _, _, heads, _ = patch_group(model, group)
+    _, _, heads, _, mlps = patch_group(model, group)
     for b, p in enumerate(group):
         T = len(p.clean)
-        with torch.no_grad(), inspect_attention(model) as seen:
-            model(torch.tensor([p.clean]))
+        with torch.no_grad():
+            _, seen = run_with_cache(model, torch.tensor([p.clean]))
         for l in range(2):
             for h in range(2):
-                where = torch.zeros(1, 2, T, dtype=torch.bool)
-                where[0, h, T - 1] = True
-                with torch.no_grad(), inspect_attention(model, ablate={l: (where, seen.outputs[l])}):
+                where = torch.zeros(1, T, 2, dtype=torch.bool)  # hook_z is (B, T, H, D)
+                where[0, T - 1, h] = True
+                z = f"blocks.{l}.attn.hook_z"
+                with torch.no_grad(), hooks(model, {z: replace_where(where, seen[z])}):
                     last = model(torch.tensor([p.corrupt]))[0, -1]
                 expected = (last[p.clean_next] - last[p.corrupt_next]).item()
                 assert heads[l, h, b].item() == pytest.approx(expected, abs=1e-5)
+            # One MLP's output at the pronoun, patched by hand the same way.
+            where = torch.zeros(1, T, dtype=torch.bool)
+            where[0, T - 1] = True
+            m = f"blocks.{l}.hook_mlp_out"
+            with torch.no_grad(), hooks(model, {m: replace_where(where, seen[m])}):
+                last = model(torch.tensor([p.corrupt]))[0, -1]
+            expected = (last[p.clean_next] - last[p.corrupt_next]).item()
+            assert mlps[l, COLUMNS.index("pronoun"), b].item() == pytest.approx(expected, abs=1e-5)
 
 
 def test_the_result_has_intervals_and_a_report(setup):
     model, tokenizer, _ = setup
     result = activation_patching(model, tokenizer, examples("test")[:60], resamples=200)
     assert len(result["heads"]) == 2 and len(result["stream"]) == 3 and result["n"] >= 30
+    assert len(result["mlps"]) == 2 and len(result["mlps"][0]) == len(COLUMNS)
     cell = result["heads"][0][0]
     lo, hi = cell["recovered_ci"]
     assert lo <= cell["recovered"] <= hi

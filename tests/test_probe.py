@@ -23,7 +23,8 @@ from analysis.reports import format_report
 from analysis.words import token_indices, token_spans
 from data.pronouns import Example
 from data.tokenizer import train_tokenizer
-from model.attention import CausalSelfAttention, inspect_attention
+from model.attention import CausalSelfAttention
+from tests.helpers import patterns
 
 TOKENIZER = train_tokenizer("char", "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ ,.")
 UPPER = {TOKENIZER.encode(c)[0] for c in "ABCDEFGHIJKLMNOPQRSTUVWXYZ"}
@@ -49,15 +50,16 @@ def uniform(ids, t):
 
 
 class KnownModel(torch.nn.Module):
-    """A stand-in seen through inspect_attention as GPT is: one CausalSelfAttention per layer,
-    whose explicit path (Inspection.attend) gets queries and keys chosen so that
+    """A stand-in seen through the hook points as GPT is: one CausalSelfAttention per layer,
+    named as a GPT's, whose explicit path gets queries and keys chosen so that
     softmax(q·kᵀ/√D) is each head's rule exactly: with k the identity, q = √D · log(rule)."""
 
     def __init__(self, layers, block_size=64):
         super().__init__()
         self.layers = layers
         H = len(layers[0])
-        self.attn = torch.nn.ModuleList(CausalSelfAttention(n_embd=H, n_head=H) for _ in layers)
+        self.attn = torch.nn.ModuleList(CausalSelfAttention(n_embd=H, n_head=H, name=f"blocks.{l}.attn")
+                                        for l in range(len(layers)))
         self.config = SimpleNamespace(block_size=block_size, n_layer=len(layers), n_head=H)
 
     def forward(self, idx):
@@ -72,9 +74,8 @@ class KnownModel(torch.nn.Module):
                             w[b, h, t, j] = weight
             q = w.log().clamp(min=-1e4) * math.sqrt(T)  # (B, H, T, D = T); exp(-1e4) is 0
             k = torch.eye(T, dtype=torch.float64).expand(B, len(heads), T, T)
-            inspection, layer = module.inspector
             causal = torch.ones(T, T, dtype=torch.bool).tril()
-            inspection.attend(layer, q, k, torch.zeros_like(k), causal)
+            module.explicit(q, k, torch.zeros_like(k), causal, 0.0)
         return torch.zeros(B, T, TOKENIZER.vocab_size)
 
 
@@ -293,10 +294,8 @@ def test_long_examples_are_windowed_and_unencodable_ones_skipped_in_result_and_r
 
 @torch.no_grad()
 def attention_of(model, idx):
-    """Each layer's (B, H, T, T) attention weights, through inspect_attention."""
-    with inspect_attention(model) as seen:
-        model(idx)
-    return seen.weights
+    """Each layer's (B, H, T, T) attention weights, through the hook points."""
+    return patterns(model, idx)
 
 
 def test_a_windowed_example_in_a_real_gpt_scores_the_attention_on_the_cropped_ids():

@@ -1,0 +1,165 @@
+"""Named hook points: the one way to read or change what the model computes inside.
+
+Every place worth looking at in the forward pass is a HookPoint with TransformerLens's name and
+shape, so code written against its cache reads ours:
+
+    hook_embed, hook_pos_embed                      (B, T, C)  token and position embeddings
+    blocks.{l}.hook_resid_pre                       (B, T, C)  the stream entering block l
+    blocks.{l}.ln1.hook_normalized                  (B, T, C)  what attention reads
+    blocks.{l}.hook_q_input, hook_k_input, hook_v_input
+                                                    (B, T, H, C) each head's own copy of the
+                                                    stream for its query, key, value (see below)
+    blocks.{l}.attn.hook_q, hook_k, hook_v          (B, T, H, D) after qk-norm and rotation
+    blocks.{l}.attn.hook_attn_scores                (B, H, T, S) q·kᵀ/√D, -inf where masked
+    blocks.{l}.attn.hook_pattern                    (B, H, T, S) softmax of the scores
+    blocks.{l}.attn.hook_z                          (B, T, H, D) each head's weights·v
+    blocks.{l}.attn.hook_result                     (B, T, H, C) each head's write to the stream
+    blocks.{l}.hook_attn_out                        (B, T, C)  attention's sum, biases included
+    blocks.{l}.hook_resid_mid                       (B, T, C)  the stream between attn and MLP
+    blocks.{l}.hook_mlp_in                          (B, T, C)  the MLP's own copy of it (a
+                                                    change here reaches the MLP only)
+    blocks.{l}.ln2.hook_normalized                  (B, T, C)  what the MLP reads
+    blocks.{l}.mlp.hook_pre, hook_post              (B, T, 4C) the MLP before / after its
+                                                    activation
+    blocks.{l}.hook_mlp_out                         (B, T, C)  the MLP's write to the stream
+    blocks.{l}.hook_resid_post                      (B, T, C)  the stream leaving block l
+    ln_final.hook_normalized                        (B, T, C)  what the unembedding reads
+
+(Letters: B batch, T query positions, S key positions, C channels, H heads, D head size.)
+
+A hook is a function fn(value, name) that may return a replacement of the same shape (None keeps
+the value); autograd's graph runs through it, so a hook can also keep a tensor to take its
+gradient. Two ways in, and only these two:
+
+    with hooks(model, {"blocks.0.attn.hook_pattern": fn, is_z: other_fn}):
+        logits = model(idx)
+    logits, cache = run_with_cache(model, idx, names=["blocks.0.attn.hook_pattern"])
+
+What costs something runs only when asked for: with no hook installed the model runs exactly
+as it did before the points existed (PyTorch's fused attention kernel, the same logits bit for
+bit). A hook on hook_attn_scores or hook_pattern makes that layer take the explicit path built
+from the equations; hook_result computes every head's write apart, and a hook on any of
+hook_q_input, hook_k_input, hook_v_input (TransformerLens's use_split_qkv_input) gives each
+head of that layer its own copy of the stream for its query, key and value, each normalised by
+ln1 on its own, so that path patching can change one head's query without touching its key or
+another head. The points fire in the order of the forward pass; with split inputs
+ln1.hook_normalized fires three times, once for each copy, on (B, T, H, C).
+"""
+
+import difflib
+from contextlib import contextmanager
+from typing import Callable, Iterable
+
+import torch
+
+
+class HookPoint:
+    """One named place in the forward pass. `point(x)` passes x through the hooks installed
+    on it, in order; with none it is x itself. A plain object, not a module: it adds nothing to
+    the state dict and costs one call where nothing is hooked."""
+
+    __slots__ = ("name", "fns")
+
+    def __init__(self, name: str):
+        self.name = name
+        self.fns: list[Callable] = []
+
+    def __call__(self, x: torch.Tensor) -> torch.Tensor:
+        for fn in self.fns:
+            out = fn(x, self.name)
+            if out is not None:
+                x = out
+        return x
+
+    def __repr__(self):
+        return f"HookPoint({self.name!r}, {len(self.fns)} hooks)"
+
+
+def per_layer(point: str, n_layer: int) -> list[str]:
+    """The names of one point in every block: per_layer("attn.hook_pattern", 2) is
+    ["blocks.0.attn.hook_pattern", "blocks.1.attn.hook_pattern"]."""
+    return [f"blocks.{l}.{point}" for l in range(n_layer)]
+
+
+def hook_points(model) -> dict[str, HookPoint]:
+    """Every HookPoint of `model` and its submodules, by name, in the order they fire."""
+    points = {}
+    for module in model.modules():
+        for value in vars(module).values():
+            if isinstance(value, HookPoint):
+                points[value.name] = value
+    return dict(sorted(points.items(), key=lambda item: _firing_order(item[0])))
+
+
+def _firing_order(name):
+    """Sort key of a point's name: the embeddings, then block by block in forward order, then
+    the final LayerNorm."""
+    if not name.startswith("blocks."):
+        return (-1 if name.startswith("hook_") else 1 << 30, _ORDER.get(name, 0))
+    _, layer, rest = name.split(".", 2)
+    return (int(layer), _ORDER.get(rest, 0))
+
+
+_ORDER = {name: i for i, name in enumerate((
+    "hook_embed", "hook_pos_embed", "hook_resid_pre", "hook_q_input", "hook_k_input",
+    "hook_v_input", "ln1.hook_normalized", "attn.hook_q", "attn.hook_k", "attn.hook_v",
+    "attn.hook_attn_scores", "attn.hook_pattern", "attn.hook_z", "attn.hook_result",
+    "hook_attn_out", "hook_resid_mid", "hook_mlp_in", "ln2.hook_normalized", "mlp.hook_pre", "mlp.hook_post",
+    "hook_mlp_out", "hook_resid_post"))}
+
+SPLIT_INPUTS = ("hook_q_input", "hook_k_input", "hook_v_input")
+NameOrPredicate = str | Callable[[str], bool]
+
+
+def select(model, names: NameOrPredicate | Iterable[str] | None, points=None) -> list[str]:
+    """The point names that `names` means: None is every point but the split inputs (which
+    change how their layer computes, so they are hooked only by name or predicate); a predicate
+    keeps the names it is true of; a name or a list of names must each be a point (a ValueError names the closest).
+    `points` is hook_points(model), where the caller has it already."""
+    points = hook_points(model) if points is None else points
+    if names is None:
+        return [n for n in points if not n.endswith(SPLIT_INPUTS)]
+    if callable(names):
+        return [n for n in points if names(n)]
+    names = [names] if isinstance(names, str) else list(names)
+    for name in names:
+        if name not in points:
+            close = difflib.get_close_matches(name, points, n=1)
+            hint = f"; did you mean {close[0]}?" if close else "; see model.hooks for the names"
+            raise ValueError(f"{type(model).__name__} has no hook point {name!r}{hint}")
+    return names
+
+
+@contextmanager
+def hooks(model, fns: dict[NameOrPredicate, Callable]):
+    """Install hooks for the `with` block: {name or predicate: fn(value, name)}. A predicate
+    installs its fn on every point whose name it is true of. Hooks stack: a point runs them in
+    the order installed, and each block removes exactly what it added."""
+    points = hook_points(model)
+    added = []
+    try:
+        for key, fn in fns.items():
+            for name in select(model, key, points):
+                points[name].fns.append(fn)
+                added.append((points[name], fn))
+        yield model
+    finally:
+        for point, fn in reversed(added):
+            point.fns.remove(fn)
+
+
+def run_with_cache(model, idx: torch.Tensor, names: NameOrPredicate | Iterable[str] | None = None,
+                   detach: bool = True, **forward_kwargs):
+    """(logits, cache): the model's logits on idx and {name: tensor} for the points asked for
+    (None: all of them but the split inputs, which on a large model and a long input is a great deal of memory).
+    A point that fires several times in one pass keeps its last value. detach=False keeps
+    autograd's graph in the cached tensors."""
+    cache = {}
+    chosen = set(select(model, names))
+
+    def keep(value, name):
+        cache[name] = value.detach() if detach else value
+
+    with hooks(model, {lambda name: name in chosen: keep}):
+        logits = model(idx, **forward_kwargs)
+    return logits, cache

@@ -1,0 +1,53 @@
+"""The recipes of docs/interpretability.md's "Looking inside from Python", run as written on a
+tiny model, with what each one computes checked."""
+
+import re
+
+import pytest
+import torch
+
+from tests.helpers import ROOT
+
+SECTION = (ROOT / "docs" / "interpretability.md").read_text().split("## Looking inside from Python")[1]
+RECIPES = re.findall(r"```python\n(.*?)```", SECTION.split("\n## ")[0], re.S)
+
+
+def run_recipe(code, model, idx):
+    scope = {"model": model, "idx": idx}
+    exec(compile(code, "docs/interpretability.md", "exec"), scope)
+    return scope
+
+
+def test_there_are_three_recipes():
+    assert len(RECIPES) == 3
+
+
+@pytest.fixture
+def model_and_idx(tiny_gpt):
+    return tiny_gpt().eval(), torch.randint(0, 50, (1, 10), generator=torch.Generator().manual_seed(0))
+
+
+def test_the_pattern_recipe_gives_layer_0s_pattern(model_and_idx):
+    model, idx = model_and_idx
+    scope = run_recipe(RECIPES[0], model, idx)
+    assert scope["pattern"].shape == (1, 4, 10, 10)
+    torch.testing.assert_close(scope["pattern"].sum(-1), torch.ones(1, 4, 10))
+    torch.testing.assert_close(scope["logits"], model(idx), atol=1e-5, rtol=0)
+
+
+def test_the_knockout_recipe_moves_the_logits_after_position_0_only(model_and_idx):
+    model, idx = model_and_idx
+    with torch.no_grad():
+        clean = model(idx)
+    knocked = run_recipe(RECIPES[1], model, idx)["knocked"]
+    assert torch.equal(knocked[:, 0], clean[:, 0])
+    assert (knocked[:, 1:] - clean[:, 1:]).abs().max().item() > 1e-4
+
+
+def test_the_mlp_patch_recipe_changes_the_last_position_only(model_and_idx):
+    model, idx = model_and_idx
+    with torch.no_grad():
+        clean = model(idx)
+    patched = run_recipe(RECIPES[2], model, idx)["patched"]
+    assert torch.equal(patched[:, :-1], clean[:, :-1])
+    assert (patched[:, -1] - clean[:, -1]).abs().max().item() > 1e-4
