@@ -14,9 +14,6 @@ from runs.load import load_run
 from tests.helpers import tiny_config
 from training.loop import train
 
-bridges = pytest.importorskip("transformer_lens.model_bridge", reason="the reference is "
-                              "TransformerLens: pip install -r requirements-test.txt")
-
 SAME = dict(atol=1e-5, rtol=0)  # float32 on both sides
 # The points of one block (blocks.{l}.*), then those around the blocks: all of ours.
 BLOCK_POINTS = ["hook_resid_pre", "ln1.hook_normalized", "attn.hook_q", "attn.hook_k",
@@ -34,6 +31,10 @@ def pair(corpus, tmp_path_factory):
     for 100 steps (enough for attention to be far from uniform, so edits bite) with a BPE
     tokenizer (GPT-2 has no char form), exported as train.py --export-hf writes it, and the
     bridge booted with the network shut, as on a machine without a hub."""
+    # Imported here, not when pytest collects the file: it takes seconds, and brings pandas,
+    # datasets and more into the process, which the tests that skip this file need not pay for.
+    bridges = pytest.importorskip("transformer_lens.model_bridge", reason="the reference is "
+                                  "TransformerLens: pip install -r requirements-test.txt")
     folder = tmp_path_factory.mktemp("tlens")
     train(tiny_config(corpus, folder / "run", "tokenizer.kind=bpe", "tokenizer.vocab_size=300",
                       "train.max_iters=100", "train.eval_interval=50"))
