@@ -36,11 +36,11 @@ DEFAULT_TOP = 3  # heads per word in that default compact view
 def colour_mode(stream, environ):
     """"truecolor", "256" or None (plain text) for writing to `stream`.
 
-    Colour only reaches a terminal: never when output is piped, NO_COLOR is set (any value,
-    see no-color.org) or TERM is dumb. 24-bit colour only where COLORTERM says the terminal
-    has it; other terminals get the 256-colour palette.
+    Colour only reaches a terminal: never when output is piped, NO_COLOR is set to a non-empty
+    value (no-color.org: an empty one leaves colour on) or TERM is dumb. 24-bit colour only
+    where COLORTERM says the terminal has it; other terminals get the 256-colour palette.
     """
-    if "NO_COLOR" in environ or environ.get("TERM") == "dumb":
+    if environ.get("NO_COLOR") or environ.get("TERM") == "dumb":
         return None
     isatty = getattr(stream, "isatty", None)
     if isatty is None or not isatty():

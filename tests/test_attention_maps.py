@@ -12,7 +12,10 @@ from analysis.terminal import (
     colour_mode, display_token, render_sentence, render_token_grid, render_top_heads,
     render_word_rows, sgr_colours,
 )
-from analysis.words import find_query_span, group_tokens, model_window, sentence_attention
+from analysis.words import (
+    encode_item, find_query_span, group_tokens, model_window, sentence_attention,
+)
+from data.pronouns import Example
 from data.tokenizer import train_tokenizer
 from generation.attention import show_attention
 from model.attention import inspect_attention
@@ -76,6 +79,10 @@ def test_byte_tokens_inside_one_character_share_its_word():
     ("The theme: they left.", None, (11, 15)),  # "he" inside "The"/"theme" is not a word
     ("So he saw it", None, (3, 5)),  # the first pronoun
     ("The dog said it's late", None, (13, 15)),  # "it" of "it's"
+    ("The dog said it's late", "it's", (13, 15)),  # --word "it's" is read at "it", not "'s"
+    ("The dogs said THEY'RE late", "they're", (14, 18)),  # any case, any of the clitics
+    ("The dog said it’ll go", "it’ll", (13, 15)),  # the typographic apostrophe too
+    ("Tell 'em", "'em", (5, 8)),  # not a clitic of ours: kept whole
     ("The hit man left; she stayed", None, (18, 21)),  # "it" inside "hit" is not a word
     ("The Animal went out", "animal", (4, 10)),  # --word, case-insensitive
     ("Stop, it ran.", ",", (4, 5)),  # --word can be punctuation
@@ -125,6 +132,23 @@ def test_word_option_moves_the_query(char_run):
     sentence = sentence_attention(char_run.model, char_run.tokenizer, SENTENCE, word="animal")
     assert sentence.words == ["The", "animal"] and sentence.query_token == 9
     assert sentence.rows[1][0] == pytest.approx([0.3, 0.7])
+
+
+def test_its_is_read_at_it_by_attention_and_by_the_probes_items():
+    """GPT-2's split pattern makes "it's" two tokens, " it" and "'s": the pronoun is " it"."""
+    text = "The dog said it's late."
+    tokenizer = train_tokenizer("bpe", text * 20, 280)
+    ids = tokenizer.encode(text)
+    it = [tokenizer.decode([i]) for i in ids].index(" it")
+    assert tokenizer.decode([ids[it + 1]]) == "'s"
+    model = random_model(tokenizer.vocab_size, 64)
+    for word in (None, "it's"):
+        sentence = sentence_attention(model, tokenizer, text, word)
+        assert sentence.query_token == it and sentence.words[-1] == "it's"
+    # A labelled example whose pronoun span covers the whole "it's" (13, 17).
+    example = Example(text, (13, 17), (4, 7), ((0, 3),))
+    item = encode_item(tokenizer, example, 64)
+    assert item.query == it and tokenizer.decode([item.next_id]) == "'s"
 
 
 def test_no_attention_is_lost_with_a_real_bpe_tokenizer():
@@ -305,8 +329,11 @@ class Stream(io.StringIO):
     (True, {"COLORTERM": "24bit"}, "truecolor"),
     (True, {}, "256"),
     (False, {"COLORTERM": "truecolor"}, None),  # piped
-    (True, {"NO_COLOR": "", "COLORTERM": "truecolor"}, None),  # NO_COLOR: any value
+    # no-color.org: a non-empty NO_COLOR turns colour off; an empty one does not
+    (True, {"NO_COLOR": "", "COLORTERM": "truecolor"}, "truecolor"),
+    (True, {"NO_COLOR": ""}, "256"),
     (True, {"NO_COLOR": "1"}, None),
+    (True, {"NO_COLOR": "0"}, None),
     (True, {"TERM": "dumb"}, None),
 ])
 def test_colour_mode(tty, env, mode):
