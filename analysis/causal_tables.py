@@ -11,12 +11,23 @@ CAUSAL_GRIDS = (("antecedent", "Antecedent knocked out"),
                 ("ablation", "Head ablated (its output replaced by its mean)"))
 
 
-def _delta(value, scale, best=False):
-    """A <td> for one delta, tinted orange when the loss went up, blue when it went down."""
+def interval_html(text):
+    """A number as the reports write it, "+0.12 [+0.08, +0.16]", for a cell of the page: the
+    interval in a span of its own, which the page's script puts under the value where a table
+    is too wide for the page."""
+    value, bracket, rest = text.partition(" [")
+    if not bracket:
+        return html.escape(text)
+    return f'{html.escape(value)}<span class="ci"> [{html.escape(rest)}</span>'
+
+
+def _delta(value, scale, best=False, text=None):
+    """A <td> for one delta (shown as `text`, default the value alone), tinted orange when the
+    loss went up, blue when it went down."""
     alpha = min(1.0, abs(value) / scale) * 0.6
     rgb = "217,95,2" if value > 0 else "33,102,172"
     return (f'<td class="{"best" if best else ""}" style="background:rgba({rgb},{alpha:.2f})">'
-            f"{signed(value)}</td>")
+            f"{interval_html(text or signed(value))}</td>")
 
 
 def _causal_grid(heads, name, caption, best, scale):
