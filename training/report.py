@@ -180,7 +180,7 @@ LOSS_TICKS = (1.0, 1.1, 1.2, 1.3, 1.4, 1.5, 1.7, 2.0, 2.2, 2.5, 3.0, 3.5, 4.0, 5
 
 
 def plot_losses(records, png_path):
-    """Train (every log line) and train/val (every evaluation) loss against step, on a log axis
+    """Train (every log line, a line) and train/val (every evaluation, points) loss against step, on a log axis
     (the first steps' drop would flatten the range where evaluations sit), and the whole val
     split's loss at the end as a star."""
     logs = [r for r in records if "loss" in r]
@@ -190,8 +190,10 @@ def plot_losses(records, png_path):
     if logs:
         ax.plot([r["step"] for r in logs], [r["loss"] for r in logs], lw=1, alpha=0.5, label="train (batch)")
     if evals:
-        ax.plot([r["step"] for r in evals], [r["train_loss"] for r in evals], "o-", label="train (eval)")
-        ax.plot([r["step"] for r in evals], [r["val_loss"] for r in evals], "o-", label="val")
+        # Points, not lines: at the default eval_interval there are two or three evaluations, and
+        # lines between them would cross the axis and hide the batch curve they sit on.
+        ax.plot([r["step"] for r in evals], [r["train_loss"] for r in evals], "o", label="train (eval)")
+        ax.plot([r["step"] for r in evals], [r["val_loss"] for r in evals], "s", label="val")
     if full:
         ax.plot([full[-1]["step"]], [full[-1]["val_loss_full"]], "*", ms=12, color="C3",
                 label=f"val, whole split: {full[-1]['val_loss_full']:.3f}")
