@@ -59,7 +59,8 @@ def patching_section(patching):
 each twin swaps the antecedent for another noun of its kind with other doings; one part of the
 clean run is copied into the twin's run, and the cell says how much of the clean preference for
 its own next word comes back (1 = all, 0 = none; 95% bootstrap intervals where there are enough
-pairs). Logit difference clean {signed(patching['clean_ld'])}, twin {signed(patching['corrupt_ld'])}.</p>
+pairs). Logit difference clean {signed(patching['clean_ld'])},
+twin {signed(patching['corrupt_ld'])}.</p>
 <div class="grids"><div class="scroll"><table><caption>Each head's output at the pronoun</caption>
 <tr><th></th>{head_top}</tr>{head_rows}</table></div>
 <div class="scroll"><table><caption>The residual stream, by place in the sentence</caption>

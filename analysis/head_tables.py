@@ -97,7 +97,8 @@ def heads_section(sentences, best):
     tables = []
     for n, words, grid in found:
         caption = f"<caption>Sentence {n}: from “{html.escape(display_token(words[-1]))}”</caption>"
-        table = f'<div class="scroll"><table>{caption}{draw(words, head_rows(grid), label)}</table></div>'
+        body = draw(words, head_rows(grid), label)
+        table = f'<div class="scroll"><table>{caption}{body}</table></div>'
         if draw is _all_heads:  # the page's script shows the words down where across does not fit
             down = _all_heads_down(words, head_rows(grid), label)
             table = (f'<div class="flip">{table}<div class="scroll down"><table>{caption}{down}'

@@ -9,12 +9,13 @@ fits beside the enlarged map or, on a narrow page, across it.
 
 Above the maps, the run's facts: checkpoint, step, validation loss, and the probe's best head
 with its scores; the probe's main result (analysis.probe_tables: every head's cand@1, the
-baselines, the p-value, the natural sentences' where saved); the table the terminal prints, every head's attention from the pronoun to each
-word (analysis.head_tables); the best head's row over tokens; then, when the probe's result has
-them, its causal tests as tables (does the head matter? analysis.causal_tables), and when the
-run's metrics.jsonl has probe lines, the probe's training curve (analysis.curve). Each
-sentence's token strip is tinted by the attention of one row (the query token, the pronoun at
-first), with a colour scale and a line that says which row.
+baselines, the p-value, the natural sentences' where saved); the table the terminal prints,
+every head's attention from the pronoun to each word (analysis.head_tables); the best head's
+row over tokens; then, when the probe's result has them, its causal tests as tables (does the
+head matter? analysis.causal_tables), and when the run's metrics.jsonl has probe lines, the
+probe's training curve (analysis.curve). Each sentence's token strip is tinted by the attention
+of one row (the query token, the pronoun at first), with a colour scale and a line that says
+which row.
 
 Everything is inline (CSS, JS, and the data as JSON) because bertviz, which loads its scripts
 from a CDN, draws a blank page whenever the CDN is unreachable; the template, CSS and scripts
@@ -202,8 +203,9 @@ def numbers_section(sentences, best):
         top = max(range(len(row)), key=row.__getitem__)
         pairs = "".join(
             f'<span class="pair{" q" if t == q else ""}"><span class="t">'
-            f"{html.escape(s['tokens'][t])}</span>{tinted_cell(f'{w:.2f}', w, 'best' if t == top else '', 'span')}"
-            "</span>" for t, w in enumerate(row))
+            f"{html.escape(s['tokens'][t])}</span>"
+            f"{tinted_cell(f'{w:.2f}', w, 'best' if t == top else '', 'span')}</span>"
+            for t, w in enumerate(row))
         strips.append(f'<div class="pairs">{pairs}</div>')
     if not strips:
         return ""
@@ -233,7 +235,8 @@ def render_html(sentences, best_head=None, title="Attention maps", checkpoint=No
     payload = payload.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
     # The page's parts, top to bottom. A new part is a function that returns its <section>
     # (its text escaped with html.escape), added to this list.
-    sections = [run_section(checkpoint, step, val_loss, best_head, decided_by), probe_section(probe),
+    sections = [run_section(checkpoint, step, val_loss, best_head, decided_by),
+                probe_section(probe),
                 heads_section(words, best), numbers_section(data["sentences"], best),
                 causal_section(causal),
                 patching_section(patching), lens_section(lens), curve_section(records), maps_section(best)]

@@ -53,7 +53,8 @@ def _counts(result, name, same):
     said = []
     for split, c in counts:
         label = "examples" if same else name if split == "test" else split
-        skipped = f" ({c['skipped_unencodable']} the tokenizer cannot encode)" if c["skipped_unencodable"] else ""
+        cannot = c["skipped_unencodable"]
+        skipped = f" ({cannot} the tokenizer cannot encode)" if cannot else ""
         said.append(f"{label}: {c['used']} of {c['examples']} used{skipped}")
     return "; ".join(said)
 

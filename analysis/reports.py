@@ -118,7 +118,8 @@ def lens_example_text(example: dict, limit: int = LENS_EXAMPLE_CHARS) -> str:
     starts = [m.end() for m in re.finditer(r"[.!?]['\"’”)]*\s+", text)]
     start = next((i for i in starts if len(text) - i <= limit), None)
     if start is None:
-        start = text.index(" ", len(text) - limit) + 1 if " " in text[-limit:] else len(text) - limit
+        cut = len(text) - limit
+        start = text.index(" ", cut) + 1 if " " in text[cut:] else cut
     return "… " + text[start:]
 
 
@@ -232,9 +233,11 @@ def format_patching(result: dict) -> str:
     lines = ["Activation patching at the pronoun: clean run -> corrupted twin (the antecedent swapped for "
              "another noun of its kind),",
              f"{result['n']} pairs ({result['skipped']} skipped); logit difference clean next - twin's next: "
-             f"clean {signed(result['clean_ld'])}, corrupted {signed(result['corrupt_ld'])}; {intervals}:",
+             f"clean {signed(result['clean_ld'])}, corrupted {signed(result['corrupt_ld'])}; "
+             f"{intervals}:",
              "", "each head's output at the pronoun patched:", "     " + "".join(f"{'H' + str(h):>7}" for h in range(H))]
-    lines += [f"L{l:<3} " + "".join(f"{signed(c['recovered']):>7}" for c in row) for l, row in enumerate(heads)]
+    lines += [f"L{l:<3} " + "".join(f"{signed(c['recovered']):>7}" for c in row)
+              for l, row in enumerate(heads)]
     best = max(((l, h) for l in range(len(heads)) for h in range(H)), key=lambda lh: heads[lh[0]][lh[1]]["recovered"])
     lines.append(f"  best: L{best[0]} H{best[1]} {recovered_text(heads[best[0]][best[1]])}")
     lines += ["", "the residual stream patched (rows: after the embedding, after each block; "

@@ -247,7 +247,8 @@ def test_the_training_curve_is_inline_svg_with_every_head_the_best_bold_and_the_
     assert ys == sorted(ys, reverse=True)  # 50% .. 80%: rising, so up the page (y falls)
     assert [cls for cls, _, _ in lines].count("baseline") == 3
     # The val loss as points (markers), not a line across the axis.
-    loss = re.search(r'<g id="loss" class="loss"><title>val loss: 1.750 at step 800</title>(.*?)</g>', svg, re.S)
+    loss = re.search(r'<g id="loss" class="loss"><title>val loss: 1.750 at step 800</title>'
+                     r"(.*?)</g>", svg, re.S)
     assert loss and "<use " in loss.group(1) and loss.group(1).count("<use ") == 4
     assert "L1 H2, the best head at step 800" in page and "first baseline (dev) 46.0%" in page
     # Hovering a line says which it is, as the hand-drawn SVG's titles did.
@@ -673,7 +674,8 @@ def headline_run(L, H):
 # The terminal's headline table on the page, as the browser shows it.
 HEADLINE = """
 // the table on screen: across (words as columns), or where that does not fit, transposed
-const box = [...document.querySelectorAll("section.heads .scroll")].find(b => b.offsetParent !== null);
+const box = [...document.querySelectorAll("section.heads .scroll")]
+  .find(b => b.offsetParent !== null);
 const table = box.querySelector("table");
 out.down = box.classList.contains("down");
 out.rows = [...table.rows].map(r => [...r.cells].map(c => c.innerText.trim().replace(/\s+/g, " ")));
@@ -738,7 +740,8 @@ def probe_result(L, H, best, test_set="test", natural=None):
               "skipped_unencodable": 0}
     result = {"best_head": {"layer": best[0], "head": best[1], "dev": 0.9, "test": 0.91},
               "baselines": {"random": rate(0.451, 0.449), "first": rate(0.5, 0.41),
-                            "nearest": rate(0.407, 0.483), "position": {"rule": "first", **rate(0.5, 0.41)}},
+                            "nearest": rate(0.407, 0.483),
+                            "position": {"rule": "first", **rate(0.5, 0.41)}},
               "decided_by": {}, "p_value": 1 / 1001, "permutations": 1000, "seed": 0,
               "selection": "dev", "heads": heads, "counts": {"dev": counts, "test": counts},
               "block_size": 64, "test_set": test_set, "notes": []}
@@ -751,7 +754,8 @@ def test_the_probes_main_result_is_on_the_page_with_the_natural_sets_where_saved
     page = render_html(SENTENCES, best_head=(1, 2), probe=probe_result(3, 4, (1, 2), natural=True))
     section = re.search(r'<section class="probe">.*?</section>', page, re.S).group(0)
     assert page.index('class="facts"') < page.index('class="probe"') < page.index('id="sentences"')
-    grid, baselines, natural_grid, natural_baselines = re.findall(r"<table.*?</table>", section, re.S)
+    tables = re.findall(r"<table.*?</table>", section, re.S)
+    grid, baselines, natural_grid, natural_baselines = tables
     # every head's test cand@1, layer by layer, the best head outlined
     assert cells(grid) == [f"{(k + 1) / 100:.1%}" if k != 6 else "91.0%" for k in range(12)]
     assert re.findall(r'<td class="best"[^>]*>(.*?)</td>', grid) == ["91.0%"]
@@ -778,7 +782,8 @@ def test_signed_numbers_print_an_exact_or_rounded_zero_without_a_sign():
     text = format_patching(patching)
     assert "-0.00" not in text and "+0.00" not in text
     assert "\nL1      0.00  +0.01" in text and "  0.00 [-0.05, +0.05]" in text
-    page = render_html(SENTENCES, best_head=(1, 2), patching=patching, causal=causal_result(3, 4, (1, 2)))
+    page = render_html(SENTENCES, best_head=(1, 2), patching=patching,
+                       causal=causal_result(3, 4, (1, 2)))
     assert "-0.00" not in page and "+0.00" not in page
 
 
@@ -798,10 +803,12 @@ out.pageWidth = document.documentElement.scrollWidth; out.width = W;
 
 @needs_browser
 @pytest.mark.parametrize("width", [1400, 420])  # a desktop, a phone
-def test_real_browser_shows_every_table_of_a_small_model_without_sideways_scrolling(tmp_path, width):
+def test_real_browser_shows_every_table_of_a_small_model_without_sideways_scrolling(
+        tmp_path, width):
     sentence = sentence_page(headline_run(2, 4))
     facts = {"best_head": (0, 2), "causal": causal_result(2, 4, (0, 2)), "lens": lens_result(2),
-             "patching": patching_result(2, 4, (0, 2)), "probe": probe_result(2, 4, (0, 2), natural=True),
+             "patching": patching_result(2, 4, (0, 2)),
+             "probe": probe_result(2, 4, (0, 2), natural=True),
              "records": probe_records(2, 4, (0, 2))}
     out, console = drawn(tmp_path, [sentence, sentence], FITS, width, **facts)
     assert console == []

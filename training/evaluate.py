@@ -112,7 +112,9 @@ def windows_loss(model, ids, block_size, batch_size, runtime, what=None):
     group = eval_batch_size(window, batch_size, device_type) * GROUP_BATCHES
     total = torch.zeros((), dtype=torch.float64, device=runtime.device)
     mine = range(runtime.rank * group, len(starts), runtime.world_size * group)
-    bar = windows_bar(sum(len(starts[i : i + group]) for i in mine), what, runtime) if what else None
+    bar = None
+    if what:
+        bar = windows_bar(sum(len(starts[i : i + group]) for i in mine), what, runtime)
     model.eval()
     try:
         for i in mine:

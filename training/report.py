@@ -53,7 +53,8 @@ class Console:
 
     def log(self, step, loss, lr, tokens_per_sec, mfu):
         shown = "n/a" if mfu is None else f"{mfu:.1%}"
-        fields = [f"loss {loss:.4f}", f"lr {lr:.2e}", f"{tokens_per_sec:,.0f} tok/s", f"MFU {shown}"]
+        fields = [f"loss {loss:.4f}", f"lr {lr:.2e}", f"{tokens_per_sec:,.0f} tok/s",
+                  f"MFU {shown}"]
         if self.bar is not None:
             room = terminal_width(self.bar.fp) - len(self.bar.format_meter(
                 **{**self.bar.format_dict, "bar_format": BAR_FORMAT.replace("{bar}", ""),
@@ -180,7 +181,8 @@ LOSS_TICKS = (1.0, 1.1, 1.2, 1.3, 1.4, 1.5, 1.7, 2.0, 2.2, 2.5, 3.0, 3.5, 4.0, 5
 
 
 def plot_losses(records, png_path):
-    """Train (every log line, a line) and train/val (every evaluation, points) loss against step, on a log axis
+    """Train (every log line, a line) and train/val (every evaluation, points) loss against
+    step, on a log axis
     (the first steps' drop would flatten the range where evaluations sit), and the whole val
     split's loss at the end as a star."""
     logs = [r for r in records if "loss" in r]
@@ -192,8 +194,9 @@ def plot_losses(records, png_path):
     if evals:
         # Points, not lines: at the default eval_interval there are two or three evaluations, and
         # lines between them would cross the axis and hide the batch curve they sit on.
-        ax.plot([r["step"] for r in evals], [r["train_loss"] for r in evals], "o", label="train (eval)")
-        ax.plot([r["step"] for r in evals], [r["val_loss"] for r in evals], "s", label="val")
+        steps = [r["step"] for r in evals]
+        ax.plot(steps, [r["train_loss"] for r in evals], "o", label="train (eval)")
+        ax.plot(steps, [r["val_loss"] for r in evals], "s", label="val")
     if full:
         ax.plot([full[-1]["step"]], [full[-1]["val_loss_full"]], "*", ms=12, color="C3",
                 label=f"val, whole split: {full[-1]['val_loss_full']:.3f}")
