@@ -678,7 +678,8 @@ const box = [...document.querySelectorAll("section.heads .scroll")]
   .find(b => b.offsetParent !== null);
 const table = box.querySelector("table");
 out.down = box.classList.contains("down");
-out.rows = [...table.rows].map(r => [...r.cells].map(c => c.innerText.trim().replace(/\s+/g, " ")));
+out.rows = [...table.rows].map(r => [...r.cells]
+  .map(c => c.innerText.trim().replace(/\\s+/g, " ")));
 out.best = [...table.querySelectorAll("th.best")].map(c => c.innerText);
 out.right = box.getBoundingClientRect().right;
 out.cut = box.scrollWidth > box.clientWidth;
