@@ -40,7 +40,8 @@ and the top tokens for the first of them, “{html.escape(lens_example_text(ex))
 
 
 def patching_section(patching):
-    """The two patching heatmaps: each head's output, and the residual stream by role; "" without."""
+    """The patching heatmaps: each head's output, the residual stream by role, and each MLP's
+    output by role (results saved before MLPs were patched have no such table); "" without."""
     if not patching:
         return ""
     heads = patching["heads"]
@@ -54,6 +55,14 @@ def patching_section(patching):
                                                                         for c in row) + "</tr>"
                           for point, row in zip(patching["points"], patching["stream"]))
     stream_top = "".join(f"<th>{html.escape(c)}</th>" for c in patching["columns"])
+    mlp_table = ""
+    if "mlps" in patching:
+        mlp_rows = "".join(f"<tr><th>block {l}</th>" + "".join(_tinted(recovered_text(c), c["recovered"])
+                                                              for c in row) + "</tr>"
+                           for l, row in enumerate(patching["mlps"]))
+        mlp_table = f"""
+<div class="scroll"><table><caption>Each MLP's output, by place in the sentence</caption>
+<tr><th></th>{stream_top}</tr>{mlp_rows}</table></div>"""
     return f"""<section class="patching"><h2>What carries the antecedent to the pronoun?</h2>
 <p class="help">Activation patching on {patching['n']} sentence pairs ({patching['skipped']} without a twin):
 each twin swaps the antecedent for another noun of its kind with other doings; one part of the
@@ -64,4 +73,4 @@ twin {signed(patching['corrupt_ld'])}.</p>
 <div class="grids"><div class="scroll"><table><caption>Each head's output at the pronoun</caption>
 <tr><th></th>{head_top}</tr>{head_rows}</table></div>
 <div class="scroll"><table><caption>The residual stream, by place in the sentence</caption>
-<tr><th></th>{stream_top}</tr>{stream_rows}</table></div></div></section>"""
+<tr><th></th>{stream_top}</tr>{stream_rows}</table></div>{mlp_table}</div></section>"""

@@ -602,7 +602,12 @@ def lens_result(L):
 def test_the_patching_and_lens_sections_show_their_numbers():
     page = render_html(SENTENCES, best_head=(1, 2), lens=lens_result(2), patching=patching_result(2, 4, (0, 2)))
     patching = page[page.index('<section class="patching">'):page.index('<section class="lens">')]
-    assert patching.count("<table>") == 2 and "+0.90 [+0.85, +0.95]" in cells(patching)
+    assert patching.count("<table>") == 2 and "+0.90 [+0.85, +0.95]" in cells(patching)  # no MLPs saved
+    with_mlps = patching_result(2, 4, (0, 2))
+    with_mlps["mlps"] = [[{"recovered": 0.37}, {"recovered": 0.0}, {"recovered": -0.12}] for _ in range(2)]
+    page = render_html(SENTENCES, best_head=(1, 2), lens=lens_result(2), patching=with_mlps)
+    table = page[page.index("Each MLP's output"):page.index('<section class="lens">')]
+    assert "+0.37" in cells(table) and "-0.12" in cells(table) and table.count("block 1") == 1
     assert "0.00 [-0.05, +0.05]" in cells(patching)  # the stream's zeros, unsigned
     assert patching.count('class="best"') == 1 and "297 sentence pairs" in patching
     lens = page[page.index('<section class="lens">'):]
@@ -621,10 +626,12 @@ out.clientWidth = document.documentElement.clientWidth;
 @needs_browser
 @pytest.mark.parametrize("width", [1280, 420])  # a desktop, a phone
 def test_real_browser_draws_the_patching_and_lens_tables_of_144_heads_in_the_width(tmp_path, gpt2_shaped_page, width):
-    facts = {"best_head": (5, 7), "lens": lens_result(12), "patching": patching_result(12, 12, (5, 7))}
+    patching = patching_result(12, 12, (5, 7))
+    patching["mlps"] = [row[:3] for row in patching["stream"][1:]]  # one row per block, as saved
+    facts = {"best_head": (5, 7), "lens": lens_result(12), "patching": patching}
     out, console = drawn(tmp_path, [gpt2_shaped_page], PATCH_SECTIONS, width, **facts)
     assert console == []
-    assert out["tables"] == 3
+    assert out["tables"] == 4
     assert out["right"] <= width and out["pageWidth"] <= out["clientWidth"] == width, out
 
 
