@@ -1,8 +1,10 @@
 """The causal tests of the probe's result (analysis.causal) as the page's tables: an L x H grid
 for each measure (antecedent knocked out, the control, head ablation), tinted orange where the
-loss went up and blue where it went down, and the heads together with their intervals."""
+loss went up and blue where it went down, and the heads together with their intervals, tinted
+the same way."""
 
 import html
+import math
 
 from analysis.reports import READING, intervals_said, signed, together, with_ci
 
@@ -11,12 +13,24 @@ CAUSAL_GRIDS = (("antecedent", "Antecedent knocked out"),
                 ("ablation", "Head ablated (its output replaced by its mean)"))
 
 
-def _delta(value, scale, best=False):
-    """A <td> for one delta, tinted orange when the loss went up, blue when it went down."""
-    alpha = min(1.0, abs(value) / scale) * 0.6
+def interval_html(text):
+    """A number as the reports write it, "+0.12 [+0.08, +0.16]", for a cell of the page: the
+    interval in a span of its own, which the page's script puts under the value where a table
+    is too wide for the page."""
+    value, bracket, rest = text.partition(" [")
+    if not bracket:
+        return html.escape(text)
+    return f'{html.escape(value)}<span class="ci"> [{html.escape(rest)}</span>'
+
+
+def _delta(value, scale, best=False, text=None):
+    """A <td> for one delta (shown as `text`, default the value alone), tinted orange when the
+    loss went up, blue when it went down, as deep as the square root of its share of `scale`:
+    a control of -0.25 beside a knockout of +3.65 is still plainly blue, one of 0.01 white."""
+    alpha = math.sqrt(min(1.0, abs(value) / scale)) * 0.6 if round(value, 2) else 0.0
     rgb = "217,95,2" if value > 0 else "33,102,172"
     return (f'<td class="{"best" if best else ""}" style="background:rgba({rgb},{alpha:.2f})">'
-            f"{signed(value)}</td>")
+            f"{interval_html(text or signed(value))}</td>")
 
 
 def _causal_grid(heads, name, caption, best, scale):
@@ -45,10 +59,10 @@ def causal_section(causal):
                         for name, caption in CAUSAL_GRIDS)
         n = causal["n"]
         rows = "".join(
-            f"<tr><th>{html.escape(label)}</th><td>{with_ci(deltas, 'antecedent', n)}</td>"
-            f"<td>{with_ci(deltas, 'distractor', n)}</td>"
-            f"<td>{with_ci(deltas, 'ablation', n) if 'ablation' in deltas else ''}</td></tr>"
-            for label, deltas in together(causal))
+            f"<tr><th>{html.escape(label)}</th>"
+            + "".join(_delta(deltas[name], scale, text=with_ci(deltas, name, n)) if name in deltas
+                      else "<td></td>" for name in ("antecedent", "distractor", "ablation"))
+            + "</tr>" for label, deltas in together(causal))
         said = (f"mean over {n} of the probe's sentences ({causal['skipped']} skipped), "
                 f"clean loss {causal['clean_loss']:.3f}; heads together {intervals_said(causal)}")
     except (KeyError, TypeError, IndexError, ValueError):
@@ -56,7 +70,9 @@ def causal_section(causal):
                          "run generate.py --probe again") from None
     return f"""<section class="causal"><h2>Does the head matter?</h2>
 <p class="help">At the pronoun only, attention is changed and the loss of the next token is
-measured again: each number is the change, in nats (changed − clean), {html.escape(said)}.
+measured again: each number is the change, in nats (changed − clean), {html.escape(said)};
+orange where the loss went up, blue where it went down, deeper for a larger change (by its
+square root, so that a small one still shows).
 {html.escape(' '.join(READING))}</p>
 <div class="grids">{grids}</div>
 <div class="scroll"><table class="together"><caption>Heads together</caption>

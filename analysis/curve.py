@@ -7,7 +7,7 @@ nearest); its eval lines carry `val_loss`. From those records the figure shows e
 cand@1 against step on a log axis (training probes at steps spaced in log(step), where the head
 forms fast), the best head at the last probe bold and orange, the other heads in their layer's
 colour, the baselines as flat grey lines, the step where the best head first reaches 90%, and
-the val loss on a second axis.
+the val loss on a second axis, as points (the default run evaluates twice).
 
 The page's SVG scales with the page (viewBox): drawn at a phone's width, its labels stay
 readable there; each line is a group whose id and class say what it is, with a <title> that
@@ -102,8 +102,9 @@ def curve_lines(records):
         return []
     lines = _head_lines(probes)
     for i, ((name, value), ls) in enumerate(zip(probes[-1]["probe_baselines"].items(), BASELINE_STYLES)):
-        lines.append(Line("baseline", f"baseline-{i}", f"{name} baseline: {value:.1%}", [], [value],
-                          {"color": BASELINE, "lw": 1.2, "ls": ls, "label": f"{name} baseline {value:.1%}"}))
+        said = f"{name} baseline (dev) {value:.1%}"  # the probe's dev set, as the heads' lines
+        lines.append(Line("baseline", f"baseline-{i}", said, [], [value],
+                          {"color": BASELINE, "lw": 1.2, "ls": ls, "label": said}))
     passed = first_pass(probes)
     if passed is not None:
         said = f"the best head reaches {PASS_MARK:.0%} at step {passed:,}"
@@ -111,9 +112,12 @@ def curve_lines(records):
     evals = [r for r in records if isinstance(r, dict) and _number(r.get("val_loss")) and _number(r.get("step"))]
     if evals:
         losses = [r["val_loss"] for r in evals]
+        # Points, not a line: at the default eval_interval there are two evaluations, and a line
+        # between them would cross the whole axis and draw the eye from the heads.
         lines.append(Line("loss", "loss", f"val loss: {losses[-1]:.3f} at step {evals[-1]['step']:,}",
                           [r["step"] for r in evals], losses,
-                          {"color": "#222", "lw": 1.5, "ls": "--", "label": "val loss (right axis, nats/token)"}))
+                          {"color": "#222", "lw": 1.5, "ls": "none", "marker": "o", "ms": 4,
+                           "label": "val loss (points, right axis, nats/token)"}))
     return lines
 
 
@@ -179,9 +183,13 @@ def curve_svg(lines):
 
 
 def _swatch(style):
-    """A legend entry of the page: a short line dashed as matplotlib dashes it, and its label."""
+    """A legend entry of the page: a short line dashed as matplotlib dashes it (a dot for points),
+    and its label."""
     from matplotlib import rcParams
 
+    if style.get("marker"):
+        return (f'<span><svg viewBox="0 0 24 8" class="swatch"><circle cx="12" cy="4" r="3" '
+                f'fill="{style["color"]}"/></svg>{html.escape(style["label"])}</span>')
     name = DASH_NAMES.get(style.get("ls"))
     dash = " ".join(f"{d * style['lw']:g}" for d in rcParams[f"lines.{name}_pattern"]) if name else ""
     dashed = f' stroke-dasharray="{dash}"' if dash else ""

@@ -4,14 +4,16 @@ screenshot keeps them) and tinted by its value."""
 
 import html
 
-from analysis.reports import recovered_text
+from analysis.causal_tables import interval_html
+from analysis.reports import lens_example_text, recovered_text, signed
 
 
 def _tinted(text, share, best=False):
-    """A <td> tinted orange in proportion to share (0..1, clipped)."""
+    """A <td> tinted orange in proportion to share (0..1, clipped); an interval in its text goes
+    under the value where the table is too wide for the page (interval_html)."""
     alpha = min(1.0, max(0.0, share)) * 0.6
     return (f'<td class="{"best" if best else ""}" style="background:rgba(217,95,2,{alpha:.2f})">'
-            f"{html.escape(text)}</td>")
+            f"{interval_html(text)}</td>")
 
 
 def lens_section(lens):
@@ -19,23 +21,27 @@ def lens_section(lens):
     if not lens:
         return ""
     ex = lens["example"]
-    rows = "".join(
-        f"<tr><th>{html.escape(point)}</th>" + _tinted(f"{lens['mean_probability'][i]:.3f}", lens["mean_probability"][i])
-        + f"<td>{lens['median_rank'][i]:g}</td>" + _tinted(f"{lens['top1_share'][i]:.0%}", lens["top1_share"][i])
-        + f"<td>{html.escape(', '.join(f'{t!r} {p:.2f}' for t, p in ex['top'][i]))}</td></tr>"
-        for i, point in enumerate(lens["points"]))
+    rows = []
+    for i, point in enumerate(lens["points"]):
+        top = ", ".join(f"{t!r} {p:.2f}" for t, p in ex["top"][i])
+        rows.append(f"<tr><th>{html.escape(point)}</th>"
+                    + _tinted(f"{lens['mean_probability'][i]:.3f}", lens["mean_probability"][i])
+                    + f"<td>{lens['median_rank'][i]:g}</td>"
+                    + _tinted(f"{lens['top1_share'][i]:.0%}", lens["top1_share"][i])
+                    + f'<td class="words">{html.escape(top)}</td></tr>')
     return f"""<section class="lens"><h2>Where in depth is the next word decided?</h2>
 <p class="help">The logit lens: the residual stream at the pronoun, entering each block and leaving
 the last, read through the final LayerNorm and the unembedding as if the model stopped there;
 the probability and rank of the token that really follows the pronoun, over {lens['n']} sentences,
-and the top tokens for "{html.escape(ex['text'][-60:])}" (next: {html.escape(repr(ex['next']))}). The
-last row is the model's own prediction.</p>
+and the top tokens for the first of them, “{html.escape(lens_example_text(ex))}” (next:
+{html.escape(repr(ex['next']))}). The last row is the model's own prediction.</p>
 <div class="scroll"><table><tr><th></th><th>p(next)</th><th>median rank</th><th>rank 1</th>
-<th>top tokens (first sentence)</th></tr>{rows}</table></div></section>"""
+<th>top tokens (first sentence)</th></tr>{"".join(rows)}</table></div></section>"""
 
 
 def patching_section(patching):
-    """The two patching heatmaps: each head's output, and the residual stream by role; "" without."""
+    """The patching heatmaps: each head's output, the residual stream by role, and each MLP's
+    output by role (results saved before MLPs were patched have no such table); "" without."""
     if not patching:
         return ""
     heads = patching["heads"]
@@ -49,13 +55,22 @@ def patching_section(patching):
                                                                         for c in row) + "</tr>"
                           for point, row in zip(patching["points"], patching["stream"]))
     stream_top = "".join(f"<th>{html.escape(c)}</th>" for c in patching["columns"])
+    mlp_table = ""
+    if "mlps" in patching:
+        mlp_rows = "".join(f"<tr><th>block {l}</th>" + "".join(_tinted(recovered_text(c), c["recovered"])
+                                                              for c in row) + "</tr>"
+                           for l, row in enumerate(patching["mlps"]))
+        mlp_table = f"""
+<div class="scroll"><table><caption>Each MLP's output, by place in the sentence</caption>
+<tr><th></th>{stream_top}</tr>{mlp_rows}</table></div>"""
     return f"""<section class="patching"><h2>What carries the antecedent to the pronoun?</h2>
 <p class="help">Activation patching on {patching['n']} sentence pairs ({patching['skipped']} without a twin):
 each twin swaps the antecedent for another noun of its kind with other doings; one part of the
 clean run is copied into the twin's run, and the cell says how much of the clean preference for
 its own next word comes back (1 = all, 0 = none; 95% bootstrap intervals where there are enough
-pairs). Logit difference clean {patching['clean_ld']:+.2f}, twin {patching['corrupt_ld']:+.2f}.</p>
+pairs). Logit difference clean {signed(patching['clean_ld'])},
+twin {signed(patching['corrupt_ld'])}.</p>
 <div class="grids"><div class="scroll"><table><caption>Each head's output at the pronoun</caption>
 <tr><th></th>{head_top}</tr>{head_rows}</table></div>
 <div class="scroll"><table><caption>The residual stream, by place in the sentence</caption>
-<tr><th></th>{stream_top}</tr>{stream_rows}</table></div></div></section>"""
+<tr><th></th>{stream_top}</tr>{stream_rows}</table></div>{mlp_table}</div></section>"""

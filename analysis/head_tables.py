@@ -3,7 +3,9 @@ sentence, every head's attention from the pronoun to each word up to it (a word 
 tokens, analysis/words.py), the most attended word of each head marked ▲, the probe's best head
 in orange. With more than MANY_HEADS heads it is the terminal's compact view instead: each word
 and the DEFAULT_TOP heads that attend most to it. Each number is printed in its cell, so a
-printout or a screenshot keeps it, and the cell is tinted by it as the best head's row is."""
+printout or a screenshot keeps it, and the cell is tinted by it as the best head's row is. Where
+a page is too narrow for the words across (a phone), its script shows the same table transposed,
+the words down and the heads across, so that no number is out of sight."""
 
 import html
 
@@ -33,10 +35,12 @@ def word_rows(sentence, i, heads):
     return [str(w) for w in words], weights.tolist()
 
 
-def tinted_cell(text, weight, cls=""):
-    """A <td> showing `text`, tinted blue by the weight (0..1): the page's cells of attention."""
+def tinted_cell(text, weight, cls="", tag="td"):
+    """A <td> (or another `tag`) showing `text`, tinted blue by the weight (0..1): the page's
+    cells of attention."""
     alpha = min(1.0, max(0.0, weight)) * 0.6
-    return f'<td class="{cls}" style="background:rgba(33,102,172,{alpha:.2f})">{html.escape(text)}</td>'
+    return (f'<{tag} class="{cls}" style="background:rgba(33,102,172,{alpha:.2f})">'
+            f"{html.escape(text)}</{tag}>")
 
 
 def _th(text, cls=""):
@@ -53,6 +57,20 @@ def _all_heads(words, rows, best):
                         for i, w in enumerate(weights))
         body += f"<tr>{_th(label, 'best' if label == best else '')}{cells}</tr>"
     return f"<tr><th></th>{top}</tr>{body}"
+
+
+def _all_heads_down(words, rows, best):
+    """_all_heads transposed, for a page too narrow for it: rows are the words, the pronoun
+    last; columns the heads."""
+    marks = [max(range(len(weights)), key=weights.__getitem__) for _, weights in rows]
+    top = "".join(_th(label, "best" if label == best else "") for label, _ in rows)
+    body = "".join(
+        f"<tr>{_th(display_token(w), 'q' if i == len(words) - 1 else '')}"
+        + "".join(tinted_cell(format_weight(weights[i]) + (MARK if i == mark else ""), weights[i],
+                              "top" if i == mark else "")
+                  for (_, weights), mark in zip(rows, marks)) + "</tr>"
+        for i, w in enumerate(words))
+    return f'<tr><th></th>{top}</tr>{body}'
 
 
 def _compact(words, rows, best):
@@ -76,9 +94,17 @@ def heads_section(sentences, best):
     label = f"L{best[0]} H{best[1]}" if best else None
     heads = len(head_rows(found[0][2]))  # one model: every sentence has its heads
     draw = _compact if heads > MANY_HEADS else _all_heads
-    tables = "".join(
-        f'<div class="scroll"><table><caption>Sentence {n}: from “{html.escape(display_token(words[-1]))}”'
-        f"</caption>{draw(words, head_rows(grid), label)}</table></div>" for n, words, grid in found)
+    tables = []
+    for n, words, grid in found:
+        caption = f"<caption>Sentence {n}: from “{html.escape(display_token(words[-1]))}”</caption>"
+        body = draw(words, head_rows(grid), label)
+        table = f'<div class="scroll"><table>{caption}{body}</table></div>'
+        if draw is _all_heads:  # the page's script shows the words down where across does not fit
+            down = _all_heads_down(words, head_rows(grid), label)
+            table = (f'<div class="flip">{table}<div class="scroll down"><table>{caption}{down}'
+                     "</table></div></div>")
+        tables.append(table)
+    tables = "".join(tables)
     how = (f"with {heads} heads, each word before the pronoun and the {DEFAULT_TOP} heads that give it the "
            f"most attention" if draw is _compact else f"rows are heads; {MARK} marks each head's most attended word")
     outlined = f"; the probe's best head, {label}, in orange" if best else ""

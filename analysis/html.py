@@ -8,12 +8,14 @@ is outlined. The maps shrink (down to 16 px) so that the grid, GPT-2 small's 12 
 fits beside the enlarged map or, on a narrow page, across it.
 
 Above the maps, the run's facts: checkpoint, step, validation loss, and the probe's best head
-with its scores; the table the terminal prints, every head's attention from the pronoun to each
-word (analysis.head_tables); the best head's row over tokens; then, when the probe's result has
-them, its causal tests as tables (does the head matter? analysis.causal_tables), and when the
-run's metrics.jsonl has probe lines, the probe's training curve (analysis.curve). Each
-sentence's token strip is tinted by the attention of one row (the query token, the pronoun at
-first), with a colour scale and a line that says which row.
+with its scores; the probe's main result (analysis.probe_tables: every head's cand@1, the
+baselines, the p-value, the natural sentences' where saved); the table the terminal prints,
+every head's attention from the pronoun to each word (analysis.head_tables); the best head's
+row over tokens; then, when the probe's result has them, its causal tests as tables (does the
+head matter? analysis.causal_tables), and when the run's metrics.jsonl has probe lines, the
+probe's training curve (analysis.curve). Each sentence's token strip is tinted by the attention
+of one row (the query token, the pronoun at first), with a colour scale and a line that says
+which row.
 
 Everything is inline (CSS, JS, and the data as JSON) because bertviz, which loads its scripts
 from a CDN, draws a blank page whenever the CDN is unreachable; the template, CSS and scripts
@@ -22,7 +24,11 @@ are files in analysis/assets/, read and inlined as the page is written. Text fro
 escapes so no token can close the <script> element, and the script puts it on screen with
 textContent, never as HTML; the tables of numbers write it escaped with html.escape. Weights
 are stored as integers in units of 1e-4 to keep pages small. The page fits a phone's width
-(420 px) without sideways scrolling.
+(420 px) without sideways scrolling: where a table of a few heads is wider than the page, the
+script puts its intervals under the values and its wrapping text in lines, and shows the
+headline table transposed; only a table of many heads (GPT-2's 12) still scrolls in its box.
+Each token of a strip can be reached with Tab (and the arrow keys) and selects its row as
+hovering does.
 """
 
 import html
@@ -38,6 +44,7 @@ from analysis.causal_tables import causal_section
 from analysis.curve import curve_section
 from analysis.depth_tables import lens_section, patching_section
 from analysis.head_tables import heads_section, tinted_cell, word_rows
+from analysis.probe_tables import probe_section
 from analysis.terminal import display_token
 from storage.atomic import write_atomic
 
@@ -181,32 +188,36 @@ hover a token to highlight its row, hover a cell for its weight.</p>
 
 
 def numbers_section(sentences, best):
-    """The pronoun's attention row of the best head as numbers, one table a sentence, so that a
-    printout or a screenshot keeps them (the maps give a number only on hover); "" without a
+    """The pronoun's attention row of the best head as numbers, each token with its weight under
+    it, a sentence a strip that wraps as text does (no sideways scrolling on a phone), so that
+    a printout or a screenshot keeps them (the maps give a number only on hover); "" without a
     best head or a pronoun."""
     if best is None:
         return ""
-    tables = []
+    strips = []
     for s in sentences:
         q = s["pronoun"]
         if q is None:
             continue
         row = [w / SCALE for w in s["attention"][best[0]][best[1]][q][: q + 1]]
         top = max(range(len(row)), key=row.__getitem__)
-        mark = ' class="q"'  # the pronoun's own column
-        head = "".join(f"<th{mark if t == q else ''}>{html.escape(s['tokens'][t])}</th>" for t in range(q + 1))
-        cells = "".join(tinted_cell(f"{w:.2f}", w, "best" if t == top else "") for t, w in enumerate(row))
-        tables.append(f'<div class="scroll"><table><tr>{head}</tr><tr>{cells}</tr></table></div>')
-    if not tables:
+        pairs = "".join(
+            f'<span class="pair{" q" if t == q else ""}"><span class="t">'
+            f"{html.escape(s['tokens'][t])}</span>"
+            f"{tinted_cell(f'{w:.2f}', w, 'best' if t == top else '', 'span')}</span>"
+            for t, w in enumerate(row))
+        strips.append(f'<div class="pairs">{pairs}</div>')
+    if not strips:
         return ""
     return (f'<section class="numbers"><h2>Where the pronoun looks, in numbers</h2><p class="help">'
-            f"The best head, L{best[0]} H{best[1]}: the attention of each sentence's pronoun (last column) "
-            f"to every token up to it; the most attended token in bold.</p>{''.join(tables)}</section>")
+            f"The best head, L{best[0]} H{best[1]}: the attention of each sentence's pronoun "
+            f"(last, in orange) to every token up to it; the most attended token in bold.</p>"
+            f"{''.join(strips)}</section>")
 
 
 def render_html(sentences, best_head=None, title="Attention maps", checkpoint=None, step=None,
                 val_loss=None, causal=None, records=(), lens=None, patching=None,
-                decided_by=None) -> str:
+                decided_by=None, probe=None) -> str:
     """The page as a string (see write_html)."""
     best = _best(best_head)
     if not sentences:
@@ -224,8 +235,9 @@ def render_html(sentences, best_head=None, title="Attention maps", checkpoint=No
     payload = payload.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
     # The page's parts, top to bottom. A new part is a function that returns its <section>
     # (its text escaped with html.escape), added to this list.
-    sections = [run_section(checkpoint, step, val_loss, best_head, decided_by), heads_section(words, best),
-                numbers_section(data["sentences"], best),
+    sections = [run_section(checkpoint, step, val_loss, best_head, decided_by),
+                probe_section(probe),
+                heads_section(words, best), numbers_section(data["sentences"], best),
                 causal_section(causal),
                 patching_section(patching), lens_section(lens), curve_section(records), maps_section(best)]
     return Template(asset("page.html")).substitute(
@@ -237,7 +249,7 @@ def render_html(sentences, best_head=None, title="Attention maps", checkpoint=No
 
 def write_html(path, sentences, best_head=None, title="Attention maps", checkpoint=None,
                step=None, val_loss=None, causal=None, records=(), lens=None, patching=None,
-               decided_by=None) -> None:
+               decided_by=None, probe=None) -> None:
     """Write the page to `path` with storage.atomic.write_atomic: a reader never sees half a
     page, and a path that cannot take it (a folder, a read-only place) is a one-line ValueError.
 
@@ -254,6 +266,8 @@ def write_html(path, sentences, best_head=None, title="Attention maps", checkpoi
     (analysis.curve), none when there are none. lens, patching: the probe result's "logit_lens"
     and "patching" (analysis.lens, analysis.patching), drawn as tables, or None. decided_by:
     the probe result's "decided_by", the best head's test cand@1 on each kind of sentence shown
-    beside it, or None."""
+    beside it, or None. probe: the whole probe result (analysis.probe's run_probe, as saved by
+    generate.py --probe), its every head's cand@1, baselines and p-value drawn as tables, and
+    its "natural" part too when it has one; or None."""
     write_atomic(path, render_html(sentences, best_head, title, checkpoint, step, val_loss,
-                                   causal, records, lens, patching, decided_by))
+                                   causal, records, lens, patching, decided_by, probe))

@@ -4,6 +4,8 @@ activation patching (analysis/patching.py), each from the JSON-ready result its 
 The page's tables (analysis/causal_tables.py, analysis/depth_tables.py) say a number as these
 reports do, through the helpers here."""
 
+import re
+
 from analysis.probe import MIN_FOR_STATS
 
 PUBLISHED = (
@@ -103,12 +105,30 @@ def _by_deciding_lines(kinds: dict, best: dict, score: str, same: bool) -> list[
     return lines
 
 
+LENS_EXAMPLE_CHARS = 160  # the logit lens' example sentence, shown whole up to this long
+
+
+def lens_example_text(example: dict, limit: int = LENS_EXAMPLE_CHARS) -> str:
+    """The logit lens' example as the report and the page show it: its text up to the pronoun,
+    from the start of the sentence; a longer one from the first sentence start that leaves at
+    most `limit` characters (else its last words), after "… "."""
+    text = " ".join(example["text"].split())  # one line: newlines and runs of spaces as one
+    if len(text) <= limit:
+        return text
+    starts = [m.end() for m in re.finditer(r"[.!?]['\"’”)]*\s+", text)]
+    start = next((i for i in starts if len(text) - i <= limit), None)
+    if start is None:
+        cut = len(text) - limit
+        start = text.index(" ", cut) + 1 if " " in text[cut:] else cut
+    return "… " + text[start:]
+
+
 def format_lens(lens: dict) -> str:
     """The logit lens as plain text: one row per point in depth."""
     ex = lens["example"]
     lines = ["Logit lens at the pronoun: the residual stream read through the final LayerNorm and the "
              f"unembedding ({lens['n']} examples, {lens['skipped']} skipped: no token after the pronoun); "
-             f"the top tokens are those of {ex['text'][-40:]!r} -> {ex['next']!r}:",
+             f"the top tokens are those of the first, “{lens_example_text(ex)}” -> {ex['next']!r}:",
              f"  {'point':<10} {'p(next)':>7} {'median rank':>11} {'rank 1':>6}   top tokens"]
     for i, point in enumerate(lens["points"]):
         top = ""
@@ -126,8 +146,10 @@ def format_lens(lens: dict) -> str:
 
 
 def signed(x):
-    """A delta as the reports show it: +0.12."""
-    return f"{x:+.2f}"
+    """A delta as the reports and the page show it: +0.12, -0.05, and 0.00 (no sign) for
+    anything that rounds to zero, so that no "-0.00" or "+0.00" claims a direction."""
+    text = f"{x:+.2f}"
+    return "0.00" if text in ("+0.00", "-0.00") else text
 
 
 def with_ci(deltas, name, n):
@@ -196,10 +218,10 @@ def format_causal(result: dict, width: int = 100) -> str:
 def recovered_text(cell):
     """A cell as the report and the page show it: "+0.98 [+0.98, +0.99]", or "+0.98" alone
     where the set was too small for an interval."""
-    text = f"{cell['recovered']:+.2f}"
+    text = signed(cell["recovered"])
     if "recovered_ci" in cell:
         lo, hi = cell["recovered_ci"]
-        text += f" [{lo:+.2f}, {hi:+.2f}]"
+        text += f" [{signed(lo)}, {signed(hi)}]"
     return text
 
 
@@ -211,9 +233,11 @@ def format_patching(result: dict) -> str:
     lines = ["Activation patching at the pronoun: clean run -> corrupted twin (the antecedent swapped for "
              "another noun of its kind),",
              f"{result['n']} pairs ({result['skipped']} skipped); logit difference clean next - twin's next: "
-             f"clean {result['clean_ld']:+.2f}, corrupted {result['corrupt_ld']:+.2f}; {intervals}:",
+             f"clean {signed(result['clean_ld'])}, corrupted {signed(result['corrupt_ld'])}; "
+             f"{intervals}:",
              "", "each head's output at the pronoun patched:", "     " + "".join(f"{'H' + str(h):>7}" for h in range(H))]
-    lines += [f"L{l:<3} " + "".join(f"{c['recovered']:>+7.2f}" for c in row) for l, row in enumerate(heads)]
+    lines += [f"L{l:<3} " + "".join(f"{signed(c['recovered']):>7}" for c in row)
+              for l, row in enumerate(heads)]
     best = max(((l, h) for l in range(len(heads)) for h in range(H)), key=lambda lh: heads[lh[0]][lh[1]]["recovered"])
     lines.append(f"  best: L{best[0]} H{best[1]} {recovered_text(heads[best[0]][best[1]])}")
     lines += ["", "the residual stream patched (rows: after the embedding, after each block; "

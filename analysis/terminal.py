@@ -2,14 +2,19 @@
 the heads that attend most to each word (for models with many heads), and a token grid.
 
 Pure rendering: functions take words and weights and return strings, so tests check the exact
-output. A weight w in [0, 1] is drawn as a shade ( ░▒▓█, w rounded to quarters) and printed
-with two decimals (".61", "1.0"); the most attended word of each head is marked ▲. With
+output. A weight w in [0, 1] is drawn as a shade ( ░▒▓█, w rounded to the nearest quarter) and
+printed with two decimals (".61", "1.0"); the most attended word of each head is marked ▲. With
 `colour` set, the cell's background shows the weight instead of a shade, and the top word is
 bold and underlined (the ▲ stays, so piping or copying loses nothing): "truecolor" draws the
 viridis ramp from violet (0) to yellow (1), "256" a step of xterm's grey ramp: both brighter for
-more weight, in even steps.
+more weight, in even steps. On a light terminal (COLORFGBG says so: "truecolor-light",
+"256-light") the ramps run the other way, from the light background to dark, so that more
+weight stands out there too. In every mode a weight under LOW (1/8) keeps the terminal's own
+background: the many near-zero cells never stand out, on a dark or a light terminal.
+Prose (the sentence, notes, the legend) is wrapped at spaces to the width (wrap).
 """
 
+import re
 import unicodedata
 
 SHADES = " ░▒▓█"
@@ -27,6 +32,11 @@ VIRIDIS = ((68, 1, 84), (71, 44, 122), (59, 82, 139), (44, 113, 142), (33, 145, 
 # ramp to the 6x6x6 colour cube instead gave an uneven ramp (.04 and .21 were one grey).
 GREY_FIRST, GREY_LAST = 234, 255
 LEGEND = ((0.0, "0"), (0.25, ".25"), (0.5, ".5"), (0.75, ".75"), (1.0, "1"))  # weight, label
+LOW = 1 / 8  # weights under this get no background colour (and a · in the token grid)
+LIGHT = "-light"  # the suffix of a colour mode for a terminal with a light background
+# The grid's column keys, one character a column: the row labels carry the same key.
+KEYS = "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+SGR_RE = re.compile(r"\x1b\[[\d;]*m")
 MAX_WORD = 12  # longest word label before it is cut with …
 MAX_TOKEN = 8  # longest token label in the grid
 MANY_HEADS = 32  # above this many heads, generate.py shows the compact view unless told otherwise
@@ -36,16 +46,25 @@ DEFAULT_TOP = 3  # heads per word in that default compact view
 def colour_mode(stream, environ):
     """"truecolor", "256" or None (plain text) for writing to `stream`.
 
-    Colour only reaches a terminal: never when output is piped, NO_COLOR is set (any value,
-    see no-color.org) or TERM is dumb. 24-bit colour only where COLORTERM says the terminal
-    has it; other terminals get the 256-colour palette.
+    Colour only reaches a terminal: never when output is piped, NO_COLOR is set to a non-empty
+    value (no-color.org: an empty one leaves colour on) or TERM is dumb. 24-bit colour only
+    where COLORTERM says the terminal has it; other terminals get the 256-colour palette.
     """
-    if "NO_COLOR" in environ or environ.get("TERM") == "dumb":
+    if environ.get("NO_COLOR") or environ.get("TERM") == "dumb":
         return None
     isatty = getattr(stream, "isatty", None)
     if isatty is None or not isatty():
         return None
-    return "truecolor" if environ.get("COLORTERM", "").lower() in ("truecolor", "24bit") else "256"
+    mode = "truecolor" if environ.get("COLORTERM", "").lower() in ("truecolor", "24bit") else "256"
+    return mode + LIGHT if light_background(environ) else mode
+
+
+def light_background(environ):
+    """Whether COLORFGBG ("fg;bg", set by rxvt, Konsole and others) names a light background:
+    as vim reads it, a background colour of 7 or 9-15 is light, 0-6 and 8 dark. Unset or
+    unreadable: dark, the common terminal."""
+    bg = environ.get("COLORFGBG", "").split(";")[-1]
+    return bg.isdigit() and (bg == "7" or 9 <= int(bg) <= 15)
 
 
 def shade(w):
@@ -72,8 +91,21 @@ def grey_index(w):
     return GREY_FIRST + round(w * (GREY_LAST - GREY_FIRST))
 
 
+def light_heat(w):
+    """(r, g, b) of weight w on a light terminal: white (0) to dark blue (1), the page's ramp."""
+    w = min(max(w, 0.0), 1.0)
+    return round(255 - 247 * w), round(255 - 207 * w), round(255 - 148 * w)
+
+
 def sgr_colours(w, colour):
     """ANSI escape setting the background to weight w's colour and a foreground readable on it."""
+    if colour.endswith(LIGHT):  # light to dark: dark text on the light end
+        dark_text = w < 0.5
+        if colour == "truecolor" + LIGHT:
+            fg = (0, 0, 0) if dark_text else (255, 255, 255)
+            return "\x1b[48;2;{};{};{}m\x1b[38;2;{};{};{}m".format(*light_heat(w), *fg)
+        index = GREY_LAST - (grey_index(w) - GREY_FIRST)
+        return f"\x1b[48;5;{index}m\x1b[38;5;{16 if dark_text else 231}m"
     dark_text = w >= 0.5
     if colour == "truecolor":
         dark_text = w >= 0.6  # viridis is light enough for black text from about there
@@ -85,11 +117,51 @@ def sgr_colours(w, colour):
 def weight_legend(colour):
     """How a cell shows its weight in this colour mode, for the token grid's header."""
     if colour is None:
-        return f"weight {SHADES[1:]} by quarters, · under 1/8"
+        return f"weight {SHADES[1:]} to the nearest quarter, · under 1/8"
     scale = "".join(f"{sgr_colours(w, colour)} {label} {RESET}" for w, label in LEGEND)
     if colour == "truecolor":
-        return f"weight {scale} violet to yellow (viridis), 24-bit colour"
-    return f"weight {scale} dark to light grey, 256 colours (COLORTERM=truecolor for 24-bit)"
+        return f"weight {scale} violet to yellow (viridis), 24-bit colour; · under 1/8"
+    if colour == "truecolor" + LIGHT:
+        return f"weight {scale} white to blue, 24-bit colour (light background); · under 1/8"
+    ramp = "light to dark grey" if colour.endswith(LIGHT) else "dark to light grey"
+    return (f"weight {scale} {ramp}, 256 colours (COLORTERM=truecolor for 24-bit); "
+            "· under 1/8")
+
+
+def visible_len(text):
+    """The columns `text` takes on a terminal: its characters less the colour escapes."""
+    return len(SGR_RE.sub("", text))
+
+
+def wrap(text, width, indent="  "):
+    """`text` wrapped at spaces into lines of at most `width` columns (a longer word stands
+    alone), later lines after `indent`; colour escapes take no room, and a coloured stretch (a
+    legend's scale) is never broken. Lines of the text that fit are left as they are."""
+    out = []
+    for line in text.split("\n"):
+        if visible_len(line) <= width:
+            out.append(line)
+            continue
+        words, word, coloured = [], "", False
+        for part in re.split(r"(\x1b\[[\d;]*m| )", line):
+            if part == " " and not coloured:
+                words.append(word)
+                word = ""
+                continue
+            if SGR_RE.fullmatch(part or "-"):
+                coloured = part != RESET
+            word += part
+        words.append(word)
+        current = ""
+        for word in words:
+            joined = f"{current} {word}" if current else word
+            if current and visible_len(joined) > width:
+                out.append(current)
+                current = indent + word
+            else:
+                current = joined
+        out.append(current)
+    return "\n".join(out)
 
 
 def display_token(text, limit=None, spaces=True):
@@ -109,11 +181,14 @@ def display_token(text, limit=None, spaces=True):
 
 
 def _cell(w, is_top, colour):
-    """Five characters wide: shade and number, then ▲ on the most attended word."""
+    """Five characters wide: shade and number, then ▲ on the most attended word; in colour, a
+    weight under LOW keeps the terminal's background."""
     mark = MARK if is_top else " "
     if colour is None:
         return shade(w) + format_weight(w) + mark
     number = (TOP if is_top else "") + format_weight(w)
+    if w < LOW:
+        return " " + number + (RESET if is_top else "") + mark
     return sgr_colours(w, colour) + " " + number + RESET + mark
 
 
@@ -182,54 +257,65 @@ def render_top_heads(words, rows, top, colour=None):
 def render_token_grid(tokens, weights, colour=None, width=100):
     """The full (T, T) map of one head: row i is query token i, column j key token j.
 
-    Row labels are the tokens; column labels are the same tokens written downwards. A cell is
-    two characters wide when the grid fits in `width`, else one. Keys a query may see (j <= i)
-    but gives under 1/8 of its attention show as · (plain) or a dark cell (colour), so the
-    causal triangle stays visible; future keys are blank.
+    Each row is labelled with a key (KEYS: 0-9, a-z, A-Z, then again from 0) and its token; the
+    columns carry the same keys, one character each on one line, so column j is the token of the
+    row with j's key (and the diagonal, each token's attention to itself, joins the two). A cell
+    is two characters wide when the grid fits in `width`, else one. Keys a query may see (j <= i)
+    but gives under 1/8 of its attention show as ·, so the causal triangle stays visible; future
+    keys are blank.
     """
     T = len(tokens)
-    labels = [display_token(t, MAX_TOKEN) for t in tokens]
+    labels = [f"{KEYS[i % len(KEYS)]} {display_token(t, MAX_TOKEN)}" for i, t in enumerate(tokens)]
     label_width = max(len(label) for label in labels)
     cell = 2 if label_width + 1 + 2 * T <= width else 1
-    lines = []
-    for k in range(max(len(label) for label in labels)):  # column labels, one character a line
-        chars = (label[k] if k < len(label) else " " for label in labels)
-        lines.append((" " * (label_width + 1) + "".join(c.ljust(cell) for c in chars)).rstrip())
+    keys = "".join(KEYS[j % len(KEYS)].ljust(cell) for j in range(T))
+    lines = [(" " * (label_width + 1) + keys).rstrip()]
     for i in range(T):
         row = []
         for j in range(T):
             w = float(weights[i][j])
             if j > i:
                 row.append(" " * cell)
+            elif w < LOW:
+                row.append("·".ljust(cell))
             elif colour is not None:
                 row.append(sgr_colours(w, colour) + " " * cell + RESET)
             else:
-                row.append(shade(w) * cell if shade(w) != " " else "·".ljust(cell))
+                row.append(shade(w) * cell)
         lines.append((labels[i].ljust(label_width) + " " + "".join(row)).rstrip())
     return "\n".join(lines)
 
 
-def render_sentence(sentence, colour=None, width=100, layer=None, head=None, top=None):
+def render_sentence(sentence, colour=None, width=100, layer=None, head=None, top=None,
+                    terminal=False):
     """Everything shown for one analysed sentence (an analysis.words.SentenceAttention): the
     sentence, what the model's window leaves out, then the heads of `layer` (None: of every
     layer) as one line each, or with `top` as the compact view (render_top_heads), and with
-    `head` that head's token grid."""
+    `head` that head's token grid. The tables fit in `width`; on a `terminal` the prose is
+    wrapped to it too (piped, a line stays a line for grep)."""
     query = sentence.words[sentence.query_word]
-    parts = [display_token(sentence.text, spaces=False)]
+
+    def fit(text):
+        return wrap(text, width) if terminal else text
+
+    parts = [fit(display_token(sentence.text, spaces=False))]
     if sentence.window_note:
-        parts.append(f"note: {sentence.window_note}")
+        parts.append(fit(f"note: {sentence.window_note}"))
     rows = head_rows(sentence.rows, layer)
     if top is None:
-        parts.append(f'attention of "{query}" (its last token, #{sentence.query_token}) over the '
-                     f"words up to it; each word sums its tokens, {MARK} marks the largest")
+        parts.append(fit(f'attention of "{query}" (its last token, #{sentence.query_token}) over '
+                         f"the words up to it; each word sums its tokens, {MARK} marks the "
+                         "largest"))
         parts.append(render_word_rows(sentence.words, rows, colour, width))
     else:
-        parts.append(f'the {min(top, len(rows))} of {len(rows)} heads that attend most from '
-                     f'"{query}" (its last token, #{sentence.query_token}) to each word before it')
+        parts.append(fit(f'the {min(top, len(rows))} of {len(rows)} heads that attend most from '
+                         f'"{query}" (its last token, #{sentence.query_token}) to each word '
+                         "before it"))
         parts.append(render_top_heads(sentence.words[: sentence.query_word], rows, top, colour))
     if head is not None:
-        parts.append(f"\nL{layer} H{head}, token by token (row: query, column: key; "
-                     f"{weight_legend(colour)})")
+        parts.append("\n" + fit(f"L{layer} H{head}, token by token (rows: query tokens; "
+                                f"columns: key tokens, by their rows' keys; "
+                                f"{weight_legend(colour)})"))
         parts.append(render_token_grid(sentence.tokens, sentence.weights[layer][head], colour,
                                        width))
     return "\n".join(parts)

@@ -11,7 +11,9 @@ leading spaces (BPE's " animal") belong to the word that follows. If one token s
 lost. Offsets come from the tokenizer's encode_with_offsets.
 
 The query is the LAST token of the pronoun: in a causal model it is the first position that has
-seen the whole word, and where the model must decide what comes next.
+seen the whole word, and where the model must decide what comes next. A clitic the word ends
+with is not the pronoun: "it's" is read at "it" (its "'s" is a token of its own in GPT-2's
+split pattern), for the probe's items as for --attention and --word.
 
 A text longer than the model's block_size is never refused: the model reads the window
 `model_window` gives, the last block_size tokens up to and including the query, exactly what it
@@ -40,7 +42,8 @@ def split_words(text):
 
 def find_query_span(text, word=None):
     """(start, end) of the first occurrence of `word` in `text` as a whole word, case-insensitive;
-    with word None, of the first pronoun (PRONOUNS: he, she, it or they). ValueError if none."""
+    with word None, of the first pronoun (PRONOUNS: he, she, it or they); a clitic it ends with
+    left out (without_clitic: --word "it's" is read at "it"). ValueError if none."""
     if not text.strip():
         raise ValueError("the sentence is empty; give a sentence with a pronoun in it")
     if word is not None and not word.strip():
@@ -61,7 +64,22 @@ def find_query_span(text, word=None):
                 f"no pronoun ({', '.join(PRONOUNS)}) in {text!r}; name the query word with --word"
             )
         raise ValueError(f"the word {word!r} is not in {text!r}; pick a word of the sentence")
-    return m.span()
+    return without_clitic(text, m.span())
+
+
+# English clitics after an apostrophe ("it's", "they're", "she'll"): GPT-2's split pattern
+# gives them a token of their own, and they are not the word the model has to resolve.
+CLITIC_RE = re.compile(r"['’](?:s|re|ll|d|ve|m)", re.IGNORECASE)
+
+
+def without_clitic(text, span):
+    """`span` (start, end) of a word in `text`, less a clitic it ends with: "it's" is read at
+    "it", the pronoun, not at "'s" (a word that is only a clitic is kept whole)."""
+    start, end = span
+    for m in CLITIC_RE.finditer(text, start, end):
+        if m.end() == end and m.start() > start:
+            return start, m.start()
+    return span
 
 
 def token_spans(text, starts):
@@ -147,7 +165,7 @@ def encode_item(tokenizer, example, block_size):
     if not example.distractors:
         raise ValueError("every example needs at least one distractor besides the antecedent")
     token_span = token_spans(example.text, starts)
-    query = token_indices(token_span, example.pronoun)[-1]
+    query = token_indices(token_span, without_clitic(example.text, example.pronoun))[-1]
     start, end = model_window(len(ids), query, block_size)
     spans = sorted([example.antecedent, *example.distractors])
     # Only tokens the query can see: a causal model gives later ones exactly 0 anyway, and the

@@ -119,7 +119,8 @@ def write_maps(run, args, analysed, out):
     """The terminal maps of the analysed sentences: a line per head, or each word's top heads."""
     n_layer, n_head = run.model.config.n_layer, run.model.config.n_head
     colour = colour_mode(out, os.environ)
-    width = shutil.get_terminal_size((100, 24)).columns if colour else 100
+    terminal = bool(getattr(out, "isatty", None) and out.isatty())
+    width = shutil.get_terminal_size((100, 24)).columns if terminal else 100
     shown = n_head if args.layer is not None else n_layer * n_head
     top = args.top_heads
     if top is None and not args.all_heads and shown > MANY_HEADS:
@@ -127,7 +128,7 @@ def write_maps(run, args, analysed, out):
         out.write(f"note: {shown} heads, so each word lists the {top} that attend most to it; "
                   "--all-heads prints a line per head, --layer L one layer's, "
                   "--top-heads N more heads per word\n\n")
-    text = "\n\n".join(render_sentence(a, colour, width, args.layer, args.head, top)
+    text = "\n\n".join(render_sentence(a, colour, width, args.layer, args.head, top, terminal)
                         for a in analysed)
     out.write(text + "\n")
 
@@ -142,7 +143,7 @@ def write_page(run, args, analysed, ckpt, out, err):
                step=run.ckpt.get("step"), val_loss=run.ckpt.get("best_val_loss"),
                causal=found.get("causal"), records=read_metrics(Path(ckpt) / METRICS_FILE),
                lens=found.get("logit_lens"), patching=found.get("patching"),
-               decided_by=found.get("decided_by"))
+               decided_by=found.get("decided_by"), probe=found or None)
     outlined = f"layer {best['layer']} head {best['head']}" if best else "none (--no-probe)"
     out.write(f"wrote {args.html} (outlined, the probe's best head: {outlined})\n")
 

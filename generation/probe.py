@@ -7,7 +7,8 @@ import shutil
 from analysis.coreference import study
 from analysis.reports import study_report
 from checks import positive_int
-from runs.folder import PROBE_FILE, save_probe
+from data.pronouns import NATURAL
+from runs.folder import PROBE_FILE, save_probe, saved_probe
 
 
 def add_flags(parser):
@@ -47,6 +48,10 @@ def show_probe(run, args, ckpt, out, err):
     out.write((json.dumps(result) if args.json else fit_width(study_report(result), report_width(out))) + "\n")
     if not args.probe:  # the built-in sets: what --html outlines
         keep_probe(run, ckpt, result, err)
+    elif args.probe == NATURAL:  # kept beside the built-in sets' result, for the page
+        saved = saved_probe(run, ckpt)
+        if saved is not None:
+            keep_probe(run, ckpt, {**saved, NATURAL: result}, err)
 
 
 def keep_probe(run, ckpt, result, err):

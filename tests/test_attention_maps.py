@@ -10,9 +10,12 @@ import torch
 import generate
 from analysis.terminal import (
     colour_mode, display_token, render_sentence, render_token_grid, render_top_heads,
-    render_word_rows, sgr_colours,
+    render_word_rows, sgr_colours, RESET, visible_len, weight_legend, wrap,
 )
-from analysis.words import find_query_span, group_tokens, model_window, sentence_attention
+from analysis.words import (
+    encode_item, find_query_span, group_tokens, model_window, sentence_attention,
+)
+from data.pronouns import Example
 from data.tokenizer import train_tokenizer
 from generation.attention import show_attention
 from model.gpt import GPT, GPTConfig
@@ -76,6 +79,10 @@ def test_byte_tokens_inside_one_character_share_its_word():
     ("The theme: they left.", None, (11, 15)),  # "he" inside "The"/"theme" is not a word
     ("So he saw it", None, (3, 5)),  # the first pronoun
     ("The dog said it's late", None, (13, 15)),  # "it" of "it's"
+    ("The dog said it's late", "it's", (13, 15)),  # --word "it's" is read at "it", not "'s"
+    ("The dogs said THEY'RE late", "they're", (14, 18)),  # any case, any of the clitics
+    ("The dog said it’ll go", "it’ll", (13, 15)),  # the typographic apostrophe too
+    ("Tell 'em", "'em", (5, 8)),  # not a clitic of ours: kept whole
     ("The hit man left; she stayed", None, (18, 21)),  # "it" inside "hit" is not a word
     ("The Animal went out", "animal", (4, 10)),  # --word, case-insensitive
     ("Stop, it ran.", ",", (4, 5)),  # --word can be punctuation
@@ -125,6 +132,23 @@ def test_word_option_moves_the_query(char_run):
     sentence = sentence_attention(char_run.model, char_run.tokenizer, SENTENCE, word="animal")
     assert sentence.words == ["The", "animal"] and sentence.query_token == 9
     assert sentence.rows[1][0] == pytest.approx([0.3, 0.7])
+
+
+def test_its_is_read_at_it_by_attention_and_by_the_probes_items():
+    """GPT-2's split pattern makes "it's" two tokens, " it" and "'s": the pronoun is " it"."""
+    text = "The dog said it's late."
+    tokenizer = train_tokenizer("bpe", text * 20, 280)
+    ids = tokenizer.encode(text)
+    it = [tokenizer.decode([i]) for i in ids].index(" it")
+    assert tokenizer.decode([ids[it + 1]]) == "'s"
+    model = random_model(tokenizer.vocab_size, 64)
+    for word in (None, "it's"):
+        sentence = sentence_attention(model, tokenizer, text, word)
+        assert sentence.query_token == it and sentence.words[-1] == "it's"
+    # A labelled example whose pronoun span covers the whole "it's" (13, 17).
+    example = Example(text, (13, 17), (4, 7), ((0, 3),))
+    item = encode_item(tokenizer, example, 64)
+    assert item.query == it and tokenizer.decode([item.next_id]) == "'s"
 
 
 def test_no_attention_is_lost_with_a_real_bpe_tokenizer():
@@ -197,7 +221,9 @@ def test_the_cli_prints_the_window_note_and_a_token_map_of_the_window(char_run):
     text = attention_cli(small, ["--attention", SENTENCE, "--layer", "0", "--head", "1"])
     assert "note: the model sees 8 tokens up to \"it\" (its block_size): the first 4 words" in text
     grid = text.split("token by token")[1].splitlines()[1:]
-    assert grid[0].split() == list("cause␣it") and len(grid) == 1 + 8  # labels, then 8 rows
+    assert grid[0].split() == list("01234567") and len(grid) == 1 + 8  # keys, then 8 rows
+    # each row: its key and its token, read horizontally (not stacked letter by letter)
+    assert [row.split()[:2] for row in grid[1:]] == [[str(i), t] for i, t in enumerate("cause␣it")]
 
 
 # --- rendering ---------------------------------------------------------------------------
@@ -225,12 +251,37 @@ def test_long_sentences_wrap_into_blocks_that_fit():
 def test_token_grid_renders_exactly():
     weights = [[1.0, 0.0, 0.0], [0.5, 0.5, 0.0], [0.1, 0.2, 0.7]]
     assert render_token_grid(["a", " b", "\n"], weights) == (
-        "   a ␣ ↵\n"
-        "     b\n"
-        "a  ██\n"
-        "␣b ▒▒▒▒\n"
-        "↵  · ░░▓▓"
+        "     0 1 2\n"
+        "0 a  ██\n"
+        "1 ␣b ▒▒▒▒\n"
+        "2 ↵  · ░░▓▓"
     )
+    # Past ten tokens the keys go on with letters: one character a column, on one line.
+    many = render_token_grid([f" w{i}" for i in range(12)], [[1.0] * 12] * 12).splitlines()
+    assert many[0].split() == [*"0123456789", "a", "b"] and many[12].startswith("b ␣w11 ")
+
+
+def test_colour_cells_under_an_eighth_keep_the_terminals_background_and_light_ones_run_dark():
+    weights = [[1.0, 0.0], [0.05, 0.95]]
+    for mode in ("256", "truecolor", "256-light", "truecolor-light"):
+        rows = render_token_grid(["a", "b"], weights, mode).splitlines()[1:]
+        assert rows[1].split(RESET)[0].startswith("1 b · \x1b[48;"), (mode, rows)  # no colour
+        assert render_word_rows(["x", "y"], [("L0 H0", [0.05, 0.95])], mode).splitlines()[1] \
+            .startswith("L0 H0   .05  \x1b[48;")
+    # On a light terminal more weight is darker: the 256 greys and the white-to-blue ramp.
+    assert sgr_colours(0.2, "256-light").startswith("\x1b[48;5;251m")
+    assert sgr_colours(1.0, "256-light").startswith("\x1b[48;5;234m")
+    assert sgr_colours(0.0, "truecolor-light").startswith("\x1b[48;2;255;255;255m")
+    assert sgr_colours(1.0, "truecolor-light").startswith("\x1b[48;2;8;48;107m")
+
+
+def test_wrap_breaks_prose_at_spaces_and_never_inside_a_coloured_scale():
+    legend = "L0 H1, token by token (" + weight_legend("truecolor") + ")"
+    lines = wrap(legend, 40).splitlines()
+    assert all(visible_len(line) <= 40 for line in lines if "\x1b" not in line)
+    assert [line for line in lines if "\x1b" in line][0].count("\x1b[48;2;") == 5  # one line
+    assert " ".join(line.strip() for line in lines) == legend  # nothing lost, no word cut
+    assert wrap("short line", 40) == "short line"
 
 
 def test_display_token_makes_spaces_and_control_characters_visible():
@@ -280,8 +331,8 @@ def test_the_token_grids_legend_says_what_each_colour_mode_shows(char_run):
         text = render_sentence(sentence, colour, layer=0, head=1)
         return next(line for line in text.splitlines() if "token by token" in line)
 
-    assert legend(None) == ("L0 H1, token by token (row: query, column: key; "
-                            "weight ░▒▓█ by quarters, · under 1/8)")
+    assert legend(None) == ("L0 H1, token by token (rows: query tokens; columns: key tokens, by "
+                            "their rows' keys; weight ░▒▓█ to the nearest quarter, · under 1/8)")
     grey = legend("256")
     assert "256 colours" in grey and "░" not in grey
     assert re.findall(r"\x1b\[48;5;(\d+)m[^ ]* (\S+) ", grey) == [
@@ -304,9 +355,18 @@ class Stream(io.StringIO):
     (True, {"COLORTERM": "24bit"}, "truecolor"),
     (True, {}, "256"),
     (False, {"COLORTERM": "truecolor"}, None),  # piped
-    (True, {"NO_COLOR": "", "COLORTERM": "truecolor"}, None),  # NO_COLOR: any value
+    # no-color.org: a non-empty NO_COLOR turns colour off; an empty one does not
+    (True, {"NO_COLOR": "", "COLORTERM": "truecolor"}, "truecolor"),
+    (True, {"NO_COLOR": ""}, "256"),
     (True, {"NO_COLOR": "1"}, None),
+    (True, {"NO_COLOR": "0"}, None),
     (True, {"TERM": "dumb"}, None),
+    # COLORFGBG's background: 15 or 7 light, 0 or 8 dark (as vim reads it)
+    (True, {"COLORFGBG": "0;15"}, "256-light"),
+    (True, {"COLORFGBG": "0;default;7", "COLORTERM": "truecolor"}, "truecolor-light"),
+    (True, {"COLORFGBG": "15;0"}, "256"),
+    (True, {"COLORFGBG": "7;8"}, "256"),
+    (True, {"COLORFGBG": "rubbish"}, "256"),
 ])
 def test_colour_mode(tty, env, mode):
     assert colour_mode(Stream(tty), env) == mode
@@ -501,7 +561,8 @@ def legend_colours(run, monkeypatch, colorterm):
     args = generate.build_parser().parse_args(["--attention", SENTENCE, "--layer", "0", "--head", "1"])
     generate.check_args(args)
     show_attention(run, args, out)
-    legend = next(line for line in out.getvalue().splitlines() if "token by token" in line)
+    text = out.getvalue().split("token by token", 1)[1]
+    legend = text[: text.index("1/8)\n")]  # wrapped to the terminal's width: maybe a few lines
     found = re.findall(r"\x1b\[48;(?:2;(\d+);(\d+);(\d+)|5;(\d+))m\x1b\[[\d;]+m (\S+) ", legend)
     grey = lambda n: (8 + 10 * (int(n) - 232),) * 3  # noqa: E731  xterm's greys 232..255
     return [(label, (int(r), int(g), int(b)) if r else grey(n)) for r, g, b, n, label in found]

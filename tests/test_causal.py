@@ -13,7 +13,7 @@ import pytest
 import torch
 
 from analysis.causal import causal_tests, knockout_at_query, with_best_head
-from analysis.reports import format_causal
+from analysis.reports import format_causal, signed
 from data.pronouns import Example
 from data.tokenizer import train_tokenizer
 from analysis.interventions import block_keys
@@ -212,13 +212,14 @@ def test_report_puts_the_control_beside_the_grid_and_gives_intervals(result):
     row = next(line for line in lines if line.startswith("L0 "))
     ante, control = row.split(" | ")
     cells = result["heads"][0]
-    assert ante.split()[1:] == [f"{c['antecedent']:+.2f}" for c in cells]
-    assert control.split() == [f"{c['distractor']:+.2f}" for c in cells]
+    assert ante.split()[1:] == [signed(c["antecedent"]) for c in cells]  # 0.00 unsigned
+    assert control.split() == [signed(c["distractor"]) for c in cells]
     assert "mean over 25 examples, 2 skipped" in report
     lo, hi = result["all_heads"]["antecedent_ci"]
-    assert f"all layers    antecedent {result['all_heads']['antecedent']:+.2f} [{lo:+.2f}, {hi:+.2f}]" in report
+    said = f"{signed(result['all_heads']['antecedent'])} [{signed(lo)}, {signed(hi)}]"
+    assert f"all layers    antecedent {said}" in report
     at = lines.index(next(line for line in lines if line.startswith("  L0 H1 alone ")))
-    assert f"ablation   {result['heads'][0][1]['ablation']:+.2f} [" in lines[at + 1]
+    assert f"ablation   {signed(result['heads'][0][1]['ablation'])} [" in lines[at + 1]
 
 
 def test_report_of_144_heads_stacks_the_grids_within_100_columns():

@@ -211,9 +211,10 @@ def test_the_causal_tests_are_three_grids_and_the_heads_together_with_the_best_h
     section = re.search(r'<section class="causal">.*?</section>', page, re.S).group(0)
     assert section.count("<table") == 4 and "Does the head matter?" in section
     values = cells(section)
-    assert values[:12] == [f"{(l * 4 + h) / 10:+.2f}" for l in range(3) for h in range(4)]
+    # An exact zero is "0.00": no sign claims a direction it does not have.
+    assert values[:12] == ["0.00", *(f"{k / 10:+.2f}" for k in range(1, 12))]
     assert values[12:24] == [f"{-0.01 * (h + 1):+.2f}" for _ in range(3) for h in range(4)]
-    assert values[24:36] == [f"{0.05 * l:+.2f}" for l in range(3) for h in range(4)]
+    assert values[24:36] == ["0.00"] * 4 + [f"{0.05 * l:+.2f}" for l in (1, 2) for h in range(4)]
     assert re.findall(r'<td class="best"[^>]*>(.*?)</td>', section) == ["+0.60", "-0.03", "+0.05"]
     # layers 0..2, all layers, the best head: antecedent, control, and the best head's ablation
     together = [f"{v:+.2f} [{v - 0.1:+.2f}, {v + 0.1:+.2f}]" for v in (0.5, 1.5, 2.5, 3.25)]
@@ -245,8 +246,11 @@ def test_the_training_curve_is_inline_svg_with_every_head_the_best_bold_and_the_
     ys = [float(y) for _, y in best_points]
     assert ys == sorted(ys, reverse=True)  # 50% .. 80%: rising, so up the page (y falls)
     assert [cls for cls, _, _ in lines].count("baseline") == 3
-    assert [cls for cls, _, _ in lines].count("loss") == 1
-    assert "L1 H2, the best head at step 800" in page and "first baseline 46.0%" in page
+    # The val loss as points (markers), not a line across the axis.
+    loss = re.search(r'<g id="loss" class="loss"><title>val loss: 1.750 at step 800</title>'
+                     r"(.*?)</g>", svg, re.S)
+    assert loss and "<use " in loss.group(1) and loss.group(1).count("<use ") == 4
+    assert "L1 H2, the best head at step 800" in page and "first baseline (dev) 46.0%" in page
     # Hovering a line says which it is, as the hand-drawn SVG's titles did.
     assert ("head best", "L1 H2: 80.0% at step 800 (best head)") in [(cls, t) for cls, t, _, _ in groups]
     # matplotlib's SVG refers only to its own parts (clip paths, tick marks): nothing to fetch.
@@ -598,7 +602,13 @@ def lens_result(L):
 def test_the_patching_and_lens_sections_show_their_numbers():
     page = render_html(SENTENCES, best_head=(1, 2), lens=lens_result(2), patching=patching_result(2, 4, (0, 2)))
     patching = page[page.index('<section class="patching">'):page.index('<section class="lens">')]
-    assert patching.count("<table>") == 2 and "+0.90 [+0.85, +0.95]" in patching
+    assert patching.count("<table>") == 2 and "+0.90 [+0.85, +0.95]" in cells(patching)  # no MLPs saved
+    with_mlps = patching_result(2, 4, (0, 2))
+    with_mlps["mlps"] = [[{"recovered": 0.37}, {"recovered": 0.0}, {"recovered": -0.12}] for _ in range(2)]
+    page = render_html(SENTENCES, best_head=(1, 2), lens=lens_result(2), patching=with_mlps)
+    table = page[page.index("Each MLP's output"):page.index('<section class="lens">')]
+    assert "+0.37" in cells(table) and "-0.12" in cells(table) and table.count("block 1") == 1
+    assert "0.00 [-0.05, +0.05]" in cells(patching)  # the stream's zeros, unsigned
     assert patching.count('class="best"') == 1 and "297 sentence pairs" in patching
     lens = page[page.index('<section class="lens">'):]
     assert "block 1" in lens and "&#x27; hooted&#x27; 0.50" in lens and "2024" in lens
@@ -616,10 +626,12 @@ out.clientWidth = document.documentElement.clientWidth;
 @needs_browser
 @pytest.mark.parametrize("width", [1280, 420])  # a desktop, a phone
 def test_real_browser_draws_the_patching_and_lens_tables_of_144_heads_in_the_width(tmp_path, gpt2_shaped_page, width):
-    facts = {"best_head": (5, 7), "lens": lens_result(12), "patching": patching_result(12, 12, (5, 7))}
+    patching = patching_result(12, 12, (5, 7))
+    patching["mlps"] = [row[:3] for row in patching["stream"][1:]]  # one row per block, as saved
+    facts = {"best_head": (5, 7), "lens": lens_result(12), "patching": patching}
     out, console = drawn(tmp_path, [gpt2_shaped_page], PATCH_SECTIONS, width, **facts)
     assert console == []
-    assert out["tables"] == 3
+    assert out["tables"] == 4
     assert out["right"] <= width and out["pageWidth"] <= out["clientWidth"] == width, out
 
 
@@ -649,11 +661,12 @@ def test_the_pronouns_row_of_the_best_head_is_on_the_page_as_numbers():
     page = render_html(SENTENCES, best_head=(1, 2))
     section = page[page.index('<section class="numbers">'):]
     section = section[: section.index("</section>")]
-    assert section.count("<table>") == sum(s["pronoun"] is not None for s in SENTENCES)
-    assert "L1 H2" in section and '<td class="best"' in section
+    assert section.count('<div class="pairs">') == sum(s["pronoun"] is not None for s in SENTENCES)
+    assert "L1 H2" in section and '<span class="best"' in section
     first = SENTENCES[0]
     expected = float(torch.as_tensor(first["attention"])[1, 2, first["pronoun"], 0])
-    assert f">{expected:.2f}</td>" in section
+    assert f">{expected:.2f}</span>" in section
+    assert section.count('class="pair q"') == 1  # the pronoun's own, marked
     assert '<section class="numbers">' not in render_html(SENTENCES)  # no best head: no section
 
 
@@ -667,8 +680,13 @@ def headline_run(L, H):
 
 # The terminal's headline table on the page, as the browser shows it.
 HEADLINE = """
-const table = document.querySelector("section.heads table"), box = table.closest(".scroll");
-out.rows = [...table.rows].map(r => [...r.cells].map(c => c.innerText.trim()));
+// the table on screen: across (words as columns), or where that does not fit, transposed
+const box = [...document.querySelectorAll("section.heads .scroll")]
+  .find(b => b.offsetParent !== null);
+const table = box.querySelector("table");
+out.down = box.classList.contains("down");
+out.rows = [...table.rows].map(r => [...r.cells]
+  .map(c => c.innerText.trim().replace(/\\s+/g, " ")));
 out.best = [...table.querySelectorAll("th.best")].map(c => c.innerText);
 out.right = box.getBoundingClientRect().right;
 out.cut = box.scrollWidth > box.clientWidth;
@@ -689,11 +707,14 @@ def test_real_browser_shows_the_terminals_table_of_every_head_as_numbers(tmp_pat
     heads = [(line[:5], re.findall(r"(\.\d\d|1\.0)(▲?)", line[5:])) for line in terminal[3:]]
     out, console = drawn(tmp_path, [sentence_page(sentence)], HEADLINE, width, best_head=(1, 2))
     assert console == []
-    assert out["rows"][0] == ["", *words] and words[-1] == "it"
-    assert out["rows"][1:] == [[label, *(w + top for w, top in cells)] for label, cells in heads]
-    assert len(out["rows"]) == 1 + 8 and out["best"] == ["L1 H2"]
+    across = [["", *words], *([label, *(w + top for w, top in cells)] for label, cells in heads)]
+    # A desktop shows it as the terminal does; a phone transposed (the words down), all of it
+    # on screen: no number is cut off or behind a scroll.
+    assert out["down"] == (width < 500), out
+    assert out["rows"] == (list(map(list, zip(*across))) if out["down"] else across)
+    assert words[-1] == "it" and out["best"] == ["L1 H2"]
     assert out["right"] <= width and out["pageWidth"] <= out["clientWidth"] == width, out
-    assert out["cut"] == (width < 500) and out["shadow"], out  # a phone scrolls it, and sees so
+    assert not out["cut"] and out["shadow"], out
 
 
 def test_with_many_heads_the_page_shows_the_terminals_compact_view_and_escapes_words():
@@ -713,3 +734,117 @@ def test_with_many_heads_the_page_shows_the_terminals_compact_view_and_escapes_w
     assert "&lt;/script&gt;" in page and "<b>it" not in page
     with pytest.raises(ValueError, match="'rows'"):
         render_html([{**hostile, "rows": [[[0.5]]]}])
+
+
+def probe_result(L, H, best, test_set="test", natural=None):
+    """Shaped as analysis.probe's run_probe gives it: head (l, h) scores (l * H + h) / 100 on
+    dev and 0.01 more on test, the best head 0.9 and 0.91."""
+    heads = [{"layer": l, "head": h, "dev": (l * H + h) / 100, "test": (l * H + h + 1) / 100,
+              "mass_antecedent": 0.1, "mass_distractors": 0.2, "mass_first_token": 0.3}
+             for l in range(L) for h in range(H)]
+    heads[best[0] * H + best[1]].update(dev=0.9, test=0.91)
+    rate = lambda dev, test: {"dev": dev, "test": test}  # noqa: E731
+    counts = {"examples": 300, "used": 300, "windowed": 0, "antecedent_unseen": 0,
+              "skipped_unencodable": 0}
+    result = {"best_head": {"layer": best[0], "head": best[1], "dev": 0.9, "test": 0.91},
+              "baselines": {"random": rate(0.451, 0.449), "first": rate(0.5, 0.41),
+                            "nearest": rate(0.407, 0.483),
+                            "position": {"rule": "first", **rate(0.5, 0.41)}},
+              "decided_by": {}, "p_value": 1 / 1001, "permutations": 1000, "seed": 0,
+              "selection": "dev", "heads": heads, "counts": {"dev": counts, "test": counts},
+              "block_size": 64, "test_set": test_set, "notes": []}
+    if natural:
+        result["natural"] = probe_result(L, H, best, "natural")
+    return result
+
+
+def test_the_probes_main_result_is_on_the_page_with_the_natural_sets_where_saved():
+    page = render_html(SENTENCES, best_head=(1, 2), probe=probe_result(3, 4, (1, 2), natural=True))
+    section = re.search(r'<section class="probe">.*?</section>', page, re.S).group(0)
+    assert page.index('class="facts"') < page.index('class="probe"') < page.index('id="sentences"')
+    tables = re.findall(r"<table.*?</table>", section, re.S)
+    grid, baselines, natural_grid, natural_baselines = tables
+    # every head's test cand@1, layer by layer, the best head outlined
+    assert cells(grid) == [f"{(k + 1) / 100:.1%}" if k != 6 else "91.0%" for k in range(12)]
+    assert re.findall(r'<td class="best"[^>]*>(.*?)</td>', grid) == ["91.0%"]
+    # the best head beside each baseline, on dev and on test
+    assert cells(baselines) == ["90.0%", "91.0%", "45.1%", "44.9%", "50.0%", "41.0%", "40.7%",
+                                "48.3%", "50.0%", "41.0%"]
+    assert "permutation test p = 0.0010" in section and "chosen on dev, scored on test" in section
+    assert "natural cand@1 by layer and head" in natural_grid and "natural" in natural_baselines
+    assert "natural.jsonl" in section
+    # no natural part saved, no natural tables; no probe result, no section
+    assert "natural.jsonl" not in render_html(SENTENCES, probe=probe_result(3, 4, (1, 2)))
+    assert 'class="probe"' not in render_html(SENTENCES)
+    with pytest.raises(ValueError, match="run generate.py --probe again"):
+        render_html(SENTENCES, probe={"heads": [{"layer": 0}]})
+
+
+def test_signed_numbers_print_an_exact_or_rounded_zero_without_a_sign():
+    from analysis.reports import format_patching, signed
+
+    assert [signed(x) for x in (0.0, -0.0, -0.004, 0.004, -0.005001, 0.12)] == [
+        "0.00", "0.00", "0.00", "0.00", "-0.01", "+0.12"]
+    patching = patching_result(2, 4, (0, 2))
+    patching["heads"][1][0] = {"recovered": -0.001, "recovered_ci": [-0.003, 0.0]}
+    text = format_patching(patching)
+    assert "-0.00" not in text and "+0.00" not in text
+    assert "\nL1      0.00  +0.01" in text and "  0.00 [-0.05, +0.05]" in text
+    page = render_html(SENTENCES, best_head=(1, 2), patching=patching,
+                       causal=causal_result(3, 4, (1, 2)))
+    assert "-0.00" not in page and "+0.00" not in page
+
+
+# A 2 x 4 model as the default run's: the phone shows every number without sideways scrolling.
+FITS = """
+const W = document.documentElement.clientWidth;
+out.over = [...document.querySelectorAll(".scroll")].filter(b => b.offsetParent !== null
+  && b.scrollWidth > b.clientWidth + 1).map(b => b.closest("section").className);
+out.offscreen = [...document.querySelectorAll("td, .pair")].filter(c => c.offsetParent !== null
+  && c.getBoundingClientRect().right > W + 1).length;
+const best = document.querySelector("section.patching td.best").getBoundingClientRect();
+out.patchingBest = [best.left >= 0, best.right <= W];
+out.tight = document.querySelectorAll(".scroll.tight").length;
+out.pageWidth = document.documentElement.scrollWidth; out.width = W;
+"""
+
+
+@needs_browser
+@pytest.mark.parametrize("width", [1400, 420])  # a desktop, a phone
+def test_real_browser_shows_every_table_of_a_small_model_without_sideways_scrolling(
+        tmp_path, width):
+    sentence = sentence_page(headline_run(2, 4))
+    facts = {"best_head": (0, 2), "causal": causal_result(2, 4, (0, 2)), "lens": lens_result(2),
+             "patching": patching_result(2, 4, (0, 2)),
+             "probe": probe_result(2, 4, (0, 2), natural=True),
+             "records": probe_records(2, 4, (0, 2))}
+    out, console = drawn(tmp_path, [sentence, sentence], FITS, width, **facts)
+    assert console == []
+    assert out["over"] == [] and out["offscreen"] == 0, out
+    assert out["patchingBest"] == [True, True] and out["pageWidth"] == out["width"] == width, out
+    assert (out["tight"] > 0) == (width < 500), out  # a phone's intervals go under their values
+
+
+KEYBOARD = """
+const toks = [...sec.querySelectorAll(".tok")];
+out.tabbable = toks.every(t => t.tabIndex === 0);
+toks[2].focus();
+out.focused = document.activeElement === toks[2];
+out.marked = toks.map((t, i) => t.classList.contains("row") ? i : -1).filter(i => i >= 0);
+out.legend = sec.querySelector(".legend span").textContent;
+toks[2].dispatchEvent(new KeyboardEvent("keydown", {key: "ArrowRight", bubbles: true}));
+out.next = toks.indexOf(document.activeElement);
+out.markedNext = toks.map((t, i) => t.classList.contains("row") ? i : -1).filter(i => i >= 0);
+toks[4].dispatchEvent(new KeyboardEvent("keydown", {key: "End", bubbles: true}));
+out.end = toks.indexOf(document.activeElement);
+"""
+
+
+@needs_browser
+def test_real_browser_reaches_each_token_by_keyboard_and_marks_the_selected_one(tmp_path):
+    out, console, _ = browse(tmp_path, SENTENCES, KEYBOARD)
+    assert console == []
+    assert out["tabbable"] and out["focused"], out
+    assert out["marked"] == [2] and '" <b>&amp;" (row 2,' in out["legend"], out  # as hover does
+    assert out["next"] == 3 and out["markedNext"] == [3], out
+    assert out["end"] == T - 1, out

@@ -60,3 +60,21 @@ def test_the_lens_reads_each_point_and_its_last_row_is_the_models_prediction(tin
     assert all(len(row) == 5 for row in lens["example"]["top"])
     text = format_lens(lens)
     assert "block 1" in text and "embedding" in text
+
+
+def test_the_example_is_the_same_whole_sentence_from_its_start_in_the_report_and_on_the_page():
+    from analysis.depth_tables import lens_section
+    from analysis.reports import lens_example_text
+
+    text = "The lovely turtle kept away from the silver flower. Busy and greedy, it"
+    lens = {"points": ["embedding", "block 0"], "mean_probability": [0.1, 0.2],
+            "median_rank": [9, 2], "top1_share": [0.0, 0.3], "n": 300, "skipped": 0,
+            "example": {"text": text, "next": " swam", "top": [[[" it", 1.0]], [[" swam", 0.5]]]}}
+    assert lens_example_text(lens["example"]) == text  # whole: not its last 40 or 60 characters
+    assert f"“{text}”" in format_lens(lens) and f"“{text}”" in lens_section(lens)
+    # A long one starts at a sentence's start, after "… ", the same in both.
+    long = {**lens["example"], "text": "Once upon a time there was a farm. " * 8 + text}
+    shown = lens_example_text(long)
+    assert len(shown) <= 162 and shown.endswith(text) and shown[2:3].isupper()
+    assert shown in format_lens({**lens, "example": long})
+    assert shown in lens_section({**lens, "example": long})

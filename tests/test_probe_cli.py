@@ -2,10 +2,12 @@
 
 import json
 import os
+import re
 import stat
 
 import pytest
 
+from analysis.reports import signed
 from data.pronouns import examples, natural, write_jsonl
 from tests.helpers import make_run, run_generate
 
@@ -99,10 +101,10 @@ def test_the_report_prints_the_causal_table_under_the_probes(run_folder, user_fi
     assert_causal_shape(causal, best, 40)  # on the user's one set of examples
     assert f"(mean over {causal['n']} examples, {causal['skipped']} skipped;" in out
     row = next(line for line in out.splitlines() if line.startswith("L1 ") and " | " in line)
-    assert row.split(" | ")[0].split()[1:] == [f"{c['antecedent']:+.2f}" for c in causal["heads"][1]]
+    assert row.split(" | ")[0].split()[1:] == [signed(c["antecedent"]) for c in causal["heads"][1]]
     def with_ci(deltas, name):  # written out, not analysis.causal's: what the report must show
         lo, hi = deltas[f"{name}_ci"]
-        return f"{deltas[name]:+.2f} [{lo:+.2f}, {hi:+.2f}]"
+        return f"{signed(deltas[name])} [{signed(lo)}, {signed(hi)}]"
 
     every, alone = causal["all_heads"], causal["best_head"]
     assert (f"  all layers    antecedent {with_ci(every, 'antecedent')}   control "
@@ -266,7 +268,8 @@ def test_the_page_shows_the_saved_causal_tests_and_the_runs_probe_curve(tmp_path
     assert html.index('class="causal"') < html.index('class="training"') < html.index('id="sentences"')
     b = causal["best_head"]
     assert '<td class="best" style="background:rgba(' in html
-    assert f"L{b['layer']} H{b['head']} alone</th><td>{b['antecedent']:+.2f} [" in html
+    assert re.search(f"L{b['layer']} H{b['head']} alone</th><td [^>]*>"
+                     + re.escape(f'{signed(b["antecedent"])}<span class="ci"> ['), html)
     assert html.count('class="head"') == 3 and html.count('class="head best"') == 1
     assert html.count('class="baseline"') == 3 and html.count('class="loss"') == 1
 
@@ -302,3 +305,27 @@ def test_the_probe_report_fits_80_columns_through_a_real_pipe(run_folder):
 
     r = run_script("generate.py", "--ckpt", run_folder, "--probe", "--patch", "--permutations", "5")
     assert r.returncode == 0 and max(map(len, r.stdout.splitlines())) <= 80, r.stderr
+
+
+def test_the_natural_sets_result_is_kept_beside_the_built_in_one_and_shown_on_the_page(
+        run_folder, tmp_path):
+    folder = tmp_path / "run"
+    folder.mkdir()
+    for name in os.listdir(run_folder):
+        if name != "probe.json":
+            (folder / name).write_bytes((run_folder / name).read_bytes())
+    assert run_generate("--ckpt", folder, "--probe", "natural", "--permutations", "5")[0] == 0
+    assert not (folder / "probe.json").exists()  # nothing to keep it beside yet
+    assert run_generate("--ckpt", folder, "--probe", "--permutations", "5", "--no-causal")[0] == 0
+    assert run_generate("--ckpt", folder, "--probe", "natural", "--permutations", "5")[0] == 0
+    saved = json.loads((folder / "probe.json").read_text())
+    assert saved["test_set"] == "test" and saved["natural"]["test_set"] == "natural"
+    page = tmp_path / "maps.html"
+    code, _, err = run_generate("--ckpt", folder, "--attention", "--html", page)
+    assert code == 0 and err == ""
+    html = page.read_text()
+    assert html.index('class="facts"') < html.index('class="probe"') < html.index('id="sentences"')
+    assert "natural cand@1 by layer and head" in html and "test cand@1 by layer and head" in html
+    best = saved["natural"]["best_head"]
+    assert f'<td class="best" style="background:rgba(33,102,172,' in html
+    assert f"{best['test']:.1%}</td>" in html

@@ -7,6 +7,7 @@ and eval mode would make torch.compile build a second graph.
 """
 
 import math
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -86,12 +87,23 @@ def _fixed_batches_loss(model, draw, config, runtime):
     return (all_sum(total, runtime) / settings.eval_iters).item()
 
 
+def windows_bar(total, what, runtime):
+    """A progress bar on stderr for an evaluation of `total` windows, as the training bar: on
+    rank 0 and only on a terminal (tqdm's disable=None), so logs and pipes stay plain."""
+    from tqdm import tqdm
+
+    return tqdm(total=total, desc=what, unit="window", dynamic_ncols=True,
+                mininterval=0.5, leave=False, file=sys.stderr,
+                disable=None if runtime.is_main else True)
+
+
 @torch.inference_mode()
-def windows_loss(model, ids, block_size, batch_size, runtime):
+def windows_loss(model, ids, block_size, batch_size, runtime, what=None):
     """Mean next-token loss over a sequence of token ids (any 1-D array), cut into
     non-overlapping block_size windows (one shorter window if the text is shorter than that),
     in evaluation batches of at least batch_size windows; each process takes every
-    world_size-th group of them."""
+    world_size-th group of them. With `what` (the text's name), a progress bar (windows_bar)
+    says how far it is."""
     window = min(block_size, len(ids) - 1)
     if window < 1:
         raise ValueError("the text is one token or less; give a longer text to evaluate")
@@ -99,19 +111,35 @@ def windows_loss(model, ids, block_size, batch_size, runtime):
     device_type = runtime.device.type
     group = eval_batch_size(window, batch_size, device_type) * GROUP_BATCHES
     total = torch.zeros((), dtype=torch.float64, device=runtime.device)
+    mine = range(runtime.rank * group, len(starts), runtime.world_size * group)
+    bar = None
+    if what:
+        bar = windows_bar(sum(len(starts[i : i + group]) for i in mine), what, runtime)
     model.eval()
-    for i in range(runtime.rank * group, len(starts), runtime.world_size * group):
-        windows = np.stack([ids[s : s + window + 1] for s in starts[i : i + group]])
-        windows = torch.from_numpy(windows.astype(np.int64)).to(runtime.device)  # (B, T + 1)
-        total += _token_losses(model, windows[:, :-1], windows[:, 1:], runtime)
+    try:
+        for i in mine:
+            windows = np.stack([ids[s : s + window + 1] for s in starts[i : i + group]])
+            windows = torch.from_numpy(windows.astype(np.int64)).to(runtime.device)  # (B, T + 1)
+            total += _token_losses(model, windows[:, :-1], windows[:, 1:], runtime)
+            if bar is not None:
+                bar.update(len(windows))
+    finally:
+        if bar is not None:
+            bar.close()
     model.train()
     return (all_sum(total, runtime) / (len(starts) * window)).item()
+
+
+def _val_name(prepared):
+    """A source's val split as its progress bar names it: short, so the bar keeps its room."""
+    return f"val {Path(str(prepared.meta['source'])).name}"
 
 
 def full_val_loss(model, prepared, block_size, batch_size, runtime):
     """windows_loss over the whole val split of one prepared source."""
     data = np.memmap(prepared.val_path, dtype=np.dtype(prepared.meta["dtype"]), mode="r")
-    return windows_loss(model, data, block_size, batch_size, runtime)
+    return windows_loss(model, data, block_size, batch_size, runtime,
+                        what=_val_name(prepared))
 
 
 def full_val_losses(model, data, block_size, batch_size, runtime):
@@ -164,10 +192,12 @@ def _evaluate_text(run, runtime, batch_size, text_path=None, prepared=None):
             raise ValueError(f"cannot read {text_path} as UTF-8 text ({getattr(e, 'strerror', None) or e})") from None
         ids = np.asarray(run.tokenizer.encode(text), dtype=np.int64)
         meta, what = {"val_tokens": len(ids), "val_bytes": len(text.encode())}, str(text_path)
+        bar = Path(text_path).name
     else:
         ids = np.memmap(prepared.val_path, dtype=np.dtype(prepared.meta["dtype"]), mode="r")
         meta, what = prepared.meta, f"the val split of {prepared.meta['source']}"
-    loss = windows_loss(run.model, ids, run.model.config.block_size, batch_size, runtime)
+        bar = _val_name(prepared)
+    loss = windows_loss(run.model, ids, run.model.config.block_size, batch_size, runtime, bar)
     bpb = bits_per_byte(loss, meta)
     return (f"{what}: loss {loss:.4f} nats/token, perplexity {perplexity(loss):.2f}"
             + (f", {bpb:.3f} bits/byte" if bpb is not None else "") + f" over {len(ids):,} tokens")

@@ -3,7 +3,9 @@ probe.png and a closing summary."""
 
 import json
 import math
+import os
 import sys
+import textwrap
 from pathlib import Path
 
 from tqdm import tqdm
@@ -32,18 +34,18 @@ class Console:
         stream = stream or sys.stderr
         if self.enabled and stream.isatty():
             self.bar = tqdm(total=total, initial=initial, desc="train", unit="step", dynamic_ncols=True,
-                            mininterval=0.5, file=stream)
+                            mininterval=0.5, file=stream, bar_format=BAR_FORMAT)
 
     def say(self, message):
         if self.bar is not None:
-            self.bar.write(message, file=sys.stdout)
+            self.bar.write(wrap_for(message, sys.stdout), file=sys.stdout)
         elif self.enabled:
-            print(message, flush=True)
+            print(wrap_for(message, sys.stdout), flush=True)
 
     def note(self, message):
         """A line about the set-up that is not the run's record, on stderr."""
         if self.enabled:
-            print(message, file=sys.stderr, flush=True)
+            print(wrap_for(message, sys.stderr), file=sys.stderr, flush=True)
 
     def step(self):
         if self.bar is not None:
@@ -51,15 +53,66 @@ class Console:
 
     def log(self, step, loss, lr, tokens_per_sec, mfu):
         shown = "n/a" if mfu is None else f"{mfu:.1%}"
+        fields = [f"loss {loss:.4f}", f"lr {lr:.2e}", f"{tokens_per_sec:,.0f} tok/s",
+                  f"MFU {shown}"]
         if self.bar is not None:
-            self.bar.set_postfix_str(f"loss {loss:.4f} lr {lr:.2e} {tokens_per_sec:,.0f} tok/s MFU {shown}")
+            room = terminal_width(self.bar.fp) - len(self.bar.format_meter(
+                **{**self.bar.format_dict, "bar_format": BAR_FORMAT.replace("{bar}", ""),
+                   "postfix": None}))
+            self.bar.set_postfix_str(fit_fields(fields, room - MIN_BAR, BAR_DROPS))
         else:
-            self.say(f"step {step}: loss {loss:.4f}, lr {lr:.2e}, {tokens_per_sec:,.0f} tok/s, MFU {shown}")
+            self.say(f"step {step}: " + ", ".join(fields))
 
     def close(self):
         if self.bar is not None:
             self.bar.close()
             self.bar = None
+
+
+# The training bar: tqdm's own, less its steps/s (the tok/s field says the speed); and what the
+# postfix drops, in order, when the terminal is too narrow for all of it (lr, MFU, tok/s; the
+# loss goes last), so that no field is ever cut in half.
+BAR_FORMAT = "{desc} {percentage:3.0f}%|{bar}| {n_fmt}/{total_fmt} [{elapsed}<{remaining}{postfix}]"
+BAR_DROPS = (1, 3, 2, 0)  # indices into Console.log's fields: lr, MFU, tok/s, loss
+MIN_BAR = 10  # columns the bar itself keeps
+
+
+def terminal_width(stream, fallback=80):
+    """The columns of the terminal `stream` writes to; `fallback` when it is none."""
+    try:
+        return os.get_terminal_size(stream.fileno()).columns
+    except (AttributeError, OSError, ValueError):
+        return fallback
+
+
+def fit_fields(fields, room, drops):
+    """The fields joined by ", " in their order, leaving out fields in the order of `drops` (their
+    indices) until the text is at most `room` characters (tqdm adds the ", " before it)."""
+    kept = list(range(len(fields)))
+    for i in [None, *drops]:
+        if i is not None:
+            kept.remove(i)
+        text = ", ".join(fields[k] for k in kept)
+        if len(text) + 2 <= room or not kept:
+            return text
+    return ""
+
+
+def wrap_for(message, stream):
+    """`message` as it is for a pipe or a file (grep and tail read whole lines); on a terminal,
+    each line longer than it wrapped at spaces, the rest of a line indented by two."""
+    isatty = getattr(stream, "isatty", None)
+    if not (isatty and isatty()):
+        return message
+    width = terminal_width(stream)
+    lines = []
+    for line in message.split("\n"):
+        if len(line) <= width:
+            lines.append(line)
+            continue
+        lines += textwrap.wrap(line, width, subsequent_indent="  ", break_long_words=False,
+                               break_on_hyphens=False)
+    return "\n".join(lines)
 
 
 def eval_line(step, final, tokens_per_sec, seconds):
@@ -128,7 +181,8 @@ LOSS_TICKS = (1.0, 1.1, 1.2, 1.3, 1.4, 1.5, 1.7, 2.0, 2.2, 2.5, 3.0, 3.5, 4.0, 5
 
 
 def plot_losses(records, png_path):
-    """Train (every log line) and train/val (every evaluation) loss against step, on a log axis
+    """Train (every log line, a line) and train/val (every evaluation, points) loss against
+    step, on a log axis
     (the first steps' drop would flatten the range where evaluations sit), and the whole val
     split's loss at the end as a star."""
     logs = [r for r in records if "loss" in r]
@@ -138,8 +192,11 @@ def plot_losses(records, png_path):
     if logs:
         ax.plot([r["step"] for r in logs], [r["loss"] for r in logs], lw=1, alpha=0.5, label="train (batch)")
     if evals:
-        ax.plot([r["step"] for r in evals], [r["train_loss"] for r in evals], "o-", label="train (eval)")
-        ax.plot([r["step"] for r in evals], [r["val_loss"] for r in evals], "o-", label="val")
+        # Points, not lines: at the default eval_interval there are two or three evaluations, and
+        # lines between them would cross the axis and hide the batch curve they sit on.
+        steps = [r["step"] for r in evals]
+        ax.plot(steps, [r["train_loss"] for r in evals], "o", label="train (eval)")
+        ax.plot(steps, [r["val_loss"] for r in evals], "s", label="val")
     if full:
         ax.plot([full[-1]["step"]], [full[-1]["val_loss_full"]], "*", ms=12, color="C3",
                 label=f"val, whole split: {full[-1]['val_loss_full']:.3f}")

@@ -47,12 +47,25 @@ function sentence(s, si) {
   legend.appendChild(legendText); legend.appendChild(scale());
   sec.appendChild(legend);
   const toks = el("div", "tokens");
+  // Each token selects its row on hover and on keyboard focus (Tab, or the arrow keys along
+  // the strip), as a row label of the enlarged map does; the selected one is outlined.
   const spans = s.tokens.map((t, i) => {
     const sp = el("span", "tok" + (i === s.pronoun ? " pronoun" : ""), t);
+    sp.tabIndex = 0;
     sp.addEventListener("mouseenter", () => { row = i; draw(); });
+    sp.addEventListener("focus", () => { row = i; draw(); });
+    sp.addEventListener("keydown", ev => {
+      const to = { ArrowRight: i + 1, ArrowDown: i + 1, ArrowLeft: i - 1, ArrowUp: i - 1,
+                   Home: 0, End: T - 1 }[ev.key];
+      if (to === undefined || to < 0 || to >= T) return;
+      ev.preventDefault();
+      spans[to].focus();
+    });
     toks.appendChild(sp);
     return sp;
   });
+  toks.setAttribute("role", "group");
+  toks.setAttribute("aria-label", "the sentence's tokens: focus one to show its row");
   sec.appendChild(toks);
   const layout = el("div", "layout"), grid = el("div", "grid"), cells = [];
   grid.style.gridTemplateColumns = "auto repeat(" + H + ", minmax(16px, 120px))";  // wide screens: bigger maps
@@ -105,12 +118,15 @@ function sentence(s, si) {
     ctx.strokeStyle = "#d95f02"; ctx.lineWidth = 2;
     ctx.strokeRect(margin, margin + row * cell, T * cell, cell);
     legendText.textContent = "Token colour: the attention of \"" + s.tokens[row] + "\" (row " +
-      row + ", outlined in the enlarged map) to each token; hover a token for its row.";
+      row + ", outlined here and in the enlarged map) to each token; hover a token, or reach " +
+      "it with Tab and the arrow keys, for its row.";
     spans.forEach((sp, k) => {
+      sp.classList.toggle("row", k === row);
       const w = m[row][k] / DATA.scale;
       sp.style.background = "rgb(" + colour(w).map(Math.round).join(",") + ")";
       sp.style.color = w > 0.5 ? "#fff" : "#222";
       sp.title = "\"" + s.tokens[row] + "\" attends to \"" + s.tokens[k] + "\": " + w.toFixed(4);
+      sp.setAttribute("aria-label", s.tokens[k] + ": " + sp.title);
     });
   }
   big.addEventListener("mousemove", ev => {
@@ -144,4 +160,27 @@ if (grids.length) {  // where the first grid landed, for tests that look at a sc
   const r = grids[0].getBoundingClientRect();
   status.dataset.grid = [r.left, r.top, r.width, r.height].map(Math.round).join(",");
 }
+// Tables of numbers wider than their box: first make them tight (intervals under the values,
+// words wrapping), then show a headline table transposed; what still does not fit scrolls.
+function fitTables() {
+  for (const box of document.querySelectorAll(".scroll")) box.classList.remove("tight");
+  for (const flip of document.querySelectorAll(".flip")) flip.classList.remove("flipped");
+  const over = box => box.scrollWidth > box.clientWidth + 1;
+  for (const box of document.querySelectorAll(".scroll")) {
+    if (box.offsetParent !== null && over(box)) box.classList.add("tight");
+  }
+  for (const flip of document.querySelectorAll(".flip")) {
+    const across = flip.firstElementChild;
+    if (!over(across)) continue;
+    flip.classList.add("flipped");
+    const down = flip.querySelector(".down");
+    if (over(down)) down.classList.add("tight");
+  }
+}
+fitTables();
+let fitting = 0;
+window.addEventListener("resize", () => {
+  cancelAnimationFrame(fitting);
+  fitting = requestAnimationFrame(fitTables);
+});
 status.dataset.rendered = String(grids.length);

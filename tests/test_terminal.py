@@ -1,0 +1,123 @@
+"""What a person sees on a real terminal: train.py and generate.py run in a pseudo-terminal of a
+given width (its size set before the process starts, as a terminal window's is), and their
+output read back as the terminal receives it, carriage returns and all."""
+
+import fcntl
+import os
+import re
+import struct
+import subprocess
+import sys
+import termios
+
+import pytest
+
+from tests.helpers import ROOT, tiny_config, write_yaml
+
+ESCAPES = re.compile(r"\x1b\[[\d;?]*[A-Za-z]")
+
+
+def in_terminal(args, columns, env=None, timeout=120):
+    """(exit code, the bytes the terminal got as text) of `python ARGS` with stdout and stderr on
+    a pseudo-terminal `columns` wide."""
+    primary, secondary = os.openpty()
+    fcntl.ioctl(secondary, termios.TIOCSWINSZ, struct.pack("HHHH", 24, columns, 0, 0))
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "TERM": "xterm-256color", **(env or {})}
+    env.pop("COLUMNS", None)
+    env.pop("LINES", None)
+    proc = subprocess.Popen([sys.executable, *map(str, args)], cwd=ROOT, stdin=subprocess.DEVNULL,
+                            stdout=secondary, stderr=secondary, env=env)
+    os.close(secondary)
+    chunks = []
+    while True:
+        try:
+            chunk = os.read(primary, 1 << 16)
+        except OSError:  # EIO: the process and its terminal have gone
+            break
+        if not chunk:
+            break
+        chunks.append(chunk)
+    os.close(primary)
+    return proc.wait(timeout=timeout), b"".join(chunks).decode("utf-8", "replace")
+
+
+def drawn(text):
+    """Every line the terminal drew: each segment between carriage returns and newlines, its
+    colour and cursor escapes removed (they take no columns)."""
+    text = text.replace("\r\n", "\n")  # the terminal's own newline
+    return [ESCAPES.sub("", part) for line in text.split("\n") for part in line.split("\r")]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("columns", [80, 120])
+def test_training_on_a_terminal_fits_its_width_dropping_bar_fields_and_wrapping_notes(
+        corpus, tmp_path, columns):
+    # warmup_iters past max_iters: the run says so in a note longer than 80 columns.
+    overrides = ["train.max_iters=30", "train.warmup_iters=40", "train.eval_interval=15"]
+    cfg = write_yaml(tiny_config(corpus, tmp_path / "run", *overrides), tmp_path / "c.yaml")
+    code, text = in_terminal(["train.py", cfg], columns)
+    assert code == 0, text[-2000:]
+    lines = drawn(text)
+    assert max(len(line) for line in lines) <= columns, [ln for ln in lines if len(ln) > columns]
+    bars = [line for line in lines if line.startswith("train ") and "|" in line]
+    assert bars and all(line.rstrip().endswith("]") for line in bars), bars  # never cut
+    fields = [b for b in bars if "loss " in b]
+    assert fields, bars
+    if columns >= 120:  # room for all of them
+        assert all("lr " in b and "tok/s" in b and "MFU" in b for b in fields), fields
+    else:  # lr goes first, whole
+        assert not any("lr " in b for b in fields) and all("loss " in b for b in fields), fields
+    # The note, wrapped at spaces: put together, its words are the piped run's, none cut.
+    piped = subprocess.run([sys.executable, "train.py", cfg, "out_dir=" + str(tmp_path / "p")],
+                           cwd=ROOT, capture_output=True, text=True, timeout=120,
+                           env={**os.environ, "OMP_NUM_THREADS": "1"})
+    [note] = [line for line in piped.stdout.splitlines() if "warmup_iters" in line]
+    assert len(note) > 80
+    start = next(i for i, line in enumerate(lines) if line.startswith("note: train.warmup_iters"))
+    shown = [lines[start]]
+    for line in lines[start + 1:]:
+        if not line.startswith("  "):
+            break
+        shown.append(line)
+    assert " ".join(part.strip() for part in shown) == note
+    assert (len(shown) > 1) == (len(note) > columns)
+    # The whole val split's evaluation, at the end, shows its progress as the training bar does.
+    assert any(line.startswith("val text.txt") and "window" in line for line in lines), lines[-20:]
+
+
+@pytest.mark.slow
+def test_eval_only_shows_progress_on_a_terminal_and_none_in_a_pipe(corpus, tmp_path):
+    cfg = write_yaml(tiny_config(corpus, tmp_path / "run"), tmp_path / "c.yaml")
+    code, _ = in_terminal(["train.py", cfg], 80)
+    assert code == 0
+    code, text = in_terminal(["train.py", cfg, "--eval-only"], 80)
+    assert code == 0 and "nats/token" in text
+    assert re.search(r"val text\.txt: +\d+%\|", text), text[-1000:]
+    piped = subprocess.run([sys.executable, "train.py", cfg, "--eval-only"], cwd=ROOT,
+                           capture_output=True, text=True, timeout=120)
+    assert piped.returncode == 0 and piped.stderr == "" and "\r" not in piped.stdout
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("no_color, coloured", [("", True), ("1", False), (None, True)])
+def test_an_empty_no_color_leaves_the_terminals_colour_on(char_run_folder, no_color, coloured):
+    env = {"COLORTERM": "truecolor"}
+    if no_color is not None:
+        env["NO_COLOR"] = no_color
+    code, text = in_terminal(["generate.py", "--ckpt", char_run_folder, "--attention",
+                              "The dog saw it.", "--layer", "0", "--head", "0"], 80, env)
+    assert code == 0, text
+    assert ("\x1b[48;2;" in text) == coloured
+    lines = drawn(text)
+    assert max(len(line) for line in lines) <= 80  # the legend and prose wrapped at spaces
+    grid = lines[lines.index(next(ln for ln in lines if "1/8)" in ln)) + 1]
+    assert grid.split() == list("0123456789abcde")  # the columns' keys, on one line
+
+
+@pytest.fixture(scope="module")
+def char_run_folder(tmp_path_factory):
+    from tests.helpers import make_run
+
+    folder = tmp_path_factory.mktemp("char_run")
+    make_run(folder, "char", 32)
+    return folder
