@@ -106,6 +106,15 @@ class MLP(nn.Module):
         return self.dropout(self.w_out(self.hook_post(h)))
 
 
+def layer_norm(ln, point, x):
+    """ln(x), with `point` seeing x normalised before ln's gain and bias, where TransformerLens
+    puts hook_normalized; with nothing hooked, ln(x) itself (one fused call)."""
+    if not point.fns:
+        return ln(x)
+    x = point(F.layer_norm(x, ln.normalized_shape, eps=ln.eps)) * ln.weight
+    return x + ln.bias if ln.bias is not None else x
+
+
 class Block(nn.Module):
     """x + attention(LN(x)), then x + MLP(LN(x)): normalise before each sub-layer (GPT-2).
     Block `layer`'s hook points are named blocks.{layer}.* (model.hooks)."""
@@ -132,11 +141,11 @@ class Block(nn.Module):
         split = (self.hook_q_input, self.hook_k_input, self.hook_v_input)
         if any(point.fns for point in split):  # each head its own copy of the stream for q, k, v
             copies = x[:, :, None, :].expand(-1, -1, self.attn.n_head, -1)  # (B, T, H, C)
-            attn_in = [self.hook_ln1(self.ln_1(point(copies))) for point in split]
+            attn_in = [layer_norm(self.ln_1, self.hook_ln1, point(copies)) for point in split]
         else:
-            attn_in = self.hook_ln1(self.ln_1(x))
+            attn_in = layer_norm(self.ln_1, self.hook_ln1, x)
         x = self.hook_resid_mid(x + self.hook_attn_out(self.attn(attn_in, cache=cache)))
-        x = x + self.hook_mlp_out(self.mlp(self.hook_ln2(self.ln_2(self.hook_mlp_in(x)))))
+        x = x + self.hook_mlp_out(self.mlp(layer_norm(self.ln_2, self.hook_ln2, self.hook_mlp_in(x))))
         return self.hook_resid_post(x)
 
 
@@ -196,7 +205,7 @@ class GPT(nn.Module):
         x = self.drop(x)
         for i, block in enumerate(self.blocks):
             x = block(x, caches[i] if caches is not None else None)
-        logits = self.lm_head(self.hook_ln_final(self.ln_f(x)))  # (B, T, C) -> (B, T, padded V)
+        logits = self.lm_head(layer_norm(self.ln_f, self.hook_ln_final, x))  # (B, T, padded V)
         if self.config.padded_vocab_size != self.config.vocab_size:
             logits = logits[..., : self.config.vocab_size]  # padding rows are no tokens: (B, T, V)
         return logits

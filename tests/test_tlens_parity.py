@@ -85,15 +85,7 @@ def test_every_point_of_ours_is_one_of_the_bridges_with_its_shape(pair, caches):
         name: tuple(value.shape) for name, value in ours.items()}
 
 
-# TransformerLens's LayerNorm hook_normalized is (x - mean) / scale, before the gain and bias;
-# ours is the LayerNorm's output, after them. strict: the day ours moves, this must go.
-BEFORE_GAIN = pytest.mark.xfail(strict=True, raises=AssertionError, reason="ours is after the "
-                                "LayerNorm's gain and bias, TransformerLens's before them")
-
-
-@pytest.mark.parametrize("point", [
-    pytest.param(p, marks=BEFORE_GAIN) if p.endswith("hook_normalized") else p
-    for p in OUTER_POINTS + BLOCK_POINTS])
+@pytest.mark.parametrize("point", OUTER_POINTS + BLOCK_POINTS)
 def test_each_point_holds_the_bridges_numbers(pair, caches, point):
     layers = range(pair[0].model.config.n_layer)
     _, ours, _, theirs = caches
