@@ -19,8 +19,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path, PurePosixPath
 
 from data.mix import parse_mix
-from data.sources import NAMED_CORPORA
-from storage.hub import is_hub_name
+from data.sources import NAMED_CORPORA, is_hub_name
 
 OUT = "out"  # the folder every derived run folder is made in
 
