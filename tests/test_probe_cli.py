@@ -122,7 +122,8 @@ def test_probe_report_on_a_user_file_shows_the_numbers_of_its_json(run_folder, u
     at = lines.index("cand@1 by layer (rows) and head (columns):")
     assert lines[at + 1].split() == ["H0", "H1"]
     table = {line.split()[0]: line.split()[1:] for line in lines[at + 2 : at + 4]}
-    assert table == {f"L{layer}": [f"{h['all']:.1%}" for h in result["heads"] if h["layer"] == layer]
+    assert table == {f"L{layer}": [f"{h['all']:.1%}" for h in result["heads"]
+                                   if h["layer"] == layer]
                      for layer in (0, 1)}
     best, b = result["best_head"], result["baselines"]
     assert max(map(len, lines)) <= 80  # piped: prose wrapped to 80 columns

@@ -68,7 +68,8 @@ def from_python_block():
 def test_the_from_python_block_runs_as_printed_from_another_folder(tmp_path):
     code = from_python_block()
     _, tokenizer = make_run(tmp_path / "run", "bpe", 64)  # a small run folder, untrained
-    for placeholder, real in ((f"{PLACEHOLDER}/out/default", tmp_path / "run"), (PLACEHOLDER, ROOT)):
+    paths = ((f"{PLACEHOLDER}/out/default", tmp_path / "run"), (PLACEHOLDER, ROOT))
+    for placeholder, real in paths:
         assert code.count(placeholder) == 1, placeholder  # the two paths, and nothing else
         code = code.replace(placeholder, str(real))
     notebook = tmp_path / "notebook"

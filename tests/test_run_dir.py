@@ -32,7 +32,8 @@ def print_config(capsys, *argv):
 
 # Each source path and the folder name it must give (run from ROOT: `..` is ROOT's parent).
 ATTACKS = [("..", ROOT.parent.name), ("../", ROOT.parent.name), ("corpora/in/..", "corpora"),
-           (".", ROOT.name), ("./", ROOT.name), ("corpora//", "corpora"), ("./../", ROOT.parent.name),
+           (".", ROOT.name), ("./", ROOT.name), ("corpora//", "corpora"),
+           ("./../", ROOT.parent.name),
            ("hf:me/set/a/b.txt", "b"), ("hf:me/set/../x.txt", "x")]
 
 
@@ -120,7 +121,8 @@ def test_train_from_python_goes_where_train_py_goes(tmp_path, monkeypatch, confi
     for folder in (cli, api):
         (folder / "corpora" / "in").mkdir(parents=True)  # corpora/in/.. is corpora
         (folder / "corpora" / "text.txt").write_text((folder / "text.txt").read_text())
-    args = [*([config] if config else []), *overrides, *TINY, f"data.cache_dir={tmp_path / 'cache'}"]
+    cache = f"data.cache_dir={tmp_path / 'cache'}"
+    args = [*([config] if config else []), *overrides, *TINY, cache]
     r = run_train(cli, *args)
     assert r.returncode == 0, r.stderr[-2000:]
     monkeypatch.chdir(api)
