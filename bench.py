@@ -18,12 +18,14 @@ since a bf16 path that is fast on one CPU is emulated, many times slower, on ano
 """
 
 import argparse
+import difflib
 import json
 import os
 import resource
 
 import torch
 
+from cli import OneLineErrorParser
 from benchmarks.gpu import gpu_check
 from benchmarks.hooks import bench_hooks
 from benchmarks.inference import bench_causal, bench_generation, bench_load
@@ -46,7 +48,8 @@ def print_row(key, value, width=52):
 
 
 def build_parser():
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = OneLineErrorParser(description=__doc__,
+                           formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("what", nargs="*", default=[], help="train, generate, tokenizer, prepare, mix, load, loss-memory, causal, profile, speedrun, optimizers, hooks, gpu-check")
     p.add_argument("--json", action="store_true")
     p.add_argument("--iters", type=int, default=300, help="training steps per timed run (default 300)")
@@ -71,7 +74,10 @@ def main():
     chosen = args.what or ["train", "generate", "tokenizer", "prepare"]
     unknown = [w for w in chosen if w not in benches]
     if unknown:
-        p.exit(2, f"error: unknown benchmark {unknown[0]!r}; choose from {', '.join(benches)}\n")
+        close = difflib.get_close_matches(unknown[0], benches, n=1)
+        meant = f"did you mean {close[0]}? " if close else ""
+        p.exit(2, f"error: unknown benchmark {unknown[0]!r}; {meant}choose from "
+                  f"{', '.join(benches)}\n")
     results = {"machine": machine()}
     for name in chosen:
         if name == "gpu-check" and not args.json:  # its rows are printed as they are measured

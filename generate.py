@@ -14,55 +14,30 @@ Errors are one line on stderr (`error: ...`) and exit code 2; Ctrl-C prints `int
 exits 130, as a shell reports SIGINT.
 """
 
-import argparse
 import os
 import sys
 from pathlib import Path
 
-import torch
-
 from checks import positive_int
+from cli import OneLineErrorParser
 from configs.load import load_config
+from configs.paths import DEFAULT_CONFIG
 from generation import attention, probe, sampling
-from model.device import pick_device
+from model.device import ONE_THREAD_BELOW_WIDTH, pick_device, use_generation_threads
 from runs.load import load_run
 
-ROOT = Path(__file__).resolve().parent
-DEFAULT_CONFIG = ROOT / "configs" / "default.yaml"
-# Sampling runs one token per step, and the causal tests one query per intervention: below GPT-2
-# small's width such matmuls are too small to share out, and on a busy machine a second thread
-# waits (spinning) for a core instead of helping (docs/performance.md, "Generation and threads").
-ONE_THREAD_BELOW_WIDTH = 768
 MODES = (sampling, attention, probe)  # each adds its flags and checks them, in this order
-
-
-class OneLineErrorParser(argparse.ArgumentParser):
-    """argparse prints usage plus the error; the house style is one `error:` line, exit 2, with
-    what to type instead of another tool's flag (nanoGPT's sample.py: --num_samples=3)."""
-
-    def error(self, message):
-        hint = ""
-        if message.startswith("unrecognized arguments:"):
-            hint = flag_hint(message.split(":", 1)[1].split()[0], self)
-        self.exit(2, f"error: {message}{hint} (see --help)\n")
-
 
 # nanoGPT's sample.py flags that mean something else here.
 NANOGPT_FLAGS = {"start": "--prompt TEXT (or --prompt-file PATH for FILE:...)", "out_dir": "--ckpt DIR",
                  "init_from": "--ckpt DIR (a run folder; hf:gpt2 for GPT-2)"}
 
 
-def flag_hint(arg, parser):
-    """; did you mean ... for an unknown flag: nanoGPT's spelling (underscores, key=value), or
-    a flag of ours it is close to."""
-    import difflib
-
-    name = arg.lstrip("-").split("=", 1)[0]
-    if name in NANOGPT_FLAGS:
-        return f"; nanoGPT's --{name} is {NANOGPT_FLAGS[name]} here"
-    ours = [o for a in parser._actions for o in a.option_strings if o.startswith("--")]
-    close = difflib.get_close_matches("--" + name.replace("_", "-"), ours, n=1, cutoff=0.75)
-    return f"; did you mean {close[0]}? (flags take dashes: --num-samples 3)" if close else ""
+def flag_hint(option):
+    """What nanoGPT's sample.py flag `option` is here, or None (the parser then offers the
+    closest flag of ours: --num_samples=3 -> --num-samples)."""
+    name = option.lstrip("-").split("=", 1)[0]
+    return f"nanoGPT's --{name} is {NANOGPT_FLAGS[name]} here" if name in NANOGPT_FLAGS else None
 
 
 def default_out_dir(config_path=DEFAULT_CONFIG):
@@ -72,7 +47,8 @@ def default_out_dir(config_path=DEFAULT_CONFIG):
 
 def build_parser():
     """The common flags, then each mode's group: sampling, attention maps, the probe."""
-    p = OneLineErrorParser(description="Sample from a trained run, or print its attention maps.")
+    p = OneLineErrorParser(description="Sample from a trained run, or print its attention maps.",
+                           hint=flag_hint)
     add = p.add_argument
     add("--ckpt", metavar="DIR",
         help="run folder written by train.py (default: out_dir of configs/default.yaml), a Hugging Face "
@@ -114,19 +90,6 @@ def check_run_folder(path):
                          f"try --ckpt {Path(path).parent}")
 
 
-def generation_threads(n_embd, requested=None, environ=os.environ):
-    """How many CPU threads generate.py should use: `requested` (--threads) when given; None
-    (keep torch's default) when OMP_NUM_THREADS says, or for models ONE_THREAD_BELOW_WIDTH wide
-    or more; else 1, because a small model's one-token steps (sampling) and one-query passes (the
-    causal tests) gain nothing from a second thread and lose much when the cores are busy
-    (docs/performance.md has the numbers)."""
-    if requested is not None:
-        return requested
-    if environ.get("OMP_NUM_THREADS") or n_embd >= ONE_THREAD_BELOW_WIDTH:
-        return None
-    return 1
-
-
 def main(argv=None, out=None, err=None):
     out = out or sys.stdout
     err = err or sys.stderr
@@ -137,9 +100,7 @@ def main(argv=None, out=None, err=None):
         ckpt = args.ckpt or default_out_dir()
         check_run_folder(ckpt)
         run = load_run(ckpt, device, nanogpt_meta=args.meta)
-        threads = generation_threads(run.model.config.n_embd, args.threads)
-        if threads is not None:
-            torch.set_num_threads(threads)
+        use_generation_threads(run.model, args.threads)
         if mode == "probe":
             probe.show_probe(run, args, ckpt, out, err)
         elif mode == "attention":

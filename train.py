@@ -14,21 +14,15 @@ import contextlib
 import errno
 import os
 import sys
-from pathlib import Path
 
-DEFAULT_CONFIG = "configs/default.yaml"
+from cli import OneLineErrorParser
 
-
-class OneLineErrorParser(argparse.ArgumentParser):
-    """argparse prints usage plus the error; the house style is one `error:` line, exit 2."""
-
-    def error(self, message):
-        self.exit(2, f"error: {message} (see --help)\n")
+DEFAULT_CONFIG = "configs/default.yaml"  # as --help says it; configs.paths has the file
 
 
 def build_parser(keys_help):
     parser = OneLineErrorParser(
-        prog="train.py",
+        prog="train.py", hint=flag_hint, fallback="keys are set as key.path=value",
         description="Train a GPT as a YAML config says. Keys can be overridden as key.path=value.",
         epilog="config keys (type, built-in default, meaning; [the value configs/default.yaml sets, "
                "where it differs]):\n" + keys_help,
@@ -52,69 +46,38 @@ def build_parser(keys_help):
     return parser
 
 
-def flag_hint(arg):
-    """What to type instead of an option train.py does not have (other tools' flag styles)."""
+def flag_hint(option):
+    """What to type instead of an option train.py does not have, in other tools' styles (a
+    config key as a flag, nanoGPT's --max_iters=20), or None."""
     from configs.load import full_key
 
-    name, _, value = arg.lstrip("-").partition("=")
+    name, _, value = option.lstrip("-").partition("=")
     if name == "config":
-        return "give the config file as the first argument, without a flag: python train.py FILE.yaml"
+        return ("give the config file as the first argument, without a flag: "
+                "python train.py FILE.yaml")
     key = full_key(name)
     if key:
-        return f"did you mean {key}={value or 'VALUE'}? (keys are set as key.path=value, without dashes)"
-    return "keys are set as key.path=value; see --help for the keys"
-
-
-def own_corpus_out_dir(config, overrides, shipped_data, path=DEFAULT_CONFIG):
-    """A run on your own text never lands in the demo's folder: with data.source or data.mix
-    given and no out_dir, the run goes to out/<source name> or out/<name>+<name> (a note says so).
-    A config file other than the default that sets its own out_dir keeps it."""
-    keys = {o.split("=", 1)[0].strip() for o in overrides}
-    if "out_dir" in keys or (config.data.source, config.data.mix) == (shipped_data.source, shipped_data.mix):
-        return None
-    if Path(path).resolve() != Path(DEFAULT_CONFIG).resolve() and "out_dir" in _keys_of(path):
-        return None
-    if config.data.mix:
-        from data.mix import parse_mix, source_name
-
-        name = "+".join(source_name(e.source) for e in parse_mix(config.data.mix))
-    else:
-        name = Path(config.data.source.rstrip("/")).stem or "mine"
-    derived = Path("out") / name.replace(":", "_")
-    if Path(DEFAULT_CONFIG).is_file() and derived == Path(_out_dir_of(DEFAULT_CONFIG)):
-        derived = derived.with_name(derived.name + "-own")  # never the demo's folder (my/default.txt)
-    return str(derived)
-
-
-def _out_dir_of(path):
-    from configs.load import load_config
-
-    return load_config(path).out_dir
-
-
-def _keys_of(path):
-    """The top-level keys a YAML config file sets itself."""
-    import yaml
-
-    raw = yaml.safe_load(Path(path).read_text()) or {}
-    return set(raw) if isinstance(raw, dict) else set()
+        return (f"did you mean {key}={value or 'VALUE'}? (keys are set as key.path=value, "
+                "without dashes)")
+    return None
 
 
 def run(args):
     from configs.load import load_config, to_yaml
+    from configs.paths import DEFAULT_CONFIG as default_file
+    from configs.run_dir import resolved
 
-    path, overrides = DEFAULT_CONFIG, list(args.args)
+    path, overrides = default_file, list(args.args)
     if overrides and "=" not in overrides[0]:
         path = overrides.pop(0)
     config = load_config(path, overrides)
-    out_dir = own_corpus_out_dir(config, overrides, load_config(path).data, path)  # the file's own data
-    if out_dir:
-        config.out_dir = out_dir
+    if config.run_dir != config.out_dir:  # your own text: never the demo's folder
         data = config.data.source if not config.data.mix else "a mix"
         what = "the run folder read is" if args.eval_only or args.export_hf else "the run goes to"
         if not args.prepare_only:  # which writes no run folder
-            print(f"note: data.source is {data}, so {what} out_dir={out_dir} (set out_dir to choose)",
-                  file=sys.stderr)
+            print(f"note: data.source is {data}, so {what} out_dir={config.run_dir} (set "
+                  "out_dir to choose)", file=sys.stderr)
+    config = resolved(config)
     if args.print_config:
         print(to_yaml(config), end="")
         return 0
@@ -196,12 +159,11 @@ def quiet_when_reader_leaves():
 def main(argv=None):
     try:
         from configs.load import describe, load_config
+        from configs.paths import DEFAULT_CONFIG as default_file
 
-        shipped = load_config(DEFAULT_CONFIG) if Path(DEFAULT_CONFIG).is_file() else None
+        shipped = load_config(default_file) if default_file.is_file() else None
         parser = build_parser(describe(shipped))
-        args, unknown = parser.parse_known_intermixed_args(argv)
-        if unknown:
-            parser.error(f"unknown option {unknown[0]}; {flag_hint(unknown[0])}")
+        args = parser.parse_intermixed_args(argv)
         if args.text and not args.eval_only:
             parser.error("--text goes with --eval-only")
         return run(args)

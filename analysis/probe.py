@@ -52,6 +52,7 @@ BATCH_SIZE = 64
 # (of one example, a single point), and a permutation test over n items of two candidates cannot
 # go below about 2^-n, so even a perfect head on 5 examples has p >= 0.03.
 MIN_FOR_STATS = 20
+ONE_SET = ("all",)  # the splits of a probe on one set of examples: a value per split, named "all"
 NOTE_WORDS = 3  # query words quoted in the note about non-pronouns
 
 class CandidateScores(NamedTuple):
@@ -211,21 +212,27 @@ def head_scores(model, tokenizer, examples) -> dict:
                           "nearest": _rate(rules["nearest"] == scores.label)}}
 
 
-def _head_rows(hits_dev, n_dev, hits_test, test_scores):
-    """run_probe's "heads": each head's dev and test cand@1 (from (L, H) hit counts) and its mean
+def _per_split(splits, dev, test):
+    """A value per split: {"dev": dev, "test": test}, or {"all": test} for one set (ONE_SET),
+    where dev and test are the same items."""
+    return {ONE_SET[0]: test} if splits == ONE_SET else {"dev": dev, "test": test}
+
+
+def _head_rows(hits_dev, n_dev, hits_test, test_scores, splits):
+    """run_probe's "heads": each head's cand@1 per split (from (L, H) hit counts) and its mean
     attention masses on the test items."""
     ante, distr, sink = _masses(test_scores)
     L, H = hits_dev.shape
     n_test = len(test_scores.label)
-    return [{"layer": i, "head": j, "dev": hits_dev[i, j].item() / n_dev,
-             "test": hits_test[i, j].item() / n_test,
+    return [{"layer": i, "head": j, **_per_split(splits, hits_dev[i, j].item() / n_dev,
+                                                 hits_test[i, j].item() / n_test),
              "mass_antecedent": round(ante[i, j].item(), 6),
              "mass_distractors": round(distr[i, j].item(), 6),
              "mass_first_token": round(sink[i, j].item(), 6)}
             for i in range(L) for j in range(H)]
 
 
-def _by_deciding(dev_scores, hits_dev, test_scores, hits_test, best):
+def _by_deciding(dev_scores, hits_dev, test_scores, hits_test, best, splits):
     """run_probe's "decided_by": for each kind the test items name, their count, the best head's
     cand@1 on them, the random baseline, and the head best on dev's items of that kind (None
     where dev has none) with its dev and test cand@1. hits_*: (N, L, H) bool."""
@@ -240,23 +247,24 @@ def _by_deciding(dev_scores, hits_dev, test_scores, hits_test, best):
             dev_rate = hits_dev[in_dev].double().mean(0)
             top = int(dev_rate.flatten().argmax())  # ties: the lowest (layer, head)
             layer, head = divmod(top, dev_rate.shape[1])
-            row["kind_best"] = {"layer": layer, "head": head, "dev": dev_rate.flatten()[top].item(),
-                                "test": test_rate.flatten()[top].item()}
+            row["kind_best"] = {"layer": layer, "head": head,
+                                **_per_split(splits, dev_rate.flatten()[top].item(),
+                                             test_rate.flatten()[top].item())}
         out[kind] = row
     return out
 
 
-def _baselines(dev_scores, test_scores):
+def _baselines(dev_scores, test_scores, splits):
     """run_probe's "baselines": random, first, nearest, and the position rule best on dev, each
-    {dev, test}."""
+    a value per split (_per_split)."""
     rules_dev, rules_test = position_rules(dev_scores), position_rules(test_scores)
     rule_dev = {name: _rate(p == dev_scores.label) for name, p in rules_dev.items()}
     rule = max(rule_dev, key=rule_dev.get)  # dicts keep order: ties go to the earlier rule
 
     def baseline(name):
-        return {"dev": rule_dev[name], "test": _rate(rules_test[name] == test_scores.label)}
+        return _per_split(splits, rule_dev[name], _rate(rules_test[name] == test_scores.label))
 
-    return {"random": {"dev": random_rate(dev_scores), "test": random_rate(test_scores)},
+    return {"random": _per_split(splits, random_rate(dev_scores), random_rate(test_scores)),
             "first": baseline("first"), "nearest": baseline("nearest"),
             "position": {"rule": rule, **baseline(rule)}}
 
@@ -266,24 +274,29 @@ def run_probe(model, tokenizer, dev, test=None, permutations=1000, seed=0, test_
     names the test examples in the report ("natural" for the hand-written set).
 
     test=None: one set of examples; the head and the position rule are chosen and scored on the
-    same data, and "selection" says "same data" (else "dev"). Returns a JSON-ready dict:
-      best_head  {layer, head, dev, test}: chosen by dev cand@1, ties to the lowest (layer, head)
-      baselines  {random, first, nearest, position}: each {dev, test}; position adds its "rule"
+    same data, "selection" says "same data" (else "dev"), and every value given per split below
+    has the one split "all" in place of "dev" and "test" (the same items under two names would
+    read as a held-out result). Returns a JSON-ready dict:
+      best_head  {layer, head, <split>...}: chosen by dev cand@1, ties to the lowest (layer, head)
+      baselines  {random, first, nearest, position}: each per split; position adds its "rule"
       decided_by {kind: {examples, best_head, random, kind_best}} for each kind of item the test
                  examples name (data.pronouns.jsonl DECIDED_BY; {} where none do): best_head is
-                 the best head's test cand@1 on them; kind_best {layer, head, dev, test} the head
-                 best on dev's items of that kind, None where dev has none
-      p_value, permutations, seed, selection
-      heads      one {layer, head, dev, test, mass_antecedent, mass_distractors,
+                 the best head's test cand@1 on them; kind_best {layer, head, <split>...} the
+                 head best on dev's items of that kind, None where dev has none
+      p_value    the permutation test's p; None (no test run) when fewer than MIN_FOR_STATS
+                 examples are scored, and then p_value_note says so
+      permutations, seed, selection
+      heads      one {layer, head, <split>..., mass_antecedent, mass_distractors,
                  mass_first_token} per head, layer-major; masses are means over test items
-      counts     {dev, test}: {examples, used, windowed, antecedent_unseen, skipped_unencodable}:
+      counts     per split: {examples, used, windowed, antecedent_unseen, skipped_unencodable}:
                  windowed items were read in the last block_size tokens up to the pronoun, and
                  of those antecedent_unseen lost their antecedent from that window
       block_size the model's
-      test_set   the name of the test examples
+      test_set   the name of the test examples (None for one set)
       notes      caveats as sentences, [] if none (query words that are not pronouns)"""
     positive_int("permutations", permutations)
     same = test is None
+    splits = ONE_SET if same else ("dev", "test")
     dev_scores = candidate_scores(model, tokenizer, dev)
     test_scores = dev_scores if same else candidate_scores(model, tokenizer, test)
     w_dev, w_test = winners(dev_scores), winners(test_scores)
@@ -293,14 +306,22 @@ def run_probe(model, tokenizer, dev, test=None, permutations=1000, seed=0, test_
     best = int(hits_dev.flatten().argmax())  # ties: the lowest (layer, head)
     layer, head = divmod(best, hits_dev.shape[1])
 
-    heads = _head_rows(hits_dev, len(dev_scores.label), hits_test, test_scores)
-    null = _null_scores(w_dev, dev_scores, w_test, test_scores, same, permutations, seed)
-    observed = hits_test[layer, head]
+    heads = _head_rows(hits_dev, len(dev_scores.label), hits_test, test_scores, splits)
+    p_value = {"p_value": None, "p_value_note": (
+        f"{len(test_scores.label)} examples scored: too few for a p-value (at least "
+        f"{MIN_FOR_STATS} are needed)")}
+    if len(test_scores.label) >= MIN_FOR_STATS:
+        null = _null_scores(w_dev, dev_scores, w_test, test_scores, same, permutations, seed)
+        above = int((null >= hits_test[layer, head]).sum())
+        p_value = {"p_value": (1 + above) / (1 + permutations)}
+    counted = ((ONE_SET[0], dev, dev_scores),) if same else (("dev", dev, dev_scores),
+                                                              ("test", test, test_scores))
     return {
-        "best_head": {"layer": layer, "head": head, **{k: heads[best][k] for k in ("dev", "test")}},
-        "baselines": _baselines(dev_scores, test_scores),
-        "decided_by": _by_deciding(dev_scores, item_hits_dev, test_scores, item_hits_test, best),
-        "p_value": (1 + int((null >= observed).sum())) / (1 + permutations),
+        "best_head": {"layer": layer, "head": head, **{k: heads[best][k] for k in splits}},
+        "baselines": _baselines(dev_scores, test_scores, splits),
+        "decided_by": _by_deciding(dev_scores, item_hits_dev, test_scores, item_hits_test, best,
+                                   splits),
+        **p_value,
         "permutations": permutations,
         "seed": seed,
         "selection": "same data" if same else "dev",
@@ -309,10 +330,9 @@ def run_probe(model, tokenizer, dev, test=None, permutations=1000, seed=0, test_
             split: {"examples": len(exs), "used": len(scores.label), "windowed": scores.windowed,
                     "antecedent_unseen": scores.antecedent_unseen,
                     "skipped_unencodable": scores.skipped_unencodable}
-            for split, exs, scores in (("dev", dev, dev_scores),
-                                       ("test", dev if same else test, test_scores))
+            for split, exs, scores in counted
         },
         "block_size": model.config.block_size,
-        "test_set": test_set,
+        "test_set": None if same else test_set,  # one set: no test examples to name
         "notes": query_word_notes(dev if same else [*dev, *test]),
     }

@@ -6,7 +6,7 @@ reports do, through the helpers here."""
 
 import re
 
-from analysis.probe import MIN_FOR_STATS
+from analysis.probe import MIN_FOR_STATS, ONE_SET
 
 PUBLISHED = (
     'Published context (other models and data): Clark et al. 2019, "What Does BERT Look At?": '
@@ -32,10 +32,10 @@ def study_report(result):
 
 
 def significance(result: dict) -> str:
-    """The permutation test's sentence, or, on fewer than MIN_FOR_STATS scored examples, why
-    there is none."""
+    """The permutation test's sentence, or, on fewer than MIN_FOR_STATS scored examples (where
+    the result has no p-value), why there is none."""
     used = list(result["counts"].values())[-1]["used"]  # the examples the head is scored on
-    if used < MIN_FOR_STATS:
+    if result["p_value"] is None or used < MIN_FOR_STATS:
         return (f"with {used} examples the set is too small for a p-value (at least {MIN_FOR_STATS} are "
                 "needed): the scores above are point values only.")
     return (f"permutation test p = {result['p_value']:.4f} ({result['permutations']} shuffles of "
@@ -45,6 +45,7 @@ def significance(result: dict) -> str:
 def format_report(result: dict, top: int = 5) -> str:
     """A plain-text report of run_probe's result: table, ranking, baselines, p-value, caveats."""
     same = result["selection"] == "same data"
+    dev, test = ONE_SET * 2 if same else ("dev", "test")  # the keys of the per-split values
     test_name = result.get("test_set", "test")  # results saved before sets had names: "test"
     score = "cand@1" if same else f"{test_name} cand@1"
     heads, b, best = result["heads"], result["baselines"], result["best_head"]
@@ -63,33 +64,35 @@ def format_report(result: dict, top: int = 5) -> str:
     lines += ["", f"{score} by layer (rows) and head (columns):",
               "     " + "".join(f"{'H' + str(h):>7}" for h in range(n_head))]
     for at in range(0, len(heads), n_head):
-        row = "".join(f"{h['test']:>7.1%}" for h in heads[at : at + n_head])
+        row = "".join(f"{h[test]:>7.1%}" for h in heads[at : at + n_head])
         lines.append(f"L{heads[at]['layer']:<3} {row}")
-    ranked = sorted(heads, key=lambda h: (-h["dev"], h["layer"], h["head"]))[:top]
+    ranked = sorted(heads, key=lambda h: (-h[dev], h["layer"], h["head"]))[:top]
     columns = "cand@1" if same else f"   dev {test_name:>6}"
     lines += ["", f"Best {len(ranked)} heads, ranked by {'cand@1' if same else 'dev cand@1'}; "
               f"attention mass at the pronoun, mean over the {'' if same else test_name + ' '}examples:",
               f"  head    {columns}   antecedent  distractors  first token"]
     for h in ranked:
-        scores = f"{h['test']:>6.1%}" if same else f"{h['dev']:>6.1%} {h['test']:>6.1%}"
+        scores = f"{h[test]:>6.1%}" if same else f"{h[dev]:>6.1%} {h[test]:>6.1%}"
         lines.append(f"  L{h['layer']} H{h['head']:<3} {scores} {h['mass_antecedent']:>12.3f} "
                      f"{h['mass_distractors']:>12.3f} {h['mass_first_token']:>12.3f}")
-    lines += ["", f"Baselines ({score}): random {b['random']['test']:.1%}, first "
-              f"{b['first']['test']:.1%}, nearest before the pronoun {b['nearest']['test']:.1%}, "
-              f"best position-only rule \"{b['position']['rule']}\" {b['position']['test']:.1%}",
-              f"Best head L{best['layer']} H{best['head']}: {best['test']:.1%} {score}; " + significance(result)]
+    lines += ["", f"Baselines ({score}): random {b['random'][test]:.1%}, first "
+              f"{b['first'][test]:.1%}, nearest before the pronoun {b['nearest'][test]:.1%}, "
+              f"best position-only rule \"{b['position']['rule']}\" {b['position'][test]:.1%}",
+              f"Best head L{best['layer']} H{best['head']}: {best[test]:.1%} {score}; "
+              + significance(result)]
     if same:
+        paid = " (the p-value pays for the choice)" if result["p_value"] is not None else ""
         lines.append("Note: no held-out split, so the head and the position rule were chosen and "
-                     "scored on the same data: their scores are optimistic (the p-value pays for "
-                     "the choice).")
+                     f"scored on the same data: their scores are optimistic{paid}.")
     else:
         lines.append("Note: the head and the position rule were chosen on dev and are reported "
                      f"on {test_name}; choosing them there would inflate the numbers.")
-    lines += _by_deciding_lines(result.get("decided_by", {}), best, score, same)  # older results lack it
+    kinds = result.get("decided_by", {})  # older results lack it
+    lines += _by_deciding_lines(kinds, best, score, same, test)
     return "\n".join(lines + ["", PUBLISHED])
 
 
-def _by_deciding_lines(kinds: dict, best: dict, score: str, same: bool) -> list[str]:
+def _by_deciding_lines(kinds: dict, best: dict, score: str, same: bool, test: str) -> list[str]:
     """format_report's table of the items by what tells their antecedent apart, if they say."""
     if not kinds:
         return []
@@ -100,7 +103,7 @@ def _by_deciding_lines(kinds: dict, best: dict, score: str, same: bool) -> list[
              f"  {'decided by':<11} {'items':>5} {name:>7} {'random':>7}   best head for the kind"]
     for kind, k in kinds.items():
         top = k["kind_best"]
-        chosen = f"L{top['layer']} H{top['head']:<3} {top['test']:>6.1%}" if top else "none on dev"
+        chosen = f"L{top['layer']} H{top['head']:<3} {top[test]:>6.1%}" if top else "none on dev"
         lines.append(f"  {kind:<11} {k['examples']:>5} {k['best_head']:>7.1%} {k['random']:>7.1%}   {chosen}")
     return lines
 

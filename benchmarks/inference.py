@@ -16,7 +16,7 @@ def bench_generation(args):
     each: the median rate of each and the median of the five paired ratios. Threads as
     generate.py sets them (one for a model this small: two made the cached path bimodal, its
     many tiny kernels waiting on the second core)."""
-    from generate import generation_threads
+    from model.device import generation_threads
     from model.gpt import GPT, GPTConfig
     from model.sampling import generate
 

@@ -4,6 +4,7 @@ writing one back (to_yaml), every key path with its help (describe) and a nested
 flattened. Every error names the file, the key path and the reason.
 """
 
+import copy
 import difflib
 import typing
 from dataclasses import MISSING, asdict, fields
@@ -11,7 +12,9 @@ from pathlib import Path
 
 import yaml
 
-from configs.schema import Config, ConfigError, check
+from configs.paths import DEFAULT_CONFIG, config_candidates, config_file, is_default_config
+from configs.run_dir import Origin
+from configs.schema import Config, ConfigError, DataConfig, check
 
 
 class _UniqueKeyLoader(yaml.SafeLoader):
@@ -131,28 +134,50 @@ def _set_override(raw, override):
             node[key] = text
 
 
-def load_config(path=None, overrides=()):
-    """Read a YAML config (None: all defaults) and apply `key.path=value` overrides."""
-    raw, origin = {}, "defaults"
+def load_config(path: str | Path | None = DEFAULT_CONFIG, overrides=()) -> Config:
+    """Read a YAML config and apply `key.path=value` overrides. With no path, configs/default.yaml,
+    as `python train.py` reads it; None: the schema's built-in defaults alone (a config built from
+    scratch, as the tests build theirs). A relative path is read against the current folder, else
+    as the project's built-in config of that name (configs/paths.py). The Config remembers what
+    was read (its origin), from which Config.run_dir decides where the run goes."""
+    raw, origin, found = {}, "defaults", None
     if path is not None:
-        origin = str(path)
-        if not Path(path).is_file():
-            raise ConfigError(f"{origin}: no such config file")
+        origin = "configs/default.yaml" if path == DEFAULT_CONFIG else str(path)
+        found = config_file(path)
+        if found is None:
+            looked = " or ".join(str(p) for p in config_candidates(path))
+            raise ConfigError(f"{origin}: no such config file (looked for {looked})")
         try:
-            raw = yaml.load(Path(path).read_text(), Loader=_UniqueKeyLoader) or {}
+            raw = yaml.load(found.read_text(), Loader=_UniqueKeyLoader) or {}
         except yaml.YAMLError as e:
             mark = getattr(e, "problem_mark", None)
             where = f" at line {mark.line + 1}" if mark else ""
             raise ConfigError(f"{origin}: not valid YAML{where}: {getattr(e, 'problem', e)}") from None
+    own = copy.deepcopy(raw)  # the file's own values, before the overrides
     for override in overrides:
         _set_override(raw, override)
     config = _build(Config, raw, origin)
     check(config, origin)
+    given = {o.split("=", 1)[0].strip() for o in overrides}
+    chosen = "out_dir" in given or (found is not None and not is_default_config(found)
+                                    and isinstance(own, dict) and "out_dir" in own)
+    config.origin = Origin(found, _own_data(own, origin), config.out_dir, chosen)
     return config
 
 
-def to_yaml(config):
-    return yaml.safe_dump(asdict(config), sort_keys=False)
+def _own_data(raw, origin):
+    """(data.source, data.mix) as a config file sets them alone, or None where they do not build
+    without the overrides."""
+    try:
+        data = _build(DataConfig, raw.get("data") or {}, origin, "data.")
+    except (ConfigError, AttributeError):  # AttributeError: a top level that is not a mapping
+        return None
+    return data.source, data.mix
+
+
+def to_yaml(config) -> str:
+    """The config as YAML, out_dir as the run's folder (Config.run_dir)."""
+    return yaml.safe_dump({**asdict(config), "out_dir": config.run_dir}, sort_keys=False)
 
 
 def key_paths(cls=None, prefix=""):

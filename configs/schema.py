@@ -7,8 +7,11 @@ Each field is documented once, here, in its `help`; `python train.py --help` pri
 import math
 import typing
 from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
 
 from checks import positive_int
+from configs.paths import DEFAULT_CACHE, cache_folder
+from configs.run_dir import run_dir
 from data.mix import MIX_FORM, parse_mix
 from model.gpt import ACTIVATIONS, GPTConfig
 
@@ -54,7 +57,13 @@ class DataConfig:
     source: str = setting("pronouns", "a .txt file, a folder of .txt files, hf:OWNER/DATASET/PATH (a text file of a Hugging Face dataset), or a named corpus: pronouns, tinyshakespeare")
     mix: list = setting([], parse=mix_list, help=f"several sources in one run, each window drawn from one of them by weight, one tokenizer for all: {MIX_FORM}, or in YAML a list of {{source, weight}}; replaces data.source")
     val_fraction: float = setting(0.1, "share of the text, cut on a line boundary at the end, held out for validation")
-    cache_dir: str = setting(".cache", "where downloaded corpora and prepared token files are kept")
+    cache_dir: str = setting(DEFAULT_CACHE, "where downloaded corpora and prepared token files are "
+                             "kept (the default is the checkout's .cache, from any folder)")
+
+    @property
+    def cache_path(self) -> Path:
+        """The folder cache_dir names (configs.paths.cache_folder)."""
+        return cache_folder(self.cache_dir)
 
 
 @dataclass
@@ -120,6 +129,13 @@ class Config:
     tokenizer: TokenizerConfig = field(default_factory=TokenizerConfig)
     model: ModelConfig = field(default_factory=ModelConfig)
     train: TrainConfig = field(default_factory=TrainConfig)
+    origin = None  # not a key: what load_config read (configs.run_dir.Origin), for run_dir
+
+    @property
+    def run_dir(self) -> str:
+        """Where the run goes (configs/run_dir.py): out_dir, or out/<source> for a run on other
+        data than its config file's."""
+        return run_dir(self)
 
 
 class ConfigError(ValueError):

@@ -26,7 +26,7 @@ from collections import Counter, defaultdict
 import regex
 from tqdm import tqdm
 
-from checks import positive_int
+from checks import int_at_least
 from storage.atomic import write_atomic
 
 # GPT-4's (cl100k_base) pre-tokenisation pattern, as published in tiktoken.
@@ -61,7 +61,7 @@ def train_bpe(text: str, vocab_size: int) -> dict[bytes, int]:
     smallest, where ids are the ranks, so the result is a pure function of (text, vocab_size).
     Raises ValueError if vocab_size < 256 or the text is not valid Unicode (lone surrogates).
     """
-    positive_int("bpe vocab_size", vocab_size, 256, "the 256 byte tokens come first; e.g. 4096")
+    int_at_least("bpe vocab_size", vocab_size, 256, "the 256 byte tokens come first; e.g. 4096")
     utf8_bytes(text)  # validate once, so the error can name the position in the whole text
     chunk_counts = count_pieces(text)
     words = [list(chunk.encode("utf-8")) for chunk in chunk_counts]

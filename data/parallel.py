@@ -21,7 +21,7 @@ def map_in_order(fn: Callable, items: Iterable, workers: int, thread_name: str =
     At most 2 * workers items are taken from `items` and not yet yielded (every thread has one
     queued while the caller handles a result), so memory stays bounded whatever the number of
     items. workers == 1 runs fn in the calling thread, one item at a time. thread_name prefixes
-    the threads' names (training.evaluate runs its CPU batches here too).
+    the threads' names.
     """
     if workers == 1:
         yield from map(fn, items)

@@ -146,8 +146,8 @@ def _files_at(source: str) -> tuple[Path, ...]:
         raise ValueError(f"unknown corpus name {source!r}; the named corpora are "
                          f"{', '.join(NAMED_CORPORA)}, or give a path to a text file or folder, "
                          f"or hf:OWNER/DATASET/PATH")
-    raise FileNotFoundError(f"no such file or folder: {path}; give a path to a UTF-8 text file, "
-                            f"a folder of .txt files, hf:OWNER/DATASET/PATH, or one of "
+    raise FileNotFoundError(f"no such file or folder: {path.absolute()}; give a path to a UTF-8 "
+                            "text file, a folder of .txt files, hf:OWNER/DATASET/PATH, or one of "
                             f"{', '.join(NAMED_CORPORA)}")
 
 

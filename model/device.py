@@ -146,3 +146,33 @@ def inference_precision(device):
             yield
     finally:
         torch.backends.cuda.matmul.allow_tf32 = tf32
+
+
+# Sampling runs one token per step, and the causal tests one query per intervention: below GPT-2
+# small's width such matmuls are too small to share out, and on a busy machine a second thread
+# waits (spinning) for a core instead of helping (docs/performance.md, "Generation and threads").
+ONE_THREAD_BELOW_WIDTH = 768
+
+
+def generation_threads(n_embd: int, requested: int | None = None,
+                       environ=os.environ) -> int | None:
+    """How many CPU threads sampling and the analyses should use: `requested` when given; None
+    (keep torch's default) when OMP_NUM_THREADS says, or for models ONE_THREAD_BELOW_WIDTH wide
+    or more; else 1, because a small model's one-token steps (sampling) and one-query passes (the
+    causal tests) gain nothing from a second thread and lose much when the cores are busy."""
+    if requested is not None:
+        return requested
+    if environ.get("OMP_NUM_THREADS") or n_embd >= ONE_THREAD_BELOW_WIDTH:
+        return None
+    return 1
+
+
+def use_generation_threads(model: torch.nn.Module, requested: int | None = None) -> int:
+    """Set torch's CPU thread count (process-wide) for sampling from or studying `model`, as
+    generate.py does (generation_threads of its width), and return the count now in force. From
+    Python, call it once after loading a run and before sampling or the analyses; training keeps
+    its own count."""
+    threads = generation_threads(model.config.n_embd, requested)
+    if threads is not None:
+        torch.set_num_threads(threads)
+    return torch.get_num_threads()

@@ -96,8 +96,9 @@ def _open_run(out_dir, device, nanogpt_meta=None):
         if any((out_dir / name).is_file() for name in WEIGHT_FILES):
             raise ValueError(f"{out_dir} holds Hugging Face weights but no config.json; download config.json "
                              "(and vocab.json, merges.txt) from the model's page into it")
-        raise FileNotFoundError(f"no checkpoint at {out_dir / CKPT_NAME}; train one first with `python "
-                                f"train.py`, or give a Hugging Face GPT-2 folder or hf:OWNER/NAME")
+        raise FileNotFoundError(f"no checkpoint at {(out_dir / CKPT_NAME).absolute()}; train one "
+                                "first with `python train.py`, or give a Hugging Face GPT-2 folder "
+                                "or hf:OWNER/NAME")
     ckpt = load_checkpoint(out_dir / CKPT_NAME, map_location=device)
     if is_nanogpt(ckpt):
         return _open_nanogpt(out_dir, ckpt, nanogpt_meta)

@@ -4,11 +4,11 @@ import re
 
 import pytest
 
-from checks import positive_int
+from checks import int_at_least, positive_int
 
 
 def test_a_positive_int_is_returned_as_it_is():
-    assert positive_int("n", 1) == 1 and positive_int("vocab_size", 256, minimum=256) == 256
+    assert positive_int("n", 1) == 1 and int_at_least("vocab_size", 256, 256) == 256
 
 
 @pytest.mark.parametrize("value", [0, -3, True, 2.0, "2", None])
@@ -20,4 +20,9 @@ def test_anything_else_is_a_value_error_that_names_it(value):
 def test_a_higher_minimum_and_a_note_are_said():
     note = "the 256 byte tokens come first"  # said as given, with the name, the minimum and the value
     with pytest.raises(ValueError, match=rf"^bpe vocab_size .*>= 256.*{re.escape(note)}.*\b255\b"):
-        positive_int("bpe vocab_size", 255, minimum=256, note=note)
+        int_at_least("bpe vocab_size", 255, 256, note=note)
+
+
+def test_positive_int_is_at_least_one_and_its_third_argument_is_the_note():
+    with pytest.raises(ValueError, match=r"^n must be a positive integer \(or None\), got 0$"):
+        positive_int("n", 0, "or None")

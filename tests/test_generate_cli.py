@@ -14,6 +14,7 @@ import torch
 import generate
 from data.pronouns import ATTENTION_EXAMPLES
 from generation.sampling import sample
+from model.device import generation_threads
 from model.sampling import generate as sample_tokens
 from tests.helpers import ROOT, error_line, make_run, run_generate, run_script
 
@@ -335,7 +336,7 @@ def test_new_flag_mistakes_are_one_line_errors(char_run, argv, names):
     (128, None, {"OMP_NUM_THREADS": "2"}, None),  # the user's environment is respected
 ])
 def test_generation_threads(n_embd, requested, environ, threads):
-    assert generate.generation_threads(n_embd, requested, environ) == threads
+    assert generation_threads(n_embd, requested, environ) == threads
 
 
 # --- the probe's result, saved for --html -------------------------------------------------------

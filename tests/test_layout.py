@@ -11,6 +11,7 @@ from tests.helpers import ROOT
 # What each floor may import from the project (itself included); lower floors first.
 MAY_IMPORT = {
     "checks": set(),
+    "cli": set(),  # the scripts' parser, beside checks.py
     "storage": {"storage"},
     "model": {"model", "storage", "checks"},
     "data": {"data", "storage", "checks"},
@@ -20,12 +21,13 @@ MAY_IMPORT = {
     "training": {"training", "analysis", "runs", "configs", "model", "data", "storage", "checks"},
     "generation": {"generation", "analysis", "runs", "configs", "model", "data", "storage", "checks"},
     # generate.py and its modes: not training
-    "generate": {"generation", "analysis", "runs", "configs", "model", "data", "storage", "checks"},
+    "generate": {"generation", "analysis", "runs", "configs", "model", "data", "storage", "checks",
+                 "cli"},
     # bench.py and its benchmarks time every floor, generate.py's thread choice included
     "benchmarks": {"benchmarks", "generate", "generation", "training", "analysis", "runs", "configs",
                    "model", "data", "storage", "checks"},
     "bench": {"benchmarks", "generate", "generation", "training", "analysis", "runs", "configs", "model",
-              "data", "storage", "checks"},
+              "data", "storage", "checks", "cli"},
 }
 PACKAGES = sorted(name for name in MAY_IMPORT if (ROOT / name).is_dir())
 

@@ -196,7 +196,7 @@ def test_one_set_of_items_that_say_what_decides_chooses_each_kinds_head_on_them(
     r = run_probe(MODEL, TOKENIZER, tagged(TEST, "agreement", "agreement", "meaning", "meaning"),
                   permutations=10)
     # caps is right on every test item; chosen and scored on the same items, as the report says.
-    assert r["decided_by"]["meaning"]["kind_best"] == {"layer": 0, "head": 1, "dev": 1.0, "test": 1.0}
+    assert r["decided_by"]["meaning"]["kind_best"] == {"layer": 0, "head": 1, "all": 1.0}
     assert "chosen on the same items" in format_report(r)
 
 
@@ -248,6 +248,26 @@ def test_permutation_p_value_small_for_a_perfect_head_large_for_an_uninformative
     assert again["p_value"] == blind["p_value"]  # seeded
 
 
+def test_one_set_is_one_split_and_its_p_value_is_the_texts():
+    small = run_probe(MODEL, TOKENIZER, TEST, permutations=50)
+    assert '"dev"' not in json.dumps(small) and '"test"' not in json.dumps(small)  # no pair
+    assert set(small["counts"]) == {"all"} and set(small["best_head"]) == {"layer", "head", "all"}
+    assert {k for b in small["baselines"].values() for k in b} == {"all", "rule"}
+    assert {k for h in small["heads"] for k in h} == {"layer", "head", "all", "mass_antecedent",
+                                                      "mass_distractors", "mass_first_token"}
+    assert small["p_value"] is None and small["p_value_note"].startswith("4 examples scored")
+    report = format_report(small)
+    assert "p = " not in report and "with 4 examples the set is too small" in report
+    big = run_probe(MODEL, TOKENIZER, TEST * 5, permutations=50)  # MIN_FOR_STATS items
+    assert 0 < big["p_value"] <= 1 and "p_value_note" not in big
+    assert f"permutation test p = {big['p_value']:.4f} (50 shuffles" in format_report(big)
+
+
+def test_two_sets_keep_dev_and_test(result):
+    assert set(result["counts"]) == set(result["best_head"]) - {"layer", "head"} == {"dev", "test"}
+    assert result["test_set"] == "test" and result["selection"] == "dev"
+
+
 def test_one_set_of_examples_says_head_was_chosen_and_scored_on_it():
     r = run_probe(MODEL, TOKENIZER, TEST, permutations=50)
     assert r["selection"] == "same data"
@@ -277,12 +297,12 @@ def test_long_examples_are_windowed_and_unencodable_ones_skipped_in_result_and_r
     short = KnownModel([[sink, caps]], block_size=16)
     odd = Example("the DOG saw the cat, so it ran!", (24, 26), (4, 7), [(16, 19)])  # "!" unknown
     r = run_probe(short, TOKENIZER, [*TEST[:3], LONG, LOST, odd], permutations=10)
-    assert r["counts"]["dev"] == {"examples": 6, "used": 5, "windowed": 5, "antecedent_unseen": 2,
+    assert r["counts"]["all"] == {"examples": 6, "used": 5, "windowed": 5, "antecedent_unseen": 2,
                                   "skipped_unencodable": 1}
     assert r["block_size"] == 16
     # Every one is windowed; caps finds the antecedent in its window but for "HEN" (TEST[2]) and
     # LOST, whose antecedents are outside: no capital is seen, a tie, a miss.
-    assert grid(r, "test")[(0, 1)] == pytest.approx(3 / 5)
+    assert grid(r, "all")[(0, 1)] == pytest.approx(3 / 5)
     report = format_report(r)
     assert "examples: 5 of 6 used (skipped: 1 the tokenizer cannot encode)" in report
     assert ("  5 read in the model's window, the last 16 tokens up to the pronoun (block_size);\n"
@@ -332,8 +352,10 @@ def test_report_has_table_ranking_baselines_p_value_and_published_context(result
     assert "Clark et al. 2019" in report and "other models and data" in report
     # 4 test examples: too few for a p-value, which is left out and the reason given.
     assert "p = " not in report and "with 4 examples the set is too small for a p-value" in report
-    many = {**result, "counts": {**result["counts"], "test": {**result["counts"]["test"], "used": 40}}}
-    assert f"permutation test p = {result['p_value']:.4f}" in format_report(many)
+    assert result["p_value"] is None and "4 examples" in result["p_value_note"]  # the JSON agrees
+    many = {**result, "p_value": 0.0123,
+            "counts": {**result["counts"], "test": {**result["counts"]["test"], "used": 40}}}
+    assert "permutation test p = 0.0123" in format_report(many)
 
 
 def test_real_gpt_scores_match_a_direct_sum_over_its_attention():
@@ -386,7 +408,7 @@ def test_query_words_that_are_not_pronouns_are_noted_in_the_result_and_the_repor
            item("the cow saw the PIG so it ran.", "PIG", "cow", pronoun="so"),
            item("the HEN saw the ox, then it ran.", "HEN", "ox", pronoun="then")]
     r = run_probe(MODEL, TOKENIZER, [*odd, TEST[0]], permutations=10)
-    assert r["best_head"]["test"] == 1.0  # what a silent report would show
+    assert r["best_head"]["all"] == 1.0  # what a silent report would show
     assert r["notes"] == ["the query words of 3 of 4 examples are not pronouns ('so', 'then'); "
                           "for those the probe measures where that word looks, not how a pronoun "
                           "finds its antecedent"]

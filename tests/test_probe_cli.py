@@ -63,7 +63,7 @@ def test_probe_natural_scores_the_head_chosen_on_dev_on_the_natural_set(run_fold
     write_jsonl(examples("dev")[:5], tmp_path / "natural")
     code, out, _ = run_generate("--ckpt", run_folder, "--probe", str(tmp_path / "natural"), "--json",
                                 "--permutations", "5", "--no-causal")
-    assert code == 0 and json.loads(out)["counts"]["dev"]["examples"] == 5
+    assert code == 0 and json.loads(out)["counts"]["all"]["examples"] == 5
 
 
 def assert_causal_shape(causal, best, examples_given, L=2, H=2):
@@ -124,16 +124,29 @@ def test_probe_report_on_a_user_file_shows_the_numbers_of_its_json(run_folder, u
     at = lines.index("cand@1 by layer (rows) and head (columns):")
     assert lines[at + 1].split() == ["H0", "H1"]
     table = {line.split()[0]: line.split()[1:] for line in lines[at + 2 : at + 4]}
-    assert table == {f"L{layer}": [f"{h['test']:.1%}" for h in result["heads"] if h["layer"] == layer]
+    assert table == {f"L{layer}": [f"{h['all']:.1%}" for h in result["heads"]
+                                   if h["layer"] == layer]
                      for layer in (0, 1)}
     best, b = result["best_head"], result["baselines"]
     assert max(map(len, lines)) <= 80  # piped: prose wrapped to 80 columns
     prose = " ".join(out.split())  # the wrapped lines read as one
-    assert (f"Best head L{best['layer']} H{best['head']}: {best['test']:.1%} cand@1; permutation "
+    assert (f"Best head L{best['layer']} H{best['head']}: {best['all']:.1%} cand@1; permutation "
             f"test p = {result['p_value']:.4f} (20 shuffles") in prose
-    assert (f"Baselines (cand@1): random {b['random']['test']:.1%}, first {b['first']['test']:.1%}, "
-            f"nearest before the pronoun {b['nearest']['test']:.1%}") in prose
+    assert (f"Baselines (cand@1): random {b['random']['all']:.1%}, first {b['first']['all']:.1%}, "
+            f"nearest before the pronoun {b['nearest']['all']:.1%}") in prose
     assert "chosen and scored on the same data" in prose and "Clark et al. 2019" in prose
+
+
+def test_a_one_example_file_has_one_set_and_no_p_value_in_json_and_text(run_folder, tmp_path):
+    write_jsonl(examples("dev")[:1], tmp_path / "one.jsonl")
+    argv = ("--ckpt", run_folder, "--probe", tmp_path / "one.jsonl", "--permutations", "20")
+    code, js, _ = run_generate(*argv, "--json")
+    result = json.loads(js)
+    assert code == 0 and result["p_value"] is None and "1 examples" in result["p_value_note"]
+    assert set(result["counts"]) == {"all"} and set(result["best_head"]) == {"layer", "head", "all"}
+    assert all("dev" not in h and "test" not in h for h in result["heads"])
+    code, text, _ = run_generate(*argv)
+    assert code == 0 and "p = " not in text and "too small for a p-value" in " ".join(text.split())
 
 
 def test_attention_html_writes_a_self_contained_page(run_folder, tmp_path):

@@ -1,12 +1,21 @@
 """The documentation's claims about the code: the line-by-line math table (docs/math.md) quotes code
 that really is in the function it names, tied by content so an added import or comment never
-breaks it; the README's JSONL example is a valid probe example; every relative link in README.md
-and docs/*.md reaches a file of the checkout and, with an anchor, a heading of that file."""
+breaks it; the README's JSONL example is a valid probe example; its "From Python" block runs as
+printed from another folder; every relative link in README.md and docs/*.md reaches a file of
+the checkout and, with an anchor, a heading of that file."""
 
 import ast
+import hashlib
+import json
+import os
 import re
+import shutil
+import subprocess
+import sys
 
-from tests.helpers import ROOT
+import pytest
+
+from tests.helpers import ROOT, make_run
 
 
 def function_sources(path):
@@ -43,6 +52,57 @@ def test_jsonl_example_in_readme_is_valid_and_points_at_its_words(tmp_path):
     word = lambda span: example.text[span[0] : span[1]]
     assert word(example.pronoun) == "it" and word(example.antecedent) == "dog"
     assert [word(d) for d in example.distractors] == ["bell"]
+
+
+PLACEHOLDER = "/path/to/your/checkout"  # the From Python block's two paths start with it
+
+
+def from_python_block():
+    """The first ```python block under the README's "From Python" heading."""
+    readme = (ROOT / "README.md").read_text()
+    section = readme.split("\n## From Python", 1)[1].split("\n## ", 1)[0]
+    return re.search(r"```python\n(.*?)\n```", section, re.S).group(1)
+
+
+@pytest.mark.slow
+def test_the_from_python_block_runs_as_printed_from_another_folder(tmp_path):
+    code = from_python_block()
+    _, tokenizer = make_run(tmp_path / "run", "bpe", 64)  # a small run folder, untrained
+    paths = ((f"{PLACEHOLDER}/out/default", tmp_path / "run"), (PLACEHOLDER, ROOT))
+    for placeholder, real in paths:
+        assert code.count(placeholder) == 1, placeholder  # the two paths, and nothing else
+        code = code.replace(placeholder, str(real))
+    notebook = tmp_path / "notebook"
+    notebook.mkdir()
+    (notebook / "snippet.py").write_text(code)
+    text = "".join(f"the cat {i} sat on the mat because it was tired, and the dog ran.\n"
+                   for i in range(400))
+    (notebook / "my.txt").write_text(text)
+    sha = hashlib.sha256(text.encode()).hexdigest()
+    env = {k: v for k, v in os.environ.items() if k != "OMP_NUM_THREADS"}  # the block's choice
+    try:
+        r = subprocess.run([sys.executable, "snippet.py"], cwd=notebook, env=env,
+                           capture_output=True, text=True, timeout=600)
+        assert r.returncode == 0, r.stderr[-3000:]
+        said = dict(line.split(" ", 1) for line in r.stdout.splitlines()
+                    if line.split(" ", 1)[0] in ("threads", "sample", "attention", "probe",
+                                                 "knockout", "trained"))
+        assert said["threads"] == "1"  # a 32-wide model: one thread, as generate.py
+        assert ast.literal_eval(said["sample"]).startswith("The owl")
+        T = len(tokenizer.encode("The animal went out on a hunt because it was hungry."))
+        assert said["attention"] == str((1, 2, T, T))  # layer 0: (1, heads, T, T)
+        assert set(ast.literal_eval(said["probe"])) == {"layer", "head", "dev", "test"}
+        float(said["knockout"])
+        # The folder the user named, in the user's folder; the corpus prepared in the
+        # checkout's cache, none made here.
+        assert said["trained"] == "my_run" and (notebook / "my_run" / "ckpt.pt").is_file()
+        assert not (notebook / ".cache").exists() and not (notebook / "out").exists()
+    finally:
+        prepared = [p for p in (ROOT / ".cache" / "prepared").glob("*/meta.json")
+                    if json.loads(p.read_text()).get("source_sha256") == sha]
+        for meta in prepared:  # this test's own corpus, left in the checkout's cache
+            shutil.rmtree(meta.parent)
+    assert prepared
 
 
 def heading_anchors(text):

@@ -18,6 +18,7 @@ from dataclasses import asdict
 
 import torch
 
+from configs.run_dir import resolved
 from data.loader import get_mixed_batch
 from data.mix import mix_entries
 from data.sources import check_source
@@ -58,10 +59,12 @@ def dropout_seed(seed, step, rank):
 
 
 def train(config, force=False):
-    """Train as `config` says; return a dict describing the finished run.
+    """Train as `config` says; return a dict describing the finished run. The run goes to
+    config.run_dir, the folder `python train.py` would choose for the same config and overrides.
 
     force: start over in out_dir even if it holds a checkpoint (it is replaced).
     """
+    config = resolved(config)  # a copy: out_dir is the run's folder; the caller's is unchanged
     # A mistyped path fails before the run folder is made.
     for entry in mix_entries(config.data.mix, config.data.source):
         check_source(entry.source)

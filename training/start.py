@@ -158,8 +158,8 @@ def prepare_corpus(config, tokenizer=None) -> Mixture:
     fine-tuning source's) when given."""
     kind, data = config.tokenizer.kind, config.data
     vocab_size = config.tokenizer.vocab_size if kind == "bpe" and tokenizer is None else None
-    return prepare_mix(mix_entries(data.mix, data.source), kind, vocab_size, data.val_fraction, data.cache_dir,
-                       config.model.block_size, tokenizer=tokenizer)
+    return prepare_mix(mix_entries(data.mix, data.source), kind, vocab_size, data.val_fraction,
+                       data.cache_path, config.model.block_size, tokenizer=tokenizer)
 
 
 def prepare_data(config, runtime, pretrained=None):
@@ -197,8 +197,10 @@ def how_it_starts(config, data, pretrained, force):
 def evaluate_only(config, text_path=None):
     """`train.py --eval-only`: the loss of the run in out_dir on a text file, or on the val split
     of the config's data — which must be the data the run was trained on."""
+    from configs.run_dir import resolved
     from model.device import pick_device, pick_dtype
 
+    config = resolved(config)  # the run folder train.py and train() choose
     device = pick_device(config.train.device)
     runtime = Runtime(device, pick_dtype(config.train.dtype, device))
     run = load_run(config.out_dir, device)
@@ -234,7 +236,8 @@ def build(config, runtime, data, start, console, labelled=None):
         trackers = Trackers(settings.loggers, config.out_dir, config) if settings.loggers else None
         metrics = Metrics(Path(config.out_dir) / METRICS_FILE, trackers=trackers,
                           resume_step=progress.step if start.how == "resumed" else None)
-        peak = peak_flops(runtime.device, settings.peak_flops, config.data.cache_dir, runtime.dtype)
+        peak = peak_flops(runtime.device, settings.peak_flops, config.data.cache_path,
+                          runtime.dtype)
         if peak is None:
             console.note(f"note: no peak FLOP/s known for {runtime.device}; MFU is shown as n/a until you set "
                          "train.peak_flops")

@@ -1,0 +1,40 @@
+"""The scripts' argument parser: argparse, but every error is one `error: ...` line on stderr with
+exit code 2 (argparse prints its usage first), and an option we do not have gets what to type
+instead. The ground floor beside checks.py: it imports nothing of the project, and train.py,
+generate.py and bench.py all use it."""
+
+import argparse
+import difflib
+from collections.abc import Callable
+
+UNRECOGNIZED = "unrecognized arguments:"
+
+
+class OneLineErrorParser(argparse.ArgumentParser):
+    """argparse.ArgumentParser with one-line errors. For an unknown option the line says what to
+    type instead, the first of: the script's own `hint(option)` (another tool's spelling, say),
+    the closest option of ours (`--num_samples=3` -> --num-samples), and `fallback`."""
+
+    def __init__(self, *args, hint: Callable[[str], str | None] | None = None,
+                 fallback: str = "", **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.hint, self.fallback = hint, fallback
+
+    def error(self, message: str) -> None:
+        advice = ""
+        if message.startswith(UNRECOGNIZED):
+            advice = self.instead(message.removeprefix(UNRECOGNIZED).split()[0])
+        self.exit(2, f"error: {message}{f'; {advice}' if advice else ''} (see --help)\n")
+
+    def instead(self, option: str) -> str:
+        """What to type instead of the unknown `option` (as typed, with its dashes and value)."""
+        said = self.hint(option) if self.hint else None
+        return said or self.closest_option(option) or self.fallback
+
+    def closest_option(self, option: str) -> str | None:
+        """"did you mean --x?" for the option of ours `option` is most likely a typo of, if any
+        (underscores read as dashes), else None."""
+        name = "--" + option.lstrip("-").split("=", 1)[0].replace("_", "-")
+        ours = [o for action in self._actions for o in action.option_strings if o.startswith("--")]
+        close = difflib.get_close_matches(name, ours, n=1, cutoff=0.75)
+        return f"did you mean {close[0]}?" if close else None
