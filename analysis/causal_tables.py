@@ -6,6 +6,7 @@ the same way."""
 import html
 import math
 
+from analysis.cells import BLUE, ORANGE, tinted_cell
 from analysis.reports import READING, intervals_said, signed, together, with_ci
 
 CAUSAL_GRIDS = (("antecedent", "Antecedent knocked out"),
@@ -27,10 +28,9 @@ def _delta(value, scale, best=False, text=None):
     """A <td> for one delta (shown as `text`, default the value alone), tinted orange when the
     loss went up, blue when it went down, as deep as the square root of its share of `scale`:
     a control of -0.25 beside a knockout of +3.65 is still plainly blue, one of 0.01 white."""
-    alpha = math.sqrt(min(1.0, abs(value) / scale)) * 0.6 if round(value, 2) else 0.0
-    rgb = "217,95,2" if value > 0 else "33,102,172"
-    return (f'<td class="{"best" if best else ""}" style="background:rgba({rgb},{alpha:.2f})">'
-            f"{interval_html(text or signed(value))}</td>")
+    share = math.sqrt(min(1.0, abs(value) / scale)) if round(value, 2) else 0.0
+    return tinted_cell(interval_html(text or signed(value)), share, ORANGE if value > 0 else BLUE,
+                       "best" if best else "")
 
 
 def _causal_grid(heads, name, caption, best, scale):

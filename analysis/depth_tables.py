@@ -4,6 +4,7 @@ screenshot keeps them) and tinted by its value."""
 
 import html
 
+from analysis.cells import ORANGE, tinted_cell
 from analysis.causal_tables import interval_html
 from analysis.reports import lens_example_text, recovered_text, signed
 
@@ -11,9 +12,7 @@ from analysis.reports import lens_example_text, recovered_text, signed
 def _tinted(text, share, best=False):
     """A <td> tinted orange in proportion to share (0..1, clipped); an interval in its text goes
     under the value where the table is too wide for the page (interval_html)."""
-    alpha = min(1.0, max(0.0, share)) * 0.6
-    return (f'<td class="{"best" if best else ""}" style="background:rgba(217,95,2,{alpha:.2f})">'
-            f"{interval_html(text)}</td>")
+    return tinted_cell(interval_html(text), share, ORANGE, "best" if best else "")
 
 
 def lens_section(lens):

@@ -11,6 +11,7 @@ import html
 
 import torch
 
+from analysis.cells import BLUE, tinted_cell
 from analysis.terminal import DEFAULT_TOP, MANY_HEADS, MARK, display_token, format_weight, head_rows, top_heads
 
 
@@ -35,12 +36,9 @@ def word_rows(sentence, i, heads):
     return [str(w) for w in words], weights.tolist()
 
 
-def tinted_cell(text, weight, cls="", tag="td"):
-    """A <td> (or another `tag`) showing `text`, tinted blue by the weight (0..1): the page's
-    cells of attention."""
-    alpha = min(1.0, max(0.0, weight)) * 0.6
-    return (f'<{tag} class="{cls}" style="background:rgba(33,102,172,{alpha:.2f})">'
-            f"{html.escape(text)}</{tag}>")
+def attention_cell(text, weight, cls="", tag="td"):
+    """A cell of attention: `text` (escaped here), tinted blue by the weight (0..1)."""
+    return tinted_cell(html.escape(text), weight, BLUE, cls, tag)
 
 
 def _th(text, cls=""):
@@ -53,7 +51,7 @@ def _all_heads(words, rows, best):
     body = ""
     for label, weights in rows:
         mark = max(range(len(weights)), key=weights.__getitem__)  # the first, on a tie
-        cells = "".join(tinted_cell(format_weight(w) + (MARK if i == mark else ""), w, "top" if i == mark else "")
+        cells = "".join(attention_cell(format_weight(w) + (MARK if i == mark else ""), w, "top" if i == mark else "")
                         for i, w in enumerate(weights))
         body += f"<tr>{_th(label, 'best' if label == best else '')}{cells}</tr>"
     return f"<tr><th></th>{top}</tr>{body}"
@@ -66,7 +64,7 @@ def _all_heads_down(words, rows, best):
     top = "".join(_th(label, "best" if label == best else "") for label, _ in rows)
     body = "".join(
         f"<tr>{_th(display_token(w), 'q' if i == len(words) - 1 else '')}"
-        + "".join(tinted_cell(format_weight(weights[i]) + (MARK if i == mark else ""), weights[i],
+        + "".join(attention_cell(format_weight(weights[i]) + (MARK if i == mark else ""), weights[i],
                               "top" if i == mark else "")
                   for (_, weights), mark in zip(rows, marks)) + "</tr>"
         for i, w in enumerate(words))
@@ -77,7 +75,7 @@ def _compact(words, rows, best):
     """Rows: the words before the pronoun; in each, the heads that attend most to it."""
     body = "".join(
         f"<tr>{_th(display_token(words[i]))}"
-        + "".join(tinted_cell(f"{label} {format_weight(weights[i])}", weights[i], "best" if label == best else "")
+        + "".join(attention_cell(f"{label} {format_weight(weights[i])}", weights[i], "best" if label == best else "")
                   for label, weights in heads) + "</tr>"
         for i, heads in top_heads(words[:-1], rows, DEFAULT_TOP))
     return (f'<tr><th></th><th colspan="{DEFAULT_TOP}">the {DEFAULT_TOP} heads that attend most '

@@ -43,7 +43,7 @@ import torch
 from analysis.causal_tables import causal_section
 from analysis.curve import curve_section
 from analysis.depth_tables import lens_section, patching_section
-from analysis.head_tables import heads_section, tinted_cell, word_rows
+from analysis.head_tables import attention_cell, heads_section, word_rows
 from analysis.probe_tables import probe_section
 from analysis.terminal import display_token
 from storage.atomic import write_atomic
@@ -204,7 +204,7 @@ def numbers_section(sentences, best):
         pairs = "".join(
             f'<span class="pair{" q" if t == q else ""}"><span class="t">'
             f"{html.escape(s['tokens'][t])}</span>"
-            f"{tinted_cell(f'{w:.2f}', w, 'best' if t == top else '', 'span')}</span>"
+            f"{attention_cell(f'{w:.2f}', w, 'best' if t == top else '', 'span')}</span>"
             for t, w in enumerate(row))
         strips.append(f'<div class="pairs">{pairs}</div>')
     if not strips:

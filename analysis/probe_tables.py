@@ -6,14 +6,13 @@ hand-written natural sentences (`generate.py --probe natural`)."""
 
 import html
 
+from analysis.cells import BLUE, tinted_cell
 from analysis.reports import significance
 
 
 def _rate_cell(rate, best=False):
     """A <td> with a cand@1 rate as a percentage, tinted blue by it (0..1)."""
-    alpha = min(1.0, max(0.0, rate)) * 0.6
-    cls = ' class="best"' if best else ""
-    return f'<td{cls} style="background:rgba(33,102,172,{alpha:.2f})">{rate:.1%}</td>'
+    return tinted_cell(f"{rate:.1%}", rate, BLUE, "best" if best else "")
 
 
 def _grid(result, name):
