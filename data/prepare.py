@@ -111,7 +111,9 @@ def prepare(source: str, tokenizer_kind: str, vocab_size: int | None = None,
         clean_stale_temps(out.parent)  # folders left by builds that were killed
         _build(src, sha256, n_chars, tokenizer_kind, vocab_size, float(val_fraction), out,
                workers if tokenizer_kind in THREADED_KINDS else 1, tokenizer)
-    meta = json.loads((out / "meta.json").read_text())
+    # The cache is shared by content: its meta.json names the first path that had this text, and
+    # a run records the one it was given.
+    meta = {**json.loads((out / "meta.json").read_text()), "source": src.name}
     prepared = Prepared(dir=out, meta=meta, tokenizer=load_tokenizer(out / meta["tokenizer_file"]),
                         train_path=out / "train.bin", val_path=out / "val.bin")
     if block_size is not None:

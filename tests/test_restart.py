@@ -117,3 +117,16 @@ def test_a_refused_run_leaves_the_folder_as_it_found_it(corpus, tmp_path):
     r = run_script("train.py", *tiny_args(corpus, fresh, source=bad))
     assert r.returncode == 2, r.stderr
     assert not (tmp_path / "new").exists()
+
+
+def test_a_refusal_names_the_path_this_run_was_given_when_another_had_the_same_text(corpus, tmp_path):
+    mine, copy = tmp_path / "my.txt", tmp_path / "e.txt"
+    mine.write_text((corpus / "text.txt").read_text())
+    assert run_script("train.py", *tiny_args(corpus, tmp_path / "a", source=mine)).returncode == 0
+    copy.write_text(mine.read_text())  # the same text: its preparation is the cached one of my.txt
+    out = tmp_path / "e"
+    assert run_script("train.py", *tiny_args(corpus, out, source=copy)).returncode == 0
+    assert "e.txt" in (out / "meta.json").read_text() and "my.txt" not in (out / "meta.json").read_text()
+    copy.write_text(mine.read_text().replace("cat", "cot"))
+    said = error_line(run_script("train.py", *tiny_args(corpus, out, "train.max_iters=20", source=copy)))
+    assert str(copy) in said and "my.txt" not in said and "changed" in said, said

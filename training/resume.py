@@ -69,6 +69,9 @@ def data_mismatch(old, new):
         what = "the same sources with other weights" if same_texts else "other data"
         return f"was trained on {old['source']}, not {new['source']} as now ({what})"
     if old["source_sha256"] != new["source_sha256"] or old["split_char"] != new["split_char"]:
+        if old["source"] == new["source"]:
+            return (f"was trained on other data ({old['source']} as it was then: its text has changed "
+                    "since, or the val split)")
         return (f"was trained on other data ({old['source']}, not {new['source']} as now, "
                 "or another val split)")
     if old["tokenizer_sha256"] != new["tokenizer_sha256"]:
