@@ -76,11 +76,12 @@ def _unknown(key, valid, where):
     return ConfigError(f"{where}: unknown key {key!r}{hint} Valid keys: {', '.join(valid)}")
 
 
-def _build(cls, raw, origin, prefix=""):
+def _build(cls, raw, origin, prefix="", overridden=None):
     if not isinstance(raw, dict):
         raise ConfigError(f"{origin}: {prefix.rstrip('.') or 'top level'} must be a mapping, got {raw!r}")
     hints = typing.get_type_hints(cls)
     valid = [f.name for f in fields(cls)]
+    overridden = overridden or {}
     kwargs = {}
     for key, value in raw.items():
         path = f"{prefix}{key}"
@@ -88,10 +89,11 @@ def _build(cls, raw, origin, prefix=""):
             raise _unknown(str(key), valid, f"{origin}: {path}")
         f = next(f for f in fields(cls) if f.name == key)
         if _is_section(hints[key]):
-            kwargs[key] = _build(hints[key], value or {}, origin, path + ".")
+            kwargs[key] = _build(hints[key], value or {}, origin, path + ".", overridden)
         else:
-            kwargs[key] = _convert(value, hints[key], f.metadata.get("choices"), f"{origin}: {path}",
-                                   f.metadata.get("parse"))
+            # A value from the command line is blamed on the override that gave it, not the file.
+            where = f"override {overridden[path]}" if path in overridden else f"{origin}: {path}"
+            kwargs[key] = _convert(value, hints[key], f.metadata.get("choices"), where, f.metadata.get("parse"))
     return cls(**kwargs)
 
 
@@ -139,15 +141,20 @@ def load_config(path=None, overrides=()):
         if not Path(path).is_file():
             raise ConfigError(f"{origin}: no such config file")
         try:
-            raw = yaml.load(Path(path).read_text(), Loader=_UniqueKeyLoader) or {}
+            raw = yaml.load(Path(path).read_text(encoding="utf-8"), Loader=_UniqueKeyLoader) or {}
+        except UnicodeDecodeError as e:
+            raise ConfigError(f"{origin}: not UTF-8 text (byte {e.start} is {e.object[e.start]:#04x}); "
+                              "save the config file as UTF-8") from None
         except yaml.YAMLError as e:
             mark = getattr(e, "problem_mark", None)
             where = f" at line {mark.line + 1}" if mark else ""
             raise ConfigError(f"{origin}: not valid YAML{where}: {getattr(e, 'problem', e)}") from None
+    overridden = {}  # key path -> the override as typed (the last, where one is given twice)
     for override in overrides:
         _set_override(raw, override)
-    config = _build(Config, raw, origin)
-    check(config, origin)
+        overridden[override.split("=", 1)[0].strip()] = override.strip()
+    config = _build(Config, raw, origin, overridden=overridden)
+    check(config, origin, overridden)
     return config
 
 

@@ -50,7 +50,12 @@ def load_run(source, device="cpu", nanogpt_meta=None):
     table only speeds up training's matmuls, and copying it would slow every load.
     nanogpt_meta: a nanoGPT run's meta.pkl, where it is not beside its ckpt.pt."""
     config, state_dict, tokenizer, meta, ckpt = _open(source, device, vocab_multiple=1, nanogpt_meta=nanogpt_meta)
-    return Run(build_gpt(config, state_dict, device), tokenizer, meta, ckpt)
+    try:
+        model = build_gpt(config, state_dict, device)
+    except ValueError as e:  # tensors that do not fit the shape the checkpoint records
+        where = Path(source) / CKPT_NAME if (Path(source) / CKPT_NAME).is_file() else source
+        raise ValueError(f"{where}: {e}; give a run folder train.py wrote") from None
+    return Run(model, tokenizer, meta, ckpt)
 
 
 def load_pretrained(source, device="cpu"):
@@ -115,7 +120,7 @@ def _open_run(out_dir, device, nanogpt_meta=None):
         raise ValueError(f"{out_dir} was trained with another tokenizer ({meta.get('tokenizer_kind')}: the files "
                          f"differ): {tokenizer_path.name} is not the one its checkpoint records; put the run's own "
                          "tokenizer file back, or train again")
-    config, state_dict = model_parts(ckpt)
+    config, state_dict = model_parts(ckpt, out_dir / CKPT_NAME)
     return config, state_dict, load_tokenizer(tokenizer_path), meta, ckpt
 
 

@@ -217,3 +217,39 @@ def test_a_probe_file_with_a_byte_order_mark_is_read(bpe_run, tmp_path):
     path.write_bytes(b"\xef\xbb\xbf" + path.read_bytes())
     r = run_script("generate.py", "--ckpt", bpe_run, "--probe", path, "--no-causal", "--permutations", "5")
     assert r.returncode == 0 and "25 of 25 used" in r.stdout, r.stderr
+
+
+def _foreign_checkpoint(case, ckpt):
+    """A checkpoint train.py did not write, made from one it did."""
+    import torch
+
+    if case == "no model_config":
+        return {k: v for k, v in ckpt.items() if k != "model_config"}
+    if case == "a raw state_dict":
+        return ckpt["model"]
+    if case == "a list":
+        return [1, 2, 3]
+    first = next(iter(ckpt["model"]))
+    if case == "a wrong shape":
+        return {**ckpt, "model": {**ckpt["model"], first: torch.zeros(3, 3)}}
+    return {**ckpt, "model": {**ckpt["model"], first: torch.full_like(ckpt["model"][first], float("nan"))}}
+
+
+@pytest.mark.parametrize("case", ["no model_config", "a raw state_dict", "a list", "a wrong shape", "NaN weights"])
+def test_a_checkpoint_the_project_did_not_write_is_one_line_in_generate_and_resume(tmp_path, case):
+    import torch
+
+    folder = tmp_path / "run"
+    make_run(folder, "char", 32)
+    ckpt = torch.load(folder / "ckpt.pt", weights_only=True)
+    torch.save(_foreign_checkpoint(case, ckpt), folder / "ckpt.pt")
+    named = {"no model_config": "model_config", "a raw state_dict": "state_dict", "a list": "list",
+             "a wrong shape": "size mismatch", "NaN weights": "not finite"}[case]
+    said = error_line(run_script("generate.py", "--ckpt", folder, "--prompt", "a", "--max-new-tokens", "2"))
+    assert str(folder / "ckpt.pt") in said and named in said, said
+    text = tmp_path / "text.txt"
+    text.write_text("the cat sat on the mat.\n" * 200)
+    said = error_line(run_script("train.py", f"out_dir={folder}", f"data.source={text}", "tokenizer.kind=char",
+                                 f"data.cache_dir={tmp_path / 'cache'}", "model.block_size=32", "model.n_layer=2",
+                                 "model.n_head=2", "model.n_embd=32", "train.device=cpu", "train.probe_interval=0"))
+    assert str(folder / "ckpt.pt") in said and named in said and "--force" in said, said

@@ -21,7 +21,9 @@ from dataclasses import asdict
 from pathlib import Path
 
 from configs.load import flatten
+from model.checkpoint import CKPT_NAME, model_parts, weights_problem
 from model.gpt import SHAPE_KEYS, GPTConfig
+from model.nanogpt_import import is_nanogpt
 from runs.folder import META_FILE
 
 FORCE_HINT = "use another out_dir, or pass --force to start over in this one (its checkpoint is replaced)"
@@ -80,9 +82,24 @@ def data_mismatch(old, new):
     return None
 
 
+def check_written_by_train(ckpt, path):
+    """ValueError naming `path` unless `ckpt` is a checkpoint train.py wrote: a model this code
+    can build (finite weights), its optimizer's state, the step and the best val loss."""
+    if is_nanogpt(ckpt):
+        raise ValueError(f"{path} is a nanoGPT checkpoint, which train.py does not resume; start from its "
+                         f"weights with train.init_from={Path(path).parent} and another out_dir, or {FORCE_HINT}")
+    model_parts(ckpt, path, FORCE_HINT)
+    kinds = {"optimizer": dict, "step": int, "best_val_loss": float}
+    wrong = [key for key, kind in kinds.items() if not isinstance(ckpt.get(key), kind)]
+    if wrong:
+        raise ValueError(f"{path} is not a checkpoint train.py wrote: it has no {' or '.join(wrong)} to "
+                         f"resume from; {FORCE_HINT}")
+
+
 def check_resume(ckpt, config_dict, model_config_dict, fingerprint, out_dir):
     """ValueError (one line naming what differs) if the checkpoint cannot be continued under the
     new config; otherwise the list of honoured keys that changed, as "key old -> new"."""
+    check_written_by_train(ckpt, Path(out_dir) / CKPT_NAME)
     old_config = GPTConfig.from_saved(ckpt["model_config"])
     old_model, new_model = asdict(old_config), model_config_dict
     shape = [k for k in SHAPE_KEYS if old_model[k] != new_model[k]]
@@ -93,6 +110,10 @@ def check_resume(ckpt, config_dict, model_config_dict, fingerprint, out_dir):
         if old_vocab != new_vocab:
             diff.append(f"vocabulary {old_vocab} -> {new_vocab}")
         raise ValueError(f"{out_dir} holds a model of another shape ({', '.join(diff)}); {FORCE_HINT}")
+    problem = weights_problem(old_config, ckpt["model"])
+    if problem:
+        raise ValueError(f"{Path(out_dir) / CKPT_NAME} is not a checkpoint train.py wrote: its weights do not "
+                         f"fit its model_config ({problem}); {FORCE_HINT}")
     mismatch = data_mismatch(recorded_fingerprint(ckpt, out_dir), fingerprint)
     if mismatch:
         raise ValueError(f"{out_dir} {mismatch}; {FORCE_HINT}")

@@ -195,7 +195,7 @@ def how_it_starts(config, data, pretrained, force):
         if config.train.resume == "never":
             raise ValueError(f"{ckpt_path} exists and train.resume=never; {FORCE_HINT}")
         # On the CPU: build() copies what it needs to the device, and the rest is freed with it.
-        ckpt = load_checkpoint(ckpt_path, map_location="cpu")
+        ckpt = load_checkpoint(ckpt_path, map_location="cpu", fix=FORCE_HINT)
         changes = check_resume(ckpt, asdict(config), asdict(model_config), fingerprint, config.out_dir)
         return Start("resumed", model_config, fingerprint, checkpoint=ckpt, changes=tuple(changes))
     aside = force and ckpt_path.exists()  # an old run stays whole until this one's first checkpoint
