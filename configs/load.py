@@ -196,7 +196,7 @@ def describe(shipped=None, shipped_name="configs/default.yaml"):
         name = getattr(tp, "__name__", None) or str(tp).replace("typing.", "")
         if typing.get_origin(tp) is typing.Union:
             name = typing.get_args(tp)[0].__name__ + " or null"
-        default = f.default if f.default is not MISSING else None
+        default = f.default if f.default is not MISSING else f.default_factory()  # a list: []
         choices = f.metadata.get("choices")
         kind = "|".join(choices) if choices else name
         note = ""

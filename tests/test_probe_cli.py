@@ -7,7 +7,7 @@ import stat
 import pytest
 
 from data.pronouns import examples, natural, write_jsonl
-from tests.helpers import make_run, run_generate
+from tests.helpers import make_run, run_generate, run_script
 
 
 @pytest.fixture(scope="module")
@@ -302,3 +302,14 @@ def test_the_probe_report_fits_80_columns_through_a_real_pipe(run_folder):
 
     r = run_script("generate.py", "--ckpt", run_folder, "--probe", "--patch", "--permutations", "5")
     assert r.returncode == 0 and max(map(len, r.stdout.splitlines())) <= 80, r.stderr
+
+
+@pytest.mark.slow
+def test_patch_on_a_char_run_prints_the_report_and_says_why_patching_was_skipped(tmp_path):
+    make_run(tmp_path / "run", "char", 64)
+    r = run_script("generate.py", "--ckpt", tmp_path / "run", "--probe", "--patch", "--no-causal",
+                   "--permutations", "10")
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.startswith("Pronoun probe") and "best head" in r.stdout.lower(), r.stdout
+    skipped = r.stdout[r.stdout.index("Activation patching skipped"):]
+    assert "char tokenizer" in skipped and "bpe" in skipped, skipped

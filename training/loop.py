@@ -138,7 +138,9 @@ def _loop(job, progress):
         console.say(f"\ninterrupted ({stop.signal or 'on another process'}): checkpoint of step {progress.step} "
                     f"saved in {job.out_dir}; run the same command to resume")
         raise KeyboardInterrupt
-    if progress.step < settings.max_iters:
+    if progress.step < settings.max_iters:  # train.run_steps is done
+        console.say(f"stopped after train.run_steps={settings.run_steps} steps, at step {progress.step} of "
+                    f"{settings.max_iters}: checkpoint saved in {job.out_dir}; run the same command to go on")
         return {"step": progress.step, "stopped": True}
     return finish(job, progress)
 

@@ -66,10 +66,9 @@ def recorded_fingerprint(ckpt, out_dir):
 def data_mismatch(old, new):
     """How two data fingerprints differ, as words after "<out_dir> ...", or None if they agree."""
     if ("mix" in old or "mix" in new) and old["source_sha256"] != new["source_sha256"]:
-        same_texts = [(m["name"], m["source_sha256"], m["split_char"]) for m in old.get("mix", [])] == \
-                     [(m["name"], m["source_sha256"], m["split_char"]) for m in new.get("mix", [])]
-        what = "the same sources with other weights" if same_texts else "other data"
-        return f"was trained on {old['source']}, not {new['source']} as now ({what})"
+        return _mix_mismatch(old, new)
+    if old["source_sha256"] == new["source_sha256"] and old["split_char"] != new["split_char"]:
+        return f"was trained on {old['source']} with another val split (data.val_fraction has changed)"
     if old["source_sha256"] != new["source_sha256"] or old["split_char"] != new["split_char"]:
         if old["source"] == new["source"]:
             return (f"was trained on other data ({old['source']} as it was then: its text has changed "
@@ -80,6 +79,27 @@ def data_mismatch(old, new):
         return (f"was trained with another tokenizer ({old['tokenizer_kind']}, now "
                 f"{new['tokenizer_kind']}: the files differ)")
     return None
+
+
+def _mix_mismatch(old, new):
+    """How two mixes' fingerprints differ, in the words data_mismatch returns."""
+    def texts(fingerprint, keys=("name", "source_sha256", "split_char")):
+        return [tuple(m[k] for k in keys) for m in fingerprint.get("mix", [])]
+
+    def weighted(fingerprint):
+        return texts(fingerprint, ("name", "source_sha256", "split_char", "weight", "start_weight"))
+
+    if texts(old) == texts(new):
+        what = "the same sources with other weights"
+    elif sorted(weighted(old)) == sorted(weighted(new)):
+        order = ", ".join(m["name"] for m in old["mix"])
+        return (f"was trained on the same mix in another order ({order}); give its sources in that order "
+                "(the order draws the batches)")
+    elif texts(old, ("name", "source_sha256")) == texts(new, ("name", "source_sha256")):
+        return f"was trained on {old['source']} with another val split (data.val_fraction has changed)"
+    else:
+        what = "other data"
+    return f"was trained on {old['source']}, not {new['source']} as now ({what})"
 
 
 def check_written_by_train(ckpt, path):

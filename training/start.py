@@ -94,7 +94,10 @@ def pretrained_start(config):
     source, m = config.train.init_from, config.model
     if not source:
         return None
-    model_config, state_dict, tokenizer = load_pretrained(source)
+    try:
+        model_config, state_dict, tokenizer = load_pretrained(source)
+    except FileNotFoundError as e:
+        raise FileNotFoundError(f"train.init_from={source}: {e}") from None
     diff = [f"model.{k} is {getattr(m, k)!r}, {source} has {getattr(model_config, k)!r}"
             for k in SHARED_SHAPE if getattr(m, k) != getattr(model_config, k)]
     if m.block_size > model_config.block_size:
