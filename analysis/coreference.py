@@ -33,7 +33,7 @@ def study(model, tokenizer, path="", permutations=1000, causal=True, patch=False
     if patch:
         try:
             result["patching"] = activation_patching(model, tokenizer, test or dev)
-        except NoTwins as e:  # the rest of the study stands; the report says why this part is not there
+        except NoTwins as e:  # the rest of the study stands; the report says why this is missing
             result["patching_skipped"] = str(e)
     if causal:
         try:

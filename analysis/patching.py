@@ -160,12 +160,13 @@ def activation_patching(model, tokenizer, examples, seed=0, resamples=1000) -> d
     pairs = [p for p in (make_pair(tokenizer, ex, model.config.block_size, rng) for ex in examples) if p]
     if not pairs:
         if getattr(tokenizer, "kind", None) == "char":  # every doing's first token is its space
-            raise NoTwins("no example has a corrupted twin under this model's char tokenizer: each "
-                          "continuation's first token is a space, the same for every noun; patching "
-                          "needs a tokenizer with word tokens (bpe, gpt2)")
-        raise NoTwins(f"no example has a corrupted twin under this model's {getattr(tokenizer, 'kind', '')} "
-                      "tokenizer (an antecedent from the lexicon, a same-kind noun of its token length, "
-                      "and another continuation); activation patching needs some")
+            raise NoTwins("no example has a corrupted twin under this model's char tokenizer: "
+                          "each continuation's first token is a space, the same for every noun; "
+                          "patching needs a tokenizer with word tokens (bpe, gpt2)")
+        kind = getattr(tokenizer, "kind", "")
+        raise NoTwins(f"no example has a corrupted twin under this model's {kind} tokenizer (an "
+                      "antecedent from the lexicon, a same-kind noun of its token length, and "
+                      "another continuation); activation patching needs some")
     groups: dict[int, list] = {}
     for p in pairs:
         groups.setdefault(len(p.clean), []).append(p)

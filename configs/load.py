@@ -93,7 +93,8 @@ def _build(cls, raw, origin, prefix="", overridden=None):
         else:
             # A value from the command line is blamed on the override that gave it, not the file.
             where = f"override {overridden[path]}" if path in overridden else f"{origin}: {path}"
-            kwargs[key] = _convert(value, hints[key], f.metadata.get("choices"), where, f.metadata.get("parse"))
+            kwargs[key] = _convert(value, hints[key], f.metadata.get("choices"), where,
+                                   f.metadata.get("parse"))
     return cls(**kwargs)
 
 
@@ -143,8 +144,8 @@ def load_config(path=None, overrides=()):
         try:
             raw = yaml.load(Path(path).read_text(encoding="utf-8"), Loader=_UniqueKeyLoader) or {}
         except UnicodeDecodeError as e:
-            raise ConfigError(f"{origin}: not UTF-8 text (byte {e.start} is {e.object[e.start]:#04x}); "
-                              "save the config file as UTF-8") from None
+            raise ConfigError(f"{origin}: not UTF-8 text (byte {e.start} is "
+                              f"{e.object[e.start]:#04x}); save the config file as UTF-8") from None
         except yaml.YAMLError as e:
             mark = getattr(e, "problem_mark", None)
             where = f" at line {mark.line + 1}" if mark else ""

@@ -116,9 +116,10 @@ def prepare(source: str, tokenizer_kind: str, vocab_size: int | None = None,
             if tokenizer is None:
                 raise
             # A given tokenizer is the one fine-tuning must keep: another kind is no way out.
-            raise ValueError(f"{src.name}: {e.what} of the {tokenizer.kind} tokenizer that fine-tuning "
-                             "keeps (train.init_from's); leave such characters out of the text, or "
-                             "fine-tune from a model whose tokenizer encodes any text (bpe, gpt2)") from None
+            raise ValueError(f"{src.name}: {e.what} of the {tokenizer.kind} tokenizer that "
+                             "fine-tuning keeps (train.init_from's); leave such characters out of "
+                             "the text, or fine-tune from a model whose tokenizer encodes any text "
+                             "(bpe, gpt2)") from None
     # The cache is shared by content: its meta.json names the first path that had this text, and
     # a run records the one it was given.
     meta = {**json.loads((out / "meta.json").read_text()), "source": src.name}

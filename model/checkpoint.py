@@ -52,10 +52,11 @@ def load_checkpoint(path, map_location="cpu", fix="train again or restore it fro
                          f"{what}; {fix}") from None
     except Exception as e:  # noqa: BLE001 - bytes that are no checkpoint fail anywhere in the unpickler
         # (RuntimeError, EOFError, BadZipFile, OSError, UnicodeDecodeError, IndexError, ...)
-        raise ValueError(f"{path} is truncated or not a checkpoint ({type(e).__name__}); {fix}") from None
+        raise ValueError(f"{path} is truncated or not a checkpoint ({type(e).__name__}); "
+                         f"{fix}") from None
     if not isinstance(ckpt, dict):
-        raise ValueError(f"{path} is not a checkpoint: it holds a {type(ckpt).__name__}, not a dict of "
-                         f"the model's weights and shape; {fix}")
+        raise ValueError(f"{path} is not a checkpoint: it holds a {type(ckpt).__name__}, not a "
+                         f"dict of the model's weights and shape; {fix}")
     return ckpt
 
 
@@ -67,20 +68,22 @@ def model_parts(ckpt, path="the checkpoint", fix="give a run folder train.py wro
     if "model_config" not in ckpt:
         bare = bool(ckpt) and all(isinstance(v, torch.Tensor) for v in ckpt.values())
         what = "bare weights (a state_dict) without" if bare else "no"
-        raise ValueError(f"{path} is not a checkpoint train.py wrote: it holds {what} model_config (the "
-                         f"model's shape); {fix}")
-    if not isinstance(weights, dict) or not all(isinstance(v, torch.Tensor) for v in weights.values()):
+        raise ValueError(f"{path} is not a checkpoint train.py wrote: it holds {what} "
+                         f"model_config (the model's shape); {fix}")
+    if not (isinstance(weights, dict) and all(torch.is_tensor(t) for t in weights.values())):
         raise ValueError(f"{path} is not a checkpoint train.py wrote: its model entry is "
                          f"{type(weights).__name__}, not a dict of tensors; {fix}")
     try:
         config = GPTConfig.from_saved(ckpt["model_config"])
     except (KeyError, TypeError, ValueError) as e:
         what = f"missing {e}" if isinstance(e, KeyError) else str(e)
-        raise ValueError(f"{path} does not hold a model this code can build ({what}); {fix}") from None
-    broken = next((name for name, t in weights.items() if t.is_floating_point() and not t.isfinite().all()), None)
+        raise ValueError(f"{path} does not hold a model this code can build ({what}); "
+                         f"{fix}") from None
+    broken = next((name for name, t in weights.items()
+                   if t.is_floating_point() and not t.isfinite().all()), None)
     if broken:
-        raise ValueError(f"{path} holds weights that are not finite (NaN or inf, {broken} first): a run "
-                         f"that diverged; {fix}")
+        raise ValueError(f"{path} holds weights that are not finite (NaN or inf, {broken} first): "
+                         f"a run that diverged; {fix}")
     return config, weights
 
 

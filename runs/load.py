@@ -107,8 +107,9 @@ def _open_run(out_dir, device, nanogpt_meta=None):
     if not out_dir.exists() and re.fullmatch(r"\w[\w.-]*", str(out_dir)):
         # A bare name such as nanoGPT's init_from=gpt2 is a Hugging Face model here only with
         # hf:, or a folder of that name would be ambiguous.
-        raise FileNotFoundError(f"no checkpoint at {out_dir / CKPT_NAME} (there is no folder {out_dir}); for "
-                                f"the Hugging Face model of that name, write hf:{out_dir.as_posix()}")
+        raise FileNotFoundError(f"no checkpoint at {out_dir / CKPT_NAME} (there is no folder "
+                                f"{out_dir}); for the Hugging Face model of that name, write "
+                                f"hf:{out_dir.as_posix()}")
     ckpt = load_checkpoint(out_dir / CKPT_NAME, map_location=device)
     if is_nanogpt(ckpt):
         return _open_nanogpt(out_dir, ckpt, nanogpt_meta)
@@ -136,11 +137,12 @@ def _open_nanogpt(folder, ckpt, meta_pkl=None):
     given, meta_pkl = meta_pkl, Path(meta_pkl) if meta_pkl else folder / NANOGPT_META
     if given and meta_pkl.is_dir():  # nanoGPT's data/<dataset>/ folder: its meta.pkl
         if not (meta_pkl / NANOGPT_META).is_file():
-            raise ValueError(f"{meta_pkl} is a folder with no {NANOGPT_META} in it; give the meta.pkl file "
-                             "of the run's data with --meta")
+            raise ValueError(f"{meta_pkl} is a folder with no {NANOGPT_META} in it; give the "
+                             "meta.pkl file of the run's data with --meta")
         meta_pkl = meta_pkl / NANOGPT_META
     if given and not meta_pkl.is_file():
-        raise FileNotFoundError(f"no {meta_pkl}: give the meta.pkl file of the run's data with --meta")
+        raise FileNotFoundError(f"no {meta_pkl}: give the meta.pkl file of the run's data with "
+                                "--meta")
     if meta_pkl.is_file():
         tokenizer, kind = nanogpt_char_tokenizer(meta_pkl), "char"
     elif ckpt["model_args"].get("vocab_size", 0) < 50257:

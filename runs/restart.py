@@ -22,8 +22,22 @@ from storage.lock import LOCK_NAME, folder_lock
 
 # What a run leaves in its folder: its files, the trackers' folders and the tokenizer files
 # data/prepare.py names (a run's own may be named in its meta.json).
-RUN_ENTRIES = frozenset({CKPT_NAME, CONFIG_FILE, META_FILE, METRICS_FILE, LOSS_PLOT, PROBE_PLOT, PROBE_FILE,
-                         LOCK_NAME, "tensorboard", "wandb", "tokenizer.json", "tokenizer.bpe"})
+RUN_ENTRIES = frozenset(
+    {
+        CKPT_NAME,
+        CONFIG_FILE,
+        META_FILE,
+        METRICS_FILE,
+        LOSS_PLOT,
+        PROBE_PLOT,
+        PROBE_FILE,
+        LOCK_NAME,
+        "tensorboard",
+        "wandb",
+        "tokenizer.json",
+        "tokenizer.bpe",
+    }
+)
 
 
 class Aside:
@@ -35,8 +49,10 @@ class Aside:
         self.real = Path(os.path.realpath(out_dir))
         cwd = Path.cwd().resolve()
         if cwd == self.real or self.real in cwd.parents:
-            raise ValueError(f"out_dir={out_dir} holds the working folder {cwd}; --force replaces a run "
-                             "folder whole, so give the run a folder of its own")
+            raise ValueError(
+                f"out_dir={out_dir} holds the working folder {cwd}; --force replaces "
+                "a run folder whole, so give the run a folder of its own"
+            )
         self.folder = make_temp_folder(self.real)
         self.published = False
 
@@ -90,7 +106,10 @@ def clean_stale_asides(out_dir) -> None:
         return
     for entry in os.scandir(real.parent):
         rest = entry.name.removeprefix(f".{real.name}")
-        if (rest != entry.name and re.fullmatch(r"\.\d+\.[0-9a-f]+\.tmp", rest)  # this folder's own
-                and is_stale_temp(entry.name) and entry.is_dir(follow_symlinks=False)):
+        if (
+            rest != entry.name
+            and re.fullmatch(r"\.\d+\.[0-9a-f]+\.tmp", rest)  # this folder's own
+            and is_stale_temp(entry.name)
+            and entry.is_dir(follow_symlinks=False)
+        ):
             discard_run(entry.path, into=real if real.is_dir() else None)
-

@@ -92,8 +92,8 @@ def _listing(folder):
         entries = list(os.scandir(folder))
     except OSError:
         return None
-    return {e.name: (e.stat(follow_symlinks=False).st_size, e.stat(follow_symlinks=False).st_mtime_ns)
-            for e in entries if e.name != LOCK_NAME}
+    stats = {e.name: e.stat(follow_symlinks=False) for e in entries if e.name != LOCK_NAME}
+    return {name: (stat.st_size, stat.st_mtime_ns) for name, stat in stats.items()}
 
 
 def _restore(path, fd, before, made):

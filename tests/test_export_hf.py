@@ -129,5 +129,7 @@ def test_an_export_to_a_read_only_folder_names_the_export_not_the_run_folder(tmp
     with contextlib.ExitStack() as stack:
         if not read_only_folder(stack, tmp_path / "ro"):
             pytest.skip("cannot make a read-only folder here")
-        said = error_line(run_script("train.py", f"out_dir={tmp_path / 'bpe'}", "--export-hf", tmp_path / "ro" / "hf"))
-    assert str(tmp_path / "ro" / "hf") in said and "--export-hf" in said and "out_dir" not in said, said
+        dest = tmp_path / "ro" / "hf"
+        r = run_script("train.py", f"out_dir={tmp_path / 'bpe'}", "--export-hf", dest)
+    said = error_line(r)
+    assert str(dest) in said and "--export-hf" in said and "out_dir" not in said, said

@@ -140,8 +140,23 @@ def test_a_folder_given_as_meta_pkl_is_read_inside_or_named_as_a_folder(tmp_path
     data = tmp_path / "data" / "shakespeare_char"
     data.mkdir(parents=True)
     (tmp_path / "nano" / "meta.pkl").rename(data / "meta.pkl")  # where nanoGPT writes it
-    r = run_script("generate.py", "--ckpt", tmp_path / "nano", "--meta", data, "--prompt", "a",
-                   "--max-new-tokens", "2", "--seed", "0")
+    r = run_script(
+        "generate.py",
+        "--ckpt",
+        tmp_path / "nano",
+        "--meta",
+        data,
+        "--prompt",
+        "a",
+        "--max-new-tokens",
+        "2",
+        "--seed",
+        "0",
+    )
     assert r.returncode == 0, r.stderr
-    said = error_line(run_script("generate.py", "--ckpt", tmp_path / "nano", "--meta", data.parent, "--prompt", "a"))
+    said = error_line(
+        run_script(
+            "generate.py", "--ckpt", tmp_path / "nano", "--meta", data.parent, "--prompt", "a"
+        )
+    )
     assert str(data.parent) in said and "is a folder" in said, said

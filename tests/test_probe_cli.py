@@ -307,9 +307,17 @@ def test_the_probe_report_fits_80_columns_through_a_real_pipe(run_folder):
 @pytest.mark.slow
 def test_patch_on_a_char_run_prints_the_report_and_says_why_patching_was_skipped(tmp_path):
     make_run(tmp_path / "run", "char", 64)
-    r = run_script("generate.py", "--ckpt", tmp_path / "run", "--probe", "--patch", "--no-causal",
-                   "--permutations", "10")
+    r = run_script(
+        "generate.py",
+        "--ckpt",
+        tmp_path / "run",
+        "--probe",
+        "--patch",
+        "--no-causal",
+        "--permutations",
+        "10",
+    )
     assert r.returncode == 0, r.stderr
     assert r.stdout.startswith("Pronoun probe") and "best head" in r.stdout.lower(), r.stdout
-    skipped = r.stdout[r.stdout.index("Activation patching skipped"):]
+    skipped = r.stdout[r.stdout.index("Activation patching skipped") :]
     assert "char tokenizer" in skipped and "bpe" in skipped, skipped

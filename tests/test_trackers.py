@@ -85,11 +85,24 @@ def test_the_command_line_says_the_same(tmp_path):
 def test_a_broken_tensorboard_install_is_one_line_before_anything_is_written(corpus, tmp_path):
     broken = tmp_path / "site" / "tensorboard"
     broken.mkdir(parents=True)
-    (broken / "__init__.py").write_text("raise ImportError('cannot import name notf from tensorboard.compat')\n")
+    (broken / "__init__.py").write_text(
+        "raise ImportError('cannot import name notf from tensorboard.compat')\n"
+    )
     out = tmp_path / "run"
-    r = run_script("train.py", "train.loggers=tensorboard", f"out_dir={out}", f"data.source={corpus / 'text.txt'}",
-                   "tokenizer.kind=char", f"data.cache_dir={tmp_path / 'cache'}", "train.device=cpu",
-                   env=dict(os.environ, PYTHONPATH=str(broken.parent)))
+    r = run_script(
+        "train.py",
+        "train.loggers=tensorboard",
+        f"out_dir={out}",
+        f"data.source={corpus / 'text.txt'}",
+        "tokenizer.kind=char",
+        f"data.cache_dir={tmp_path / 'cache'}",
+        "train.device=cpu",
+        env=dict(os.environ, PYTHONPATH=str(broken.parent)),
+    )
     said = error_line(r)
-    assert "train.loggers=tensorboard" in said and "ImportError" in said and "--force-reinstall" in said, said
+    assert (
+        "train.loggers=tensorboard" in said
+        and "ImportError" in said
+        and "--force-reinstall" in said
+    ), said
     assert not out.exists() and not (tmp_path / "cache").exists()

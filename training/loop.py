@@ -91,7 +91,9 @@ def _train(config, runtime, force):
     data = prepare_data(config, runtime, pretrained)
     labelled = probe_examples(config, runtime, console)
     start = how_it_starts(config, data, pretrained, force)
-    with written_aside(config.out_dir) if start.aside and runtime.is_main else contextlib.nullcontext() as aside:
+    aside_wanted = start.aside and runtime.is_main  # rank 0 alone writes the run folder
+    restart = written_aside(config.out_dir) if aside_wanted else contextlib.nullcontext()
+    with restart as aside:
         job, progress = build(config, runtime, data, start, console, labelled, aside)
         del start, pretrained  # a checkpoint's weights and moments need not stay for the whole run
         try:
@@ -139,8 +141,9 @@ def _loop(job, progress):
                     f"saved in {job.out_dir}; run the same command to resume")
         raise KeyboardInterrupt
     if progress.step < settings.max_iters:  # train.run_steps is done
-        console.say(f"stopped after train.run_steps={settings.run_steps} steps, at step {progress.step} of "
-                    f"{settings.max_iters}: checkpoint saved in {job.out_dir}; run the same command to go on")
+        console.say(f"stopped after train.run_steps={settings.run_steps} steps, at step "
+                    f"{progress.step} of {settings.max_iters}: checkpoint saved in {job.out_dir}; "
+                    "run the same command to go on")
         return {"step": progress.step, "stopped": True}
     return finish(job, progress)
 
@@ -272,8 +275,9 @@ def save(job, progress):
     if job.aside and not job.aside.published:
         kept = job.aside.publish()
         job.metrics.path = job.folder / METRICS_FILE  # Metrics appends by path
-        job.console.say(f"{job.out_dir}: the old run is replaced by this one at its first checkpoint "
-                        f"(step {progress.step})" + (f"; kept from the old folder: {', '.join(kept)}" if kept else ""))
+        kept = f"; kept from the old folder: {', '.join(kept)}" if kept else ""
+        job.console.say(f"{job.out_dir}: the old run is replaced by this one at its first "
+                        f"checkpoint (step {progress.step}){kept}")
 
 
 def finish(job, progress):

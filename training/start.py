@@ -60,7 +60,8 @@ class Start:
     checkpoint: dict | None = None  # resumed: weights, optimizer, scaler and counters
     pretrained: Pretrained | None = None  # fine-tuned: the source's weights
     changes: tuple = ()  # resumed: what the new config changes, as "key old→new"
-    aside: bool = False  # --force over a run: written aside until its first checkpoint (runs/restart.py)
+    aside: bool = False  # --force over a run: written aside until its first checkpoint
+    # (runs/restart.py)
 
 
 class TrainingLoss(torch.nn.Module):
@@ -244,11 +245,12 @@ def build(config, runtime, data, start, console, labelled=None, aside=None):
     metrics, peak = None, None
     folder = aside.folder if aside else Path(config.out_dir)
     if runtime.is_main:
-        clean_stale_temps(config.out_dir)  # leftovers of a killed writer; the lock keeps live ones away
+        clean_stale_temps(config.out_dir)  # a killed writer's; the lock keeps live ones away
         clean_stale_asides(config.out_dir)
         if aside:
-            console.say(f"--force: this run is written aside in {aside.folder} and replaces {config.out_dir} "
-                        "whole at its first checkpoint; until then the old run stays as it is")
+            console.say(f"--force: this run is written aside in {aside.folder} and replaces "
+                        f"{config.out_dir} whole at its first checkpoint; until then the old run "
+                        "stays as it is")
         if progress.step < settings.max_iters:
             write_run_files(config, data, folder)
         trackers = Trackers(settings.loggers, folder, config) if settings.loggers else None

@@ -31,11 +31,11 @@ def check_installed(names):
                              f"pip install {package} (or drop {name} from train.loggers)")
         try:
             importlib.import_module(MODULES[name])
-        except Exception as e:  # noqa: BLE001 - a broken install fails in any way (ImportError, ...)
+        except Exception as e:  # noqa: BLE001 - a broken install fails in any way
             what = " ".join(f"{type(e).__name__}: {e}".split())[:200]
-            raise ValueError(f"train.loggers={name}: the {package} package is installed but does not "
-                             f"import ({what}); reinstall it (pip install --force-reinstall {package}) "
-                             f"or drop {name} from train.loggers") from None
+            raise ValueError(f"train.loggers={name}: the {package} package is installed but does "
+                             f"not import ({what}); reinstall it (pip install --force-reinstall "
+                             f"{package}) or drop {name} from train.loggers") from None
 
 
 def scalars(record):

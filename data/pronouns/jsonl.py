@@ -104,8 +104,8 @@ def _parse_line(line: str) -> Example:
     if not isinstance(record, dict):
         what = {list: "an array", str: "a string", bool: "true or false", type(None): "null"}.get(
             type(record), "a number")
-        raise ValueError(f"the line is {what}, not a JSON object; write one object per line with the keys "
-                         f"{', '.join(keys)}")
+        raise ValueError(f"the line is {what}, not a JSON object; write one object per line "
+                         f"with the keys {', '.join(keys)}")
     missing = [k for k in keys if k not in record]
     if missing:
         raise ValueError(f'missing key "{missing[0]}"; each line needs {", ".join(keys)}')
