@@ -6,7 +6,7 @@ analysis/reports.py's study_report."""
 
 from analysis.causal import causal_tests, with_best_head
 from analysis.lens import logit_lens
-from analysis.patching import activation_patching
+from analysis.patching import NoTwins, activation_patching
 from analysis.probe import run_probe
 from data.pronouns import NATURAL, examples, natural, read_examples
 
@@ -31,7 +31,10 @@ def study(model, tokenizer, path="", permutations=1000, causal=True, patch=False
     except ValueError:  # no example has a token after its pronoun: nothing to read
         pass
     if patch:
-        result["patching"] = activation_patching(model, tokenizer, test or dev)
+        try:
+            result["patching"] = activation_patching(model, tokenizer, test or dev)
+        except NoTwins as e:  # the rest of the study stands; the report says why this is missing
+            result["patching_skipped"] = str(e)
     if causal:
         try:
             tested = causal_tests(model, tokenizer, test or dev)

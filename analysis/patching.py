@@ -62,6 +62,10 @@ def _twins(word):
     return None
 
 
+class NoTwins(ValueError):
+    """No example has a corrupted twin: there is nothing to patch."""
+
+
 def make_pair(tokenizer, example, block_size, rng):
     """The example and a corrupted twin as a Pair, or None (see the module docstring)."""
     clean = encode_item(tokenizer, example, block_size)
@@ -176,8 +180,14 @@ def activation_patching(model, tokenizer, examples, seed=0, resamples=1000) -> d
     rng = random.Random(seed)
     pairs = [p for p in (make_pair(tokenizer, ex, model.config.block_size, rng) for ex in examples) if p]
     if not pairs:
-        raise ValueError("no example has a corrupted twin (an antecedent from the lexicon, a same-kind noun of "
-                         "its token length, and another continuation); activation patching needs some")
+        if getattr(tokenizer, "kind", None) == "char":  # every doing's first token is its space
+            raise NoTwins("no example has a corrupted twin under this model's char tokenizer: "
+                          "each continuation's first token is a space, the same for every noun; "
+                          "patching needs a tokenizer with word tokens (bpe, gpt2)")
+        kind = getattr(tokenizer, "kind", "")
+        raise NoTwins(f"no example has a corrupted twin under this model's {kind} tokenizer (an "
+                      "antecedent from the lexicon, a same-kind noun of its token length, and "
+                      "another continuation); activation patching needs some")
     groups: dict[int, list] = {}
     for p in pairs:
         groups.setdefault(len(p.clean), []).append(p)

@@ -28,6 +28,8 @@ def study_report(result):
         parts.append(format_causal(result["causal"]))
     if "patching" in result:
         parts.append(format_patching(result["patching"]))
+    elif "patching_skipped" in result:
+        parts.append(f"Activation patching skipped: {result['patching_skipped']}")
     return "\n\n".join(parts)
 
 

@@ -79,11 +79,12 @@ def _unknown(key, valid, where):
     return ConfigError(f"{where}: unknown key {key!r}{hint} Valid keys: {', '.join(valid)}")
 
 
-def _build(cls, raw, origin, prefix=""):
+def _build(cls, raw, origin, prefix="", overridden=None):
     if not isinstance(raw, dict):
         raise ConfigError(f"{origin}: {prefix.rstrip('.') or 'top level'} must be a mapping, got {raw!r}")
     hints = typing.get_type_hints(cls)
     valid = [f.name for f in fields(cls)]
+    overridden = overridden or {}
     kwargs = {}
     for key, value in raw.items():
         path = f"{prefix}{key}"
@@ -91,9 +92,11 @@ def _build(cls, raw, origin, prefix=""):
             raise _unknown(str(key), valid, f"{origin}: {path}")
         f = next(f for f in fields(cls) if f.name == key)
         if _is_section(hints[key]):
-            kwargs[key] = _build(hints[key], value or {}, origin, path + ".")
+            kwargs[key] = _build(hints[key], value or {}, origin, path + ".", overridden)
         else:
-            kwargs[key] = _convert(value, hints[key], f.metadata.get("choices"), f"{origin}: {path}",
+            # A value from the command line is blamed on the override that gave it, not the file.
+            where = f"override {overridden[path]}" if path in overridden else f"{origin}: {path}"
+            kwargs[key] = _convert(value, hints[key], f.metadata.get("choices"), where,
                                    f.metadata.get("parse"))
     return cls(**kwargs)
 
@@ -148,17 +151,22 @@ def load_config(path: str | Path | None = DEFAULT_CONFIG, overrides=()) -> Confi
             looked = " or ".join(str(p) for p in config_candidates(path))
             raise ConfigError(f"{origin}: no such config file (looked for {looked})")
         try:
-            raw = yaml.load(found.read_text(), Loader=_UniqueKeyLoader) or {}
+            raw = yaml.load(found.read_text(encoding="utf-8"), Loader=_UniqueKeyLoader) or {}
+        except UnicodeDecodeError as e:
+            raise ConfigError(f"{origin}: not UTF-8 text (byte {e.start} is "
+                              f"{e.object[e.start]:#04x}); save the config file as UTF-8") from None
         except yaml.YAMLError as e:
             mark = getattr(e, "problem_mark", None)
             where = f" at line {mark.line + 1}" if mark else ""
             raise ConfigError(f"{origin}: not valid YAML{where}: {getattr(e, 'problem', e)}") from None
     own = copy.deepcopy(raw)  # the file's own values, before the overrides
+    overridden = {}  # key path -> the override as typed (the last, where one is given twice)
     for override in overrides:
         _set_override(raw, override)
-    config = _build(Config, raw, origin)
-    check(config, origin)
-    given = {o.split("=", 1)[0].strip() for o in overrides}
+        overridden[override.split("=", 1)[0].strip()] = override.strip()
+    config = _build(Config, raw, origin, overridden=overridden)
+    check(config, origin, overridden)
+    given = set(overridden)
     chosen = "out_dir" in given or (found is not None and not is_default_config(found)
                                     and isinstance(own, dict) and "out_dir" in own)
     config.origin = Origin(found, _own_data(own, origin), config.out_dir, chosen)
@@ -214,7 +222,7 @@ def describe(shipped=None, shipped_name="configs/default.yaml"):
         name = getattr(tp, "__name__", None) or str(tp).replace("typing.", "")
         if typing.get_origin(tp) is typing.Union:
             name = typing.get_args(tp)[0].__name__ + " or null"
-        default = f.default if f.default is not MISSING else None
+        default = f.default if f.default is not MISSING else f.default_factory()  # a list: []
         choices = f.metadata.get("choices")
         kind = "|".join(choices) if choices else name
         note = ""

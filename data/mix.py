@@ -78,8 +78,10 @@ def mix_entries(mix, source) -> list[MixEntry]:
 
 def _parse_item(item: str) -> MixEntry:
     source, colon, weight = item.rpartition(":")
-    if not colon or not source.strip():
+    if not colon:
         raise ValueError(f"data.mix: {item!r} has no weight; write {MIX_FORM}")
+    if not source.strip():
+        raise ValueError(f"data.mix: {item!r} has no source before its weight; write {MIX_FORM}")
     start, dots, end = weight.rpartition("..")
     try:
         numbers = [float(end)] + ([float(start)] if dots else [])

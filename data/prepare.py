@@ -39,7 +39,7 @@ from tqdm import tqdm
 from checks import positive_int
 from data.parallel import map_in_order, usable_cpus
 from data.sources import Source, open_source
-from data.tokenizer import KINDS, Tokenizer, load_tokenizer, train_tokenizer
+from data.tokenizer import KINDS, NotInVocabulary, Tokenizer, load_tokenizer, train_tokenizer
 from storage.atomic import clean_stale_temps, make_temp_folder, publish_folder
 
 # Bump when prepare's output changes for the same inputs, so old cache folders are not reused.
@@ -109,9 +109,20 @@ def prepare(source: str, tokenizer_kind: str, vocab_size: int | None = None,
     out = Path(cache_dir) / "prepared" / f"{tokenizer_kind}-{size}-{key}"
     if not (out / "meta.json").exists():
         clean_stale_temps(out.parent)  # folders left by builds that were killed
-        _build(src, sha256, n_chars, tokenizer_kind, vocab_size, float(val_fraction), out,
-               workers if tokenizer_kind in THREADED_KINDS else 1, tokenizer)
-    meta = json.loads((out / "meta.json").read_text())
+        try:
+            _build(src, sha256, n_chars, tokenizer_kind, vocab_size, float(val_fraction), out,
+                   workers if tokenizer_kind in THREADED_KINDS else 1, tokenizer)
+        except NotInVocabulary as e:
+            if tokenizer is None:
+                raise
+            # A given tokenizer is the one fine-tuning must keep: another kind is no way out.
+            raise ValueError(f"{src.name}: {e.what} of the {tokenizer.kind} tokenizer that "
+                             "fine-tuning keeps (train.init_from's); leave such characters out of "
+                             "the text, or fine-tune from a model whose tokenizer encodes any text "
+                             "(bpe, gpt2)") from None
+    # The cache is shared by content: its meta.json names the first path that had this text, and
+    # a run records the one it was given.
+    meta = {**json.loads((out / "meta.json").read_text()), "source": src.name}
     prepared = Prepared(dir=out, meta=meta, tokenizer=load_tokenizer(out / meta["tokenizer_file"]),
                         train_path=out / "train.bin", val_path=out / "val.bin")
     if block_size is not None:

@@ -33,6 +33,14 @@ KINDS = ("char", "bpe", "gpt2")
 DEFAULT_BPE_VOCAB_SIZE = 4096
 
 
+class NotInVocabulary(ValueError):
+    """A character the char tokenizer has no id for; `what` names it and where it is."""
+
+    def __init__(self, message: str, what: str):
+        super().__init__(message)
+        self.what = what
+
+
 class Tokenizer:
     """Common interface. `kind` is one of KINDS; ids are 0..vocab_size-1.
 
@@ -99,10 +107,10 @@ class CharTokenizer(Tokenizer):
             return [self._ids[c] for c in text]
         except KeyError:
             pos, ch = next((i, c) for i, c in enumerate(text) if c not in self._ids)
-            raise ValueError(
-                f"character {ch!r} (U+{ord(ch):04X}) at offset {pos} is not in the vocabulary: "
-                f"this char tokenizer was trained on a corpus without it; retrain on text that "
-                f"contains it, or use the 'bpe' tokenizer, which encodes any text"
+            what = f"character {ch!r} (U+{ord(ch):04X}) at offset {pos} is not in the vocabulary"
+            raise NotInVocabulary(
+                f"{what}: this char tokenizer was trained on a corpus without it; retrain on text "
+                f"that contains it, or use the 'bpe' tokenizer, which encodes any text", what
             ) from None
 
     def decode(self, ids: list[int]) -> str:

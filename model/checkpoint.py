@@ -40,7 +40,7 @@ def load_checkpoint(path, map_location="cpu", fix="train again or restore it fro
     if not path.is_file():
         raise FileNotFoundError(f"no checkpoint at {path}; train one first with `python train.py`")
     try:
-        return torch.load(path, map_location=map_location, weights_only=True)
+        ckpt = torch.load(path, map_location=map_location, weights_only=True)
     except pickle.UnpicklingError as e:
         # weights_only refuses anything but tensors and plain containers, before running it.
         # torch's message also suggests weights_only=False: never advice to give.
@@ -52,16 +52,39 @@ def load_checkpoint(path, map_location="cpu", fix="train again or restore it fro
                          f"{what}; {fix}") from None
     except Exception as e:  # noqa: BLE001 - bytes that are no checkpoint fail anywhere in the unpickler
         # (RuntimeError, EOFError, BadZipFile, OSError, UnicodeDecodeError, IndexError, ...)
-        raise ValueError(f"{path} is truncated or not a checkpoint ({type(e).__name__}); {fix}") from None
+        raise ValueError(f"{path} is truncated or not a checkpoint ({type(e).__name__}); "
+                         f"{fix}") from None
+    if not isinstance(ckpt, dict):
+        raise ValueError(f"{path} is not a checkpoint: it holds a {type(ckpt).__name__}, not a "
+                         f"dict of the model's weights and shape; {fix}")
+    return ckpt
 
 
-def model_parts(ckpt):
-    """(GPTConfig, state dict) of a checkpoint; ValueError if it holds no model this code can build."""
+def model_parts(ckpt, path="the checkpoint", fix="give a run folder train.py wrote"):
+    """(GPTConfig, state dict) of a checkpoint; ValueError naming `path` (and saying `fix`) if it
+    holds no model this code can build: no model_config (a bare state_dict, say), weights that
+    are not a dict of tensors, or weights that are not all finite."""
+    weights = ckpt.get("model")
+    if "model_config" not in ckpt:
+        bare = bool(ckpt) and all(isinstance(v, torch.Tensor) for v in ckpt.values())
+        what = "bare weights (a state_dict) without" if bare else "no"
+        raise ValueError(f"{path} is not a checkpoint train.py wrote: it holds {what} "
+                         f"model_config (the model's shape); {fix}")
+    if not (isinstance(weights, dict) and all(torch.is_tensor(t) for t in weights.values())):
+        raise ValueError(f"{path} is not a checkpoint train.py wrote: its model entry is "
+                         f"{type(weights).__name__}, not a dict of tensors; {fix}")
     try:
-        return GPTConfig.from_saved(ckpt["model_config"]), ckpt["model"]
+        config = GPTConfig.from_saved(ckpt["model_config"])
     except (KeyError, TypeError, ValueError) as e:
         what = f"missing {e}" if isinstance(e, KeyError) else str(e)
-        raise ValueError(f"the checkpoint does not hold a model this code can build ({what})") from None
+        raise ValueError(f"{path} does not hold a model this code can build ({what}); "
+                         f"{fix}") from None
+    broken = next((name for name, t in weights.items()
+                   if t.is_floating_point() and not t.isfinite().all()), None)
+    if broken:
+        raise ValueError(f"{path} holds weights that are not finite (NaN or inf, {broken} first): "
+                         f"a run that diverged; {fix}")
+    return config, weights
 
 
 def build_gpt(config, state_dict, device="cpu"):
@@ -79,6 +102,20 @@ def build_gpt(config, state_dict, device="cpu"):
         model.lm_head.weight = model.tok_emb.weight  # assign=True replaced the two apart: tie again
     assert not any(t.is_meta for t in chain(model.parameters(), model.buffers())), "left on meta"
     return model.to(device).eval()
+
+
+def weights_problem(config, state_dict) -> str | None:
+    """What keeps `state_dict` from loading into GPT(config), in words (the first name missing,
+    unexpected or of another shape), or None; the state dict is only read."""
+    with _ParametersOnMeta():
+        expected = {name: tuple(t.shape) for name, t in GPT(config).state_dict().items()}
+    for name, shape in expected.items():
+        if name not in state_dict:
+            return f"no tensor {name}"
+        if tuple(state_dict[name].shape) != shape:
+            return f"{name} is {tuple(state_dict[name].shape)}, the model_config makes it {shape}"
+    extra = sorted(set(state_dict) - set(expected))
+    return f"a tensor {extra[0]} the model does not have" if extra else None
 
 
 class _ParametersOnMeta(TorchFunctionMode):

@@ -28,7 +28,11 @@ def export_hf(run_folder, dest) -> list[str]:
     files = hf_tokenizer_files(run.tokenizer, config.block_size)
     files["config.json"] = json.dumps(gpt2_config_json(config, run.tokenizer.eot_id), indent=2)
     weights = save(gpt2_state_dict(config, run.model.state_dict()), metadata={"format": "pt"})
-    dest.mkdir(parents=True, exist_ok=True)
+    try:
+        dest.mkdir(parents=True, exist_ok=True)
+    except OSError as e:  # a read-only disk, a folder not ours: the export's folder, not the run's
+        raise ValueError(f"cannot make {dest} for the export ({e.strerror or e}); give --export-hf "
+                         "a folder you can write to") from None
     write_atomic(dest / "model.safetensors", weights)
     for name, text in files.items():
         write_atomic(dest / name, text)

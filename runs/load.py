@@ -16,6 +16,7 @@ of its meta.pkl, found beside ckpt.pt or given (data/nanogpt_meta.py), or else G
 
 import hashlib
 import json
+import re
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -50,7 +51,12 @@ def load_run(source, device="cpu", nanogpt_meta=None):
     table only speeds up training's matmuls, and copying it would slow every load.
     nanogpt_meta: a nanoGPT run's meta.pkl, where it is not beside its ckpt.pt."""
     config, state_dict, tokenizer, meta, ckpt = _open(source, device, vocab_multiple=1, nanogpt_meta=nanogpt_meta)
-    return Run(build_gpt(config, state_dict, device), tokenizer, meta, ckpt)
+    try:
+        model = build_gpt(config, state_dict, device)
+    except ValueError as e:  # tensors that do not fit the shape the checkpoint records
+        where = Path(source) / CKPT_NAME if (Path(source) / CKPT_NAME).is_file() else source
+        raise ValueError(f"{where}: {e}; give a run folder train.py wrote") from None
+    return Run(model, tokenizer, meta, ckpt)
 
 
 def load_pretrained(source, device="cpu"):
@@ -99,6 +105,12 @@ def _open_run(out_dir, device, nanogpt_meta=None):
         raise FileNotFoundError(f"no checkpoint at {(out_dir / CKPT_NAME).absolute()}; train one "
                                 "first with `python train.py`, or give a Hugging Face GPT-2 folder "
                                 "or hf:OWNER/NAME")
+    if not out_dir.exists() and re.fullmatch(r"\w[\w.-]*", str(out_dir)):
+        # A bare name such as nanoGPT's init_from=gpt2 is a Hugging Face model here only with
+        # hf:, or a folder of that name would be ambiguous.
+        raise FileNotFoundError(f"no checkpoint at {(out_dir / CKPT_NAME).absolute()} (there is "
+                                f"no folder {out_dir}); for the Hugging Face model of that name, "
+                                f"write hf:{out_dir.as_posix()}")
     ckpt = load_checkpoint(out_dir / CKPT_NAME, map_location=device)
     if is_nanogpt(ckpt):
         return _open_nanogpt(out_dir, ckpt, nanogpt_meta)
@@ -116,14 +128,22 @@ def _open_run(out_dir, device, nanogpt_meta=None):
         raise ValueError(f"{out_dir} was trained with another tokenizer ({meta.get('tokenizer_kind')}: the files "
                          f"differ): {tokenizer_path.name} is not the one its checkpoint records; put the run's own "
                          "tokenizer file back, or train again")
-    config, state_dict = model_parts(ckpt)
+    config, state_dict = model_parts(ckpt, out_dir / CKPT_NAME)
     return config, state_dict, load_tokenizer(tokenizer_path), meta, ckpt
 
 
 def _open_nanogpt(folder, ckpt, meta_pkl=None):
     """A nanoGPT run: its weights, and the characters of its meta.pkl (given, or beside ckpt.pt)
     or, with none, GPT-2's encoding (its GPT-2 runs)."""
-    meta_pkl = Path(meta_pkl) if meta_pkl else folder / NANOGPT_META
+    given, meta_pkl = meta_pkl, Path(meta_pkl) if meta_pkl else folder / NANOGPT_META
+    if given and meta_pkl.is_dir():  # nanoGPT's data/<dataset>/ folder: its meta.pkl
+        if not (meta_pkl / NANOGPT_META).is_file():
+            raise ValueError(f"{meta_pkl} is a folder with no {NANOGPT_META} in it; give the "
+                             "meta.pkl file of the run's data with --meta")
+        meta_pkl = meta_pkl / NANOGPT_META
+    if given and not meta_pkl.is_file():
+        raise FileNotFoundError(f"no {meta_pkl}: give the meta.pkl file of the run's data with "
+                                "--meta")
     if meta_pkl.is_file():
         tokenizer, kind = nanogpt_char_tokenizer(meta_pkl), "char"
     elif ckpt["model_args"].get("vocab_size", 0) < 50257:

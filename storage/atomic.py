@@ -10,6 +10,7 @@ later run can tell whose they are: clean_stale_temps removes those of writers no
 """
 
 import contextlib
+import ctypes
 import errno
 import os
 import re
@@ -98,6 +99,32 @@ def publish_folder(tmp, path) -> None:
     _fsync_folder(Path(path).parent)
 
 
+_RENAME_EXCHANGE, _AT_FDCWD = 2, -100  # linux/fs.h, fcntl.h
+
+
+def exchange_folders(a, b) -> None:
+    """Swap what the paths `a` and `b` name, two folders on one file system, in one atomic step
+    (Linux's renameat2 RENAME_EXCHANGE): each path names a whole folder at every moment.
+
+    Where the system cannot (another kernel, a file system without it), three renames: a crash
+    between them leaves `b`'s folder under a temp name beside it.
+    """
+    a, b = os.fsencode(a), os.fsencode(b)
+    renameat2 = getattr(ctypes.CDLL(None, use_errno=True), "renameat2", None)
+    if renameat2 is not None:
+        if renameat2(_AT_FDCWD, a, _AT_FDCWD, b, _RENAME_EXCHANGE) == 0:
+            _fsync_folder(Path(os.fsdecode(b)).parent)
+            return
+        code = ctypes.get_errno()
+        if code not in (errno.ENOSYS, errno.EINVAL, errno.EOPNOTSUPP, errno.ENOTSUP):
+            raise OSError(code, os.strerror(code), os.fsdecode(b))
+    aside = _temp_name(Path(os.fsdecode(b)))
+    os.rename(b, aside)
+    os.rename(a, b)
+    os.rename(aside, a)
+    _fsync_folder(Path(os.fsdecode(b)).parent)
+
+
 def clean_stale_temps(folder) -> int:
     """Remove the temp files and folders in `folder` whose writer process is no longer alive.
 
@@ -122,6 +149,17 @@ def clean_stale_temps(folder) -> int:
             continue
         removed += 1
     return removed
+
+
+def is_temp(name: str) -> bool:
+    """Whether `name` is a temp's name (a file or folder of this module's writers)."""
+    return _TEMP_NAME.match(name) is not None
+
+
+def is_stale_temp(name: str) -> bool:
+    """Whether `name` is a temp's name whose writer process is no longer alive."""
+    match = _TEMP_NAME.match(name)
+    return match is not None and not _alive(int(match[1]))
 
 
 def _temp_name(path: Path) -> Path:

@@ -261,3 +261,21 @@ def test_a_killed_prepare_leaves_a_temp_folder_that_the_next_prepare_removes(tmp
     done = prepare(str(source), "char", cache_dir=cache)
     assert names(prepared) == sorted([live.name, done.dir.name])
     assert done.meta["train_tokens"] + done.meta["val_tokens"] == len(source.read_text())
+
+
+@pytest.mark.parametrize("renameat2", [True, False])
+def test_exchange_folders_swaps_two_whole_folders(tmp_path, monkeypatch, renameat2):
+    import types
+
+    from storage import atomic
+
+    if not renameat2:  # another kernel, or a file system without RENAME_EXCHANGE: three renames
+        monkeypatch.setattr(atomic.ctypes, "CDLL", lambda *a, **k: types.SimpleNamespace())
+    a, b = tmp_path / "a", tmp_path / "b"
+    a.mkdir()
+    b.mkdir()
+    (a / "new.txt").write_text("new")
+    (b / "old.txt").write_text("old")
+    atomic.exchange_folders(a, b)
+    assert [p.name for p in b.iterdir()] == ["new.txt"] and [p.name for p in a.iterdir()] == ["old.txt"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a", "b"]  # nothing left aside

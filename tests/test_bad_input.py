@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from tests.helpers import ROOT, error_line, make_run, mount_tmpfs, run_script
+from tests.helpers import ROOT, RUN_TEXT, error_line, make_run, mount_tmpfs, run_script
 
 pytestmark = pytest.mark.slow  # every test runs the scripts as a user does
 
@@ -217,3 +217,193 @@ def test_a_probe_file_with_a_byte_order_mark_is_read(bpe_run, tmp_path):
     path.write_bytes(b"\xef\xbb\xbf" + path.read_bytes())
     r = run_script("generate.py", "--ckpt", bpe_run, "--probe", path, "--no-causal", "--permutations", "5")
     assert r.returncode == 0 and "25 of 25 used" in r.stdout, r.stderr
+
+
+def _foreign_checkpoint(case, ckpt):
+    """A checkpoint train.py did not write, made from one it did."""
+    import torch
+
+    if case == "no model_config":
+        return {k: v for k, v in ckpt.items() if k != "model_config"}
+    if case == "a raw state_dict":
+        return ckpt["model"]
+    if case == "a list":
+        return [1, 2, 3]
+    first = next(iter(ckpt["model"]))
+    if case == "a wrong shape":
+        return {**ckpt, "model": {**ckpt["model"], first: torch.zeros(3, 3)}}
+    return {
+        **ckpt,
+        "model": {**ckpt["model"], first: torch.full_like(ckpt["model"][first], float("nan"))},
+    }
+
+
+@pytest.mark.parametrize(
+    "case", ["no model_config", "a raw state_dict", "a list", "a wrong shape", "NaN weights"]
+)
+def test_a_checkpoint_the_project_did_not_write_is_one_line_in_generate_and_resume(tmp_path, case):
+    import torch
+
+    folder = tmp_path / "run"
+    make_run(folder, "char", 32)
+    ckpt = torch.load(folder / "ckpt.pt", weights_only=True)
+    ckpt.update(optimizer={}, step=1, best_val_loss=9.0)  # as train.py's, but for what `case` breaks
+    torch.save(_foreign_checkpoint(case, ckpt), folder / "ckpt.pt")
+    named = {
+        "no model_config": "model_config",
+        "a raw state_dict": "state_dict",
+        "a list": "list",
+        "a wrong shape": "tok_emb.weight",
+        "NaN weights": "not finite",
+    }[case]
+    said = error_line(
+        run_script("generate.py", "--ckpt", folder, "--prompt", "a", "--max-new-tokens", "2")
+    )
+    assert str(folder / "ckpt.pt") in said and named in said, said
+    text = tmp_path / "text.txt"
+    text.write_text(RUN_TEXT * 40)  # the run's characters: the vocabulary agrees
+    said = error_line(
+        run_script(
+            "train.py",
+            f"out_dir={folder}",
+            f"data.source={text}",
+            "tokenizer.kind=char",
+            f"data.cache_dir={tmp_path / 'cache'}",
+            "model.block_size=32",
+            "model.n_layer=2",
+            "model.n_head=2",
+            "model.n_embd=32",
+            "model.vocab_multiple=1",
+            "train.device=cpu",
+            "train.probe_interval=0",
+        )
+    )
+    assert str(folder / "ckpt.pt") in said and named in said and "--force" in said, said
+
+
+@pytest.mark.parametrize(
+    "override, names",
+    [
+        ("model.n_layer=0x10", "expected int"),
+        ("train.loggers=bogus", "not a logger"),
+        ("data.mix=:1", "no source"),
+        ("train.max_iters=0", "positive"),
+    ],
+)
+def test_an_override_value_error_is_blamed_on_the_override_not_the_file(override, names):
+    said = error_line(run_script("train.py", override, "--print-config"))
+    assert said.startswith(f"error: override {override}: ") and names in said, said
+    assert "default.yaml" not in said, said
+
+
+def test_a_config_file_that_is_not_utf8_is_named(tmp_path):
+    path = tmp_path / "c.yaml"
+    path.write_bytes(b"train:\n  lr: 1.0e-3 # caf\xe9\n")
+    said = error_line(run_script("train.py", path, "--print-config"))
+    assert str(path) in said and "UTF-8" in said, said
+
+
+@pytest.mark.parametrize(
+    "text", ["train: {lr: 1.0e-3, lr: 2.0e-3}\n", "train:\n  lr: 1.0e-3\ntrain:\n  max_iters: 5\n"]
+)
+def test_a_key_written_twice_inline_or_a_section_written_twice_is_refused(tmp_path, text):
+    path = tmp_path / "c.yaml"
+    path.write_text(text)
+    said = error_line(run_script("train.py", path, "--print-config"))
+    assert "written twice" in said and str(path) in said, said
+
+
+def test_help_shows_the_default_configs_value_only_for_keys_it_sets():
+    r = run_script("train.py", "--help")
+    assert r.returncode == 0 and "[configs/default.yaml: []]" not in r.stdout
+    assert "[configs/default.yaml: 'muon']" in r.stdout  # a key it does set
+
+
+def test_nanogpts_init_from_gpt2_suggests_the_hub_name(tmp_path):
+    said = error_line(run_script("train.py", "train.init_from=gpt2", f"out_dir={tmp_path / 'r'}"))
+    assert "train.init_from=gpt2" in said and "hf:gpt2" in said, said
+    assert not (tmp_path / "r").exists()
+
+
+def test_a_jsonl_line_that_is_an_array_says_so(tmp_path):
+    folder = tmp_path / "run"
+    make_run(folder, "char", 32)
+    path = tmp_path / "probe.jsonl"
+    path.write_text('["The owl hooted because it was happy.", [27, 29]]\n')
+    said = error_line(run_script("generate.py", "--ckpt", folder, "--probe", path))
+    assert f"{path}, line 1" in said and "array" in said and "missing key" not in said, said
+
+
+def _tiny(out, source, cache, *overrides):
+    return [
+        f"out_dir={out}",
+        f"data.source={source}",
+        f"data.cache_dir={cache}",
+        "tokenizer.kind=char",
+        "model.block_size=16",
+        "model.n_layer=1",
+        "model.n_head=2",
+        "model.n_embd=16",
+        "train.batch_size=2",
+        "train.max_iters=6",
+        "train.eval_interval=3",
+        "train.eval_iters=1",
+        "train.log_interval=3",
+        "train.device=cpu",
+        "train.peak_flops=1e12",
+        "train.probe_interval=0",
+        "train.final_full_eval=false",
+        *overrides,
+    ]
+
+
+def test_run_steps_says_where_it_stopped(corpus, tmp_path):
+    r = run_script(
+        "train.py",
+        *_tiny(tmp_path / "r", corpus / "text.txt", tmp_path / "cache", "train.run_steps=3"),
+    )
+    assert r.returncode == 0, r.stderr
+    assert "train.run_steps=3" in r.stdout and "step 3 of 6" in r.stdout, r.stdout
+
+
+def test_a_resumed_mix_in_another_order_or_with_another_val_split_says_which(corpus, tmp_path):
+    a, b = tmp_path / "a.txt", tmp_path / "b.txt"
+    a.write_text((corpus / "text.txt").read_text())
+    b.write_text((corpus / "text.txt").read_text().upper())
+    out, cache = tmp_path / "r", tmp_path / "cache"
+    assert run_script("train.py", *_tiny(out, "", cache, f"data.mix={a}:1,{b}:1")).returncode == 0
+    said = error_line(
+        run_script("train.py", *_tiny(out, "", cache, f"data.mix={b}:1,{a}:1", "train.max_iters=9"))
+    )
+    assert "another order" in said and "a, b" in said and "other data" not in said, said
+    said = error_line(
+        run_script(
+            "train.py",
+            *_tiny(
+                out,
+                "",
+                cache,
+                f"data.mix={a}:1,{b}:1",
+                "train.max_iters=9",
+                "data.val_fraction=0.2",
+            ),
+        )
+    )
+    assert "data.val_fraction" in said and "a:0.5,b:0.5, not" not in said, said
+
+
+def test_fine_tuning_text_the_sources_char_tokenizer_cannot_encode_does_not_suggest_bpe(
+    corpus, tmp_path
+):
+    source, cache = tmp_path / "src", tmp_path / "cache"
+    assert run_script("train.py", *_tiny(source, corpus / "text.txt", cache)).returncode == 0
+    other = tmp_path / "other.txt"
+    other.write_text("Zebras QUIETLY jump over 7 foxes?\n" * 200)
+    said = error_line(
+        run_script(
+            "train.py", *_tiny(tmp_path / "tuned", other, cache, f"train.init_from={source}")
+        )
+    )
+    assert str(other) in said and "'Z'" in said and "train.init_from" in said, said
+    assert "use the 'bpe' tokenizer" not in said, said
+    assert not (tmp_path / "tuned").exists()

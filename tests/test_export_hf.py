@@ -1,6 +1,7 @@
 """train.py --export-hf: a run folder as a Hugging Face GPT-2 that transformers opens with our
 logits, attention and token ids; what GPT-2 cannot express is refused; our import reads it back."""
 
+import contextlib
 import json
 from dataclasses import asdict
 
@@ -13,7 +14,7 @@ from model.checkpoint import atomic_save
 from model.gpt import GPT, GPTConfig
 from runs.export import export_hf
 from runs.load import load_run
-from tests.helpers import RUN_TEXT, one_line, patterns, run_script
+from tests.helpers import RUN_TEXT, error_line, one_line, patterns, read_only_folder, run_script
 
 transformers = pytest.importorskip("transformers", reason="the reference is transformers: "
                                                           "pip install -r requirements-test.txt")
@@ -119,3 +120,15 @@ def test_a_char_run_or_a_folder_with_files_is_refused_at_the_command_line(tmp_pa
     assert r.returncode == 0, r.stderr
     assert sorted(p.name for p in (tmp_path / "hf").iterdir()) == sorted(
         ["config.json", "model.safetensors", "vocab.json", "merges.txt", "tokenizer.json", "tokenizer_config.json"])
+
+
+@pytest.mark.slow
+def test_an_export_to_a_read_only_folder_names_the_export_not_the_run_folder(tmp_path):
+    make_run(tmp_path / "bpe")
+    with contextlib.ExitStack() as stack:
+        if not read_only_folder(stack, tmp_path / "ro"):
+            pytest.skip("cannot make a read-only folder here")
+        dest = tmp_path / "ro" / "hf"
+        r = run_script("train.py", f"out_dir={tmp_path / 'bpe'}", "--export-hf", dest)
+    said = error_line(r)
+    assert str(dest) in said and "--export-hf" in said and "out_dir" not in said, said

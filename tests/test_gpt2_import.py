@@ -119,8 +119,8 @@ def test_load_pretrained_gives_config_weights_and_tokenizer(gpt2_folder, run):
     model = GPT(config)
     model.load_state_dict(state)  # strict: every name and shape fits our GPT
     ids = torch.tensor([[1, 2, 3, 4]])
-    with torch.no_grad():
-        assert torch.equal(model.eval()(ids), run.model(ids))
+    with torch.no_grad():  # the padded table is another matmul shape: the same up to rounding
+        torch.testing.assert_close(model.eval()(ids), run.model(ids), atol=1e-5, rtol=0)
     path = str(gpt2_folder)
     assert run.meta == {"source": path, "folder": path, "tokenizer_kind": "gpt2"}
 

@@ -8,7 +8,7 @@ import torch
 
 from model.gpt import GPT, GPTConfig
 from runs.load import load_run
-from tests.helpers import run_generate, tiny_config
+from tests.helpers import error_line, run_generate, run_script, tiny_config
 from training.loop import train
 
 CHARS = sorted(set("\n !'.,?abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"))
@@ -132,3 +132,31 @@ def test_a_nanogpt_gpt2_run_takes_gpt2s_encoding(tmp_path):
     ids = torch.tensor([gpt2.encode("Hello there")])
     with torch.no_grad():
         assert torch.equal(run.model(ids), source(ids)[..., :50257])
+
+
+@pytest.mark.slow
+def test_a_folder_given_as_meta_pkl_is_read_inside_or_named_as_a_folder(tmp_path):
+    nanogpt_folder(tmp_path / "nano")
+    data = tmp_path / "data" / "shakespeare_char"
+    data.mkdir(parents=True)
+    (tmp_path / "nano" / "meta.pkl").rename(data / "meta.pkl")  # where nanoGPT writes it
+    r = run_script(
+        "generate.py",
+        "--ckpt",
+        tmp_path / "nano",
+        "--meta",
+        data,
+        "--prompt",
+        "a",
+        "--max-new-tokens",
+        "2",
+        "--seed",
+        "0",
+    )
+    assert r.returncode == 0, r.stderr
+    said = error_line(
+        run_script(
+            "generate.py", "--ckpt", tmp_path / "nano", "--meta", data.parent, "--prompt", "a"
+        )
+    )
+    assert str(data.parent) in said and "is a folder" in said, said

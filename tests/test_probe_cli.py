@@ -9,7 +9,7 @@ import pytest
 
 from analysis.reports import signed
 from data.pronouns import examples, natural, write_jsonl
-from tests.helpers import make_run, run_generate
+from tests.helpers import make_run, run_generate, run_script
 
 
 @pytest.fixture(scope="module")
@@ -342,3 +342,22 @@ def test_the_natural_sets_result_is_kept_beside_the_built_in_one_and_shown_on_th
     best = saved["natural"]["best_head"]
     assert f'<td class="best" style="background:rgba(33,102,172,' in html
     assert f"{best['test']:.1%}</td>" in html
+
+
+@pytest.mark.slow
+def test_patch_on_a_char_run_prints_the_report_and_says_why_patching_was_skipped(tmp_path):
+    make_run(tmp_path / "run", "char", 64)
+    r = run_script(
+        "generate.py",
+        "--ckpt",
+        tmp_path / "run",
+        "--probe",
+        "--patch",
+        "--no-causal",
+        "--permutations",
+        "10",
+    )
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.startswith("Pronoun probe") and "best head" in r.stdout.lower(), r.stdout
+    skipped = r.stdout[r.stdout.index("Activation patching skipped") :]
+    assert "char tokenizer" in skipped and "bpe" in skipped, skipped

@@ -8,7 +8,7 @@ import pytest
 
 from configs.load import load_config
 from configs.schema import ConfigError
-from tests.helpers import run_script, tiny_config
+from tests.helpers import error_line, run_script, tiny_config
 from training import trackers
 from training.loop import train
 
@@ -79,3 +79,30 @@ def test_the_command_line_says_the_same(tmp_path):
     r = run_script("train.py", "train.loggers=mlflow", f"out_dir={tmp_path / 'run'}",
                    env=dict(os.environ))
     assert r.returncode == 2 and "not a logger" in r.stderr and r.stderr.count("\n") == 1
+
+
+@pytest.mark.slow
+def test_a_broken_tensorboard_install_is_one_line_before_anything_is_written(corpus, tmp_path):
+    broken = tmp_path / "site" / "tensorboard"
+    broken.mkdir(parents=True)
+    (broken / "__init__.py").write_text(
+        "raise ImportError('cannot import name notf from tensorboard.compat')\n"
+    )
+    out = tmp_path / "run"
+    r = run_script(
+        "train.py",
+        "train.loggers=tensorboard",
+        f"out_dir={out}",
+        f"data.source={corpus / 'text.txt'}",
+        "tokenizer.kind=char",
+        f"data.cache_dir={tmp_path / 'cache'}",
+        "train.device=cpu",
+        env=dict(os.environ, PYTHONPATH=str(broken.parent)),
+    )
+    said = error_line(r)
+    assert (
+        "train.loggers=tensorboard" in said
+        and "ImportError" in said
+        and "--force-reinstall" in said
+    ), said
+    assert not out.exists() and not (tmp_path / "cache").exists()

@@ -23,8 +23,8 @@ from data.loader import get_mixed_batch
 from data.mix import mix_entries
 from data.sources import check_source
 from model.checkpoint import CKPT_NAME, atomic_save
-from runs.folder import LOSS_PLOT, PROBE_PLOT
-from storage.atomic import clean_stale_temps
+from runs.folder import LOSS_PLOT, METRICS_FILE, PROBE_PLOT
+from runs.restart import written_aside
 from storage.lock import folder_lock
 from training.evaluate import evaluate, full_val_losses, mix_bits_per_byte, perplexity
 from training.optim import lr_at
@@ -78,8 +78,6 @@ def train(config, force=False):
     try:
         # Rank 0 alone writes the run folder, so it alone holds the folder's lock.
         with folder_lock(config.out_dir, "training run") if runtime.is_main else contextlib.nullcontext():
-            if runtime.is_main:
-                clean_stale_temps(config.out_dir)  # leftovers of a killed writer; the lock keeps live ones away
             return _train(config, runtime, force)
     finally:
         teardown(runtime)
@@ -96,13 +94,16 @@ def _train(config, runtime, force):
     data = prepare_data(config, runtime, pretrained)
     labelled = probe_examples(config, runtime, console)
     start = how_it_starts(config, data, pretrained, force)
-    job, progress = build(config, runtime, data, start, console, labelled)
-    del start, pretrained  # a checkpoint's weights and moments need not stay for the whole run
-    try:
-        return _loop(job, progress)
-    finally:
-        if job.metrics is not None:
-            job.metrics.close()  # the trackers' last records reach their files
+    aside_wanted = start.aside and runtime.is_main  # rank 0 alone writes the run folder
+    restart = written_aside(config.out_dir) if aside_wanted else contextlib.nullcontext()
+    with restart as aside:
+        job, progress = build(config, runtime, data, start, console, labelled, aside)
+        del start, pretrained  # a checkpoint's weights and moments need not stay for the whole run
+        try:
+            return _loop(job, progress)
+        finally:
+            if job.metrics is not None:
+                job.metrics.close()  # the trackers' last records reach their files
 
 
 def _loop(job, progress):
@@ -142,12 +143,18 @@ def _loop(job, progress):
         console.say(f"\ninterrupted ({stop.signal or 'on another process'}): checkpoint of step {progress.step} "
                     f"saved in {job.out_dir}; run the same command to resume")
         raise KeyboardInterrupt
-    if progress.step < settings.max_iters:
+    if progress.step < settings.max_iters:  # train.run_steps is done
+        console.say(f"stopped after train.run_steps={settings.run_steps} steps, at step "
+                    f"{progress.step} of {settings.max_iters}: checkpoint saved in {job.out_dir}; "
+                    "run the same command to go on")
         return {"step": progress.step, "stopped": True}
     return finish(job, progress)
 
 
 def _checkpoint_state(job, progress):
+    if job.aside and not job.aside.published:
+        return (f"no checkpoint was written; {job.out_dir} still holds the old run, untouched "
+                "(--force replaces it only at the new run's first checkpoint)")
     if progress.saved_step is None:
         return f"no checkpoint was written to {job.out_dir}"
     return f"the checkpoint of step {progress.saved_step} in {job.out_dir} is intact"
@@ -245,8 +252,8 @@ def evaluate_and_save(job, progress):
         job.console.say(eval_line(progress.step, final, progress.tokens_per_sec,
                                   time.perf_counter() - progress.started))
         records = job.metrics.records()  # both plots at every evaluation: a long run can be watched
-        plot_losses(records, job.out_dir / LOSS_PLOT)
-        plot_probe(records, job.out_dir / PROBE_PLOT)
+        plot_losses(records, job.folder / LOSS_PLOT)
+        plot_probe(records, job.folder / PROBE_PLOT)
     save(job, progress)
     progress.paused += time.perf_counter() - started  # tokens/s measures training, not evaluation
 
@@ -264,10 +271,16 @@ def save(job, progress):
             "scaler": job.scaler.state_dict(), "step": progress.step, "best_val_loss": progress.best_val,
             "model_config": asdict(job.raw_model.config), "config": asdict(job.config),
             "data": job.fingerprint,
-        }, job.out_dir / CKPT_NAME)
+        }, job.folder / CKPT_NAME)
     except ValueError as e:  # the disk is full, the folder went read-only, ...
         raise TrainingStopped(f"{e}") from None
     progress.saved_step = progress.step
+    if job.aside and not job.aside.published:
+        kept = job.aside.publish()
+        job.metrics.path = job.folder / METRICS_FILE  # Metrics appends by path
+        kept = f"; kept from the old folder: {', '.join(kept)}" if kept else ""
+        job.console.say(f"{job.out_dir}: the old run is replaced by this one at its first "
+                        f"checkpoint (step {progress.step}){kept}")
 
 
 def finish(job, progress):
@@ -284,9 +297,9 @@ def finish(job, progress):
         job.console.say(f"{job.out_dir} is already trained to train.max_iters={settings.max_iters}; raise it to train on")
     if runtime.is_main:
         records = job.metrics.records()
-        plot_probe(records, job.out_dir / PROBE_PLOT)
+        plot_probe(records, job.folder / PROBE_PLOT)
         if final is not None:
-            plot_losses(records, job.out_dir / LOSS_PLOT)
+            plot_losses(records, job.folder / LOSS_PLOT)
             job.console.say(summary(final, tokens, seconds, job.out_dir))
     return {"step": progress.step, "final": final, "tokens": tokens, "seconds": seconds,
             "tokens_per_sec": tokens / max(seconds, 1e-9)}

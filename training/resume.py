@@ -21,9 +21,12 @@ from dataclasses import asdict
 from pathlib import Path
 
 from configs.load import flatten
+from model.checkpoint import CKPT_NAME, model_parts, weights_problem
 from model.gpt import SHAPE_KEYS, GPTConfig
+from model.nanogpt_import import is_nanogpt
 from runs.folder import META_FILE
 
+VAL_SPLIT = "was trained on {} with another val split (data.val_fraction has changed)"
 FORCE_HINT = "use another out_dir, or pass --force to start over in this one (its checkpoint is replaced)"
 
 
@@ -64,11 +67,13 @@ def recorded_fingerprint(ckpt, out_dir):
 def data_mismatch(old, new):
     """How two data fingerprints differ, as words after "<out_dir> ...", or None if they agree."""
     if ("mix" in old or "mix" in new) and old["source_sha256"] != new["source_sha256"]:
-        same_texts = [(m["name"], m["source_sha256"], m["split_char"]) for m in old.get("mix", [])] == \
-                     [(m["name"], m["source_sha256"], m["split_char"]) for m in new.get("mix", [])]
-        what = "the same sources with other weights" if same_texts else "other data"
-        return f"was trained on {old['source']}, not {new['source']} as now ({what})"
+        return _mix_mismatch(old, new)
+    if old["source_sha256"] == new["source_sha256"] and old["split_char"] != new["split_char"]:
+        return VAL_SPLIT.format(old["source"])
     if old["source_sha256"] != new["source_sha256"] or old["split_char"] != new["split_char"]:
+        if old["source"] == new["source"]:
+            return (f"was trained on other data ({old['source']} as it was then: its text has "
+                    "changed since, or the val split)")
         return (f"was trained on other data ({old['source']}, not {new['source']} as now, "
                 "or another val split)")
     if old["tokenizer_sha256"] != new["tokenizer_sha256"]:
@@ -77,9 +82,46 @@ def data_mismatch(old, new):
     return None
 
 
+def _mix_mismatch(old, new):
+    """How two mixes' fingerprints differ, in the words data_mismatch returns."""
+    def texts(fingerprint, keys=("name", "source_sha256", "split_char")):
+        return [tuple(m[k] for k in keys) for m in fingerprint.get("mix", [])]
+
+    def weighted(fingerprint):
+        return texts(fingerprint, ("name", "source_sha256", "split_char", "weight", "start_weight"))
+
+    if texts(old) == texts(new):
+        what = "the same sources with other weights"
+    elif sorted(weighted(old)) == sorted(weighted(new)):
+        order = ", ".join(m["name"] for m in old["mix"])
+        return (f"was trained on the same mix in another order ({order}); give its sources in "
+                "that order (the order draws the batches)")
+    elif texts(old, ("name", "source_sha256")) == texts(new, ("name", "source_sha256")):
+        return VAL_SPLIT.format(old["source"])
+    else:
+        what = "other data"
+    return f"was trained on {old['source']}, not {new['source']} as now ({what})"
+
+
+def check_written_by_train(ckpt, path):
+    """ValueError naming `path` unless `ckpt` is a checkpoint train.py wrote: a model this code
+    can build (finite weights), its optimizer's state, the step and the best val loss."""
+    if is_nanogpt(ckpt):
+        raise ValueError(f"{path} is a nanoGPT checkpoint, which train.py does not resume; start "
+                         f"from its weights with train.init_from={Path(path).parent} and another "
+                         f"out_dir, or {FORCE_HINT}")
+    model_parts(ckpt, path, FORCE_HINT)
+    kinds = {"optimizer": dict, "step": int, "best_val_loss": float}
+    wrong = [key for key, kind in kinds.items() if not isinstance(ckpt.get(key), kind)]
+    if wrong:
+        raise ValueError(f"{path} is not a checkpoint train.py wrote: it has no "
+                         f"{' or '.join(wrong)} to resume from; {FORCE_HINT}")
+
+
 def check_resume(ckpt, config_dict, model_config_dict, fingerprint, out_dir):
     """ValueError (one line naming what differs) if the checkpoint cannot be continued under the
     new config; otherwise the list of honoured keys that changed, as "key old -> new"."""
+    check_written_by_train(ckpt, Path(out_dir) / CKPT_NAME)
     old_config = GPTConfig.from_saved(ckpt["model_config"])
     old_model, new_model = asdict(old_config), model_config_dict
     shape = [k for k in SHAPE_KEYS if old_model[k] != new_model[k]]
@@ -90,6 +132,10 @@ def check_resume(ckpt, config_dict, model_config_dict, fingerprint, out_dir):
         if old_vocab != new_vocab:
             diff.append(f"vocabulary {old_vocab} -> {new_vocab}")
         raise ValueError(f"{out_dir} holds a model of another shape ({', '.join(diff)}); {FORCE_HINT}")
+    problem = weights_problem(old_config, ckpt["model"])
+    if problem:
+        raise ValueError(f"{Path(out_dir) / CKPT_NAME} is not a checkpoint train.py wrote: its "
+                         f"weights do not fit its model_config ({problem}); {FORCE_HINT}")
     mismatch = data_mismatch(recorded_fingerprint(ckpt, out_dir), fingerprint)
     if mismatch:
         raise ValueError(f"{out_dir} {mismatch}; {FORCE_HINT}")

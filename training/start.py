@@ -21,7 +21,8 @@ from model.device import bf16_native, fast_matmul_dtype
 from model.gpt import GPT, SHAPE_KEYS, GPTConfig, lm_loss
 from runs.folder import CONFIG_FILE, META_FILE, METRICS_FILE
 from runs.load import load_pretrained, load_run
-from storage.atomic import write_atomic
+from runs.restart import Aside, clean_stale_asides
+from storage.atomic import clean_stale_temps, write_atomic
 from training.evaluate import evaluate_run
 from training.optim import lr_at, make_optimizer
 from training.report import Console, Metrics
@@ -59,6 +60,8 @@ class Start:
     checkpoint: dict | None = None  # resumed: weights, optimizer, scaler and counters
     pretrained: Pretrained | None = None  # fine-tuned: the source's weights
     changes: tuple = ()  # resumed: what the new config changes, as "key old→new"
+    aside: bool = False  # --force over a run: written aside until its first checkpoint
+    # (runs/restart.py)
 
 
 class TrainingLoss(torch.nn.Module):
@@ -92,7 +95,10 @@ def pretrained_start(config):
     source, m = config.train.init_from, config.model
     if not source:
         return None
-    model_config, state_dict, tokenizer = load_pretrained(source)
+    try:
+        model_config, state_dict, tokenizer = load_pretrained(source)
+    except FileNotFoundError as e:
+        raise FileNotFoundError(f"train.init_from={source}: {e}") from None
     diff = [f"model.{k} is {getattr(m, k)!r}, {source} has {getattr(model_config, k)!r}"
             for k in SHARED_SHAPE if getattr(m, k) != getattr(model_config, k)]
     if m.block_size > model_config.block_size:
@@ -123,10 +129,17 @@ class Job:
     console: Console
     probe_examples: list | None  # labelled sentences the probe scores (rank 0; None: off)
     probe_steps: frozenset  # the steps after which the probe runs (probe_schedule)
+    aside: Aside | None = None  # a forced restart's folder until its first checkpoint (rank 0)
 
     @property
     def out_dir(self):
+        """The run folder, as the user named it."""
         return Path(self.config.out_dir)
+
+    @property
+    def folder(self):
+        """Where the run's files are written now: out_dir, or a forced restart's aside folder."""
+        return self.aside.folder if self.aside else self.out_dir
 
     @property
     def tokens_per_step(self):
@@ -186,12 +199,13 @@ def how_it_starts(config, data, pretrained, force):
         if config.train.resume == "never":
             raise ValueError(f"{ckpt_path} exists and train.resume=never; {FORCE_HINT}")
         # On the CPU: build() copies what it needs to the device, and the rest is freed with it.
-        ckpt = load_checkpoint(ckpt_path, map_location="cpu")
+        ckpt = load_checkpoint(ckpt_path, map_location="cpu", fix=FORCE_HINT)
         changes = check_resume(ckpt, asdict(config), asdict(model_config), fingerprint, config.out_dir)
         return Start("resumed", model_config, fingerprint, checkpoint=ckpt, changes=tuple(changes))
+    aside = force and ckpt_path.exists()  # an old run stays whole until this one's first checkpoint
     if pretrained:
-        return Start("fine-tuned", model_config, fingerprint, pretrained=pretrained)
-    return Start("fresh", model_config, fingerprint)
+        return Start("fine-tuned", model_config, fingerprint, pretrained=pretrained, aside=aside)
+    return Start("fresh", model_config, fingerprint, aside=aside)
 
 
 def evaluate_only(config, text_path=None):
@@ -215,10 +229,11 @@ def evaluate_only(config, text_path=None):
     return evaluate_run(run, runtime, config.train.batch_size, text_path, data)
 
 
-def build(config, runtime, data, start, console, labelled=None):
+def build(config, runtime, data, start, console, labelled=None, aside=None):
     """The Job: the model, optimizer and loss scaler as `start` says (its checkpoint's state, its
-    source's weights with a fresh optimizer, or fresh), the run folder's files and metrics, and
-    the probe's sentences `labelled` (None: off); and the counters to start from."""
+    source's weights with a fresh optimizer, or fresh), the run folder's files and metrics (in
+    `aside`'s folder, a runs.restart.Aside, when given), and the probe's sentences `labelled`
+    (None: off); and the counters to start from."""
     settings = config.train
     torch.manual_seed(config.seed)  # the same initial weights on every process
     raw_model = GPT(start.model_config).to(runtime.device)
@@ -230,11 +245,18 @@ def build(config, runtime, data, start, console, labelled=None):
     progress.loss_sum = torch.zeros((), device=runtime.device)  # summed on the device: no sync per step
     model = training_module(raw_model, runtime, settings.compile)
     metrics, peak = None, None
+    folder = aside.folder if aside else Path(config.out_dir)
     if runtime.is_main:
+        clean_stale_temps(config.out_dir)  # a killed writer's; the lock keeps live ones away
+        clean_stale_asides(config.out_dir)
+        if aside:
+            console.say(f"--force: this run is written aside in {aside.folder} and replaces "
+                        f"{config.out_dir} whole at its first checkpoint; until then the old run "
+                        "stays as it is")
         if progress.step < settings.max_iters:
-            write_run_files(config, data, Path(config.out_dir))
-        trackers = Trackers(settings.loggers, config.out_dir, config) if settings.loggers else None
-        metrics = Metrics(Path(config.out_dir) / METRICS_FILE, trackers=trackers,
+            write_run_files(config, data, folder)
+        trackers = Trackers(settings.loggers, folder, config) if settings.loggers else None
+        metrics = Metrics(folder / METRICS_FILE, trackers=trackers,
                           resume_step=progress.step if start.how == "resumed" else None)
         peak = peak_flops(runtime.device, settings.peak_flops, config.data.cache_path,
                           runtime.dtype)
@@ -243,7 +265,7 @@ def build(config, runtime, data, start, console, labelled=None):
                          "train.peak_flops")
     say_setup(config, runtime, data, raw_model, orth_dtype, progress, console)
     job = Job(config, runtime, data, raw_model, model, optimizer, scaler, start.fingerprint, metrics, peak,
-              console, labelled, probe_schedule(settings.max_iters, probe_interval(config)))
+              console, labelled, probe_schedule(settings.max_iters, probe_interval(config)), aside)
     return job, progress
 
 

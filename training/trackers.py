@@ -9,6 +9,7 @@ Both packages are optional (not in requirements.txt); asking for one that is not
 one-line error naming the pip command, before anything trains.
 """
 
+import importlib
 import importlib.util
 from dataclasses import asdict
 from pathlib import Path
@@ -16,12 +17,25 @@ from pathlib import Path
 PACKAGES = {"tensorboard": "tensorboard", "wandb": "wandb"}
 
 
+# What each logger imports to write: torch's TensorBoard writer imports tensorboard itself.
+MODULES = {"tensorboard": "torch.utils.tensorboard", "wandb": "wandb"}
+
+
 def check_installed(names):
-    """ValueError (one line) for the first logger whose package is missing."""
+    """ValueError (one line) for the first logger whose package is missing, or installed but
+    broken (it does not import): checked before a run writes anything."""
     for name in names:
-        if importlib.util.find_spec(PACKAGES[name]) is None:
-            raise ValueError(f"train.loggers={name} needs the {PACKAGES[name]} package: "
-                             f"pip install {PACKAGES[name]} (or drop {name} from train.loggers)")
+        package = PACKAGES[name]
+        if importlib.util.find_spec(package) is None:
+            raise ValueError(f"train.loggers={name} needs the {package} package: "
+                             f"pip install {package} (or drop {name} from train.loggers)")
+        try:
+            importlib.import_module(MODULES[name])
+        except Exception as e:  # noqa: BLE001 - a broken install fails in any way
+            what = " ".join(f"{type(e).__name__}: {e}".split())[:200]
+            raise ValueError(f"train.loggers={name}: the {package} package is installed but does "
+                             f"not import ({what}); reinstall it (pip install --force-reinstall "
+                             f"{package}) or drop {name} from train.loggers") from None
 
 
 def scalars(record):

@@ -101,7 +101,12 @@ def _parse_line(line: str) -> Example:
     except json.JSONDecodeError as e:
         raise ValueError(f"not valid JSON ({e.msg}); write one JSON object per line") from None
     keys = ("text", "pronoun", "antecedent", "distractors")
-    missing = [k for k in keys if not isinstance(record, dict) or k not in record]
+    if not isinstance(record, dict):
+        what = {list: "an array", str: "a string", bool: "true or false", type(None): "null"}.get(
+            type(record), "a number")
+        raise ValueError(f"the line is {what}, not a JSON object; write one object per line "
+                         f"with the keys {', '.join(keys)}")
+    missing = [k for k in keys if k not in record]
     if missing:
         raise ValueError(f'missing key "{missing[0]}"; each line needs {", ".join(keys)}')
     spans = [record["pronoun"], record["antecedent"]]
