@@ -82,7 +82,8 @@ def run(args):
         print(to_yaml(config), end="")
         return 0
     from training.loop import TrainingStopped, train  # torch loads only when needed
-    from training.start import evaluate_only, prepare_corpus, pretrained_start
+    from training.evaluate import evaluate_only
+    from training.start import prepare_corpus, pretrained_start
 
     if args.prepare_only:
         pretrained = pretrained_start(config)  # fine-tuning prepares with the source's tokenizer

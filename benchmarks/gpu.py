@@ -98,7 +98,7 @@ def gpu_gpt2_small(device, peak, compile):
     from model.gpt import GPT, GPTConfig
     from training.optim import make_optimizer
     from training.runtime import mfu
-    from training.start import TrainingLoss
+    from training.runtime import TrainingLoss
 
     torch.backends.cuda.matmul.allow_tf32 = True
     torch.manual_seed(0)

@@ -17,7 +17,7 @@ LOSS_MEMORY_CHILD = """
 import os, sys, torch
 sys.path.insert(0, os.getcwd())
 from model.gpt import GPT, GPTConfig, lm_loss
-from training.start import TrainingLoss
+from training.runtime import TrainingLoss
 variant = sys.argv[1]
 torch.manual_seed(0)
 raw = GPT(GPTConfig(vocab_size=50257, vocab_multiple=64, block_size=512, n_layer=2, n_head=4, n_embd=256))

@@ -20,7 +20,7 @@ from model.device import cpu_bf16_native
 from model.gpt import ARCHITECTURE_KEYS, GPT, GPTConfig, lm_loss
 from tests.helpers import (ROOT, run_script, start_training, tiny_config, torchrun_two, wait_for_metrics,
                            write_yaml)
-from training import loop, start
+from training import loop, runtime
 from training.loop import TrainingStopped, train
 from training.optim import lr_at
 
@@ -160,7 +160,7 @@ def test_a_checkpoint_older_than_the_architecture_options_resumes_as_gpt2(corpus
 def test_non_finite_loss_stops_and_keeps_last_good_checkpoint(corpus, tmp_path, monkeypatch):
     out = tmp_path / "run"
     calls = {"n": 0}
-    real = start.lm_loss
+    real = runtime.lm_loss
 
     def failing_after_12_steps(logits, targets):
         calls["n"] += 1
@@ -168,7 +168,7 @@ def test_non_finite_loss_stops_and_keeps_last_good_checkpoint(corpus, tmp_path, 
         # Training calls come one per step; evaluation's (eval_iters x 2) come at step 10.
         return loss * float("nan") if calls["n"] > 12 + 4 else loss
 
-    monkeypatch.setattr(start, "lm_loss", failing_after_12_steps)
+    monkeypatch.setattr(runtime, "lm_loss", failing_after_12_steps)  # TrainingLoss calls it
     with pytest.raises(TrainingStopped, match=rf"step 10.*{re.escape(str(out))}.*intact"):
         train(tiny_config(corpus, out))
     ckpt = load_checkpoint(out)
@@ -384,7 +384,7 @@ def test_the_training_module_is_the_loss_then_ddp_then_compile(tmp_path, tiny_gp
     from torch.nn.parallel import DistributedDataParallel as DDP
 
     from training.runtime import Runtime
-    from training.start import TrainingLoss, training_module
+    from training.runtime import TrainingLoss, training_module
 
     model = tiny_gpt()
     x, y = torch.randint(0, 50, (2, 8)), torch.randint(0, 50, (2, 8))

@@ -14,8 +14,14 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from configs.run_dir import resolved
 from data.loader import get_mixed_batch
-from training.runtime import all_sum
+from model.device import pick_device, pick_dtype
+from runs.load import load_run
+from training.resume import data_mismatch, data_fingerprint, recorded_fingerprint
+from training.report import perplexity
+from training.runtime import Runtime, all_sum
+from training.start import prepare_corpus
 
 
 # Evaluation has no backward pass to hold memory for, so it runs in batches of about this many
@@ -152,11 +158,6 @@ def full_val_losses(model, data, block_size, batch_size, runtime):
     return out
 
 
-def perplexity(loss):
-    """exp(loss), the one rule everywhere: capped at exp(50) so a diverged run prints a number."""
-    return math.exp(min(loss, 50))
-
-
 def bits_per_byte(loss, meta):
     """Nats per token -> bits per byte of text, comparable across tokenizers."""
     if not meta.get("val_bytes"):
@@ -203,3 +204,19 @@ def _evaluate_text(run, runtime, batch_size, text_path=None, prepared=None):
             + (f", {bpb:.3f} bits/byte" if bpb is not None else "") + f" over {len(ids):,} tokens")
 
 
+def evaluate_only(config, text_path=None):
+    """`train.py --eval-only`: the loss of the run in out_dir on a text file, or on the val split
+    of the config's data — which must be the data the run was trained on."""
+    config = resolved(config)  # the run folder train.py and train() choose
+    device = pick_device(config.train.device)
+    runtime = Runtime(device, pick_dtype(config.train.dtype, device))
+    run = load_run(config.out_dir, device)
+    data = None
+    if text_path is None:
+        # A fine-tuned run was prepared with its source's tokenizer, which the run folder holds.
+        data = prepare_corpus(config, run.tokenizer if config.train.init_from else None)
+        mismatch = data_mismatch(recorded_fingerprint(run.ckpt, config.out_dir), data_fingerprint(data))
+        if mismatch:
+            raise ValueError(f"{config.out_dir} {mismatch}, so this config's val split is not its own; "
+                             "give the config it was trained with, or --text FILE")
+    return evaluate_run(run, runtime, config.train.batch_size, text_path, data)

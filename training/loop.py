@@ -26,9 +26,9 @@ from model.checkpoint import CKPT_NAME, atomic_save
 from runs.folder import LOSS_PLOT, METRICS_FILE, PROBE_PLOT
 from runs.restart import written_aside
 from storage.lock import folder_lock
-from training.evaluate import evaluate, full_val_losses, mix_bits_per_byte, perplexity
+from training.evaluate import evaluate, full_val_losses, mix_bits_per_byte
 from training.optim import lr_at
-from training.report import Console, eval_line, plot_losses, plot_probe, summary
+from training.report import Console, eval_line, perplexity, plot_losses, plot_probe, summary
 from training.probing import probe_examples, probe_heads
 from training.runtime import all_sum, any_process, compile_problem, mfu, setup_runtime, teardown
 from training.start import build, how_it_starts, prepare_data, pretrained_start

@@ -13,7 +13,6 @@ from tqdm import tqdm
 from analysis.curve import FILE_SIZE, curve_lines, draw_curve
 from runs.folder import read_metrics
 from storage.atomic import write_atomic
-from training.evaluate import perplexity
 
 
 class Console:
@@ -75,6 +74,11 @@ class Console:
 BAR_FORMAT = "{desc} {percentage:3.0f}%|{bar}| {n_fmt}/{total_fmt} [{elapsed}<{remaining}{postfix}]"
 BAR_DROPS = (1, 3, 2, 0)  # indices into Console.log's fields: lr, MFU, tok/s, loss
 MIN_BAR = 10  # columns the bar itself keeps
+
+
+def perplexity(loss):
+    """exp(loss), the one rule everywhere: capped at exp(50) so a diverged run prints a number."""
+    return math.exp(min(loss, 50))
 
 
 def terminal_width(stream, fallback=80):

@@ -12,23 +12,21 @@ from pathlib import Path
 
 import torch
 import torch.distributed as dist
-from torch.nn.parallel import DistributedDataParallel as DDP
 
 from configs.load import to_yaml
 from data.mix import Mixture, mix_entries, prepare_mix
 from model.checkpoint import CKPT_NAME, load_checkpoint
 from model.device import bf16_native, fast_matmul_dtype
-from model.gpt import GPT, SHAPE_KEYS, GPTConfig, lm_loss
+from model.gpt import GPT, SHAPE_KEYS, GPTConfig
 from runs.folder import CONFIG_FILE, META_FILE, METRICS_FILE
-from runs.load import load_pretrained, load_run
+from runs.load import load_pretrained
 from runs.restart import Aside, clean_stale_asides
 from storage.atomic import clean_stale_temps, write_atomic
-from training.evaluate import evaluate_run
 from training.optim import lr_at, make_optimizer
 from training.report import Console, Metrics
-from training.resume import (FORCE_HINT, check_resume, data_fingerprint, data_mismatch,
-                             load_optimizer_state, load_scaler_state, recorded_fingerprint)
-from training.runtime import Runtime, peak_flops
+from training.resume import (FORCE_HINT, check_resume, data_fingerprint, load_optimizer_state,
+                             load_scaler_state)
+from training.runtime import Runtime, peak_flops, training_module
 from training.probing import probe_interval, probe_schedule
 from training.trackers import Trackers
 
@@ -62,32 +60,6 @@ class Start:
     changes: tuple = ()  # resumed: what the new config changes, as "key old→new"
     aside: bool = False  # --force over a run: written aside until its first checkpoint
     # (runs/restart.py)
-
-
-class TrainingLoss(torch.nn.Module):
-    """The model and its loss as one module, what the training step calls: compiled together,
-    the cross-entropy fuses with the LM head (no float32 log-softmax of every logit in memory),
-    and DDP wraps both."""
-
-    def __init__(self, model):
-        super().__init__()
-        self.model = model
-
-    def forward(self, x, y):
-        return lm_loss(self.model(x), y)
-
-
-def training_module(raw_model, runtime, compile):
-    """What the training step calls: TrainingLoss(raw_model), under torchrun DDP-wrapped, then
-    maybe compiled. Compiling after the DDP wrap is the order torch's notes on DDP and compile
-    advise: dynamo's DDPOptimizer then cuts the graph at the gradient buckets, so that each
-    bucket's all-reduce overlaps the rest of the backward."""
-    model = TrainingLoss(raw_model)
-    if runtime.ddp:
-        # The only buffer (positions) is a constant: syncing it every forward would be waste.
-        model = DDP(model, device_ids=[runtime.device.index] if runtime.device.type == "cuda" else None,
-                    forward_sync_buffers=False)
-    return torch.compile(model) if compile else model
 
 
 def pretrained_start(config):
@@ -206,27 +178,6 @@ def how_it_starts(config, data, pretrained, force):
     if pretrained:
         return Start("fine-tuned", model_config, fingerprint, pretrained=pretrained, aside=aside)
     return Start("fresh", model_config, fingerprint, aside=aside)
-
-
-def evaluate_only(config, text_path=None):
-    """`train.py --eval-only`: the loss of the run in out_dir on a text file, or on the val split
-    of the config's data — which must be the data the run was trained on."""
-    from configs.run_dir import resolved
-    from model.device import pick_device, pick_dtype
-
-    config = resolved(config)  # the run folder train.py and train() choose
-    device = pick_device(config.train.device)
-    runtime = Runtime(device, pick_dtype(config.train.dtype, device))
-    run = load_run(config.out_dir, device)
-    data = None
-    if text_path is None:
-        # A fine-tuned run was prepared with its source's tokenizer, which the run folder holds.
-        data = prepare_corpus(config, run.tokenizer if config.train.init_from else None)
-        mismatch = data_mismatch(recorded_fingerprint(run.ckpt, config.out_dir), data_fingerprint(data))
-        if mismatch:
-            raise ValueError(f"{config.out_dir} {mismatch}, so this config's val split is not its own; "
-                             "give the config it was trained with, or --text FILE")
-    return evaluate_run(run, runtime, config.train.batch_size, text_path, data)
 
 
 def build(config, runtime, data, start, console, labelled=None, aside=None):
