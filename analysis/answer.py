@@ -112,7 +112,8 @@ def _run(model, requests):
     for group in by_length.values():
         for at in range(0, len(group), BATCH_SIZE):
             batch = group[at : at + BATCH_SIZE]
-            logits = model(torch.tensor([requests[r][0] for r in batch], device=device))  # (B, T, V)
+            idx = torch.tensor([requests[r][0] for r in batch], device=device)  # (B, T)
+            logits = model(idx)  # (B, T, V)
             for b, r in enumerate(batch):
                 _, positions, targets = requests[r]
                 rows = logits[b, positions].float().log_softmax(-1)  # (P, V)

@@ -2,8 +2,9 @@
 
 The query is the pronoun's LAST token: there a causal model has read the whole pronoun and
 nothing after it (or, asked for, the token after it or the text's last token: query_token in
-analysis/words.py; every candidate token up to the query then counts, the baselines are the same). A candidate's attention is the sum of the query row's weights over the tokens
-that overlap the candidate's characters. A head selects the antecedent (cand@1) when the
+analysis/words.py; every candidate token up to the query then counts, the baselines are the
+same). A candidate's attention is the sum of the query row's weights over the tokens that
+overlap the candidate's characters. A head selects the antecedent (cand@1) when the
 antecedent's attention is strictly greater than every distractor's; a tie is a miss.
 
 Honest numbers need honest comparisons, all scored on the same items:

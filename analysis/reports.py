@@ -12,6 +12,10 @@ PUBLISHED = (
     "the nearest mention."
 )
 
+# Where the probe read attention (analysis.words.QUERY_POSITIONS), as the report says it.
+QUERY_WORDS = {"pronoun": "the pronoun", "next": "the token after the pronoun",
+               "last": "the last token"}
+
 READING = ("Positive: the prediction needed what was taken away. The control should stay near 0.",
            "A head can attend to the antecedent and still not help the prediction.")
 
@@ -49,7 +53,8 @@ def format_report(result: dict, top: int = 5) -> str:
     score = "cand@1" if same else f"{test_name} cand@1"
     heads, b, best = result["heads"], result["baselines"], result["best_head"]
     n_head = max(h["head"] for h in heads) + 1
-    lines = ["Pronoun probe: read at the pronoun, does a head's attention pick its antecedent?"]
+    where = QUERY_WORDS[result.get("query", "pronoun")]  # results saved before --query: pronoun
+    lines = [f"Pronoun probe: read at {where}, does a head's attention pick its antecedent?"]
     for split, c in list(result["counts"].items())[: 1 if same else 2]:
         name = "examples" if same else test_name if split == "test" else split
         lines.append(f"{name}: {c['used']} of {c['examples']} used "
@@ -125,7 +130,8 @@ def format_answer(answer: dict, query: str = "pronoun") -> str:
     rows = [("all", answer["all"]), *answer["decided_by"].items()]
     said = (f"95% bootstrap intervals ({answer['resamples']} resamples)"
             if "cand_at_1_ci" in answer["all"] else
-            f"no intervals: {answer['n']} examples are too few, at least {MIN_FOR_STATS} are needed")
+            f"no intervals: {answer['n']} examples are too few, at least {MIN_FOR_STATS} "
+            "are needed")
     lines = ["The model's own answer: which candidate its prediction puts in the pronoun's place "
              f"({answer['n']} examples, {answer['skipped']} skipped: the tokenizer cannot encode "
              f"them with a candidate there); cand@1, {said}:",
@@ -142,7 +148,7 @@ def format_answer(answer: dict, query: str = "pronoun") -> str:
         lines.append(f"  {name:<10} {b['random']:>7.1%} {b['first']:>7.1%} {b['nearest']:>7.1%}"
                      "           " + " ".join(f"{row['agreement'][m]:>12.1%}" for m in methods))
     missing = ", ".join(f"{m} {answer['all']['no_answer'][m]}" for m in methods)
-    where = "" if query == "pronoun" else f"; {head}'s pick is read at the {query} token"
+    where = "" if query == "pronoun" else f"; {head}'s pick is read at {QUERY_WORDS[query]}"
     lines += ["", f"No answer (the top candidates tie, or no text follows the pronoun): {missing}.",
               "substitution: each candidate (\"the dog\") in the pronoun's place, the rest of the "
               "text scored (its log-probability); closeness: the candidate whose phrase gives the "
