@@ -33,6 +33,7 @@ from typing import NamedTuple
 import torch
 import torch.nn.functional as F
 
+from analysis.bootstrap import means_with_intervals, resample
 from analysis.words import encode_item
 from analysis.interventions import block_keys, replace_where
 from model.hooks import hooks, per_layer
@@ -118,17 +119,6 @@ def _query_loss(model, batch, edits=None):
     return loss.double().cpu(), torch.stack([outputs[n] for n in names], dim=1)  # (B, L, H, D)
 
 
-def _summary(deltas, draws):
-    """{name: mean, name_ci: [lo, hi]} for each (N,) tensor of deltas, over the resamples
-    `draws` (R, N) of example indices."""
-    out = {}
-    for name, values in deltas.items():
-        means = values[draws].mean(1)  # (R,)
-        lo, hi = torch.quantile(means, torch.tensor([0.025, 0.975], dtype=means.dtype))
-        out[name], out[f"{name}_ci"] = values.mean().item(), [lo.item(), hi.item()]
-    return out
-
-
 def _clean_pass(model, chunks, device):
     """Pass 1: ((N,) clean loss in chunk order, as every delta, and (L, H, D) each head's mean
     output at the query, for the ablation)."""
@@ -182,11 +172,11 @@ def causal_tests(model, tokenizer, examples, seed=0, resamples=1000, batch_size=
             for kind, edit in edits.items():
                 losses.setdefault((layer, head, kind), []).append(_query_loss(model, batch, edit)[0])
 
-    draws = torch.randint(len(cases), (resamples, len(cases)),
-                          generator=torch.Generator().manual_seed(seed))
+    draws = resample(len(cases), resamples, seed)
 
     def summary(layer, head, kinds=MEASURES):
-        return _summary({k: torch.cat(losses[layer, head, k]) - clean for k in kinds}, draws)
+        deltas = {k: torch.cat(losses[layer, head, k]) - clean for k in kinds}
+        return means_with_intervals(deltas, draws)
 
     return {
         "all_heads": summary(None, None),

@@ -4,6 +4,7 @@
 hand-written natural set, or on a user's JSONL file. Its plain-text report is
 analysis/reports.py's study_report."""
 
+from analysis.answer import model_answer
 from analysis.causal import causal_tests, with_best_head
 from analysis.lens import logit_lens
 from analysis.patching import NoTwins, activation_patching
@@ -11,13 +12,17 @@ from analysis.probe import run_probe
 from data.pronouns import NATURAL, examples, natural, read_examples
 
 
-def study(model, tokenizer, path="", permutations=1000, causal=True, patch=False):
+def study(model, tokenizer, path="", permutations=1000, causal=True, patch=False,
+          query="pronoun"):
     """run_probe's result for a user's JSONL file at `path` (one set of examples), for the
     built-in dev and test sets when `path` is empty, or, when `path` is "natural", for the
-    natural sentences as the test set with the head chosen on the generated dev set; with
-    `causal`, also the causal tests (with_best_head) on the test set (or the file) under
+    natural sentences as the test set with the head chosen on the generated dev set, its
+    attention read at `query` (analysis.words.QUERY_POSITIONS); the model's own answer
+    (analysis/answer.py) on the test set (or the file) beside that head under "model_answer";
+    with `causal`, also the causal tests (with_best_head) on the test set (or the file) under
     "causal"; the logit lens at the pronoun (analysis/lens.py) on the same set under
-    "logit_lens"; with `patch`, activation patching (analysis/patching.py) under "patching". ValueError (one line) for a file that cannot be read or holds no examples."""
+    "logit_lens"; with `patch`, activation patching (analysis/patching.py) under "patching".
+    ValueError (one line) for a file that cannot be read or holds no examples."""
     test_set = "test"
     if path == NATURAL:
         dev, test, test_set = examples("dev"), natural(), NATURAL
@@ -25,7 +30,14 @@ def study(model, tokenizer, path="", permutations=1000, causal=True, patch=False
         dev, test = read_examples(path), None
     else:
         dev, test = examples("dev"), examples("test")
-    result = run_probe(model, tokenizer, dev, test, permutations=permutations, test_set=test_set)
+    result = run_probe(model, tokenizer, dev, test, permutations=permutations, test_set=test_set,
+                       query=query)
+    best = result["best_head"]
+    try:
+        result["model_answer"] = model_answer(model, tokenizer, test or dev,
+                                              (best["layer"], best["head"]), query)
+    except ValueError:  # no example can be read with a candidate in the pronoun's place
+        pass
     try:
         result["logit_lens"] = logit_lens(model, tokenizer, test or dev)
     except ValueError:  # no example has a token after its pronoun: nothing to read
@@ -40,6 +52,5 @@ def study(model, tokenizer, path="", permutations=1000, causal=True, patch=False
             tested = causal_tests(model, tokenizer, test or dev)
         except ValueError as e:
             raise ValueError(f"{e}; --no-causal skips the causal tests") from None
-        best = result["best_head"]
         result["causal"] = with_best_head(tested, best["layer"], best["head"])
     return result

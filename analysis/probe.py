@@ -1,8 +1,10 @@
 """Does any attention head find a pronoun's antecedent? Every head, scored against baselines.
 
 The query is the pronoun's LAST token: there a causal model has read the whole pronoun and
-nothing after it. A candidate's attention is the sum of the query row's weights over the tokens
-that overlap the candidate's characters. A head selects the antecedent (cand@1) when the
+nothing after it (or, asked for, the token after it or the text's last token: query_token in
+analysis/words.py; every candidate token up to the query then counts, the baselines are the
+same). A candidate's attention is the sum of the query row's weights over the tokens that
+overlap the candidate's characters. A head selects the antecedent (cand@1) when the
 antecedent's attention is strictly greater than every distractor's; a tie is a miss.
 
 Honest numbers need honest comparisons, all scored on the same items:
@@ -69,12 +71,12 @@ class CandidateScores(NamedTuple):
 
 
 @torch.no_grad()
-def candidate_scores(model, tokenizer, examples) -> CandidateScores:
-    """Every head's attention from each example's pronoun to its candidates (see the module
-    docstring). The model runs once per group of equal-length examples: no padding, so no
-    padding can leak into attention."""
+def candidate_scores(model, tokenizer, examples, query: str = "pronoun") -> CandidateScores:
+    """Every head's attention from each example's query position (analysis.words.query_token:
+    by default the pronoun) to its candidates (see the module docstring). The model runs once
+    per group of equal-length examples: no padding, so no padding can leak into attention."""
     cfg = model.config
-    encoded = [encode_item(tokenizer, ex, cfg.block_size) for ex in examples]
+    encoded = [encode_item(tokenizer, ex, cfg.block_size, query) for ex in examples]
     kept = [e for e in encoded if e is not None]
     if not kept:
         raise ValueError(
@@ -269,9 +271,11 @@ def _baselines(dev_scores, test_scores, splits):
             "position": {"rule": rule, **baseline(rule)}}
 
 
-def run_probe(model, tokenizer, dev, test=None, permutations=1000, seed=0, test_set="test") -> dict:
+def run_probe(model, tokenizer, dev, test=None, permutations=1000, seed=0, test_set="test",
+              query="pronoun") -> dict:
     """Score every head on dev and test examples (lists of data.pronouns.Example); `test_set`
-    names the test examples in the report ("natural" for the hand-written set).
+    names the test examples in the report ("natural" for the hand-written set); `query` is the
+    position attention is read from (analysis.words.QUERY_POSITIONS).
 
     test=None: one set of examples; the head and the position rule are chosen and scored on the
     same data, "selection" says "same data" (else "dev"), and every value given per split below
@@ -293,12 +297,13 @@ def run_probe(model, tokenizer, dev, test=None, permutations=1000, seed=0, test_
                  of those antecedent_unseen lost their antecedent from that window
       block_size the model's
       test_set   the name of the test examples (None for one set)
+      query      the position attention was read from
       notes      caveats as sentences, [] if none (query words that are not pronouns)"""
     positive_int("permutations", permutations)
     same = test is None
     splits = ONE_SET if same else ("dev", "test")
-    dev_scores = candidate_scores(model, tokenizer, dev)
-    test_scores = dev_scores if same else candidate_scores(model, tokenizer, test)
+    dev_scores = candidate_scores(model, tokenizer, dev, query)
+    test_scores = dev_scores if same else candidate_scores(model, tokenizer, test, query)
     w_dev, w_test = winners(dev_scores), winners(test_scores)
     item_hits_dev = w_dev == dev_scores.label[:, None, None]  # (N, L, H)
     item_hits_test = w_test == test_scores.label[:, None, None]
@@ -334,5 +339,6 @@ def run_probe(model, tokenizer, dev, test=None, permutations=1000, seed=0, test_
         },
         "block_size": model.config.block_size,
         "test_set": None if same else test_set,  # one set: no test examples to name
+        "query": query,
         "notes": query_word_notes(dev if same else [*dev, *test]),
     }

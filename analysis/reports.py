@@ -14,6 +14,10 @@ PUBLISHED = (
     "the nearest mention."
 )
 
+# Where the probe read attention (analysis.words.QUERY_POSITIONS), as the report says it.
+QUERY_WORDS = {"pronoun": "the pronoun", "next": "the token after the pronoun",
+               "last": "the last token"}
+
 READING = ("Positive: the prediction needed what was taken away. The control should stay near 0.",
            "A head can attend to the antecedent and still not help the prediction.")
 
@@ -22,6 +26,8 @@ def study_report(result):
     """The probe's plain-text report, then the logit lens', the causal tests' and activation
     patching's when the result has them."""
     parts = [format_report(result)]
+    if "model_answer" in result:
+        parts.append(format_answer(result["model_answer"], result.get("query", "pronoun")))
     if "logit_lens" in result:
         parts.append(format_lens(result["logit_lens"]))
     if "causal" in result:
@@ -52,7 +58,8 @@ def format_report(result: dict, top: int = 5) -> str:
     score = "cand@1" if same else f"{test_name} cand@1"
     heads, b, best = result["heads"], result["baselines"], result["best_head"]
     n_head = max(h["head"] for h in heads) + 1
-    lines = ["Pronoun probe: read at the pronoun, does a head's attention pick its antecedent?"]
+    where = QUERY_WORDS[result.get("query", "pronoun")]  # results saved before --query: pronoun
+    lines = [f"Pronoun probe: read at {where}, does a head's attention pick its antecedent?"]
     for split, c in list(result["counts"].items())[: 1 if same else 2]:
         name = "examples" if same else test_name if split == "test" else split
         lines.append(f"{name}: {c['used']} of {c['examples']} used "
@@ -126,6 +133,52 @@ def lens_example_text(example: dict, limit: int = LENS_EXAMPLE_CHARS) -> str:
         cut = len(text) - limit
         start = text.index(" ", cut) + 1 if " " in text[cut:] else cut
     return "… " + text[start:]
+
+
+def _cand_cell(row, name):
+    """cand@1 of `name` in a row of model_answer's result: "71.0% [65%, 76%]", or the value
+    alone where the row's items were too few for an interval."""
+    text = f"{row['cand_at_1'][name]:.1%}"
+    if "cand_at_1_ci" in row:
+        lo, hi = row["cand_at_1_ci"][name]
+        text += f" [{lo:.0%}, {hi:.0%}]"
+    return text
+
+
+def format_answer(answer: dict, query: str = "pronoun") -> str:
+    """The model's own answer (analysis/answer.py) as plain text: both methods' cand@1 beside
+    the head's, on the whole set and on each kind of item; then the baselines and how often
+    each method's answer is the head's pick, on the same items. `query`: where the head was
+    read (the probe's query position)."""
+    head = f"L{answer['head']['layer']} H{answer['head']['head']}"
+    methods = answer["methods"]
+    rows = [("all", answer["all"]), *answer["decided_by"].items()]
+    said = (f"95% bootstrap intervals ({answer['resamples']} resamples)"
+            if "cand_at_1_ci" in answer["all"] else
+            f"no intervals: {answer['n']} examples are too few, at least {MIN_FOR_STATS} "
+            "are needed")
+    lines = ["The model's own answer: which candidate its prediction puts in the pronoun's place "
+             f"({answer['n']} examples, {answer['skipped']} skipped: the tokenizer cannot encode "
+             f"them with a candidate there); cand@1, {said}:",
+             (f"  {'items':<10} {'n':>4}  "
+              + "".join(f"{name:<20}" for name in (*methods, head))).rstrip()]
+    lines += [f"  {name:<10} {row['examples']:>4}  "
+              + "".join(f"{_cand_cell(row, m):<20}" for m in (*methods, "head")).rstrip()
+              for name, row in rows]
+    lines += ["", f"Baselines (cand@1) and how often the answer is {head}'s pick, the same items:",
+              f"  {'items':<10} {'random':>7} {'first':>7} {'nearest':>7}   agrees: "
+              + " ".join(f"{m:>12}" for m in methods)]
+    for name, row in rows:
+        b = row["baselines"]
+        lines.append(f"  {name:<10} {b['random']:>7.1%} {b['first']:>7.1%} {b['nearest']:>7.1%}"
+                     "           " + " ".join(f"{row['agreement'][m]:>12.1%}" for m in methods))
+    missing = ", ".join(f"{m} {answer['all']['no_answer'][m]}" for m in methods)
+    where = "" if query == "pronoun" else f"; {head}'s pick is read at {QUERY_WORDS[query]}"
+    lines += ["", f"No answer (the top candidates tie, or no text follows the pronoun): {missing}.",
+              "substitution: each candidate (\"the dog\") in the pronoun's place, the rest of the "
+              "text scored (its log-probability); closeness: the candidate whose phrase gives the "
+              "next-token distribution closest to the pronoun's (smallest KL)" + where + "."]
+    return "\n".join(lines)
 
 
 def format_lens(lens: dict) -> str:

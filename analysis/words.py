@@ -13,7 +13,10 @@ lost. Offsets come from the tokenizer's encode_with_offsets.
 The query is the LAST token of the pronoun: in a causal model it is the first position that has
 seen the whole word, and where the model must decide what comes next. A clitic the word ends
 with is not the pronoun: "it's" is read at "it" (its "'s" is a token of its own in GPT-2's
-split pattern), for the probe's items as for --attention and --word.
+split pattern), for the probe's items as for --attention and --word. The query can be read from
+a later position instead (QUERY_POSITIONS, query_token): "next", the token after the pronoun, or
+"last", the text's last token, where the model has read the words that follow the pronoun ("...
+until it was tired": at "it" a causal model has not seen "tired" yet).
 
 A text longer than the model's block_size is never refused: the model reads the window
 `model_window` gives, the last block_size tokens up to and including the query, exactly what it
@@ -33,6 +36,8 @@ from data.pronouns import PRONOUNS
 from model.hooks import per_layer, run_with_cache
 
 WORD_RE = re.compile(r"(?:[^\W_]|['’])+|[^\w\s]+|_+")
+# Where attention is read from, relative to the pronoun (or the word asked for): see query_token.
+QUERY_POSITIONS = ("pronoun", "next", "last")
 
 
 def split_words(text):
@@ -95,6 +100,23 @@ def token_indices(spans, span):
     return [i for i, (a, b) in enumerate(spans) if a < span[1] and b > span[0]]
 
 
+def query_token(text: str, spans: list, word: tuple[int, int], query: str = "pronoun") -> int:
+    """Index of the query token among a text's tokens (their `spans`, from token_spans), for the
+    word at character span `word` (the pronoun): "pronoun", the word's last token; "next", the
+    token after it (with a character vocabulary, usually the space); "last", the text's last
+    token. ValueError for another position, or for "next" where nothing follows the word."""
+    if query not in QUERY_POSITIONS:
+        raise ValueError(f"the query position {query!r} is not one of "
+                         f"{', '.join(QUERY_POSITIONS)}; pick one of them")
+    at = token_indices(spans, word)[-1]
+    if query == "last":
+        return len(spans) - 1
+    if query == "next" and at + 1 == len(spans):
+        raise ValueError(f"nothing follows {text[word[0]:word[1]]!r} in {text!r}, so there is no "
+                         "next token to read from; read at the pronoun or the last token")
+    return at + 1 if query == "next" else at
+
+
 def group_tokens(text, starts):
     """Words of `text` and the word of each token.
 
@@ -146,7 +168,7 @@ def model_window(n_tokens, query, block_size):
 
 class Item(NamedTuple):
     ids: list[int]  # the window the model reads
-    query: int  # index in ids of the pronoun's last token
+    query: int  # index in ids of the query token (query_token: by default the pronoun's last)
     next_id: int | None  # the token after the query in the text (None: the text ends there)
     tokens: list[list[int]]  # per candidate (text order), the indices in ids the query can see
     cut_off: list[bool]  # per candidate: wholly before the window, so the model never reads it
@@ -155,9 +177,9 @@ class Item(NamedTuple):
     windowed: bool  # the window leaves out the start of the text
 
 
-def encode_item(tokenizer, example, block_size):
-    """An Item, read in the model's window at the pronoun, or None when the tokenizer cannot
-    encode the example."""
+def encode_item(tokenizer, example, block_size, query="pronoun"):
+    """An Item, read in the model's window at the query position (query_token; by default the
+    pronoun), or None when the tokenizer cannot encode the example."""
     try:
         ids, starts = tokenizer.encode_with_offsets(example.text)
     except ValueError:
@@ -165,7 +187,8 @@ def encode_item(tokenizer, example, block_size):
     if not example.distractors:
         raise ValueError("every example needs at least one distractor besides the antecedent")
     token_span = token_spans(example.text, starts)
-    query = token_indices(token_span, without_clitic(example.text, example.pronoun))[-1]
+    query = query_token(example.text, token_span, without_clitic(example.text, example.pronoun),
+                        query)
     start, end = model_window(len(ids), query, block_size)
     spans = sorted([example.antecedent, *example.distractors])
     # Only tokens the query can see: a causal model gives later ones exactly 0 anyway, and the
@@ -177,8 +200,8 @@ def encode_item(tokenizer, example, block_size):
     before = [j for j, s in enumerate(spans) if s[1] <= example.pronoun[0]]
     nearest = max(before, key=lambda j: spans[j][0]) if before else -1
     next_id = ids[query + 1] if query + 1 < len(ids) else None
-    return Item(ids[start:end], query - start, next_id, tokens, cut_off, spans.index(example.antecedent),
-                nearest, start > 0)
+    return Item(ids[start:end], query - start, next_id, tokens, cut_off,
+                spans.index(example.antecedent), nearest, start > 0)
 
 
 @dataclass
@@ -218,13 +241,15 @@ class SentenceAttention:
                 f'"{self.words[self.query_word]}" (its block_size): ' + ", and ".join(left_out))
 
 
-def sentence_attention(model, tokenizer, text, word=None):
-    """Run `text` through `model` and gather its query word's attention per layer and head, in
-    the window the model reads at the query (model_window): a text of any length is fine."""
+def sentence_attention(model, tokenizer, text, word=None, query="pronoun"):
+    """Run `text` through `model` and gather its query token's attention per layer and head, in
+    the window the model reads at the query (model_window): a text of any length is fine. The
+    query token is query_token's for the query word (`word`, by default the first pronoun); the
+    query word of the result is the word that token belongs to."""
     query_span = find_query_span(text, word)
     ids, starts = tokenizer.encode_with_offsets(text)
     words, _, token_word = group_tokens(text, starts)
-    query = token_indices(token_spans(text, starts), query_span)[-1]
+    query = query_token(text, token_spans(text, starts), query_span, query)
     start, end = model_window(len(ids), query, model.config.block_size)
     device = next(model.parameters()).device
     names = per_layer("attn.hook_pattern", model.config.n_layer)

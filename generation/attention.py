@@ -9,7 +9,7 @@ from pathlib import Path
 from analysis.coreference import study
 from analysis.html import sentence_page, write_html
 from analysis.terminal import DEFAULT_TOP, MANY_HEADS, colour_mode, render_sentence
-from analysis.words import sentence_attention
+from analysis.words import QUERY_POSITIONS, sentence_attention
 from checks import positive_int
 from data.pronouns import ATTENTION_EXAMPLES, DEFAULT_COUNT
 from generation.probe import keep_probe
@@ -26,6 +26,10 @@ def add_flags(parser):
     add("--attention-file", metavar="PATH",
         help="as --attention, for the sentences of a UTF-8 file, one a line (blank lines skipped)")
     add("--word", help="the query word (default: the first it/he/she/they)")
+    add("--query", metavar="WHERE",
+        help="where attention is read from, for --attention and --probe: pronoun (the query "
+             "word's last token, the default), next (the token after it), last (the sentence's "
+             "last token); for --attention also a word of the sentence, as --word WORD")
     add("--layer", type=int, metavar="L",
         help="show only layer L's heads; with --head H also that head's token-by-token map")
     add("--head", type=int, metavar="H", help="with --layer L: print that head's token map")
@@ -67,6 +71,15 @@ def check(args, mode):
     if not chosen(args) and (attention_only != (None,) * 5 or args.all_heads):
         raise ValueError("--word, --layer, --head, --top-heads, --all-heads and --html go with "
                          "--attention")
+    if args.query is not None and mode == "sampling":
+        raise ValueError("--query goes with --attention or --probe")
+    if args.query is not None and args.query not in QUERY_POSITIONS:
+        if mode == "probe":
+            raise ValueError(f"--query {args.query}: with --probe, read at one of "
+                             f"{', '.join(QUERY_POSITIONS)}; a word differs from example to "
+                             "example (--attention --query WORD reads at a word)")
+        if args.word is not None:
+            raise ValueError("--word and --query WORD both name the query word; give one of them")
     if args.no_probe and args.html is None:
         raise ValueError("--no-probe goes with --html")
     if chosen(args) and mode != "attention":
@@ -108,11 +121,18 @@ def analyse(run, args):
     analysed = []
     for n, sentence in enumerate(sentences, start=1):
         try:
-            analysed.append(sentence_attention(run.model, run.tokenizer, sentence, args.word))
+            analysed.append(sentence_attention(run.model, run.tokenizer, sentence, *query_of(args)))
         except ValueError as e:  # say which sentence: a file may hold hundreds
             where = f"--attention-file {args.attention_file}, sentence {n}: " if args.attention_file else ""
             raise ValueError(f"{where}{e}") from None
     return analysed
+
+
+def query_of(args):
+    """(word, position) for sentence_attention: --query WORD means --word WORD, read at it."""
+    if args.query is None or args.query in QUERY_POSITIONS:
+        return args.word, args.query or "pronoun"
+    return args.query, "pronoun"
 
 
 def write_maps(run, args, analysed, out):

@@ -43,10 +43,11 @@ def check(args, mode):
 def show_probe(run, args, ckpt, out, err):
     """Score every head on args.probe's examples and print the report (or, with --json, one JSON
     object); the built-in sets' result is kept in the run folder at `ckpt`."""
+    query = args.query or "pronoun"
     result = study(run.model, run.tokenizer, args.probe, args.permutations,
-                   causal=not args.no_causal, patch=args.patch)
+                   causal=not args.no_causal, patch=args.patch, query=query)
     out.write((json.dumps(result) if args.json else fit_width(study_report(result), report_width(out))) + "\n")
-    if not args.probe:  # the built-in sets: what --html outlines
+    if not args.probe and query == "pronoun":  # the built-in sets: what --html outlines
         keep_probe(run, ckpt, result, err)
     elif args.probe == NATURAL:  # kept beside the built-in sets' result, for the page
         saved = saved_probe(run, ckpt)

@@ -12,6 +12,7 @@ import pytest
 import torch
 
 import generate
+from analysis.reports import signed
 from data.pronouns import ATTENTION_EXAMPLES
 from generation.sampling import sample
 from model.device import generation_threads
@@ -369,7 +370,8 @@ def test_html_reuses_the_probe_saved_for_this_checkpoint_and_says_when_it_runs_i
     again = json.loads((folder / "probe.json").read_text())
     assert again["checkpoint"]["step"] == 0  # saved anew, the causal tests with it, and shown
     b = again["causal"]["best_head"]
-    assert f"L{b['layer']} H{b['head']} alone</th><td>{b['antecedent']:+.2f} [" in page.read_text()
+    cell = rf"L{b['layer']} H{b['head']} alone</th><td[^>]*>{re.escape(signed(b['antecedent']))}<span"
+    assert re.search(cell, page.read_text())
 
 
 def test_no_probe_outlines_no_head_and_runs_nothing(tmp_path):

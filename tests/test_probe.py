@@ -20,7 +20,7 @@ import torch
 
 from analysis.probe import candidate_scores, run_probe
 from analysis.reports import format_report
-from analysis.words import token_indices, token_spans
+from analysis.words import sentence_attention, token_indices, token_spans
 from data.pronouns import Example
 from data.tokenizer import train_tokenizer
 from model.attention import CausalSelfAttention
@@ -266,6 +266,38 @@ def test_one_set_is_one_split_and_its_p_value_is_the_texts():
 def test_two_sets_keep_dev_and_test(result):
     assert set(result["counts"]) == set(result["best_head"]) - {"layer", "head"} == {"dev", "test"}
     assert result["test_set"] == "test" and result["selection"] == "dev"
+
+
+# The antecedent follows the pronoun: at "it" no head can see it, at the last token caps can.
+AFTER = item("the cat sat so it ran to the OX.", "OX", "cat")
+
+
+def test_query_last_reads_from_the_last_token_and_scores_cand_at_1_there():
+    at_pronoun = sentence_attention(MODEL, TOKENIZER, AFTER.text)
+    at_last = sentence_attention(MODEL, TOKENIZER, AFTER.text, query="last")
+    assert at_pronoun.query_token == AFTER.pronoun[1] - 1 and at_pronoun.words[-1] == "it"
+    assert at_last.query_token == len(AFTER.text) - 1 and at_last.words[-1] == "."
+    assert at_last.rows[0][1][-2] == pytest.approx(0.9)  # caps: "OX", the word before "."
+    scores = candidate_scores(MODEL, TOKENIZER, [AFTER], query="last")
+    assert scores.attention[0, 0, 1].tolist() == pytest.approx([0.0, 0.9])  # cat, OX
+    assert candidate_scores(MODEL, TOKENIZER, [AFTER]).attention[0, 0, 1].tolist() == [0.0, 0.0]
+    last = run_probe(MODEL, TOKENIZER, [AFTER], permutations=10, query="last")
+    pronoun = run_probe(MODEL, TOKENIZER, [AFTER], permutations=10)
+    # caps finds "OX" only from the last token; pos4 and uniform pick "cat"; sink ties.
+    assert grid(last, "all") == {(0, 0): 0.0, (0, 1): 1.0, (1, 0): 0.0, (1, 1): 0.0}
+    assert grid(pronoun, "all")[0, 1] == 0.0
+    assert (last["query"], pronoun["query"]) == ("last", "pronoun")
+    assert last["baselines"]["first"] == pronoun["baselines"]["first"] == {"all": 0.0}
+
+
+def test_query_next_is_the_token_after_the_pronoun_and_needs_one():
+    sentence = sentence_attention(MODEL, TOKENIZER, AFTER.text, query="next")
+    assert sentence.query_token == AFTER.pronoun[1]  # the space after "it"
+    ends = Example("the cat saw the dog so it", (23, 25), (16, 19), [(4, 7)])
+    with pytest.raises(ValueError, match="'it'"):
+        candidate_scores(MODEL, TOKENIZER, [ends], query="next")
+    with pytest.raises(ValueError, match="pronoun, next, last"):
+        candidate_scores(MODEL, TOKENIZER, [AFTER], query="tired")
 
 
 def test_one_set_of_examples_says_head_was_chosen_and_scored_on_it():

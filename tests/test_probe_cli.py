@@ -166,10 +166,31 @@ def test_attention_html_writes_a_self_contained_page(run_folder, tmp_path):
     (["--probe", "--permutations", "0"], ("--permutations", "positive integer")),
     (["--no-causal"], ("--no-causal", "--probe", "--html")),
     (["--probe", "missing.jsonl"], ("missing.jsonl",)),
+    (["--query", "last"], ("--query", "--attention", "--probe")),
+    (["--probe", "--query", "dog"], ("--query dog", "pronoun, next, last")),
+    (["--attention", "the dog ran so it hid.", "--word", "dog", "--query", "hid"],
+     ("--word", "--query")),
+    (["--attention", "the dog saw it", "--query", "next"], ("'it'",)),
 ])
 def test_probe_and_page_errors_are_one_line(run_folder, argv, names):
     code, _, err = run_generate("--ckpt", run_folder, *argv)
     assert code == 2 and err.count("\n") == 1 and all(name in err for name in names), err
+
+
+def test_query_last_reads_the_probe_and_the_maps_at_the_last_token(run_folder, user_file):
+    code, out, _ = run_generate("--ckpt", run_folder, "--probe", user_file, "--query", "last",
+                                "--permutations", "5", "--no-causal", "--json")
+    last = json.loads(out)
+    code, out, _ = run_generate("--ckpt", run_folder, "--probe", user_file, "--permutations", "5",
+                                "--no-causal", "--json")
+    pronoun = json.loads(out)
+    assert (last["query"], pronoun["query"]) == ("last", "pronoun")
+    assert [h["all"] for h in last["heads"]] != [h["all"] for h in pronoun["heads"]]  # one set
+    sentence = "The king smiled because he ruled the land."
+    code, out, _ = run_generate("--ckpt", run_folder, "--attention", sentence, "--query", "last")
+    assert code == 0 and 'attention of "."' in out
+    code, out, _ = run_generate("--ckpt", run_folder, "--attention", sentence, "--query", "ruled")
+    assert code == 0 and 'attention of "ruled"' in out
 
 
 MINE = {"text": "The king saw the bell because it rang.", "pronoun": [30, 32],
