@@ -30,7 +30,10 @@ def folder_lock(folder, what: str = "run"):
     folder = Path(folder)
     made = [p for p in (folder, *folder.parents) if not os.path.lexists(p)]  # deepest first
     try:
-        folder.mkdir(parents=True, exist_ok=True)
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+        except OSError as e:  # a file in the way, a read-only parent, ...
+            raise _folder_error(folder, e) from None
         fd, before = _open_locked(folder / LOCK_NAME, folder, what)
     except BaseException:
         _remove_folders(made)

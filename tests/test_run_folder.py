@@ -13,7 +13,7 @@ import torch
 
 from model.checkpoint import atomic_save, load_checkpoint
 from tests.helpers import run_script, start_training, tiny_config, wait_for_metrics, write_yaml
-from training import loop, start
+from training import loop, runtime
 from training.loop import TrainingStopped, train
 from training.optim import lr_at
 
@@ -156,7 +156,7 @@ def test_tokens_per_second_leave_out_evaluation_that_falls_between_log_lines(cor
 
 
 def test_nan_before_any_checkpoint_does_not_claim_one(corpus, tmp_path, monkeypatch):
-    monkeypatch.setattr(start, "lm_loss", lambda logits, targets: logits.sum() * float("nan"))
+    monkeypatch.setattr(runtime, "lm_loss", lambda logits, targets: logits.sum() * float("nan"))
     with pytest.raises(TrainingStopped, match=rf"no checkpoint.*{re.escape(str(tmp_path / 'run'))}"):
         train(tiny_config(corpus, tmp_path / "run"))
 
