@@ -38,6 +38,7 @@ MIN_FOR_STATS items.
 Letters: N examples, K candidates (padded; text order), V vocabulary.
 """
 
+from analysis.errors import NothingToMeasure
 from typing import NamedTuple
 
 import torch
@@ -151,8 +152,8 @@ def answers(model, tokenizer, examples) -> tuple[dict[str, torch.Tensor], list]:
             tags.append((len(kept), k, method))
         kept.append(ex)
     if not kept:
-        raise ValueError(f"the model's tokenizer cannot encode any of the {len(examples)} "
-                         "examples with a candidate in the pronoun's place")
+        raise NothingToMeasure("answer", f"the model's tokenizer cannot encode any of the "
+                               f"{len(examples)} examples with a candidate in the pronoun's place")
     K = max(len(ex.distractors) + 1 for ex in kept)
     logprob = torch.full((len(kept), K), float("-inf"), dtype=torch.float64)
     closeness = torch.full((len(kept), K), float("-inf"), dtype=torch.float64)  # -KL

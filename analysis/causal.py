@@ -28,6 +28,7 @@ Letters: N examples, L layers, H heads, B batch, T tokens, D head size.
 """
 
 import random
+from analysis.errors import NothingToMeasure
 from typing import NamedTuple
 
 import torch
@@ -144,9 +145,9 @@ def causal_tests(model, tokenizer, examples, seed=0, resamples=1000, batch_size=
     L, H = cfg.n_layer, cfg.n_head
     cases, skipped = _cases(tokenizer, examples, cfg.block_size, seed)
     if not cases:
-        raise ValueError(f"none of the {len(examples)} examples can be tested: each needs a token "
-                         "after the pronoun, and an antecedent and a distractor before it, in "
-                         "characters the tokenizer can encode")
+        raise NothingToMeasure("causal", f"none of the {len(examples)} examples can be tested: "
+                               "each needs a token after the pronoun, and an antecedent and a "
+                               "distractor before it, in characters the tokenizer can encode")
     device = next(model.parameters()).device
     lengths = sorted({len(c.ids) for c in cases})
     groups = [[c for c in cases if len(c.ids) == n] for n in lengths]  # a batch has one length

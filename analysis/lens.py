@@ -11,6 +11,7 @@ import statistics
 
 import torch
 
+from analysis.errors import NothingToMeasure
 from analysis.words import encode_item
 from model.hooks import per_layer, run_with_cache
 
@@ -29,7 +30,8 @@ def logit_lens(model, tokenizer, examples, top=5) -> dict:
     items = [it for it in (encode_item(tokenizer, ex, cfg.block_size) for ex in examples)
              if it is not None and it.next_id is not None]
     if not items:
-        raise ValueError("no example has a token after its pronoun to predict; the logit lens needs one")
+        raise NothingToMeasure("lens", "no example has a token after its pronoun to predict; the "
+                               "logit lens needs one")
     device = next(model.parameters()).device
     L = cfg.n_layer
     points = stream_points(L)

@@ -27,6 +27,7 @@ Intervals: 95% percentile bootstrap over examples (the same resamples for every 
 """
 
 import random
+from analysis.errors import NothingToMeasure
 from typing import NamedTuple
 
 import torch
@@ -62,8 +63,16 @@ def _twins(word):
     return None
 
 
-class NoTwins(ValueError):
-    """No example has a corrupted twin: there is nothing to patch."""
+class NoTwins(NothingToMeasure):
+    """No example has a corrupted twin: there is nothing to patch. `tokenizer`: the model's
+    tokenizer kind (under "char" no example ever has one: every continuation starts with a
+    space)."""
+
+    reason = "no twins"
+
+    def __init__(self, tokenizer: str, message: str):
+        super().__init__("patching", message)
+        self.tokenizer = tokenizer
 
 
 def make_pair(tokenizer, example, block_size, rng):
@@ -180,14 +189,14 @@ def activation_patching(model, tokenizer, examples, seed=0, resamples=1000) -> d
     rng = random.Random(seed)
     pairs = [p for p in (make_pair(tokenizer, ex, model.config.block_size, rng) for ex in examples) if p]
     if not pairs:
-        if getattr(tokenizer, "kind", None) == "char":  # every doing's first token is its space
-            raise NoTwins("no example has a corrupted twin under this model's char tokenizer: "
-                          "each continuation's first token is a space, the same for every noun; "
-                          "patching needs a tokenizer with word tokens (bpe, gpt2)")
         kind = getattr(tokenizer, "kind", "")
-        raise NoTwins(f"no example has a corrupted twin under this model's {kind} tokenizer (an "
-                      "antecedent from the lexicon, a same-kind noun of its token length, and "
-                      "another continuation); activation patching needs some")
+        if kind == "char":  # every doing's first token is its space
+            raise NoTwins(kind, "no example has a corrupted twin under this model's char "
+                          "tokenizer: each continuation's first token is a space, the same for "
+                          "every noun; patching needs a tokenizer with word tokens (bpe, gpt2)")
+        raise NoTwins(kind, f"no example has a corrupted twin under this model's {kind} tokenizer "
+                      "(an antecedent from the lexicon, a same-kind noun of its token length, "
+                      "and another continuation); activation patching needs some")
     groups: dict[int, list] = {}
     for p in pairs:
         groups.setdefault(len(p.clean), []).append(p)
