@@ -27,17 +27,18 @@ Intervals: 95% percentile bootstrap over examples (the same resamples for every 
 """
 
 import random
-from analysis.errors import NothingToMeasure
 from typing import NamedTuple
 
 import torch
 
+from analysis.batching import by_length
+from analysis.errors import NothingToMeasure
+from analysis.interventions import replace_where
+from analysis.lens import stream_points
 from analysis.probe import MIN_FOR_STATS
 from analysis.words import encode_item
 from data.pronouns import Example
 from data.pronouns.lexicon import lexicon
-from analysis.interventions import replace_where
-from analysis.lens import stream_points
 from model.hooks import hooks, per_layer, run_with_cache
 
 COLUMNS = ("antecedent", "between", "pronoun")
@@ -197,10 +198,8 @@ def activation_patching(model, tokenizer, examples, seed=0, resamples=1000) -> d
         raise NoTwins(kind, f"no example has a corrupted twin under this model's {kind} tokenizer "
                       "(an antecedent from the lexicon, a same-kind noun of its token length, "
                       "and another continuation); activation patching needs some")
-    groups: dict[int, list] = {}
-    for p in pairs:
-        groups.setdefault(len(p.clean), []).append(p)
-    parts = [patch_group(model, group) for group in groups.values()]
+    parts = [patch_group(model, [pairs[i] for i in group])
+             for group in by_length([len(p.clean) for p in pairs])]
     clean, corrupt, heads, stream, mlps = (torch.cat(values, -1) for values in zip(*parts))
     draws = torch.randint(len(clean), (resamples, len(clean)), generator=torch.Generator().manual_seed(seed))
 

@@ -43,6 +43,7 @@ from typing import NamedTuple
 
 import torch
 
+from analysis.batching import by_length
 from analysis.words import encode_item
 from checks import positive_int
 from data.pronouns import DECIDED_BY, PRONOUNS
@@ -87,23 +88,18 @@ def candidate_scores(model, tokenizer, examples, query: str = "pronoun") -> Cand
     first = torch.zeros(N, cfg.n_layer, cfg.n_head)
     device = next(model.parameters()).device
     patterns = per_layer("attn.hook_pattern", cfg.n_layer)
-    by_length: dict[int, list[int]] = {}
-    for n, e in enumerate(kept):
-        by_length.setdefault(len(e.ids), []).append(n)
-    for group in by_length.values():
-        for at in range(0, len(group), BATCH_SIZE):
-            batch = group[at : at + BATCH_SIZE]
-            idx = torch.tensor([kept[n].ids for n in batch], device=device)  # (B, T)
-            _, cache = run_with_cache(model, idx, patterns)
-            # Keep only each item's query row: (B, H, T, T) per layer -> (B, L, H, T).
-            b = torch.arange(len(batch), device=device)
-            q = torch.tensor([kept[n].query for n in batch], device=device)
-            rows = torch.stack([cache[name][b, :, q].float().cpu() for name in patterns], dim=1)
-            for i, n in enumerate(batch):
-                row = rows[i]  # (L, H, T)
-                first[n] = row[..., 0]
-                for k, toks in enumerate(kept[n].tokens):
-                    attention[n, :, :, k] = row[..., toks].sum(-1)
+    for batch in by_length([len(e.ids) for e in kept], BATCH_SIZE):
+        idx = torch.tensor([kept[n].ids for n in batch], device=device)  # (B, T)
+        _, cache = run_with_cache(model, idx, patterns)
+        # Keep only each item's query row: (B, H, T, T) per layer -> (B, L, H, T).
+        b = torch.arange(len(batch), device=device)
+        q = torch.tensor([kept[n].query for n in batch], device=device)
+        rows = torch.stack([cache[name][b, :, q].float().cpu() for name in patterns], dim=1)
+        for i, n in enumerate(batch):
+            row = rows[i]  # (L, H, T)
+            first[n] = row[..., 0]
+            for k, toks in enumerate(kept[n].tokens):
+                attention[n, :, :, k] = row[..., toks].sum(-1)
     valid = torch.zeros(N, K, dtype=torch.bool)
     seen = torch.zeros(N, K, dtype=torch.bool)
     for n, e in enumerate(kept):

@@ -8,13 +8,26 @@ import pytest
 import torch
 
 import generate
-from analysis.terminal import (
-    colour_mode, display_token, render_sentence, render_token_grid, render_top_heads,
-    render_word_rows, sgr_colours, RESET, visible_len, weight_legend, wrap,
-)
 from analysis.errors import NoQueryWord
+from analysis.terminal import (
+    RESET,
+    colour_mode,
+    display_token,
+    render_sentence,
+    render_token_grid,
+    render_top_heads,
+    render_word_rows,
+    sgr_colours,
+    visible_len,
+    weight_legend,
+    wrap,
+)
 from analysis.words import (
-    encode_item, find_query_span, group_tokens, model_window, sentence_attention,
+    encode_item,
+    find_query_span,
+    group_tokens,
+    model_window,
+    sentence_attention,
 )
 from data.pronouns import Example
 from data.tokenizer import train_tokenizer
