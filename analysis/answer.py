@@ -42,7 +42,9 @@ from typing import NamedTuple
 
 import torch
 
+from analysis.batching import by_length
 from analysis.bootstrap import means_with_intervals, resample
+from analysis.errors import NothingToMeasure
 from analysis.probe import MIN_FOR_STATS, candidate_scores, position_rules, random_rate, winners
 from analysis.words import encode_item, model_window, token_spans
 from data.pronouns import DECIDED_BY
@@ -106,20 +108,15 @@ def _run(model, requests):
     positions, or with targets None the (P, V) rows. Equal-length windows share a batch."""
     device = next(model.parameters()).device
     out = [None] * len(requests)
-    by_length: dict[int, list[int]] = {}
-    for r, (ids, _, _) in enumerate(requests):
-        by_length.setdefault(len(ids), []).append(r)
-    for group in by_length.values():
-        for at in range(0, len(group), BATCH_SIZE):
-            batch = group[at : at + BATCH_SIZE]
-            idx = torch.tensor([requests[r][0] for r in batch], device=device)  # (B, T)
-            logits = model(idx)  # (B, T, V)
-            for b, r in enumerate(batch):
-                _, positions, targets = requests[r]
-                rows = logits[b, positions].float().log_softmax(-1)  # (P, V)
-                if targets is not None:
-                    rows = rows.gather(1, torch.tensor(targets, device=device)[:, None])[:, 0]
-                out[r] = rows.double().cpu()
+    for batch in by_length([len(ids) for ids, _, _ in requests], BATCH_SIZE):
+        idx = torch.tensor([requests[r][0] for r in batch], device=device)  # (B, T)
+        logits = model(idx)  # (B, T, V)
+        for b, r in enumerate(batch):
+            _, positions, targets = requests[r]
+            rows = logits[b, positions].float().log_softmax(-1)  # (P, V)
+            if targets is not None:
+                rows = rows.gather(1, torch.tensor(targets, device=device)[:, None])[:, 0]
+            out[r] = rows.double().cpu()
     return out
 
 
@@ -151,8 +148,8 @@ def answers(model, tokenizer, examples) -> tuple[dict[str, torch.Tensor], list]:
             tags.append((len(kept), k, method))
         kept.append(ex)
     if not kept:
-        raise ValueError(f"the model's tokenizer cannot encode any of the {len(examples)} "
-                         "examples with a candidate in the pronoun's place")
+        raise NothingToMeasure("answer", f"the model's tokenizer cannot encode any of the "
+                               f"{len(examples)} examples with a candidate in the pronoun's place")
     K = max(len(ex.distractors) + 1 for ex in kept)
     logprob = torch.full((len(kept), K), float("-inf"), dtype=torch.float64)
     closeness = torch.full((len(kept), K), float("-inf"), dtype=torch.float64)  # -KL

@@ -33,9 +33,11 @@ from typing import NamedTuple
 import torch
 import torch.nn.functional as F
 
+from analysis.batching import by_length
 from analysis.bootstrap import means_with_intervals, resample
-from analysis.words import encode_item
+from analysis.errors import NothingToMeasure
 from analysis.interventions import block_keys, replace_where
+from analysis.words import encode_item
 from model.hooks import hooks, per_layer
 
 BATCH_SIZE = 64
@@ -144,13 +146,12 @@ def causal_tests(model, tokenizer, examples, seed=0, resamples=1000, batch_size=
     L, H = cfg.n_layer, cfg.n_head
     cases, skipped = _cases(tokenizer, examples, cfg.block_size, seed)
     if not cases:
-        raise ValueError(f"none of the {len(examples)} examples can be tested: each needs a token "
-                         "after the pronoun, and an antecedent and a distractor before it, in "
-                         "characters the tokenizer can encode")
+        raise NothingToMeasure("causal", f"none of the {len(examples)} examples can be tested: "
+                               "each needs a token after the pronoun, and an antecedent and a "
+                               "distractor before it, in characters the tokenizer can encode")
     device = next(model.parameters()).device
-    lengths = sorted({len(c.ids) for c in cases})
-    groups = [[c for c in cases if len(c.ids) == n] for n in lengths]  # a batch has one length
-    chunks = [group[at : at + batch_size] for group in groups for at in range(0, len(group), batch_size)]
+    chunks = [[cases[i] for i in batch]
+              for batch in by_length([len(c.ids) for c in cases], batch_size, shortest_first=True)]
     clean, mean = _clean_pass(model, chunks, device)
 
     # Pass 2: every intervention, one batch at a time (only one batch's KV caches are held).

@@ -6,6 +6,7 @@ analysis/reports.py's study_report."""
 
 from analysis.answer import model_answer
 from analysis.causal import causal_tests, with_best_head
+from analysis.errors import NothingToMeasure
 from analysis.lens import logit_lens
 from analysis.patching import NoTwins, activation_patching
 from analysis.probe import run_probe
@@ -36,21 +37,18 @@ def study(model, tokenizer, path="", permutations=1000, causal=True, patch=False
     try:
         result["model_answer"] = model_answer(model, tokenizer, test or dev,
                                               (best["layer"], best["head"]), query)
-    except ValueError:  # no example can be read with a candidate in the pronoun's place
+    except NothingToMeasure:  # no example can be read with a candidate in the pronoun's place
         pass
     try:
         result["logit_lens"] = logit_lens(model, tokenizer, test or dev)
-    except ValueError:  # no example has a token after its pronoun: nothing to read
+    except NothingToMeasure:  # no example has a token after its pronoun: nothing to read
         pass
     if patch:
         try:
             result["patching"] = activation_patching(model, tokenizer, test or dev)
         except NoTwins as e:  # the rest of the study stands; the report says why this is missing
-            result["patching_skipped"] = str(e)
-    if causal:
-        try:
-            tested = causal_tests(model, tokenizer, test or dev)
-        except ValueError as e:
-            raise ValueError(f"{e}; --no-causal skips the causal tests") from None
+            result["patching_skipped"] = {"reason": e.reason, "tokenizer": e.tokenizer}
+    if causal:  # NothingToMeasure("causal") where no example can be tested
+        tested = causal_tests(model, tokenizer, test or dev)
         result["causal"] = with_best_head(tested, best["layer"], best["head"])
     return result

@@ -4,8 +4,8 @@ screenshot keeps them) and tinted by its value."""
 
 import html
 
-from analysis.cells import ORANGE, tinted_cell
 from analysis.causal_tables import interval_html
+from analysis.cells import ORANGE, tinted_cell
 from analysis.reports import lens_example_text, recovered_text, signed
 
 

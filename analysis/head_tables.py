@@ -12,7 +12,15 @@ import html
 import torch
 
 from analysis.cells import BLUE, tinted_cell
-from analysis.terminal import DEFAULT_TOP, MANY_HEADS, MARK, display_token, format_weight, head_rows, top_heads
+from analysis.terminal import (
+    DEFAULT_TOP,
+    MANY_HEADS,
+    MARK,
+    display_token,
+    format_weight,
+    head_rows,
+    top_heads,
+)
 
 
 def word_rows(sentence, i, heads):

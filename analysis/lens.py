@@ -11,6 +11,8 @@ import statistics
 
 import torch
 
+from analysis.batching import by_length
+from analysis.errors import NothingToMeasure
 from analysis.words import encode_item
 from model.hooks import per_layer, run_with_cache
 
@@ -29,16 +31,14 @@ def logit_lens(model, tokenizer, examples, top=5) -> dict:
     items = [it for it in (encode_item(tokenizer, ex, cfg.block_size) for ex in examples)
              if it is not None and it.next_id is not None]
     if not items:
-        raise ValueError("no example has a token after its pronoun to predict; the logit lens needs one")
+        raise NothingToMeasure("lens", "no example has a token after its pronoun to predict; the "
+                               "logit lens needs one")
     device = next(model.parameters()).device
     L = cfg.n_layer
     points = stream_points(L)
     ranks, probs = [[] for _ in range(L + 1)], [[] for _ in range(L + 1)]
     first_top = None
-    by_length: dict[int, list] = {}
-    for n, it in enumerate(items):
-        by_length.setdefault(len(it.ids), []).append(n)
-    for group in by_length.values():
+    for group in by_length([len(it.ids) for it in items]):
         idx = torch.tensor([items[n].ids for n in group], device=device)  # (B, T)
         _, cache = run_with_cache(model, idx, names=points)
         b = torch.arange(len(group), device=device)

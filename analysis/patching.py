@@ -31,12 +31,14 @@ from typing import NamedTuple
 
 import torch
 
+from analysis.batching import by_length
+from analysis.errors import NothingToMeasure
+from analysis.interventions import replace_where
+from analysis.lens import stream_points
 from analysis.probe import MIN_FOR_STATS
 from analysis.words import encode_item
 from data.pronouns import Example
 from data.pronouns.lexicon import lexicon
-from analysis.interventions import replace_where
-from analysis.lens import stream_points
 from model.hooks import hooks, per_layer, run_with_cache
 
 COLUMNS = ("antecedent", "between", "pronoun")
@@ -62,8 +64,16 @@ def _twins(word):
     return None
 
 
-class NoTwins(ValueError):
-    """No example has a corrupted twin: there is nothing to patch."""
+class NoTwins(NothingToMeasure):
+    """No example has a corrupted twin: there is nothing to patch. `tokenizer`: the model's
+    tokenizer kind (under "char" no example ever has one: every continuation starts with a
+    space)."""
+
+    reason = "no twins"
+
+    def __init__(self, tokenizer: str, message: str):
+        super().__init__("patching", message)
+        self.tokenizer = tokenizer
 
 
 def make_pair(tokenizer, example, block_size, rng):
@@ -180,18 +190,16 @@ def activation_patching(model, tokenizer, examples, seed=0, resamples=1000) -> d
     rng = random.Random(seed)
     pairs = [p for p in (make_pair(tokenizer, ex, model.config.block_size, rng) for ex in examples) if p]
     if not pairs:
-        if getattr(tokenizer, "kind", None) == "char":  # every doing's first token is its space
-            raise NoTwins("no example has a corrupted twin under this model's char tokenizer: "
-                          "each continuation's first token is a space, the same for every noun; "
-                          "patching needs a tokenizer with word tokens (bpe, gpt2)")
         kind = getattr(tokenizer, "kind", "")
-        raise NoTwins(f"no example has a corrupted twin under this model's {kind} tokenizer (an "
-                      "antecedent from the lexicon, a same-kind noun of its token length, and "
-                      "another continuation); activation patching needs some")
-    groups: dict[int, list] = {}
-    for p in pairs:
-        groups.setdefault(len(p.clean), []).append(p)
-    parts = [patch_group(model, group) for group in groups.values()]
+        if kind == "char":  # every doing's first token is its space
+            raise NoTwins(kind, "no example has a corrupted twin under this model's char "
+                          "tokenizer: each continuation's first token is a space, the same for "
+                          "every noun; patching needs a tokenizer with word tokens (bpe, gpt2)")
+        raise NoTwins(kind, f"no example has a corrupted twin under this model's {kind} tokenizer "
+                      "(an antecedent from the lexicon, a same-kind noun of its token length, "
+                      "and another continuation); activation patching needs some")
+    parts = [patch_group(model, [pairs[i] for i in group])
+             for group in by_length([len(p.clean) for p in pairs])]
     clean, corrupt, heads, stream, mlps = (torch.cat(values, -1) for values in zip(*parts))
     draws = torch.randint(len(clean), (resamples, len(clean)), generator=torch.Generator().manual_seed(seed))
 

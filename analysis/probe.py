@@ -43,6 +43,7 @@ from typing import NamedTuple
 
 import torch
 
+from analysis.batching import by_length
 from analysis.words import encode_item
 from checks import positive_int
 from data.pronouns import DECIDED_BY, PRONOUNS
@@ -55,7 +56,6 @@ BATCH_SIZE = 64
 # go below about 2^-n, so even a perfect head on 5 examples has p >= 0.03.
 MIN_FOR_STATS = 20
 ONE_SET = ("all",)  # the splits of a probe on one set of examples: a value per split, named "all"
-NOTE_WORDS = 3  # query words quoted in the note about non-pronouns
 
 class CandidateScores(NamedTuple):
     attention: torch.Tensor  # (N, L, H, K) from the query to each candidate, 0 where padded
@@ -88,23 +88,18 @@ def candidate_scores(model, tokenizer, examples, query: str = "pronoun") -> Cand
     first = torch.zeros(N, cfg.n_layer, cfg.n_head)
     device = next(model.parameters()).device
     patterns = per_layer("attn.hook_pattern", cfg.n_layer)
-    by_length: dict[int, list[int]] = {}
-    for n, e in enumerate(kept):
-        by_length.setdefault(len(e.ids), []).append(n)
-    for group in by_length.values():
-        for at in range(0, len(group), BATCH_SIZE):
-            batch = group[at : at + BATCH_SIZE]
-            idx = torch.tensor([kept[n].ids for n in batch], device=device)  # (B, T)
-            _, cache = run_with_cache(model, idx, patterns)
-            # Keep only each item's query row: (B, H, T, T) per layer -> (B, L, H, T).
-            b = torch.arange(len(batch), device=device)
-            q = torch.tensor([kept[n].query for n in batch], device=device)
-            rows = torch.stack([cache[name][b, :, q].float().cpu() for name in patterns], dim=1)
-            for i, n in enumerate(batch):
-                row = rows[i]  # (L, H, T)
-                first[n] = row[..., 0]
-                for k, toks in enumerate(kept[n].tokens):
-                    attention[n, :, :, k] = row[..., toks].sum(-1)
+    for batch in by_length([len(e.ids) for e in kept], BATCH_SIZE):
+        idx = torch.tensor([kept[n].ids for n in batch], device=device)  # (B, T)
+        _, cache = run_with_cache(model, idx, patterns)
+        # Keep only each item's query row: (B, H, T, T) per layer -> (B, L, H, T).
+        b = torch.arange(len(batch), device=device)
+        q = torch.tensor([kept[n].query for n in batch], device=device)
+        rows = torch.stack([cache[name][b, :, q].float().cpu() for name in patterns], dim=1)
+        for i, n in enumerate(batch):
+            row = rows[i]  # (L, H, T)
+            first[n] = row[..., 0]
+            for k, toks in enumerate(kept[n].tokens):
+                attention[n, :, :, k] = row[..., toks].sum(-1)
     valid = torch.zeros(N, K, dtype=torch.bool)
     seen = torch.zeros(N, K, dtype=torch.bool)
     for n, e in enumerate(kept):
@@ -183,18 +178,12 @@ def _masses(scores: CandidateScores):
     return ante.mean(0), distr.mean(0), scores.first.mean(0)
 
 
-def query_word_notes(examples) -> list[str]:
-    """A note, if some examples' query words are not pronouns (compared case-insensitively)."""
+def query_words(examples) -> dict:
+    """How many examples' query words are not pronouns (compared case-insensitively), of how
+    many, and those words, each once in order: {examples, not_pronouns, words}."""
     words = [ex.text[ex.pronoun[0] : ex.pronoun[1]] for ex in examples]
     odd = [w for w in words if w.lower() not in PRONOUNS]
-    if not odd:
-        return []
-    distinct = list(dict.fromkeys(odd))
-    quoted = ", ".join(repr(w) for w in distinct[:NOTE_WORDS])
-    quoted += ", ..." if len(distinct) > NOTE_WORDS else ""
-    return [f"the query words of {len(odd)} of {len(words)} examples are not pronouns ({quoted}); "
-            "for those the probe measures where that word looks, not how a pronoun finds its "
-            "antecedent"]
+    return {"examples": len(words), "not_pronouns": len(odd), "words": list(dict.fromkeys(odd))}
 
 
 def head_scores(model, tokenizer, examples) -> dict:
@@ -288,7 +277,8 @@ def run_probe(model, tokenizer, dev, test=None, permutations=1000, seed=0, test_
                  the best head's test cand@1 on them; kind_best {layer, head, <split>...} the
                  head best on dev's items of that kind, None where dev has none
       p_value    the permutation test's p; None (no test run) when fewer than MIN_FOR_STATS
-                 examples are scored, and then p_value_note says so
+                 examples are scored, and then p_value_reason is "too few examples" and
+                 p_value_needs MIN_FOR_STATS
       permutations, seed, selection
       heads      one {layer, head, <split>..., mass_antecedent, mass_distractors,
                  mass_first_token} per head, layer-major; masses are means over test items
@@ -298,7 +288,8 @@ def run_probe(model, tokenizer, dev, test=None, permutations=1000, seed=0, test_
       block_size the model's
       test_set   the name of the test examples (None for one set)
       query      the position attention was read from
-      notes      caveats as sentences, [] if none (query words that are not pronouns)"""
+      query_words {examples, not_pronouns, words}: the query words that are not pronouns
+                 (for those the probe measures where that word looks, not coreference)"""
     positive_int("permutations", permutations)
     same = test is None
     splits = ONE_SET if same else ("dev", "test")
@@ -312,9 +303,7 @@ def run_probe(model, tokenizer, dev, test=None, permutations=1000, seed=0, test_
     layer, head = divmod(best, hits_dev.shape[1])
 
     heads = _head_rows(hits_dev, len(dev_scores.label), hits_test, test_scores, splits)
-    p_value = {"p_value": None, "p_value_note": (
-        f"{len(test_scores.label)} examples scored: too few for a p-value (at least "
-        f"{MIN_FOR_STATS} are needed)")}
+    p_value = {"p_value": None, "p_value_reason": "too few examples", "p_value_needs": MIN_FOR_STATS}
     if len(test_scores.label) >= MIN_FOR_STATS:
         null = _null_scores(w_dev, dev_scores, w_test, test_scores, same, permutations, seed)
         above = int((null >= hits_test[layer, head]).sum())
@@ -340,5 +329,5 @@ def run_probe(model, tokenizer, dev, test=None, permutations=1000, seed=0, test_
         "block_size": model.config.block_size,
         "test_set": None if same else test_set,  # one set: no test examples to name
         "query": query,
-        "notes": query_word_notes(dev if same else [*dev, *test]),
+        "query_words": query_words(dev if same else [*dev, *test]),
     }

@@ -35,8 +35,37 @@ def study_report(result):
     if "patching" in result:
         parts.append(format_patching(result["patching"]))
     elif "patching_skipped" in result:
-        parts.append(f"Activation patching skipped: {result['patching_skipped']}")
+        parts.append(f"Activation patching skipped: {patching_skipped(result['patching_skipped'])}")
     return "\n\n".join(parts)
+
+
+def patching_skipped(skipped: dict) -> str:
+    """Why activation patching found nothing to patch, in words (the study's patching_skipped)."""
+    kind = skipped.get("tokenizer", "")
+    if kind == "char":
+        return ("no example has a corrupted twin under this model's char tokenizer: each "
+                "continuation's first token is a space, the same for every noun; patching needs "
+                "a tokenizer with word tokens (bpe, gpt2)")
+    return (f"no example has a corrupted twin under this model's {kind} tokenizer (an antecedent "
+            "from the lexicon, a same-kind noun of its token length, and another continuation)")
+
+
+NOTE_WORDS = 3  # query words quoted in the note about non-pronouns
+
+
+def query_word_notes(result: dict) -> list[str]:
+    """The note on query words that are not pronouns, if some are (run_probe's query_words;
+    results saved before it carry their notes as sentences)."""
+    if "query_words" not in result:
+        return result.get("notes", [])
+    q = result["query_words"]
+    if not q["not_pronouns"]:
+        return []
+    quoted = ", ".join(repr(w) for w in q["words"][:NOTE_WORDS])
+    quoted += ", ..." if len(q["words"]) > NOTE_WORDS else ""
+    return [f"the query words of {q['not_pronouns']} of {q['examples']} examples are not pronouns "
+            f"({quoted}); for those the probe measures where that word looks, not how a pronoun "
+            "finds its antecedent"]
 
 
 def significance(result: dict) -> str:
@@ -69,7 +98,7 @@ def format_report(result: dict, top: int = 5) -> str:
                       f"{result['block_size']} tokens up to the pronoun (block_size);",
                       "  the candidates before it get attention 0, the antecedent among them in "
                       f"{c['antecedent_unseen']}"]
-    lines += [f"Note: {note}." for note in result["notes"]]
+    lines += [f"Note: {note}." for note in query_word_notes(result)]
     lines += ["", f"{score} by layer (rows) and head (columns):",
               "     " + "".join(f"{'H' + str(h):>7}" for h in range(n_head))]
     for at in range(0, len(heads), n_head):

@@ -32,6 +32,7 @@ from typing import NamedTuple
 
 import torch
 
+from analysis.errors import NoQueryWord
 from data.pronouns import PRONOUNS
 from model.hooks import per_layer, run_with_cache
 
@@ -48,11 +49,11 @@ def split_words(text):
 def find_query_span(text, word=None):
     """(start, end) of the first occurrence of `word` in `text` as a whole word, case-insensitive;
     with word None, of the first pronoun (PRONOUNS: he, she, it or they); a clitic it ends with
-    left out (without_clitic: --word "it's" is read at "it"). ValueError if none."""
+    left out (without_clitic: "it's" is read at "it"). NoQueryWord if none."""
     if not text.strip():
-        raise ValueError("the sentence is empty; give a sentence with a pronoun in it")
+        raise NoQueryWord("empty", "the sentence is empty; give a sentence with a pronoun in it")
     if word is not None and not word.strip():
-        raise ValueError("--word is empty; give the word whose attention to show")
+        raise NoQueryWord("empty", "the query word is empty; give the word whose attention to show")
     targets = PRONOUNS if word is None else (word.strip(),)
     # Whole word: no letter or digit just before or after ("it" matches in "it's", not in
     # "hit"); a target that starts or ends with punctuation needs no boundary on that side.
@@ -65,10 +66,9 @@ def find_query_span(text, word=None):
     m = re.search(alternatives, text, flags=re.IGNORECASE)
     if m is None:
         if word is None:
-            raise ValueError(
-                f"no pronoun ({', '.join(PRONOUNS)}) in {text!r}; name the query word with --word"
-            )
-        raise ValueError(f"the word {word!r} is not in {text!r}; pick a word of the sentence")
+            raise NoQueryWord("pronoun", f"no pronoun ({', '.join(PRONOUNS)}) in {text!r}; name "
+                              "the query word")
+        raise NoQueryWord("word", f"the word {word!r} is not in {text!r}; pick a word of the sentence")
     return without_clitic(text, m.span())
 
 

@@ -6,13 +6,13 @@ import shutil
 import sys
 from pathlib import Path
 
-from analysis.coreference import study
+from analysis.errors import NoQueryWord
 from analysis.html import sentence_page, write_html
 from analysis.terminal import DEFAULT_TOP, MANY_HEADS, colour_mode, render_sentence
 from analysis.words import QUERY_POSITIONS, sentence_attention
 from checks import positive_int
 from data.pronouns import ATTENTION_EXAMPLES, DEFAULT_COUNT
-from generation.probe import keep_probe
+from generation.probe import keep_probe, study_or_say
 from generation.user_text import read_user_text
 from runs.folder import METRICS_FILE, PROBE_FILE, probe_path, read_metrics, saved_probe
 
@@ -124,8 +124,17 @@ def analyse(run, args):
             analysed.append(sentence_attention(run.model, run.tokenizer, sentence, *query_of(args)))
         except ValueError as e:  # say which sentence: a file may hold hundreds
             where = f"--attention-file {args.attention_file}, sentence {n}: " if args.attention_file else ""
-            raise ValueError(f"{where}{e}") from None
+            raise ValueError(f"{where}{flagged(e)}") from None
     return analysed
+
+
+def flagged(error):
+    """An analysis error as the CLI says it: a missing query word names --word."""
+    if isinstance(error, NoQueryWord) and error.missing == "pronoun":
+        return f"{error} with --word"
+    if isinstance(error, NoQueryWord) and str(error).startswith("the query word is empty"):
+        return str(error).replace("the query word", "--word", 1)
+    return str(error)
 
 
 def query_of(args):
@@ -180,6 +189,6 @@ def page_probe(run, ckpt, args, err):
     err.write(f"note: running the probe{tests} on its {2 * DEFAULT_COUNT} built-in sentences "
               f"for the head to outline{kept} (--no-probe skips it)\n")
     # One permutation: the page needs the best head, not its p-value.
-    result = study(run.model, run.tokenizer, permutations=1, causal=not args.no_causal)
+    result = study_or_say(run.model, run.tokenizer, permutations=1, causal=not args.no_causal)
     keep_probe(run, ckpt, result, err)
     return result

@@ -5,6 +5,7 @@ import json
 import shutil
 
 from analysis.coreference import study
+from analysis.errors import NothingToMeasure
 from analysis.reports import study_report
 from checks import positive_int
 from data.pronouns import NATURAL
@@ -44,8 +45,8 @@ def show_probe(run, args, ckpt, out, err):
     """Score every head on args.probe's examples and print the report (or, with --json, one JSON
     object); the built-in sets' result is kept in the run folder at `ckpt`."""
     query = args.query or "pronoun"
-    result = study(run.model, run.tokenizer, args.probe, args.permutations,
-                   causal=not args.no_causal, patch=args.patch, query=query)
+    result = study_or_say(run.model, run.tokenizer, args.probe, args.permutations,
+                          causal=not args.no_causal, patch=args.patch, query=query)
     out.write((json.dumps(result) if args.json else fit_width(study_report(result), report_width(out))) + "\n")
     if not args.probe and query == "pronoun":  # the built-in sets: what --html outlines
         keep_probe(run, ckpt, result, err)
@@ -53,6 +54,17 @@ def show_probe(run, args, ckpt, out, err):
         saved = saved_probe(run, ckpt)
         if saved is not None:
             keep_probe(run, ckpt, {**saved, NATURAL: result}, err)
+
+
+def study_or_say(*args, **kwargs):
+    """analysis.coreference.study, its error where no example can be tested by the causal tests
+    carrying the flag that skips them."""
+    try:
+        return study(*args, **kwargs)
+    except NothingToMeasure as e:
+        if e.analysis != "causal":
+            raise
+        raise ValueError(f"{e}; --no-causal skips the causal tests") from None
 
 
 def keep_probe(run, ckpt, result, err):

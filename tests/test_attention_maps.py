@@ -8,12 +8,26 @@ import pytest
 import torch
 
 import generate
+from analysis.errors import NoQueryWord
 from analysis.terminal import (
-    colour_mode, display_token, render_sentence, render_token_grid, render_top_heads,
-    render_word_rows, sgr_colours, RESET, visible_len, weight_legend, wrap,
+    RESET,
+    colour_mode,
+    display_token,
+    render_sentence,
+    render_token_grid,
+    render_top_heads,
+    render_word_rows,
+    sgr_colours,
+    visible_len,
+    weight_legend,
+    wrap,
 )
 from analysis.words import (
-    encode_item, find_query_span, group_tokens, model_window, sentence_attention,
+    encode_item,
+    find_query_span,
+    group_tokens,
+    model_window,
+    sentence_attention,
 )
 from data.pronouns import Example
 from data.tokenizer import train_tokenizer
@@ -96,11 +110,12 @@ def test_find_query_span(text, word, span):
     ("   ", None, "empty"),
     ("The dog barked.", None, "no pronoun"),
     ("The dog barked.", "cat", "not in"),
-    ("The dog barked.", " ", "--word is empty"),
+    ("The dog barked.", " ", "query word is empty"),
 ])
 def test_find_query_span_errors(text, word, message):
-    with pytest.raises(ValueError, match=message):
+    with pytest.raises(NoQueryWord, match=message) as raised:
         find_query_span(text, word)
+    assert "--" not in str(raised.value)  # no CLI flag below the CLI: generation/ adds them
 
 
 # --- a model whose attention we know ---------------------------------------------------
@@ -482,8 +497,9 @@ def test_many_heads_options(gpt2_shaped_run, argv, lines, top):
     (["--attention", SENTENCE, "--layer", "-1", "--head", "0"], r"--layer.*0\.\.1"),
     (["--attention", SENTENCE, "--layer", "0", "--head", "2"], r"--head.*0\.\.1"),
     (["--attention", SENTENCE, "--head", "0"], "--head.*--layer"),
-    (["--attention", "The dog barked."], "no pronoun"),
+    (["--attention", "The dog barked."], "no pronoun.*name the query word with --word"),
     (["--attention", SENTENCE, "--word", "zebra"], "not in"),
+    (["--attention", SENTENCE, "--word", " "], "^--word is empty"),
     (["--attention", ""], "empty"),
     (["--word", "it"], "go with --attention"),
     (["--attention", SENTENCE, "--attention-file", "x.txt"], "--attention .*--attention-file"),

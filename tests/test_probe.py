@@ -19,7 +19,7 @@ import pytest
 import torch
 
 from analysis.probe import candidate_scores, run_probe
-from analysis.reports import format_report
+from analysis.reports import format_report, query_word_notes
 from analysis.words import sentence_attention, token_indices, token_spans
 from data.pronouns import Example
 from data.tokenizer import train_tokenizer
@@ -255,11 +255,12 @@ def test_one_set_is_one_split_and_its_p_value_is_the_texts():
     assert {k for b in small["baselines"].values() for k in b} == {"all", "rule"}
     assert {k for h in small["heads"] for k in h} == {"layer", "head", "all", "mass_antecedent",
                                                       "mass_distractors", "mass_first_token"}
-    assert small["p_value"] is None and small["p_value_note"].startswith("4 examples scored")
+    assert small["p_value"] is None and small["p_value_reason"] == "too few examples"
+    assert small["p_value_needs"] == 20
     report = format_report(small)
     assert "p = " not in report and "with 4 examples the set is too small" in report
     big = run_probe(MODEL, TOKENIZER, TEST * 5, permutations=50)  # MIN_FOR_STATS items
-    assert 0 < big["p_value"] <= 1 and "p_value_note" not in big
+    assert 0 < big["p_value"] <= 1 and "p_value_reason" not in big
     assert f"permutation test p = {big['p_value']:.4f} (50 shuffles" in format_report(big)
 
 
@@ -384,7 +385,7 @@ def test_report_has_table_ranking_baselines_p_value_and_published_context(result
     assert "Clark et al. 2019" in report and "other models and data" in report
     # 4 test examples: too few for a p-value, which is left out and the reason given.
     assert "p = " not in report and "with 4 examples the set is too small for a p-value" in report
-    assert result["p_value"] is None and "4 examples" in result["p_value_note"]  # the JSON agrees
+    assert result["p_value"] is None and result["p_value_reason"] == "too few examples"  # the JSON agrees
     many = {**result, "p_value": 0.0123,
             "counts": {**result["counts"], "test": {**result["counts"]["test"], "used": 40}}}
     assert "permutation test p = 0.0123" in format_report(many)
@@ -441,23 +442,23 @@ def test_query_words_that_are_not_pronouns_are_noted_in_the_result_and_the_repor
            item("the HEN saw the ox, then it ran.", "HEN", "ox", pronoun="then")]
     r = run_probe(MODEL, TOKENIZER, [*odd, TEST[0]], permutations=10)
     assert r["best_head"]["all"] == 1.0  # what a silent report would show
-    assert r["notes"] == ["the query words of 3 of 4 examples are not pronouns ('so', 'then'); "
-                          "for those the probe measures where that word looks, not how a pronoun "
-                          "finds its antecedent"]
-    assert json.loads(json.dumps(r))["notes"] == r["notes"]
-    assert "Note: the query words of 3 of 4 examples are not pronouns" in format_report(r)
+    assert r["query_words"] == {"examples": 4, "not_pronouns": 3, "words": ["so", "then"]}
+    assert json.loads(json.dumps(r))["query_words"] == r["query_words"]  # numbers, not sentences
+    assert ("Note: the query words of 3 of 4 examples are not pronouns ('so', 'then'); for those "
+            "the probe measures where that word looks, not how a pronoun finds its antecedent."
+            in format_report(r))
 
 
 def test_the_note_quotes_a_few_words_and_ignores_case(result):
-    assert result["notes"] == [] and "are not pronouns" not in format_report(result)
+    assert result["query_words"]["not_pronouns"] == 0 and "are not pronouns" not in format_report(result)
     capital = item("the DOG saw the cat so It ran.", "DOG", "cat", pronoun="It")
-    assert run_probe(MODEL, TOKENIZER, [capital, *TEST], permutations=10)["notes"] == []
+    assert run_probe(MODEL, TOKENIZER, [capital, *TEST], permutations=10)["query_words"]["words"] == []
     odd = [item("the DOG saw the cat so it ran.", "DOG", "cat", pronoun="so"),
            item("the HORSE saw the cat so it ran.", "HORSE", "cat", pronoun="saw"),
            item("the cow saw the PIG so it ran.", "cow", "PIG", pronoun="so"),
            item("the eel saw the bee so it ran.", "eel", "bee", pronoun="the"),
            item("the eel saw the bee so it ran.", "eel", "bee", pronoun="bee")]
-    [note] = run_probe(MODEL, TOKENIZER, odd, permutations=10)["notes"]
+    [note] = query_word_notes(run_probe(MODEL, TOKENIZER, odd, permutations=10))
     assert "5 of 5" in note and "pronouns" in note and "('so', 'saw', 'the', ...)" in note  # a few, each once
 
 

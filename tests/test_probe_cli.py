@@ -142,7 +142,7 @@ def test_a_one_example_file_has_one_set_and_no_p_value_in_json_and_text(run_fold
     argv = ("--ckpt", run_folder, "--probe", tmp_path / "one.jsonl", "--permutations", "20")
     code, js, _ = run_generate(*argv, "--json")
     result = json.loads(js)
-    assert code == 0 and result["p_value"] is None and "1 examples" in result["p_value_note"]
+    assert code == 0 and result["p_value"] is None and result["p_value_reason"] == "too few examples"
     assert set(result["counts"]) == {"all"} and set(result["best_head"]) == {"layer", "head", "all"}
     assert all("dev" not in h and "test" not in h for h in result["heads"])
     code, text, _ = run_generate(*argv)
@@ -204,8 +204,8 @@ def test_a_query_word_that_is_not_a_pronoun_is_noted_in_report_and_json(run_fold
     [note] = [line for line in out.splitlines() if "('because')" in line]  # the word quoted
     assert code == 0 and note.startswith("Note: ") and "1 of 2" in note  # how many of how many
     code, out, _ = run_generate("--ckpt", run_folder, "--probe", path, "--permutations", "5", "--json")
-    [note] = json.loads(out)["notes"]
-    assert code == 0 and "('because')" in note and "1 of 2" in note
+    words = json.loads(out)["query_words"]
+    assert code == 0 and words == {"examples": 2, "not_pronouns": 1, "words": ["because"]}
 
 
 def test_a_probe_file_that_is_a_folder_or_empty_is_a_one_line_error(run_folder, tmp_path):

@@ -1,0 +1,32 @@
+"""What an analysis could not do with what it was given, as types: the computing modules of
+analysis/ raise these (all ValueErrors) and say the problem in plain words with no command-line
+flag; generation/ adds what to type at the CLI, and a notebook catches the type it cares about."""
+
+
+class AnalysisError(ValueError):
+    """The base: `reason` names the problem for code, str() says it for people."""
+
+    reason = "invalid input"
+
+
+class NoQueryWord(AnalysisError):
+    """The text has no query word to read attention from. `missing`: "pronoun" (the text has
+    none), "word" (the word asked for is not in it) or "empty" (the text, or the word asked
+    for, is empty)."""
+
+    reason = "no query word"
+
+    def __init__(self, missing: str, message: str):
+        super().__init__(message)
+        self.missing = missing
+
+
+class NothingToMeasure(AnalysisError):
+    """None of the examples can be measured by `analysis` (its name: "causal", "lens",
+    "patching", "answer"): each needs something none of them has."""
+
+    reason = "nothing to measure"
+
+    def __init__(self, analysis: str, message: str):
+        super().__init__(message)
+        self.analysis = analysis
