@@ -5,19 +5,22 @@ hand-written natural set, or on a user's JSONL file. Its plain-text report is
 analysis/reports.py's study_report."""
 
 from analysis.causal import causal_tests, with_best_head
+from analysis.circuit import trace_circuit
 from analysis.lens import logit_lens
 from analysis.patching import activation_patching
 from analysis.probe import run_probe
 from data.pronouns import NATURAL, examples, natural, read_examples
 
 
-def study(model, tokenizer, path="", permutations=1000, causal=True, patch=False):
+def study(model, tokenizer, path="", permutations=1000, causal=True, patch=False, circuit=False):
     """run_probe's result for a user's JSONL file at `path` (one set of examples), for the
     built-in dev and test sets when `path` is empty, or, when `path` is "natural", for the
     natural sentences as the test set with the head chosen on the generated dev set; with
     `causal`, also the causal tests (with_best_head) on the test set (or the file) under
     "causal"; the logit lens at the pronoun (analysis/lens.py) on the same set under
-    "logit_lens"; with `patch`, activation patching (analysis/patching.py) under "patching". ValueError (one line) for a file that cannot be read or holds no examples."""
+    "logit_lens"; with `patch`, activation patching (analysis/patching.py) under "patching"; with
+    `circuit`, the circuit (analysis/circuit.py) under "circuit". ValueError (one line) for a
+    file that cannot be read or holds no examples."""
     test_set = "test"
     if path == NATURAL:
         dev, test, test_set = examples("dev"), natural(), NATURAL
@@ -32,6 +35,8 @@ def study(model, tokenizer, path="", permutations=1000, causal=True, patch=False
         pass
     if patch:
         result["patching"] = activation_patching(model, tokenizer, test or dev)
+    if circuit:
+        result["circuit"] = trace_circuit(model, tokenizer, test or dev)
     if causal:
         try:
             tested = causal_tests(model, tokenizer, test or dev)

@@ -4,6 +4,7 @@ activation patching (analysis/patching.py), each from the JSON-ready result its 
 The page's tables (analysis/causal_tables.py, analysis/depth_tables.py) say a number as these
 reports do, through the helpers here."""
 
+from analysis.circuit_report import format_circuit
 from analysis.probe import MIN_FOR_STATS
 
 PUBLISHED = (
@@ -17,8 +18,8 @@ READING = ("Positive: the prediction needed what was taken away. The control sho
 
 
 def study_report(result):
-    """The probe's plain-text report, then the logit lens', the causal tests' and activation
-    patching's when the result has them."""
+    """The probe's plain-text report, then the logit lens', the causal tests', activation
+    patching's and the circuit's when the result has them."""
     parts = [format_report(result)]
     if "logit_lens" in result:
         parts.append(format_lens(result["logit_lens"]))
@@ -26,6 +27,8 @@ def study_report(result):
         parts.append(format_causal(result["causal"]))
     if "patching" in result:
         parts.append(format_patching(result["patching"]))
+    if "circuit" in result:
+        parts.append(format_circuit(result["circuit"]))
     return "\n\n".join(parts)
 
 

@@ -1,0 +1,180 @@
+"""The circuit that carries the antecedent to the pronoun: edges scored, checked and pruned.
+
+On the corrupted twins of analysis/patching.py (the antecedent swapped for a same-kind noun of
+the same token length) and its metric, the logit difference at the pronoun LD = logit(clean
+next) - logit(twin's next), M = mean LD over a set of examples:
+
+1. every edge of the graph (analysis/edges.py) is scored by edge attribution patching, a
+   first-order estimate of M(edge patched from the twin) - M(clean);
+2. the CHECKED edges with the largest |score| are patched for real, one at a time, and the two
+   compared (Spearman's rank correlation, sign agreement, the median ratio score / real);
+3. the circuit is the top k edges by |score|, for the smallest k whose faithfulness
+       (M(only the circuit kept, every other edge patched) - M(corrupt)) / (M(clean) - M(corrupt))
+   is at least FAITHFUL, found by binary search on k (which takes faithfulness to grow with k;
+   the faithfulness reported is the one measured at the k found). The whole graph kept is the
+   clean run (1), none kept the twin's (0).
+
+An edge's share is its effect over the clean-vs-corrupt gap M(clean) - M(corrupt): the part of
+the model's preference that patching it alone takes away. Each kind of sentence (decided_by:
+agreement, role, meaning) gets its own scores and circuit beside the whole set's. A set whose
+gap is under MIN_GAP, or whose gap's interval reaches 0, shows no preference to explain: it is
+reported as such, with no circuit (a faithfulness over a gap near 0 is noise divided by noise).
+
+Intervals: 95% percentile bootstrap over examples (ratios of means, as analysis/patching.py),
+none below analysis.probe.MIN_FOR_STATS examples.
+"""
+
+import random
+
+import torch
+
+from analysis.edges import attribution, build_graph, make_batches, patched_lds, twin_runs
+from analysis.patching import make_pair
+from analysis.probe import MIN_FOR_STATS
+from data.pronouns import DECIDED_BY
+
+FAITHFUL = 0.9  # the share of the gap a circuit must keep
+# A gap below half a logit moves the odds of the two continuations by less than e^0.5 ≈ 1.6:
+# too little to say the model prefers the antecedent's continuation.
+MIN_GAP = 0.5
+CHECKED = 10  # top edges patched for real, one at a time
+SHOWN = 20  # edges listed beyond the circuit's own
+
+
+def trace_circuit(model, tokenizer, examples, seed=0, resamples=1000, checked=CHECKED,
+                  min_gap: float | None = MIN_GAP) -> dict:
+    """JSON-ready circuit of `examples` (see the module docstring), the whole set's at the top
+    level and each kind's under "by_kind". min_gap None searches a circuit whatever the gap
+    (for timing a model that has none). ValueError where no example has a twin."""
+    rng = random.Random(seed)
+    made = [(make_pair(tokenizer, ex, model.config.block_size, rng), ex.decided_by)
+            for ex in examples]
+    made = [(p, kind) for p, kind in made if p is not None]
+    if not made:
+        raise ValueError("no example has a corrupted twin (an antecedent from the lexicon, a "
+                         "same-kind noun of its token length, and another continuation); the "
+                         "circuit needs some")
+    result = circuit_of_pairs(model, *zip(*made), seed=seed, resamples=resamples,
+                              checked=checked, min_gap=min_gap)
+    result["skipped"] = len(examples) - len(made)
+    return result
+
+
+def circuit_of_pairs(model, pairs, kinds, seed=0, resamples=1000, checked=CHECKED,
+                     min_gap: float | None = MIN_GAP) -> dict:
+    """trace_circuit's result for Pairs of analysis.patching and each one's kind (or None)."""
+    model.eval()
+    cfg, device = model.config, next(model.parameters()).device
+    graph = build_graph(cfg.n_layer, cfg.n_head)
+    batches = make_batches(pairs, kinds, len(graph.senders), cfg.n_embd, device)
+    twins, corrupt = twin_runs(model, graph, batches)
+    scores, _ = attribution(model, graph, batches, twins)
+    none = torch.zeros_like(graph.allowed)
+    clean = patched_lds(model, graph, batches, twins, none)  # the same path every patch takes
+    context = (model, graph, batches, twins, scores, clean, corrupt)
+    options = dict(seed=seed, resamples=resamples, checked=checked, min_gap=min_gap)
+    result = one_set(context, range(len(batches)), **options)
+    result["by_kind"] = {}
+    for kind in DECIDED_BY:
+        chosen = [i for i, b in enumerate(batches) if kinds[b.rows[0]] == kind]
+        if chosen:
+            result["by_kind"][kind] = one_set(context, chosen, **options)
+    result.update(n_edges=int(graph.allowed.sum()), threshold=FAITHFUL, min_gap=min_gap,
+                  seed=seed, resamples=resamples)
+    return result
+
+
+def one_set(context, chosen, seed, resamples, checked, min_gap) -> dict:
+    """The circuit of the examples in batches `chosen`."""
+    model, graph, batches, twins, scores, clean, corrupt = context
+    chosen = set(chosen)
+    rows = torch.tensor(sorted(r for i in chosen for r in batches[i].rows))
+    c, z = clean[rows], corrupt[rows]
+    n = len(rows)
+    draws = (torch.randint(n, (resamples, n), generator=torch.Generator().manual_seed(seed))
+             if n >= MIN_FOR_STATS else None)
+
+    def interval(values):  # values (resamples,) -> [lo, hi]
+        return torch.quantile(values, torch.tensor([0.025, 0.975], dtype=values.dtype)).tolist()
+
+    def recovered(lds):  # (n,) LDs -> (mean - corrupt) / (clean - corrupt), and its interval
+        point = ((lds.mean() - z.mean()) / (c.mean() - z.mean())).item()
+        if draws is None:
+            return point, None
+        zd = z[draws].mean(1)
+        return point, interval((lds[draws].mean(1) - zd) / (c[draws].mean(1) - zd))
+
+    def share(lds):  # the share of the gap a patch takes away: 1 - recovered
+        point, ci = recovered(lds)
+        return 1 - point, None if ci is None else [1 - ci[1], 1 - ci[0]]
+
+    gap = (c - z).mean().item()
+    gap_ci = interval((c - z)[draws].mean(1)) if draws is not None else None
+    out = {"n": n, "clean_ld": c.mean().item(), "corrupt_ld": z.mean().item(), "gap": gap,
+           "gap_ci": gap_ci}
+    out["preference"] = min_gap is None or (gap >= min_gap and (gap_ci is None or gap_ci[0] > 0))
+    if not out["preference"]:
+        return {**out, "edges": [], "faithfulness": None, "size": None}
+
+    eap = scores[rows]  # (n, S, R)
+    mean = eap.mean(0)
+    S, R = mean.shape
+    flat = graph.allowed.flatten().nonzero().flatten()
+    order = flat[mean.flatten()[flat].abs().argsort(descending=True, stable=True)]
+
+    def real(edges):  # LDs (n,) with exactly `edges` (flat indices) patched
+        patched = torch.zeros(S * R, dtype=torch.bool)
+        patched[edges] = True
+        return patched_lds(model, graph, batches, twins, patched.view(S, R), chosen)[rows]
+
+    def kept(k):  # LDs (n,) with the top k edges kept and every other edge patched
+        return real(order[k:])
+
+    size, lds = prune(kept, len(order), z, c)
+    faith, faith_ci = recovered(lds)
+    singles = {int(e): real(e.view(1)) for e in order[:checked]}
+    edges = []
+    for rank, e in enumerate(order[:max(SHOWN, size)].tolist()):
+        s, r = divmod(e, R)
+        values = eap[:, s, r]  # (n,) each example's estimate of LD patched - LD clean
+        edge = {"from": graph.senders[s], "to": graph.receivers[r], "eap": values.mean().item(),
+                "in_circuit": rank < size}
+        edge["share"], edge["share_ci"] = share(c + values)
+        if e in singles:
+            edge["patched"] = (singles[e] - c).mean().item()
+            edge["patched_share"], edge["patched_share_ci"] = share(singles[e])
+        edges.append(edge)
+    return {**out, "edges": edges, "faithfulness": faith, "faithfulness_ci": faith_ci,
+            "size": size, "agreement": agreement(edges)}
+
+
+def prune(kept, n_edges, corrupt, clean) -> tuple[int, torch.Tensor]:
+    """(k, LDs) for the smallest k (binary search) whose faithfulness is >= FAITHFUL, where
+    kept(k) gives the LDs with the top k edges kept; k = n_edges (the clean run) if none less."""
+    gap = clean.mean() - corrupt.mean()
+    faithful = lambda lds: ((lds.mean() - corrupt.mean()) / gap).item() >= FAITHFUL  # noqa: E731
+    lo, hi, best = 0, n_edges, clean
+    while lo < hi:
+        mid = (lo + hi) // 2
+        lds = kept(mid)
+        if faithful(lds):
+            hi, best = mid, lds
+        else:
+            lo = mid + 1
+    return hi, best
+
+
+def agreement(edges) -> dict:
+    """How well attribution matches real patching on the edges patched both ways: Spearman's
+    rank correlation, the share of edges whose signs agree, the median ratio eap / patched."""
+    pairs = [(e["eap"], e["patched"]) for e in edges if "patched" in e]
+    if len(pairs) < 2:
+        return {"edges": len(pairs)}
+    eap, real = torch.tensor(pairs, dtype=torch.float64).T
+    ranks = lambda x: x.argsort().argsort().double()  # noqa: E731
+    a, b = ranks(eap) - ranks(eap).mean(), ranks(real) - ranks(real).mean()
+    ratios = (eap / real)[real != 0]
+    return {"edges": len(pairs),
+            "spearman": ((a * b).sum() / (a.norm() * b.norm())).item(),
+            "sign_agreement": (eap.sign() == real.sign()).double().mean().item(),
+            "median_ratio": ratios.median().item() if len(ratios) else None}
