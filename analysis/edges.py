@@ -73,100 +73,168 @@ def build_graph(n_layer: int, n_head: int) -> Graph:
 
 
 class Batch(NamedTuple):
-    """Pairs of one token length (and one kind), as tensors."""
+    """Pairs of one kind, padded on the right to one length: a causal model's positions up to
+    the pronoun never see what follows, so the padding changes nothing that is measured."""
 
-    clean: torch.Tensor  # (B, T) ids up to the pronoun
+    clean: torch.Tensor  # (B, T) ids up to the pronoun, then padding
     corrupt: torch.Tensor  # (B, T) the twins
     antecedent: torch.Tensor  # (B, T) bool: the antecedent's tokens
+    last: torch.Tensor  # (B,) the pronoun's position, where the LD is read
     clean_next: torch.Tensor  # (B,)
     corrupt_next: torch.Tensor  # (B,)
     rows: list[int]  # the pairs' indices in the list they came from
 
 
+PAD_SLACK = 4  # a batch's pairs are at most this many tokens longer than its shortest
+
+
 def make_batches(pairs, kinds, n_senders, n_embd, device) -> list[Batch]:
-    """`pairs` (analysis.patching.Pair) grouped by kind and token length, so that any kind's set
-    is a union of batches, each cut to hold at most BUFFER_NUMBERS sender activations."""
-    groups: dict[tuple, list[int]] = {}
-    for i, (p, kind) in enumerate(zip(pairs, kinds)):
-        groups.setdefault((str(kind), len(p.clean)), []).append(i)
+    """`pairs` (analysis.patching.Pair) grouped by kind, so that any kind's set is a union of
+    batches; by length within a kind (PAD_SLACK), each batch cut to hold at most BUFFER_NUMBERS
+    sender activations."""
+    by_kind: dict[str, list[int]] = {}
+    for i, kind in enumerate(kinds):
+        by_kind.setdefault(str(kind), []).append(i)
     batches = []
-    for (_, T), rows in sorted(groups.items()):
-        size = max(1, BUFFER_NUMBERS // (n_senders * T * n_embd))
-        for start in range(0, len(rows), size):
-            part = [pairs[i] for i in rows[start:start + size]]
-            where = torch.zeros(len(part), T, dtype=torch.bool)
-            for b, p in enumerate(part):
-                where[b, p.antecedent] = True
-            tensor = lambda xs: torch.tensor(xs, device=device)  # noqa: E731
-            batches.append(Batch(tensor([p.clean for p in part]), tensor([p.corrupt for p in part]),
-                                 where.to(device), tensor([p.clean_next for p in part]),
-                                 tensor([p.corrupt_next for p in part]), rows[start:start + size]))
+    for rows in by_kind.values():
+        rows = sorted(rows, key=lambda i: len(pairs[i].clean))
+        while rows:
+            shortest = len(pairs[rows[0]].clean)
+            fit = [i for i in rows if len(pairs[i].clean) <= shortest + PAD_SLACK]
+            T = len(pairs[fit[-1]].clean)
+            part = fit[:max(1, BUFFER_NUMBERS // (n_senders * T * n_embd))]
+            rows = rows[len(part):]
+            batches.append(_batch([pairs[i] for i in part], part, T, device))
     return batches
 
 
-def _ld(logits, batch):
-    """(B,) the logit difference at the last position: clean next - twin's next."""
-    last = logits[:, -1]
-    b = torch.arange(last.size(0), device=last.device)
-    return last[b, batch.clean_next] - last[b, batch.corrupt_next]
+def _batch(part, rows, T, device):
+    where = torch.zeros(len(part), T, dtype=torch.bool)
+    for b, p in enumerate(part):
+        where[b, p.antecedent] = True
+    tensor = lambda xs: torch.tensor(xs, device=device)  # noqa: E731
+    pad = lambda ids: ids + [0] * (T - len(ids))  # noqa: E731
+    return Batch(tensor([pad(p.clean) for p in part]), tensor([pad(p.corrupt) for p in part]),
+                 where.to(device), tensor([len(p.clean) - 1 for p in part]),
+                 tensor([p.clean_next for p in part]), tensor([p.corrupt_next for p in part]),
+                 rows)
 
 
-def _run(model, graph, batch, ids, twin=None, patched=None, on_grad=None):
+class _FinalStream(Exception):
+    """Raised by the logits receiver's hook to end the pass there, carrying the final stream."""
+
+    def __init__(self, stream):
+        super().__init__()
+        self.stream = stream
+
+
+def _ld(model, stream, batch):
+    """(B,) the logit difference at the pronoun, read from the final stream (B, T, C): the
+    unembedding of that position only (as the logit lens reads it), where the model's own pass
+    would unembed every position, a third of a GPT-2-sized model's work."""
+    b = torch.arange(stream.size(0), device=stream.device)
+    logits = model.lm_head(model.ln_f(stream[b, batch.last]))  # (B, C) -> (B, padded V)
+    return logits[b, batch.clean_next] - logits[b, batch.corrupt_next]
+
+
+def corrections(graph, patched):
+    """For each receiver, how to sum its patched senders' differences: None (none patched),
+    ("+", senders) to add them, or ("-", senders) to take the others from the sum of all its
+    upstream senders', whichever adds fewer tensors (every edge patched costs one per
+    receiver, as one edge does)."""
+    plan = []
+    for _, rows, up in graph.groups:
+        for r in rows:
+            on = patched[:up, r]
+            n = int(on.sum())
+            if n == 0:
+                plan.append(None)
+            elif n <= up - n:
+                plan.append(("+", on.nonzero().flatten().tolist()))
+            else:
+                plan.append(("-", (~on).nonzero().flatten().tolist()))
+    return plan
+
+
+def _run(model, graph, batch, ids, twin=None, plan=None, on_grad=None):
     """One pass of `ids` with every sender recorded and every receiver hooked. With `twin`
-    ((S, B, T, C) activations of the twin run) and `patched` ((S, R) bool), each receiver reads
-    its input corrected by its patched senders' differences. With `on_grad`, the pass keeps
-    autograd's graph from the embeddings on, and each receiver's input gradient is handed to
-    on_grad(group, gradient (B, T, G, C)) during the backward pass. Returns (LD (B,), the
-    senders' activations (S, B, T, C), the embeddings leaf or None)."""
-    L, H = model.config.n_layer, model.config.n_head
-    acts = [None] * len(graph.senders)
-    state = {"leaf": None}
+    ((S, B, T, C) activations of the twin run) and `plan` (corrections()), each receiver reads
+    its input minus its patched senders' differences a(this run) - a(twin). With `on_grad`, the
+    pass keeps autograd's graph from the embeddings on, and each receiver's input gradient is
+    handed to on_grad(group, gradient (B, T, G, C)) during the backward pass. Returns (LD (B,),
+    the senders' activations (S, B, T, C) or None when patching, the embeddings leaf or None)."""
+    H = model.config.n_head
+    S = len(graph.senders)
+    B, T = ids.shape
+    dtype = model.tok_emb.weight.dtype
+    acts = None if plan is not None else torch.empty(S, B, T, model.config.n_embd,
+                                                     device=ids.device, dtype=dtype)
+    delta, state = [None] * S, {"leaf": None, "total": 0.0}
+
+    def record(first, value):  # value (n, B, T, C): senders first .. first + n - 1
+        if acts is not None:
+            acts[first:first + len(value)] = value.detach()
+        else:
+            d = value - twin[first:first + len(value)]
+            state["total"] = state["total"] + d.sum(0)
+            delta[first:first + len(value)] = list(d)
 
     def embed(x, name):
         if on_grad is not None:
             x = state["leaf"] = x.detach().requires_grad_(True)
         where = batch.antecedent[..., None]  # (B, T, 1)
-        acts[0], acts[1] = (x * where).detach(), (x * ~where).detach()
+        record(0, torch.stack((x * where, x * ~where)))
         return x
 
-    def head_writes(l):
-        def fn(x, name):  # (B, T, H, C)
-            for h in range(H):
-                acts[2 + l * (H + 1) + h] = x[:, :, h].detach()
-        return fn
+    def head_writes(first):
+        return lambda x, name: record(first, x.permute(2, 0, 1, 3))  # (B, T, H, C) -> (H, ...)
 
-    def mlp_write(l):
-        def fn(x, name):
-            acts[2 + l * (H + 1) + H] = x.detach()
-        return fn
+    def mlp_write(first):
+        return lambda x, name: record(first, x[None])
 
-    def receiver(group):
+    def receiver(group, steps):
         name, rows, up = group
         split = name.endswith(("q_input", "k_input", "v_input"))
 
         def fn(x, name):
-            if patched is not None:
-                sub = patched[:up, rows]  # (up, G)
-                used = sub.any(1).nonzero().flatten().tolist()
-                if used:
-                    delta = torch.stack([acts[s] - twin[s] for s in used])  # (U, B, T, C)
-                    corr = torch.einsum("ubtc,ug->btgc", delta, sub[used].to(delta.dtype))
-                    x = x - (corr if split else corr[:, :, 0])
+            if any(steps):
+                corr = [_correction(step, delta, state["total"], x) for step in steps]
+                corr = torch.stack(corr, 2) if split else corr[0]  # (B, T, G, C) or (B, T, C)
+                x = x - corr
             if on_grad is not None:
                 x = x.clone()  # q, k and v share one tensor: each copy gets its own gradient
                 x.register_hook(lambda g: on_grad(group, g if split else g[:, :, None]))
+            if group is graph.groups[-1]:
+                raise _FinalStream(x)
             return x
         return fn
 
     fns = {"blocks.0.hook_resid_pre": embed}
-    for l in range(L):
-        fns[f"blocks.{l}.attn.hook_result"] = head_writes(l)
-        fns[f"blocks.{l}.hook_mlp_out"] = mlp_write(l)
+    for l in range(model.config.n_layer):
+        fns[f"blocks.{l}.attn.hook_result"] = head_writes(2 + l * (H + 1))
+        fns[f"blocks.{l}.hook_mlp_out"] = mlp_write(2 + l * (H + 1) + H)
+    start = 0
     for group in graph.groups:
-        fns[group[0]] = receiver(group)
+        steps = (plan or [None] * len(graph.receivers))[start:start + len(group[1])]
+        fns[group[0]] = receiver(group, steps)
+        start += len(group[1])
     with torch.set_grad_enabled(on_grad is not None), hooks(model, fns):
-        ld = _ld(model(ids), batch)
-    return ld, torch.stack(acts), state["leaf"]
+        try:
+            model(ids)
+        except _FinalStream as end:
+            ld = _ld(model, end.stream, batch)
+    return ld, acts, state["leaf"]
+
+
+def _correction(step, delta, total, x):
+    """One receiver's sum of patched differences (B, T, C), as corrections() planned it."""
+    if step is None:
+        return torch.zeros_like(x[:, :, 0] if x.dim() == 4 else x)
+    sign, senders = step
+    out = total.clone() if sign == "-" else torch.zeros_like(delta[senders[0]])
+    for s in senders:
+        out = out.sub_(delta[s]) if sign == "-" else out.add_(delta[s])
+    return out
 
 
 @torch.no_grad()
@@ -187,10 +255,10 @@ def patched_lds(model, graph, batches, twins, patched: torch.Tensor, only=None) 
     from its twin (NaN for rows of the batches not in `only`, a set of batch indices)."""
     n = sum(len(b.rows) for b in batches)
     out = torch.full((n,), float("nan"), dtype=torch.float64)
-    patched = patched & graph.allowed
+    plan = corrections(graph, patched & graph.allowed)
     for i, (batch, twin) in enumerate(zip(batches, twins)):
         if only is None or i in only:
-            out[batch.rows] = _run(model, graph, batch, batch.clean, twin, patched)[0].double().cpu()
+            out[batch.rows] = _run(model, graph, batch, batch.clean, twin, plan)[0].double().cpu()
     return out
 
 
