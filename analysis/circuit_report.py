@@ -50,8 +50,8 @@ def _set_lines(name, part, top):
                      f"{_percent(e['share']):>7}  {_ci(e['share_ci']):<16} {real:>13}")
     if part["size"] > len(shown):
         lines.append(f"  ... and {part['size'] - len(shown)} more edges in the circuit")
-    faith = with_interval(100 * part["faithfulness"], _scaled(part["faithfulness_ci"]), "{:.1f}")
-    lines.append(f"  * the circuit: {part['size']} of {top['n_edges']} edges keep {faith}% of "
+    faith = f"{_percent(part['faithfulness'])} {_ci(part['faithfulness_ci'])}".strip()
+    lines.append(f"  * the circuit: {part['size']} of {top['n_edges']} edges keep {faith} of "
                  f"the gap with every other edge patched (faithfulness; the target is "
                  f"{100 * top['threshold']:.0f}%)")
     a = part["agreement"]
@@ -61,7 +61,3 @@ def _set_lines(name, part, top):
                      f"{a['spearman']:.2f}, signs agree {a['sign_agreement'] * a['edges']:.0f}"
                      f"/{a['edges']}, median ratio {ratio}")
     return lines
-
-
-def _scaled(ci):
-    return None if ci is None else [100 * ci[0], 100 * ci[1]]

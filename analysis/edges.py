@@ -36,6 +36,7 @@ import torch
 from model.hooks import hooks
 
 EMBED = ("embed:antecedent", "embed:other")
+SPLIT = ("hook_q_input", "hook_k_input", "hook_v_input")
 # The senders' activations of one batch are held as one (S, B, T, C) tensor; batches are cut so
 # that it stays under this many numbers (a GPT-2-sized graph holds 158 senders).
 BUFFER_NUMBERS = 1 << 25
@@ -54,8 +55,8 @@ def build_graph(n_layer: int, n_head: int) -> Graph:
     for l in range(n_layer):
         up = len(senders)
         for part in "qkv":
-            groups.append((f"blocks.{l}.hook_{part}_input", list(range(len(receivers),
-                                                                       len(receivers) + n_head)), up))
+            heads = list(range(len(receivers), len(receivers) + n_head))
+            groups.append((f"blocks.{l}.hook_{part}_input", heads, up))
             receivers += [f"L{l}H{h}.{part}" for h in range(n_head)]
             depth_r += [l] * n_head
         senders += [f"L{l}H{h}" for h in range(n_head)]
@@ -194,7 +195,7 @@ def _run(model, graph, batch, ids, twin=None, plan=None, on_grad=None):
 
     def receiver(group, steps):
         name, rows, up = group
-        split = name.endswith(("q_input", "k_input", "v_input"))
+        split = name.endswith(SPLIT)
 
         def fn(x, name):
             if any(steps):
@@ -209,21 +210,37 @@ def _run(model, graph, batch, ids, twin=None, plan=None, on_grad=None):
             return x
         return fn
 
+    # What is hooked changes what is computed: a hooked hook_result computes each head's write
+    # apart, a hooked q, k or v input each head's own copy of the stream. Where a patch needs
+    # neither (no sender of that layer's heads, no receiver of its q, k, v), the layer runs as
+    # it does unhooked; the twins' runs and attribution hook everything.
+    needed = _needed_senders(plan, S)
     fns = {"blocks.0.hook_resid_pre": embed}
     for l in range(model.config.n_layer):
-        fns[f"blocks.{l}.attn.hook_result"] = head_writes(2 + l * (H + 1))
-        fns[f"blocks.{l}.hook_mlp_out"] = mlp_write(2 + l * (H + 1) + H)
+        first = 2 + l * (H + 1)
+        if needed is None or needed & set(range(first, first + H)):
+            fns[f"blocks.{l}.attn.hook_result"] = head_writes(first)
+        fns[f"blocks.{l}.hook_mlp_out"] = mlp_write(first + H)
     start = 0
     for group in graph.groups:
         steps = (plan or [None] * len(graph.receivers))[start:start + len(group[1])]
-        fns[group[0]] = receiver(group, steps)
         start += len(group[1])
+        if any(steps) or on_grad is not None or not group[0].endswith(SPLIT):
+            fns[group[0]] = receiver(group, steps)
     with torch.set_grad_enabled(on_grad is not None), hooks(model, fns):
         try:
             model(ids)
         except _FinalStream as end:
             ld = _ld(model, end.stream, batch)
     return ld, acts, state["leaf"]
+
+
+def _needed_senders(plan, n_senders):
+    """The senders whose differences `plan` reads (all of them where a receiver takes the
+    others from the sum), or None where every sender is recorded (no plan)."""
+    if plan is None or any(step and step[0] == "-" for step in plan):
+        return None
+    return {s for step in plan if step for s in step[1]}
 
 
 def _correction(step, delta, total, x):

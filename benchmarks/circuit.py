@@ -1,7 +1,7 @@
 """What `generate.py --probe --circuit` costs: the circuit's computation (analysis/circuit.py:
 twins, attribution, the checked edges, the pruning of the whole set and of each kind) on the
 default model's shape with the 300 built-in test sentences, and on GPT-2 small's shape with 100
-of them, each with its peak memory.
+of them, each with its peak memory, at the threads generate.py would use.
 
 Random weights unless --run names a run folder for the first: the cost does not depend on the
 weights, except that a set with no preference skips its search; here every set is searched
@@ -24,6 +24,7 @@ def bench_circuit(args):
     from analysis.circuit import trace_circuit
     from data.pronouns import examples
     from data.tokenizer import train_tokenizer
+    from generate import generation_threads
     from model.gpt import GPT, GPTConfig
 
     test = examples("test")
@@ -42,9 +43,14 @@ def bench_circuit(args):
         else:
             torch.manual_seed(0)
             model, tok, min_gap = GPT(GPTConfig(**shape)).eval(), tokenizer, None
+        threads, before = generation_threads(model.config.n_embd), torch.get_num_threads()
+        torch.set_num_threads(threads or before)  # as generate.py sets them
         start = time.perf_counter()
-        result = trace_circuit(model, tok, test[:n], min_gap=min_gap)
-        rows[f"circuit s, {label}"] = time.perf_counter() - start
+        try:
+            result = trace_circuit(model, tok, test[:n], min_gap=min_gap)
+        finally:
+            torch.set_num_threads(before)
+        rows[f"circuit s, {label}, {threads or before} threads"] = time.perf_counter() - start
         rows[f"circuit edges, {label}"] = f"{result['n_edges']:,} ({result['n']} twins)"
         rows[f"peak RSS MB after it, {label}"] = _rss_mb()
         del model, result

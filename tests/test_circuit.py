@@ -38,7 +38,8 @@ def setup():
 
 def prepared(model, pairs):
     graph = build_graph(model.config.n_layer, model.config.n_head)
-    batches = make_batches(pairs, [None] * len(pairs), len(graph.senders), model.config.n_embd, "cpu")
+    batches = make_batches(pairs, [None] * len(pairs), len(graph.senders), model.config.n_embd,
+                           "cpu")
     twins, corrupt = twin_runs(model, graph, batches)
     return graph, batches, twins, corrupt
 
@@ -68,7 +69,8 @@ def test_no_edge_patched_is_the_clean_run_and_every_edge_patched_is_the_twin(set
     every = patched_lds(model, graph, batches, twins, graph.allowed)
     assert torch.allclose(clean, plain_ld(model, pairs, "clean"), atol=1e-10)
     assert torch.allclose(corrupt, plain_ld(model, pairs, "corrupt"), atol=1e-10)
-    faithfulness = lambda lds: ((lds.mean() - corrupt.mean()) / (clean.mean() - corrupt.mean())).item()  # noqa: E731,E501
+    gap = clean.mean() - corrupt.mean()
+    faithfulness = lambda lds: ((lds.mean() - corrupt.mean()) / gap).item()  # noqa: E731
     assert (clean - corrupt).abs().mean() > 0.05  # the twin moves every example
     assert faithfulness(clean) == 1.0  # the whole graph kept
     assert faithfulness(every) == pytest.approx(0.0, abs=1e-9)  # the empty circuit
