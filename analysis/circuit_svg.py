@@ -2,7 +2,8 @@
 
 Components are nodes, laid out by depth from the embeddings at the bottom to the logits at the
 top (each layer's heads, then its MLP above them); each edge of the circuit is a line from its
-sender to its receiver, which meets a head at its query (left), key (middle) or value (right).
+sender to its receiver (bowed where it skips rows), which meets a head at its query (left), key
+(middle) or value (right).
 A line's width is its share of the logit difference (the widest edge full width), and the share
 is written on it, with the port (q, k, v), so the numbers read without hovering. Blue edges
 carry the model's preference; orange ones work against it.
@@ -11,7 +12,8 @@ carry the model's preference; orange ones work against it.
 from html import escape
 
 WIDTH, ROW, NODE_W, NODE_H, MARGIN = 640, 80, 104, 26, 24
-PORTS = {"q": -0.3, "k": 0.0, "v": 0.3}  # where on a head's lower side an edge meets it
+PORTS = {"q": -0.3, "k": 0.0, "v": 0.3}
+BOW = 0.6 * NODE_W  # how far right an edge bows for each row it skips  # where on a head's lower side an edge meets it
 CARRIES, AGAINST = "#1f5fa8", "#d9822b"
 
 
@@ -55,15 +57,19 @@ def circuit_svg(part: dict) -> str:
     for e in edges:
         (x1, y1), (x2, y2) = at[_component(e["from"])], at[_component(e["to"])]
         port = e["to"].split(".")[1] if "." in e["to"] else ""
-        x2 += PORTS.get(port, 0.0) * NODE_W
-        y1, y2 = y1, y2 + NODE_H
+        x2, y2 = x2 + PORTS.get(port, 0.0) * NODE_W, y2 + NODE_H
+        # An edge that skips rows bows to the right, clear of the nodes it passes.
+        skipped = round((y1 - y2) / ROW)
+        cx, cy = (x1 + x2) / 2 + BOW * skipped, (y1 + y2) / 2
         colour = CARRIES if e["share"] >= 0 else AGAINST
         width = 1 + 7 * abs(e["share"]) / widest
-        out.append(f'<line x1="{x1:.1f}" y1="{y1:.1f}" x2="{x2:.1f}" y2="{y2:.1f}" '
-                   f'stroke="{colour}" stroke-width="{width:.1f}" stroke-opacity="0.7"/>')
+        out.append(f'<path d="M {x1:.1f} {y1:.1f} Q {cx:.1f} {cy:.1f} {x2:.1f} {y2:.1f}" '
+                   f'fill="none" stroke="{colour}" stroke-width="{width:.1f}" '
+                   'stroke-opacity="0.7"/>')
         label = f"{port + ' ' if port else ''}{100 * e['share']:.0f}%"
-        mx, my = x1 + 0.6 * (x2 - x1), y1 + 0.6 * (y2 - y1)
-        out.append(f'<text x="{mx + 4:.1f}" y="{my:.1f}" fill="{colour}">{escape(label)}</text>')
+        mx, my = (x1 + 2 * cx + x2) / 4, (y1 + 2 * cy + y2) / 4  # the curve's midpoint
+        out.append(f'<text x="{mx + 5:.1f}" y="{my + 4:.1f}" fill="{colour}">{escape(label)}'
+                   '</text>')
     for n in nodes:
         x, y = at[n]
         out.append(f'<rect x="{x - NODE_W / 2:.1f}" y="{y:.1f}" width="{NODE_W}" '

@@ -167,7 +167,7 @@ def test_a_hand_built_models_circuit_is_the_one_built_into_it():
     meaning = result["by_kind"]["meaning"]  # clean and twin are the same: nothing to explain
     assert meaning["gap"] == 0 and not meaning["preference"] and meaning["edges"] == []
     svg = circuit_svg(agreement)
-    assert svg.startswith("<svg") and svg.count("<line") == 4 and ">L1H0<" in svg
+    assert svg.startswith("<svg") and svg.count("<path") == 4 and ">L1H0<" in svg
 
 
 def test_probe_circuit_json_and_report(tmp_path):
