@@ -65,7 +65,6 @@ def trace_circuit(model, tokenizer, examples, seed=0, resamples=1000, checked=CH
 def circuit_of_pairs(model, pairs, kinds, seed=0, resamples=1000, checked=CHECKED,
                      min_gap: float | None = MIN_GAP) -> dict:
     """trace_circuit's result for Pairs of analysis.patching and each one's kind (or None)."""
-    model.eval()
     cfg, device = model.config, next(model.parameters()).device
     graph = build_graph(cfg.n_layer, cfg.n_head)
     batches = make_batches(pairs, kinds, len(graph.senders), cfg.n_embd, device)

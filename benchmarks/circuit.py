@@ -50,7 +50,9 @@ def bench_circuit(args):
             result = trace_circuit(model, tok, test[:n], min_gap=min_gap)
         finally:
             torch.set_num_threads(before)
-        rows[f"circuit s, {label}, {threads or before} threads"] = time.perf_counter() - start
+        used = threads or before
+        rows[f"circuit s, {label}, {used} thread{'s' if used > 1 else ''}"] = (
+            time.perf_counter() - start)
         rows[f"circuit edges, {label}"] = f"{result['n_edges']:,} ({result['n']} twins)"
         rows[f"peak RSS MB after it, {label}"] = _rss_mb()
         del model, result
