@@ -9,6 +9,7 @@
     python bench.py optimizers           # a step of the Muon recipe against one of the AdamW recipe
     python bench.py causal               # the probe's causal tests on 300 sentences, 1 thread vs default
     python bench.py hooks --before DIR   # a step with no hook installed: this tree against DIR's
+    python bench.py circuit [--run DIR]  # --probe --circuit's computation: default and GPT-2 shapes
     python bench.py gpu-check            # `make gpu-check`: the GPU table (needs one CUDA GPU)
 
 Machines are shared and noisy: every comparison runs both sides in the same invocation, and
@@ -25,13 +26,14 @@ import resource
 
 import torch
 
-from cli import OneLineErrorParser
+from benchmarks.circuit import bench_circuit
 from benchmarks.gpu import gpu_check
 from benchmarks.hooks import bench_hooks
 from benchmarks.inference import bench_causal, bench_generation, bench_load
 from benchmarks.preparation import bench_mix, bench_prepare, bench_tokenizer
 from benchmarks.step import bench_loss_memory, bench_profile
 from benchmarks.training import bench_optimizers, bench_speedrun, bench_train
+from cli import OneLineErrorParser
 
 
 def machine():
@@ -50,7 +52,7 @@ def print_row(key, value, width=52):
 def build_parser():
     p = OneLineErrorParser(description=__doc__,
                            formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("what", nargs="*", default=[], help="train, generate, tokenizer, prepare, mix, load, loss-memory, causal, profile, speedrun, optimizers, hooks, gpu-check")
+    p.add_argument("what", nargs="*", default=[], help="train, generate, tokenizer, prepare, mix, load, loss-memory, causal, profile, speedrun, optimizers, hooks, circuit, gpu-check")
     p.add_argument("--json", action="store_true")
     p.add_argument("--iters", type=int, default=300, help="training steps per timed run (default 300)")
     p.add_argument("--nanogpt", metavar="DIR", help="a nanoGPT checkout with data/shakespeare_char prepared")
@@ -60,6 +62,7 @@ def build_parser():
     p.add_argument("--gpu-iters", type=int, default=2500, help="gpu-check: steps of shakespeare_char")
     p.add_argument("--before", metavar="DIR", help="hooks: an older checkout to compare against")
     p.add_argument("--rounds", type=int, default=10, help="hooks: alternating rounds of 20 steps")
+    p.add_argument("--run", metavar="DIR", help="circuit: a trained run folder for the default shape")
     return p
 
 
@@ -70,7 +73,7 @@ def main():
                "prepare": bench_prepare, "mix": bench_mix, "load": bench_load,
                "loss-memory": bench_loss_memory, "profile": bench_profile, "gpu-check": gpu_check,
                "speedrun": bench_speedrun, "optimizers": bench_optimizers, "causal": bench_causal,
-               "hooks": bench_hooks}
+               "hooks": bench_hooks, "circuit": bench_circuit}
     chosen = args.what or ["train", "generate", "tokenizer", "prepare"]
     unknown = [w for w in chosen if w not in benches]
     if unknown:

@@ -6,6 +6,7 @@ analysis/reports.py's study_report."""
 
 from analysis.answer import model_answer
 from analysis.causal import causal_tests, with_best_head
+from analysis.circuit import trace_circuit
 from analysis.errors import NothingToMeasure
 from analysis.lens import logit_lens
 from analysis.patching import NoTwins, activation_patching
@@ -14,7 +15,7 @@ from data.pronouns import NATURAL, examples, natural, read_examples
 
 
 def study(model, tokenizer, path="", permutations=1000, causal=True, patch=False,
-          query="pronoun"):
+          circuit=False, query="pronoun"):
     """run_probe's result for a user's JSONL file at `path` (one set of examples), for the
     built-in dev and test sets when `path` is empty, or, when `path` is "natural", for the
     natural sentences as the test set with the head chosen on the generated dev set, its
@@ -22,8 +23,9 @@ def study(model, tokenizer, path="", permutations=1000, causal=True, patch=False
     (analysis/answer.py) on the test set (or the file) beside that head under "model_answer";
     with `causal`, also the causal tests (with_best_head) on the test set (or the file) under
     "causal"; the logit lens at the pronoun (analysis/lens.py) on the same set under
-    "logit_lens"; with `patch`, activation patching (analysis/patching.py) under "patching".
-    ValueError (one line) for a file that cannot be read or holds no examples."""
+    "logit_lens"; with `patch`, activation patching (analysis/patching.py) under "patching"; with
+    `circuit`, the circuit (analysis/circuit.py) under "circuit". ValueError (one line) for a
+    file that cannot be read or holds no examples."""
     test_set = "test"
     if path == NATURAL:
         dev, test, test_set = examples("dev"), natural(), NATURAL
@@ -48,6 +50,11 @@ def study(model, tokenizer, path="", permutations=1000, causal=True, patch=False
             result["patching"] = activation_patching(model, tokenizer, test or dev)
         except NoTwins as e:  # the rest of the study stands; the report says why this is missing
             result["patching_skipped"] = {"reason": e.reason, "tokenizer": e.tokenizer}
+    if circuit:
+        try:
+            result["circuit"] = trace_circuit(model, tokenizer, test or dev)
+        except NoTwins as e:  # as for patching: the twins are the same
+            result["circuit_skipped"] = {"reason": e.reason, "tokenizer": e.tokenizer}
     if causal:  # NothingToMeasure("causal") where no example can be tested
         tested = causal_tests(model, tokenizer, test or dev)
         result["causal"] = with_best_head(tested, best["layer"], best["head"])

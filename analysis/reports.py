@@ -6,6 +6,7 @@ reports do, through the helpers here."""
 
 import re
 
+from analysis.circuit_report import format_circuit
 from analysis.probe import MIN_FOR_STATS, ONE_SET
 
 PUBLISHED = (
@@ -23,8 +24,8 @@ READING = ("Positive: the prediction needed what was taken away. The control sho
 
 
 def study_report(result):
-    """The probe's plain-text report, then the logit lens', the causal tests' and activation
-    patching's when the result has them."""
+    """The probe's plain-text report, then the logit lens', the causal tests', activation
+    patching's and the circuit's when the result has them."""
     parts = [format_report(result)]
     if "model_answer" in result:
         parts.append(format_answer(result["model_answer"], result.get("query", "pronoun")))
@@ -36,6 +37,10 @@ def study_report(result):
         parts.append(format_patching(result["patching"]))
     elif "patching_skipped" in result:
         parts.append(f"Activation patching skipped: {patching_skipped(result['patching_skipped'])}")
+    if "circuit_skipped" in result:
+        parts.append(f"The circuit skipped: {patching_skipped(result['circuit_skipped'])}")
+    if "circuit" in result:
+        parts.append(format_circuit(result["circuit"]))
     return "\n\n".join(parts)
 
 

@@ -24,6 +24,11 @@ def add_flags(parser):
     add("--patch", action="store_true",
         help="with --probe: also activation patching on corrupted twins (each head's output and the "
              "residual stream at the antecedent, between, and the pronoun, patched clean -> corrupted)")
+    add("--circuit", action="store_true",
+        help="with --probe: also the circuit: every edge between the embeddings, heads (query, "
+             "key, value apart), MLPs and the logits scored by edge attribution patching on "
+             "corrupted twins, checked by real patching, pruned to the fewest that keep 90%% of "
+             "the logit difference; for the whole set and each kind of sentence")
     add("--no-causal", action="store_true",
         help="with --probe (or --html when it runs the probe): skip the causal tests "
              "(antecedent and distractor knockout, head ablation; about a second for the default "
@@ -36,6 +41,8 @@ def check(args, mode):
     """ValueError for the probe's flags given when `mode` is another, and a bad --permutations."""
     if args.json and mode != "probe":
         raise ValueError("--json goes with --probe")
+    if args.circuit and mode != "probe":
+        raise ValueError("--circuit goes with --probe")
     if args.no_causal and mode != "probe" and args.html is None:
         raise ValueError("--no-causal goes with --probe (or --html)")
     positive_int("--permutations", args.permutations)
@@ -46,7 +53,8 @@ def show_probe(run, args, ckpt, out, err):
     object); the built-in sets' result is kept in the run folder at `ckpt`."""
     query = args.query or "pronoun"
     result = study_or_say(run.model, run.tokenizer, args.probe, args.permutations,
-                          causal=not args.no_causal, patch=args.patch, query=query)
+                          causal=not args.no_causal, patch=args.patch, circuit=args.circuit,
+                          query=query)
     out.write((json.dumps(result) if args.json else fit_width(study_report(result), report_width(out))) + "\n")
     if not args.probe and query == "pronoun":  # the built-in sets: what --html outlines
         keep_probe(run, ckpt, result, err)

@@ -1,0 +1,196 @@
+"""The circuit that carries the antecedent to the pronoun: edges scored, checked and pruned.
+
+On the corrupted twins of analysis/patching.py (the antecedent swapped for a same-kind noun of
+the same token length) and its metric, the logit difference at the pronoun LD = logit(clean
+next) - logit(twin's next), M = mean LD over a set of examples:
+
+1. every edge of the graph (analysis/edges.py) is scored by edge attribution patching, a
+   first-order estimate of M(edge patched from the twin) - M(clean);
+2. the whole set's CHECKED edges with the largest |score| are patched for real, one at a time,
+   and each set (the whole, each kind) compares them with its own examples' scores (Spearman's
+   rank correlation, sign agreement, the median ratio score / real);
+3. the circuit is the top k edges by |score|, for the smallest k whose faithfulness
+       (M(only the circuit kept, every other edge patched) - M(corrupt)) / (M(clean) - M(corrupt))
+   is at least FAITHFUL, found by binary search over the sizes of `sizes` (every k up to 16,
+   then steps of a quarter), which takes faithfulness to grow with k; the faithfulness
+   reported is the one measured at the k found. The whole graph kept is the
+   clean run (1), none kept the twin's (0).
+
+An edge's share is its effect over the clean-vs-corrupt gap M(clean) - M(corrupt): the part of
+the model's preference that patching it alone takes away. Each kind of sentence (decided_by:
+agreement, role, meaning) gets its own scores and circuit beside the whole set's. A set whose
+gap is under MIN_GAP, or whose gap's interval reaches 0, shows no preference to explain: it is
+reported as such, with no circuit (a faithfulness over a gap near 0 is noise divided by noise).
+
+Intervals: 95% percentile bootstrap over examples (ratios of means, as analysis/patching.py),
+none below analysis.probe.MIN_FOR_STATS examples.
+"""
+
+import random
+
+import torch
+
+from analysis.edges import attribution, build_graph, make_batches, patched_lds, twin_runs
+from analysis.patching import NoTwins, make_pair
+from analysis.probe import MIN_FOR_STATS
+from data.pronouns import DECIDED_BY
+
+FAITHFUL = 0.9  # the share of the gap a circuit must keep
+# A gap below half a logit moves the odds of the two continuations by less than e^0.5 ≈ 1.6:
+# too little to say the model prefers the antecedent's continuation.
+MIN_GAP = 0.5
+CHECKED = 10  # top edges patched for real, one at a time
+SHOWN = 20  # edges listed beyond the circuit's own
+
+
+def trace_circuit(model, tokenizer, examples, seed=0, resamples=1000, checked=CHECKED,
+                  min_gap: float | None = MIN_GAP) -> dict:
+    """JSON-ready circuit of `examples` (see the module docstring), the whole set's at the top
+    level and each kind's under "by_kind". min_gap None searches a circuit whatever the gap
+    (for timing a model that has none). NoTwins where no example has a twin."""
+    rng = random.Random(seed)
+    made = [(make_pair(tokenizer, ex, model.config.block_size, rng), ex.decided_by)
+            for ex in examples]
+    made = [(p, kind) for p, kind in made if p is not None]
+    if not made:
+        kind = getattr(tokenizer, "kind", "")
+        raise NoTwins(kind, f"no example has a corrupted twin under this model's {kind} "
+                      "tokenizer (an antecedent from the lexicon, a same-kind noun of its token "
+                      "length, and another continuation); the circuit needs some")
+    result = circuit_of_pairs(model, *zip(*made), seed=seed, resamples=resamples,
+                              checked=checked, min_gap=min_gap)
+    result["skipped"] = len(examples) - len(made)
+    return result
+
+
+def circuit_of_pairs(model, pairs, kinds, seed=0, resamples=1000, checked=CHECKED,
+                     min_gap: float | None = MIN_GAP) -> dict:
+    """trace_circuit's result for Pairs of analysis.patching and each one's kind (or None)."""
+    cfg, device = model.config, next(model.parameters()).device
+    graph = build_graph(cfg.n_layer, cfg.n_head)
+    batches = make_batches(pairs, kinds, len(graph.senders), cfg.n_embd, device)
+    twins, corrupt = twin_runs(model, graph, batches)
+    scores, _ = attribution(model, graph, batches, twins)
+    S, R = graph.allowed.shape
+
+    def patched(edges, only=None):  # (N,) LDs with exactly `edges` (flat indices) patched
+        where = torch.zeros(S * R, dtype=torch.bool)
+        where[edges] = True
+        return patched_lds(model, graph, batches, twins, where.view(S, R), only)
+
+    clean = patched([])  # the same path every patch takes
+    # The whole set's top edges, patched one at a time on every example: each set compares
+    # them with its own examples' attributions.
+    singles = {int(e): patched(e) for e in ranked(scores.mean(0), graph)[:checked]}
+    context = (batches, scores, clean, corrupt, singles, graph, patched)
+    options = dict(seed=seed, resamples=resamples, min_gap=min_gap)
+    result = one_set(context, range(len(batches)), **options)
+    result["by_kind"] = {}
+    for kind in DECIDED_BY:
+        chosen = [i for i, b in enumerate(batches) if kinds[b.rows[0]] == kind]
+        if chosen:
+            result["by_kind"][kind] = one_set(context, chosen, **options)
+    result.update(n_edges=int(graph.allowed.sum()), threshold=FAITHFUL, min_gap=min_gap,
+                  checked=len(singles), seed=seed, resamples=resamples)
+    return result
+
+
+def ranked(mean, graph) -> torch.Tensor:
+    """The graph's edges (flat indices into (S, R)) by |mean score|, largest first."""
+    flat = graph.allowed.flatten().nonzero().flatten()
+    return flat[mean.flatten()[flat].abs().argsort(descending=True, stable=True)]
+
+
+def one_set(context, chosen, seed, resamples, min_gap) -> dict:
+    """The circuit of the examples in batches `chosen`."""
+    batches, scores, clean, corrupt, singles, graph, patched = context
+    chosen = set(chosen)
+    rows = torch.tensor(sorted(r for i in chosen for r in batches[i].rows))
+    c, z = clean[rows], corrupt[rows]
+    n = len(rows)
+    draws = (torch.randint(n, (resamples, n), generator=torch.Generator().manual_seed(seed))
+             if n >= MIN_FOR_STATS else None)
+
+    def interval(values):  # values (resamples,) -> [lo, hi]
+        return torch.quantile(values, torch.tensor([0.025, 0.975], dtype=values.dtype)).tolist()
+
+    def recovered(lds):  # (n,) LDs -> (mean - corrupt) / (clean - corrupt), and its interval
+        point = ((lds.mean() - z.mean()) / (c.mean() - z.mean())).item()
+        if draws is None:
+            return point, None
+        zd = z[draws].mean(1)
+        return point, interval((lds[draws].mean(1) - zd) / (c[draws].mean(1) - zd))
+
+    def share(lds):  # the share of the gap a patch takes away: 1 - recovered
+        point, ci = recovered(lds)
+        return 1 - point, None if ci is None else [1 - ci[1], 1 - ci[0]]
+
+    gap = (c - z).mean().item()
+    gap_ci = interval((c - z)[draws].mean(1)) if draws is not None else None
+    out = {"n": n, "clean_ld": c.mean().item(), "corrupt_ld": z.mean().item(), "gap": gap,
+           "gap_ci": gap_ci}
+    out["preference"] = min_gap is None or (gap >= min_gap and (gap_ci is None or gap_ci[0] > 0))
+    if not out["preference"]:
+        return {**out, "edges": [], "faithfulness": None, "size": None}
+
+    eap = scores[rows]  # (n, S, R)
+    order = ranked(eap.mean(0), graph)
+    size, lds = prune(lambda k: patched(order[k:], chosen)[rows], len(order), z, c)
+    faith, faith_ci = recovered(lds)
+    R = eap.size(2)
+    edges = []
+    for rank, e in enumerate(order[:max(SHOWN, size)].tolist()):
+        values = eap[:, e // R, e % R]  # (n,) each example's estimate of LD patched - LD clean
+        edge = {"from": graph.senders[e // R], "to": graph.receivers[e % R],
+                "eap": values.mean().item(), "in_circuit": rank < size}
+        edge["share"], edge["share_ci"] = share(c + values)
+        if e in singles:
+            edge["patched"] = (singles[e][rows] - c).mean().item()
+            edge["patched_share"], edge["patched_share_ci"] = share(singles[e][rows])
+        edges.append(edge)
+    checks = [(eap[:, e // R, e % R].mean().item(), (lds[rows] - c).mean().item())
+              for e, lds in singles.items()]
+    return {**out, "edges": edges, "faithfulness": faith, "faithfulness_ci": faith_ci,
+            "size": size, "agreement": agreement(checks)}
+
+
+def sizes(n_edges) -> list[int]:
+    """The circuit sizes the search tries: every one up to 16, then steps of a quarter, then
+    the whole graph (~50 sizes for GPT-2 small's 32,936 edges: 6 passes to search, not 15)."""
+    out = list(range(min(n_edges, 16) + 1))
+    while out[-1] < n_edges:
+        out.append(min(n_edges, max(out[-1] + 1, round(out[-1] * 1.25))))
+    return out
+
+
+def prune(kept, n_edges, corrupt, clean) -> tuple[int, torch.Tensor]:
+    """(k, LDs) for the smallest k of sizes(n_edges) whose faithfulness is >= FAITHFUL, by
+    binary search, where kept(k) gives the LDs with the top k edges kept; the whole graph (the
+    clean run) if no smaller size is."""
+    gap = clean.mean() - corrupt.mean()
+    faithful = lambda lds: ((lds.mean() - corrupt.mean()) / gap).item() >= FAITHFUL  # noqa: E731
+    grid = sizes(n_edges)
+    lo, hi, best = 0, len(grid) - 1, clean
+    while lo < hi:
+        mid = (lo + hi) // 2
+        lds = kept(grid[mid])
+        if faithful(lds):
+            hi, best = mid, lds
+        else:
+            lo = mid + 1
+    return grid[hi], best
+
+
+def agreement(checks) -> dict:
+    """How well attribution matches real patching on (eap, patched) pairs of mean effects:
+    Spearman's rank correlation, the share of edges whose signs agree, the median ratio."""
+    if len(checks) < 2:
+        return {"edges": len(checks)}
+    eap, real = torch.tensor(checks, dtype=torch.float64).T
+    ranks = lambda x: x.argsort().argsort().double()  # noqa: E731
+    a, b = ranks(eap) - ranks(eap).mean(), ranks(real) - ranks(real).mean()
+    ratios = (eap / real)[real != 0]
+    return {"edges": len(checks),
+            "spearman": ((a * b).sum() / (a.norm() * b.norm())).item(),
+            "sign_agreement": (eap.sign() == real.sign()).double().mean().item(),
+            "median_ratio": ratios.median().item() if len(ratios) else None}

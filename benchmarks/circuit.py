@@ -1,0 +1,59 @@
+"""What `generate.py --probe --circuit` costs: the circuit's computation (analysis/circuit.py:
+twins, attribution, the checked edges, the pruning of the whole set and of each kind) on the
+default model's shape with the 300 built-in test sentences, and on GPT-2 small's shape with 100
+of them, each with its peak memory, at the threads generate.py would use.
+
+Random weights unless --run names a run folder for the first: the cost does not depend on the
+weights, except that a set with no preference skips its search; here every set is searched
+(min_gap None), so the random models pay the most a trained one can. The sentences are tokenized
+by a BPE of the built-in sentences (1024 tokens; a model's larger vocabulary only widens its
+unembedding, which the GPT-2 shape keeps at 50257)."""
+
+import resource
+import time
+
+import torch
+
+
+def _rss_mb():
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def bench_circuit(args):
+    """Seconds and peak RSS of trace_circuit, default shape (or --run) then GPT-2 small's."""
+    from analysis.circuit import trace_circuit
+    from data.pronouns import examples
+    from data.tokenizer import train_tokenizer
+    from generate import generation_threads
+    from model.gpt import GPT, GPTConfig
+
+    test = examples("test")
+    text = "\n".join(ex.text for ex in examples("dev") + test)
+    tokenizer = train_tokenizer("bpe", text, 1024)
+    rows = {}
+    shapes = {"default shape (2 x 4 heads, 128 wide), 300 sentences":
+              (dict(vocab_size=4096, block_size=64, n_layer=2, n_head=4, n_embd=128), 300),
+              "GPT-2 small shape (12 x 12 heads, 768 wide), 100 sentences":
+              (dict(vocab_size=50257, block_size=1024, n_layer=12, n_head=12, n_embd=768), 100)}
+    for label, (shape, n) in shapes.items():
+        if args.run and shape["n_layer"] == 2:
+            from runs.load import load_run
+            run = load_run(args.run)
+            model, tok, min_gap, label = run.model, run.tokenizer, 0.5, f"{args.run}, 300 sentences"
+        else:
+            torch.manual_seed(0)
+            model, tok, min_gap = GPT(GPTConfig(**shape)).eval(), tokenizer, None
+        threads, before = generation_threads(model.config.n_embd), torch.get_num_threads()
+        torch.set_num_threads(threads or before)  # as generate.py sets them
+        start = time.perf_counter()
+        try:
+            result = trace_circuit(model, tok, test[:n], min_gap=min_gap)
+        finally:
+            torch.set_num_threads(before)
+        used = threads or before
+        rows[f"circuit s, {label}, {used} thread{'s' if used > 1 else ''}"] = (
+            time.perf_counter() - start)
+        rows[f"circuit edges, {label}"] = f"{result['n_edges']:,} ({result['n']} twins)"
+        rows[f"peak RSS MB after it, {label}"] = _rss_mb()
+        del model, result
+    return rows
