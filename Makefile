@@ -35,8 +35,8 @@ demo: $(STAMP)
 	$(PY) train.py configs/default.yaml
 	@echo; echo "== three samples =="
 	$(PY) generate.py --prompt "The owl" --num-samples 3 --max-new-tokens 60 --temperature 0.8 --seed 1
-	@echo; echo "== the coreference probe: which head finds the antecedent, and does it matter? =="
-	$(PY) generate.py --probe --patch
+	@echo; echo "== the coreference probe: which head finds the antecedent, what the model answers, and the circuit that carries it =="
+	$(PY) generate.py --probe --patch --circuit
 	@echo; echo "== the same head on hand-written English it never saw (data/pronouns/natural.jsonl) =="
 	$(PY) generate.py --probe natural
 	@echo; echo "== where does the pronoun look? (the page reuses the probe's saved result) =="

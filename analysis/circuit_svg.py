@@ -77,3 +77,25 @@ def circuit_svg(part: dict) -> str:
         out.append(f'<text x="{x:.1f}" y="{y + 17:.1f}" text-anchor="middle">{escape(n)}</text>')
     out.append("</svg>")
     return "\n".join(out)
+
+
+def circuit_section(circuit):
+    """The page's section of the circuit: one graph for the whole set and one for each kind,
+    with its size and faithfulness above it; "" without a circuit."""
+    if not circuit:
+        return ""
+    parts = [("all sentences", circuit), *circuit.get("by_kind", {}).items()]
+    figures = []
+    for name, part in parts:
+        said = "no preference: no circuit"
+        if part.get("faithfulness") is not None:
+            said = (f"{part['size']} of {circuit['n_edges']} edges "
+                    f"keep {part['faithfulness']:.1%} of the logit difference")
+        figures.append(f'<figure><figcaption>{escape(name)}: {escape(said)}</figcaption>'
+                       f'<div class="scroll">{circuit_svg(part)}</div></figure>')
+    return ('<section class="circuit"><h2>The circuit that carries the antecedent</h2>'
+            '<p class="help">Edge attribution patching on the corrupted twins, checked by real '
+            "patching: the fewest edges that, kept while every other edge is patched from the "
+            "twin, keep at least 90% of the clean run's preference for its own next word. A "
+            "line's width and number are its share of that preference; q, k, v say which "
+            "input of a head it reaches.</p>" + "".join(figures) + "</section>")

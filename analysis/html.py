@@ -42,6 +42,7 @@ import torch
 
 from analysis.causal_tables import causal_section
 from analysis.curve import curve_section
+from analysis.circuit_svg import circuit_section
 from analysis.depth_tables import lens_section, patching_section
 from analysis.head_tables import attention_cell, heads_section, word_rows
 from analysis.probe_tables import probe_section
@@ -217,7 +218,7 @@ def numbers_section(sentences, best):
 
 def render_html(sentences, best_head=None, title="Attention maps", checkpoint=None, step=None,
                 val_loss=None, causal=None, records=(), lens=None, patching=None,
-                decided_by=None, probe=None) -> str:
+                decided_by=None, probe=None, circuit=None) -> str:
     """The page as a string (see write_html)."""
     best = _best(best_head)
     if not sentences:
@@ -239,7 +240,8 @@ def render_html(sentences, best_head=None, title="Attention maps", checkpoint=No
                 probe_section(probe),
                 heads_section(words, best), numbers_section(data["sentences"], best),
                 causal_section(causal),
-                patching_section(patching), lens_section(lens), curve_section(records), maps_section(best)]
+                patching_section(patching), circuit_section(circuit), lens_section(lens),
+                curve_section(records), maps_section(best)]
     return Template(asset("page.html")).substitute(
         title=html.escape(title), css=asset("page.css"), error_hook=asset("error-hook.js"),
         sections="\n".join(part for part in sections if part), data=payload,
@@ -249,7 +251,7 @@ def render_html(sentences, best_head=None, title="Attention maps", checkpoint=No
 
 def write_html(path, sentences, best_head=None, title="Attention maps", checkpoint=None,
                step=None, val_loss=None, causal=None, records=(), lens=None, patching=None,
-               decided_by=None, probe=None) -> None:
+               decided_by=None, probe=None, circuit=None) -> None:
     """Write the page to `path` with storage.atomic.write_atomic: a reader never sees half a
     page, and a path that cannot take it (a folder, a read-only place) is a one-line ValueError.
 
@@ -268,6 +270,7 @@ def write_html(path, sentences, best_head=None, title="Attention maps", checkpoi
     the probe result's "decided_by", the best head's test cand@1 on each kind of sentence shown
     beside it, or None. probe: the whole probe result (analysis.probe's run_probe, as saved by
     generate.py --probe), its every head's cand@1, baselines and p-value drawn as tables, and
-    its "natural" part too when it has one; or None."""
+    its "natural" part too when it has one; or None. circuit: analysis.circuit's trace_circuit
+    result, each set's circuit drawn as a graph; or None."""
     write_atomic(path, render_html(sentences, best_head, title, checkpoint, step, val_loss,
-                                   causal, records, lens, patching, decided_by, probe))
+                                   causal, records, lens, patching, decided_by, probe, circuit))

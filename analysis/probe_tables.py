@@ -69,6 +69,22 @@ def probe_result_tables(result):
     return intro, _grid(result, "" if same else f"{name} ") + _against_baselines(result, name, same)
 
 
+def answer_table(answer):
+    """The model's own answer (analysis/answer.py) beside the best head: cand@1 of each method
+    and of the head, on all items and on each kind; "" without one."""
+    if not answer:
+        return ""
+    methods = answer["methods"]
+    head = f"L{answer['head']['layer']} H{answer['head']['head']}"
+    top = "".join(f"<th>{html.escape(m)}</th>" for m in methods) + f"<th>{head}</th>"
+    rows = [("all", answer["all"]), *answer["decided_by"].items()]
+    body = "".join(f"<tr><th>{html.escape(name)} ({row['examples']})</th>"
+                   + "".join(_rate_cell(row["cand_at_1"][m]) for m in (*methods, "head")) + "</tr>"
+                   for name, row in rows)
+    return (f'<div class="scroll"><table class="answer"><caption>The model\'s own answer '
+            f"against the best head (cand@1)</caption><tr><th></th>{top}</tr>{body}</table></div>")
+
+
 def probe_section(result):
     """The page's section of the probe's main result; "" without a result that has heads (an
     older saved result, or none)."""
@@ -91,4 +107,5 @@ def probe_section(result):
             f'<p class="help">Read at each pronoun of the held-out sentences: how often a head '
             f"gives its antecedent more attention than any other candidate noun before it "
             f"(cand@1). {html.escape(intro)}</p>"
-            f'<div class="grids">{tables}</div>{more}</section>')
+            f'<div class="grids">{tables}{answer_table(result.get("model_answer"))}</div>'
+            f"{more}</section>")

@@ -172,7 +172,8 @@ def write_page(run, args, analysed, ckpt, out, err):
                step=run.ckpt.get("step"), val_loss=run.ckpt.get("best_val_loss"),
                causal=found.get("causal"), records=read_metrics(Path(ckpt) / METRICS_FILE),
                lens=found.get("logit_lens"), patching=found.get("patching"),
-               decided_by=found.get("decided_by"), probe=found or None)
+               decided_by=found.get("decided_by"), probe=found or None,
+               circuit=found.get("circuit"))
     outlined = f"layer {best['layer']} head {best['head']}" if best else "none (--no-probe)"
     out.write(f"wrote {args.html} (outlined, the probe's best head: {outlined})\n")
 

@@ -213,3 +213,15 @@ def test_a_one_example_file_prints_the_answer_without_intervals(run_folder, tmp_
     section = out[out.index("The model's own answer"):].split("\n\n")[0]
     assert "[" not in section and "1 examples are too few" in " ".join(section.split())
     assert not math.isnan(float(section.splitlines()[-1].split()[2].rstrip("%")))
+
+
+def test_the_page_shows_the_models_answer_beside_the_best_head():
+    from analysis.probe_tables import answer_table
+
+    row = lambda n, s, c, h: {"examples": n, "cand_at_1": {"substitution": s, "closeness": c, "head": h}}  # noqa: E731
+    answer = {"methods": ["substitution", "closeness"], "head": {"layer": 0, "head": 2},
+              "all": row(300, 0.92, 0.813, 0.89), "decided_by": {"meaning": row(42, 0.81, 0.452, 0.595)}}
+    table = answer_table(answer)
+    assert "<th>L0 H2</th>" in table and "meaning (42)" in table
+    assert [">92.0%<", ">81.3%<", ">89.0%<", ">45.2%<"] == [c for c in (">92.0%<", ">81.3%<", ">89.0%<", ">45.2%<") if c in table]
+    assert answer_table(None) == ""

@@ -184,3 +184,19 @@ def test_probe_circuit_json_and_report(tmp_path):
     assert code == 0 and "Circuit at the pronoun" in out and "meaning (" in out
     code, _, err = run_generate("--ckpt", folder, "--circuit")
     assert code == 2 and "--circuit" in err
+
+
+def test_the_page_draws_each_sets_circuit_with_its_numbers_in_view():
+    from analysis.circuit_svg import circuit_section
+    from analysis.html import render_html
+    from tests.test_html import SENTENCES
+
+    edge = {"from": "embed:antecedent", "to": "L0H2.v", "share": 0.61, "in_circuit": True}
+    part = {"edges": [edge, {**edge, "to": "logits", "in_circuit": False}],
+            "faithfulness": 0.984, "size": 1}
+    circuit = {**part, "n_edges": 137, "by_kind": {"meaning": {"edges": [], "faithfulness": None}}}
+    section = circuit_section(circuit)
+    assert section.count("<svg") == 2 and "1 of 137 edges keep 98.4%" in section
+    assert "meaning: no preference" in section and "61%" in section  # the share on the line
+    page = render_html(SENTENCES, best_head=(0, 2), circuit=circuit)
+    assert page.count('<section class="circuit">') == 1 and circuit_section(None) == ""
