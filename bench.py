@@ -26,9 +26,9 @@ import resource
 
 import torch
 
-from benchmarks.circuit import bench_circuit
+from benchmarks.circuit_cost import bench_circuit
 from benchmarks.gpu import gpu_check
-from benchmarks.hooks import bench_hooks
+from benchmarks.hook_cost import bench_hooks
 from benchmarks.inference import bench_causal, bench_generation, bench_load
 from benchmarks.preparation import bench_mix, bench_prepare, bench_tokenizer
 from benchmarks.step import bench_loss_memory, bench_profile

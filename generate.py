@@ -22,11 +22,11 @@ from checks import positive_int
 from cli import OneLineErrorParser
 from configs.load import load_config
 from configs.paths import DEFAULT_CONFIG
-from generation import attention, probe, sampling
+from generation import attention_mode, probe_mode, sample_mode
 from model.device import ONE_THREAD_BELOW_WIDTH, pick_device, use_generation_threads
-from runs.load import load_run
+from runs.loading import load_run
 
-MODES = (sampling, attention, probe)  # each adds its flags and checks them, in this order
+MODES = (sample_mode, attention_mode, probe_mode)  # each adds its flags and checks them, in this order
 
 # nanoGPT's sample.py flags that mean something else here.
 NANOGPT_FLAGS = {"start": "--prompt TEXT (or --prompt-file PATH for FILE:...)", "out_dir": "--ckpt DIR",
@@ -69,7 +69,7 @@ def mode_of(args):
     """What the flags ask for: "probe", "attention" (maps) or, by default, "sampling"."""
     if args.probe is not None:
         return "probe"
-    return "attention" if attention.chosen(args) else "sampling"
+    return "attention" if attention_mode.chosen(args) else "sampling"
 
 
 def check_args(args):
@@ -102,11 +102,11 @@ def main(argv=None, out=None, err=None):
         run = load_run(ckpt, device, nanogpt_meta=args.meta)
         use_generation_threads(run.model, args.threads)
         if mode == "probe":
-            probe.show_probe(run, args, ckpt, out, err)
+            probe_mode.show_probe(run, args, ckpt, out, err)
         elif mode == "attention":
-            attention.show_attention(run, args, out, err, ckpt)
+            attention_mode.show_attention(run, args, out, err, ckpt)
         else:
-            sampling.sample(run, args, device, out, err)
+            sample_mode.sample(run, args, device, out, err)
     except BrokenPipeError:  # `generate.py | head`: the reader left; stop quietly
         sys.stdout = open(os.devnull, "w")  # so the flush at exit does not complain
         return 0

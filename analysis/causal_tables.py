@@ -7,7 +7,7 @@ import html
 import math
 
 from analysis.cells import BLUE, ORANGE, tinted_cell
-from analysis.reports import READING, intervals_said, signed, together, with_ci
+from analysis.text_reports import READING, intervals_said, signed, together, with_ci
 
 CAUSAL_GRIDS = (("antecedent", "Antecedent knocked out"),
                 ("distractor", "Control: one distractor knocked out"),

@@ -1,4 +1,4 @@
-"""The probe's training curve, drawn once, with matplotlib: training/report.py writes the figure
+"""The probe's training curve, drawn once, with matplotlib: training/console.py writes the figure
 as probe.png, and the attention page inlines the same figure as SVG.
 
 Training logs the probe to metrics.jsonl every train.probe_interval steps: `probe_heads` (each

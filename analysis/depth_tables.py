@@ -6,7 +6,7 @@ import html
 
 from analysis.causal_tables import interval_html
 from analysis.cells import ORANGE, tinted_cell
-from analysis.reports import lens_example_text, recovered_text, signed
+from analysis.text_reports import lens_example_text, recovered_text, signed
 
 
 def _tinted(text, share, best=False):

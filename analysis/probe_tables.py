@@ -1,5 +1,5 @@
 """The probe's main result (analysis.probe's run_probe) as the page's tables, as `generate.py
---probe` prints it (analysis.reports.format_report): every head's cand@1 on the held-out set as
+--probe` prints it (analysis.text_reports.format_report): every head's cand@1 on the held-out set as
 an L x H grid, the best head outlined; the best head beside the baselines on dev and test; the
 permutation test; and, when the saved result carries one under "natural", the same on the
 hand-written natural sentences (`generate.py --probe natural`)."""
@@ -7,7 +7,7 @@ hand-written natural sentences (`generate.py --probe natural`)."""
 import html
 
 from analysis.cells import BLUE, tinted_cell
-from analysis.reports import significance
+from analysis.text_reports import significance
 
 
 def _rate_cell(rate, best=False):

@@ -1,6 +1,6 @@
 """The one way checkpoints are written and read, by training, resume and generation alike, and
 the one way a model is built from weights. Tensors and checkpoints only: a whole run (model,
-tokenizer and meta.json) is loaded one floor up, in runs/load.py.
+tokenizer and meta.json) is loaded one floor up, in runs/loading.py.
 
 ckpt.pt holds the model weights, optimizer, step, best val loss, RNG states and the model's shape.
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from data.hf_tokenizer import hf_tokenizer_files
 from model.gpt2_export import gpt2_config_json, gpt2_state_dict
-from runs.load import load_run
+from runs.loading import load_run
 from storage.atomic import write_atomic
 
 

@@ -21,7 +21,7 @@ from data.tokenizer import CharTokenizer
 from model.checkpoint import atomic_save, load_checkpoint
 from storage.atomic import clean_stale_temps, make_temp_folder, write_atomic
 from tests.helpers import ROOT, mount_tmpfs, one_line, read_only_folder
-from training.report import Metrics, plot_losses
+from training.console import Metrics, plot_losses
 
 SENTENCE = {"tokens": ["a", " b"], "attention": torch.full((1, 1, 2, 2), 0.5), "pronoun": None}
 WRITERS = {

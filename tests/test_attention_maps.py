@@ -31,9 +31,9 @@ from analysis.words import (
 )
 from data.pronouns import Example
 from data.tokenizer import train_tokenizer
-from generation.attention import show_attention
+from generation.attention_mode import show_attention
 from model.gpt import GPT, GPTConfig
-from runs.load import Run
+from runs.loading import Run
 from tests.helpers import patterns
 
 SENTENCE = "The animal went out because it was hungry."

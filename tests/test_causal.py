@@ -13,7 +13,7 @@ import pytest
 import torch
 
 from analysis.causal import causal_tests, knockout_at_query, with_best_head
-from analysis.reports import format_causal, signed
+from analysis.text_reports import format_causal, signed
 from data.pronouns import Example
 from data.tokenizer import train_tokenizer
 from analysis.interventions import block_keys

@@ -13,7 +13,7 @@ from data.tokenizer import gpt2_tokenizer, train_tokenizer
 from model.checkpoint import atomic_save
 from model.gpt import GPT, GPTConfig
 from runs.export import export_hf
-from runs.load import load_run
+from runs.loading import load_run
 from tests.helpers import RUN_TEXT, error_line, one_line, patterns, read_only_folder, run_script
 
 transformers = pytest.importorskip("transformers", reason="the reference is transformers: "

@@ -8,7 +8,7 @@ import torch
 from data.loader import get_batch
 from data.prepare import prepare
 from model.gpt import lm_loss
-from runs.load import load_run
+from runs.loading import load_run
 from tests.helpers import tiny_config
 from training.loop import micro_batch_generator, train
 

@@ -12,9 +12,9 @@ import pytest
 import torch
 
 import generate
-from analysis.reports import signed
+from analysis.text_reports import signed
 from data.pronouns import ATTENTION_EXAMPLES
-from generation.sampling import sample
+from generation.sample_mode import sample
 from model.device import generation_threads
 from model.sampling import generate as sample_tokens
 from tests.helpers import ROOT, error_line, make_run, run_generate, run_script
@@ -243,7 +243,7 @@ def sample_cli(run, *argv):
 def greedy_bpe(bpe_run):
     """The bpe run loaded as generate.py loads it, and its greedy continuation of "The owl",
     token by token."""
-    from runs.load import load_run
+    from runs.loading import load_run
 
     run = load_run(bpe_run[0])
     prompt = torch.tensor([run.tokenizer.encode("The owl")])

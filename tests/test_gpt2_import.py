@@ -13,7 +13,7 @@ from data.tokenizer import gpt2_tokenizer, load_tokenizer
 from model.gpt import GPT
 from model.gpt2_import import read_gpt2
 from model.sampling import generate
-from runs.load import load_pretrained, load_run
+from runs.loading import load_pretrained, load_run
 from tests.fakehub import tiny_gpt2_folder
 from tests.helpers import one_line, patterns
 

@@ -781,7 +781,7 @@ def test_the_probes_main_result_is_on_the_page_with_the_natural_sets_where_saved
 
 
 def test_signed_numbers_print_an_exact_or_rounded_zero_without_a_sign():
-    from analysis.reports import format_patching, signed
+    from analysis.text_reports import format_patching, signed
 
     assert [signed(x) for x in (0.0, -0.0, -0.004, 0.004, -0.005001, 0.12)] == [
         "0.00", "0.00", "0.00", "0.00", "-0.01", "+0.12"]

@@ -8,7 +8,7 @@ import torch
 
 import generate
 from data.sources import open_source
-from runs.load import load_run
+from runs.loading import load_run
 from storage.hub import dataset_file, model_folder
 from tests.fakehub import FakeHub, tiny_gpt2_folder, use_hub
 from tests.helpers import ROOT, one_line

@@ -14,9 +14,9 @@ from data.loader import get_batch, get_mixed_batch
 from data.mix import MixEntry, parse_mix, prepare_mix, source_name
 from tests.helpers import run_script, tiny_config, torchrun_two, write_yaml
 from training.loop import train
-from training.report import Console
+from training.console import Console
 from training.runtime import Runtime
-from training.probing import probe_examples, probe_interval
+from training.live_probe import probe_examples, probe_interval
 
 CPU = Runtime(torch.device("cpu"), torch.float32)
 

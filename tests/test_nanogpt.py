@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from model.gpt import GPT, GPTConfig
-from runs.load import load_run
+from runs.loading import load_run
 from tests.helpers import error_line, run_generate, run_script, tiny_config
 from training.loop import train
 

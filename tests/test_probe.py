@@ -19,7 +19,7 @@ import pytest
 import torch
 
 from analysis.probe import candidate_scores, run_probe
-from analysis.reports import format_report, query_word_notes
+from analysis.text_reports import format_report, query_word_notes
 from analysis.words import sentence_attention, token_indices, token_spans
 from data.pronouns import Example
 from data.tokenizer import train_tokenizer

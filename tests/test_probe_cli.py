@@ -7,7 +7,7 @@ import stat
 
 import pytest
 
-from analysis.reports import signed
+from analysis.text_reports import signed
 from data.pronouns import examples, natural, write_jsonl
 from tests.helpers import make_run, run_generate, run_script
 

@@ -226,7 +226,7 @@ def test_out_dir_or_cache_dir_that_is_a_file_is_one_line(corpus, tmp_path):
 
 
 def test_load_run_refuses_a_tokenizer_that_does_not_fit_the_model(corpus, tmp_path):
-    from runs.load import load_run
+    from runs.loading import load_run
 
     out = tmp_path / "run"
     train(tiny_config(corpus, out, "train.max_iters=2"))

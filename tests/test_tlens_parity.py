@@ -10,7 +10,7 @@ import torch
 
 from model.hooks import hooks, run_with_cache
 from runs.export import export_hf
-from runs.load import load_run
+from runs.loading import load_run
 from tests.helpers import tiny_config
 from training.loop import train
 

@@ -334,7 +334,7 @@ def test_full_val_loss_averages_every_window_of_the_val_split(corpus, tmp_path, 
 
     import training.evaluate
     from data.prepare import prepare
-    from runs.load import load_run
+    from runs.loading import load_run
     from training.evaluate import full_val_loss
     from training.runtime import Runtime
 

@@ -8,9 +8,9 @@ import torch
 from data.pronouns import natural
 from tests.helpers import tiny_config
 from training.loop import train
-from training.report import Console
+from training.console import Console
 from training.runtime import Runtime
-from training.probing import probe_examples, probe_schedule
+from training.live_probe import probe_examples, probe_schedule
 
 SENTENCES = [
     ("the dog and the cat sat while it barked.", "it", "dog", ["cat"]),
@@ -119,14 +119,14 @@ def test_both_plots_are_written_at_each_evaluation_and_probe_png_uses_the_pages_
 
 
 def test_loss_png_labels_the_range_where_the_evaluations_sit(monkeypatch, tmp_path):
-    from training import report
+    from training import console
 
     drawn = []
-    monkeypatch.setattr(report, "_save", lambda fig, path: drawn.append(fig))
+    monkeypatch.setattr(console, "_save", lambda fig, path: drawn.append(fig))
     records = [{"step": s, "loss": 4.2 * 0.9 ** (s / 10) + 1.2} for s in range(10, 2010, 10)]
     records += [{"step": s, "train_loss": 1.2 + 0.2 * 500 / s, "val_loss": 1.25 + 0.2 * 500 / s}
                 for s in (500, 1000, 1500, 2000)]  # 1.30 to 1.45
-    report.plot_losses(records, tmp_path / "loss.png")
+    console.plot_losses(records, tmp_path / "loss.png")
     (ax,) = drawn[0].axes
     low, high = ax.get_ylim()
     labelled = [t for t in ax.yaxis.get_majorticklocs() if low <= t <= high]

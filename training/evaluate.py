@@ -17,9 +17,9 @@ import torch.nn.functional as F
 from configs.run_dir import resolved
 from data.loader import get_mixed_batch
 from model.device import pick_device, pick_dtype
-from runs.load import load_run
+from runs.loading import load_run
 from training.resume import data_mismatch, data_fingerprint, recorded_fingerprint
-from training.report import perplexity
+from training.console import perplexity
 from training.runtime import Runtime, all_sum
 from training.start import prepare_corpus
 
@@ -178,7 +178,7 @@ def mix_bits_per_byte(loss, data):
 
 
 def evaluate_run(run, runtime, batch_size, text_path=None, data=None):
-    """The loss of a loaded run (runs.load.load_run) on a text file, or on the val split of each
+    """The loss of a loaded run (runs.loading.load_run) on a text file, or on the val split of each
     source of `data` (a data.mix.Mixture); returns one line per text for people."""
     if text_path is None:
         return "\n".join(_evaluate_text(run, runtime, batch_size, prepared=p.prepared) for p in data.parts)

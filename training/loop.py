@@ -3,7 +3,7 @@
 `train` reads as the steps of a run: what comes before the first step (training/start.py:
 prepare the data, decide how the run starts — fresh, resumed or fine-tuned — and build the
 model and optimizer), then the loop over `train_step`, logging (`log_progress`), evaluating and
-saving (`evaluate_and_save`), probing the heads (`probe_heads`, training/probing.py), and
+saving (`evaluate_and_save`), probing the heads (`probe_heads`, training/live_probe.py), and
 `finish`. The parts that stay fixed for a run travel in `Job`; the counters that change travel in
 `Progress`; everything the run prints goes through its `Console`.
 """
@@ -28,8 +28,8 @@ from runs.restart import written_aside
 from storage.lock import folder_lock
 from training.evaluate import evaluate, full_val_losses, mix_bits_per_byte
 from training.optim import lr_at
-from training.report import Console, eval_line, perplexity, plot_losses, plot_probe, summary
-from training.probing import probe_examples, probe_heads
+from training.console import Console, eval_line, perplexity, plot_losses, plot_probe, summary
+from training.live_probe import probe_examples, probe_heads
 from training.runtime import all_sum, any_process, compile_problem, mfu, setup_runtime, teardown
 from training.start import build, how_it_starts, prepare_data, pretrained_start
 from training.trackers import check_installed

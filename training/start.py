@@ -19,15 +19,15 @@ from model.checkpoint import CKPT_NAME, load_checkpoint
 from model.device import bf16_native, fast_matmul_dtype
 from model.gpt import GPT, SHAPE_KEYS, GPTConfig
 from runs.folder import CONFIG_FILE, META_FILE, METRICS_FILE
-from runs.load import load_pretrained
+from runs.loading import load_pretrained
 from runs.restart import Aside, clean_stale_asides
 from storage.atomic import clean_stale_temps, write_atomic
 from training.optim import lr_at, make_optimizer
-from training.report import Console, Metrics
+from training.console import Console, Metrics
 from training.resume import (FORCE_HINT, check_resume, data_fingerprint, load_optimizer_state,
                              load_scaler_state)
 from training.runtime import Runtime, peak_flops, training_module
-from training.probing import probe_interval, probe_schedule
+from training.live_probe import probe_interval, probe_schedule
 from training.trackers import Trackers
 
 # Shape keys a fine-tuning config must share with its source (block_size may be smaller: the

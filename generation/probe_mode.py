@@ -6,7 +6,7 @@ import shutil
 
 from analysis.coreference import study
 from analysis.errors import NothingToMeasure
-from analysis.reports import study_report
+from analysis.text_reports import study_report
 from checks import positive_int
 from data.pronouns import NATURAL
 from runs.folder import PROBE_FILE, save_probe, saved_probe

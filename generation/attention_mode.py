@@ -12,7 +12,7 @@ from analysis.terminal import DEFAULT_TOP, MANY_HEADS, colour_mode, render_sente
 from analysis.words import QUERY_POSITIONS, sentence_attention
 from checks import positive_int
 from data.pronouns import ATTENTION_EXAMPLES, DEFAULT_COUNT
-from generation.probe import keep_probe, study_or_say
+from generation.probe_mode import keep_probe, study_or_say
 from generation.user_text import read_user_text
 from runs.folder import METRICS_FILE, PROBE_FILE, probe_path, read_metrics, saved_probe
 

@@ -37,7 +37,7 @@ def bench_circuit(args):
               (dict(vocab_size=50257, block_size=1024, n_layer=12, n_head=12, n_embd=768), 100)}
     for label, (shape, n) in shapes.items():
         if args.run and shape["n_layer"] == 2:
-            from runs.load import load_run
+            from runs.loading import load_run
             run = load_run(args.run)
             model, tok, min_gap, label = run.model, run.tokenizer, 0.5, f"{args.run}, 300 sentences"
         else:
