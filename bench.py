@@ -40,54 +40,93 @@ def machine():
     """The CPU and torch a timing ran on."""
     from model.device import bf16_native
     from training.runtime import cpu_name
+
     bf16 = "bf16 in hardware" if bf16_native(torch.device("cpu")) else "no bf16 in hardware"
-    return (f"{cpu_name()}, {torch.backends.cpu.get_cpu_capability()}, {bf16}; {os.cpu_count()} CPUs, "
-            f"torch {torch.__version__}, {torch.get_num_threads()} threads")
+    return (
+        f"{cpu_name()}, {torch.backends.cpu.get_cpu_capability()}, {bf16}; {os.cpu_count()} CPUs, "
+        f"torch {torch.__version__}, {torch.get_num_threads()} threads"
+    )
 
 
 def print_row(key, value, width=52):
-    print(f"{key:<{width}}  {value:,.3f}" if isinstance(value, float) else f"{key:<{width}}  {value}", flush=True)
+    print(
+        f"{key:<{width}}  {value:,.3f}" if isinstance(value, float) else f"{key:<{width}}  {value}",
+        flush=True,
+    )
 
 
 def build_parser():
-    p = OneLineErrorParser(description=__doc__,
-                           formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("what", nargs="*", default=[], help="train, generate, tokenizer, prepare, mix, load, loss-memory, causal, profile, speedrun, optimizers, hooks, circuit, gpu-check")
+    p = OneLineErrorParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    p.add_argument(
+        "what",
+        nargs="*",
+        default=[],
+        help="train, generate, tokenizer, prepare, mix, load, loss-memory, causal, profile, speedrun, optimizers, hooks, circuit, gpu-check",
+    )
     p.add_argument("--json", action="store_true")
-    p.add_argument("--iters", type=int, default=300, help="training steps per timed run (default 300)")
-    p.add_argument("--nanogpt", metavar="DIR", help="a nanoGPT checkout with data/shakespeare_char prepared")
-    p.add_argument("--compile", action="store_true", help="train: also time our loop with torch.compile")
-    p.add_argument("--repeat", type=int, default=1, help="train: alternate the timed runs this many times")
+    p.add_argument(
+        "--iters", type=int, default=300, help="training steps per timed run (default 300)"
+    )
+    p.add_argument(
+        "--nanogpt", metavar="DIR", help="a nanoGPT checkout with data/shakespeare_char prepared"
+    )
+    p.add_argument(
+        "--compile", action="store_true", help="train: also time our loop with torch.compile"
+    )
+    p.add_argument(
+        "--repeat", type=int, default=1, help="train: alternate the timed runs this many times"
+    )
     p.add_argument("--text", default="tinyshakespeare", help="corpus for the tokenizer benchmark")
-    p.add_argument("--gpu-iters", type=int, default=2500, help="gpu-check: steps of shakespeare_char")
+    p.add_argument(
+        "--gpu-iters", type=int, default=2500, help="gpu-check: steps of shakespeare_char"
+    )
     p.add_argument("--before", metavar="DIR", help="hooks: an older checkout to compare against")
     p.add_argument("--rounds", type=int, default=10, help="hooks: alternating rounds of 20 steps")
-    p.add_argument("--run", metavar="DIR", help="circuit: a trained run folder for the default shape")
+    p.add_argument(
+        "--run", metavar="DIR", help="circuit: a trained run folder for the default shape"
+    )
     return p
 
 
 def main():
     p = build_parser()
     args = p.parse_args()
-    benches = {"train": bench_train, "generate": bench_generation, "tokenizer": bench_tokenizer,
-               "prepare": bench_prepare, "mix": bench_mix, "load": bench_load,
-               "loss-memory": bench_loss_memory, "profile": bench_profile, "gpu-check": gpu_check,
-               "speedrun": bench_speedrun, "optimizers": bench_optimizers, "causal": bench_causal,
-               "hooks": bench_hooks, "circuit": bench_circuit}
+    benches = {
+        "train": bench_train,
+        "generate": bench_generation,
+        "tokenizer": bench_tokenizer,
+        "prepare": bench_prepare,
+        "mix": bench_mix,
+        "load": bench_load,
+        "loss-memory": bench_loss_memory,
+        "profile": bench_profile,
+        "gpu-check": gpu_check,
+        "speedrun": bench_speedrun,
+        "optimizers": bench_optimizers,
+        "causal": bench_causal,
+        "hooks": bench_hooks,
+        "circuit": bench_circuit,
+    }
     chosen = args.what or ["train", "generate", "tokenizer", "prepare"]
     unknown = [w for w in chosen if w not in benches]
     if unknown:
         close = difflib.get_close_matches(unknown[0], benches, n=1)
         meant = f"did you mean {close[0]}? " if close else ""
-        p.exit(2, f"error: unknown benchmark {unknown[0]!r}; {meant}choose from "
-                  f"{', '.join(benches)}\n")
+        p.exit(
+            2, f"error: unknown benchmark {unknown[0]!r}; {meant}choose from {', '.join(benches)}\n"
+        )
     results = {"machine": machine()}
     for name in chosen:
         if name == "gpu-check" and not args.json:  # its rows are printed as they are measured
             benches[name](args, show=print_row)
             continue
-        results.update(benches[name](args, show=lambda key, value: None) if name == "gpu-check"
-                       else benches[name](args))
+        results.update(
+            benches[name](args, show=lambda key, value: None)
+            if name == "gpu-check"
+            else benches[name](args)
+        )
     results["peak RSS MB"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     if args.json:
         print(json.dumps(results))

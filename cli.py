@@ -15,8 +15,9 @@ class OneLineErrorParser(argparse.ArgumentParser):
     type instead, the first of: the script's own `hint(option)` (another tool's spelling, say),
     the closest option of ours (`--num_samples=3` -> --num-samples), and `fallback`."""
 
-    def __init__(self, *args, hint: Callable[[str], str | None] | None = None,
-                 fallback: str = "", **kwargs) -> None:
+    def __init__(
+        self, *args, hint: Callable[[str], str | None] | None = None, fallback: str = "", **kwargs
+    ) -> None:
         super().__init__(*args, **kwargs)
         self.hint, self.fallback = hint, fallback
 
@@ -32,7 +33,7 @@ class OneLineErrorParser(argparse.ArgumentParser):
         return said or self.closest_option(option) or self.fallback
 
     def closest_option(self, option: str) -> str | None:
-        """"did you mean --x?" for the option of ours `option` is most likely a typo of, if any
+        """ "did you mean --x?" for the option of ours `option` is most likely a typo of, if any
         (underscores read as dashes), else None."""
         name = "--" + option.lstrip("-").split("=", 1)[0].replace("_", "-")
         ours = [o for action in self._actions for o in action.option_strings if o.startswith("--")]

@@ -26,11 +26,18 @@ from generation import attention_mode, probe_mode, sample_mode
 from model.device import ONE_THREAD_BELOW_WIDTH, pick_device, use_generation_threads
 from runs.loading import load_run
 
-MODES = (sample_mode, attention_mode, probe_mode)  # each adds its flags and checks them, in this order
+MODES = (
+    sample_mode,
+    attention_mode,
+    probe_mode,
+)  # each adds its flags and checks them, in this order
 
 # nanoGPT's sample.py flags that mean something else here.
-NANOGPT_FLAGS = {"start": "--prompt TEXT (or --prompt-file PATH for FILE:...)", "out_dir": "--ckpt DIR",
-                 "init_from": "--ckpt DIR (a run folder; hf:gpt2 for GPT-2)"}
+NANOGPT_FLAGS = {
+    "start": "--prompt TEXT (or --prompt-file PATH for FILE:...)",
+    "out_dir": "--ckpt DIR",
+    "init_from": "--ckpt DIR (a run folder; hf:gpt2 for GPT-2)",
+}
 
 
 def flag_hint(option):
@@ -47,19 +54,34 @@ def default_out_dir(config_path=DEFAULT_CONFIG):
 
 def build_parser():
     """The common flags, then each mode's group: sampling, attention maps, the probe."""
-    p = OneLineErrorParser(description="Sample from a trained run, or print its attention maps.",
-                           hint=flag_hint)
+    p = OneLineErrorParser(
+        description="Sample from a trained run, or print its attention maps.", hint=flag_hint
+    )
     add = p.add_argument
-    add("--ckpt", metavar="DIR",
+    add(
+        "--ckpt",
+        metavar="DIR",
         help="run folder written by train.py (default: out_dir of configs/default.yaml), a Hugging Face "
-             "GPT-2 folder, hf:OWNER/NAME, or a nanoGPT run folder")
-    add("--meta", metavar="FILE",
-        help="a nanoGPT run's meta.pkl (its character vocabulary), where it is not beside its ckpt.pt")
-    add("--device", default="auto", metavar="D",
-        help="auto (cuda, then mps, then cpu), cpu, cuda, cuda:N or mps")
-    add("--threads", type=int, metavar="N",
+        "GPT-2 folder, hf:OWNER/NAME, or a nanoGPT run folder",
+    )
+    add(
+        "--meta",
+        metavar="FILE",
+        help="a nanoGPT run's meta.pkl (its character vocabulary), where it is not beside its ckpt.pt",
+    )
+    add(
+        "--device",
+        default="auto",
+        metavar="D",
+        help="auto (cuda, then mps, then cpu), cpu, cuda, cuda:N or mps",
+    )
+    add(
+        "--threads",
+        type=int,
+        metavar="N",
         help=f"CPU threads for torch (default: 1 for models under {ONE_THREAD_BELOW_WIDTH} wide, "
-             "else torch's default; OMP_NUM_THREADS is respected)")
+        "else torch's default; OMP_NUM_THREADS is respected)",
+    )
     for each in MODES:
         each.add_flags(p)
     return p
@@ -86,8 +108,10 @@ def check_args(args):
 def check_run_folder(path):
     """ValueError for a --ckpt that names a file: load_run wants the folder train.py wrote."""
     if Path(path).is_file():
-        raise ValueError(f"--ckpt takes the run folder train.py wrote, not a file: {path}; "
-                         f"try --ckpt {Path(path).parent}")
+        raise ValueError(
+            f"--ckpt takes the run folder train.py wrote, not a file: {path}; "
+            f"try --ckpt {Path(path).parent}"
+        )
 
 
 def main(argv=None, out=None, err=None):

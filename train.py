@@ -1,12 +1,12 @@
 """Train a GPT: python train.py [CONFIG] [key.path=value ...]
 
-    python train.py                                  # configs/default.yaml
-    python train.py data.source=my.txt               # your own text, into out/my
-    python train.py configs/shakespeare_char_cpu.yaml train.max_iters=500
-    python train.py configs/gpt2_124m.yaml --prepare-only   # tokenise once, before torchrun
-    torchrun --standalone --nproc_per_node=4 train.py configs/gpt2_124m.yaml
-    python train.py --eval-only [--text FILE]        # the loss of out_dir's run, no training
-    python train.py --export-hf DIR                  # out_dir's run as a Hugging Face GPT-2 folder
+python train.py                                  # configs/default.yaml
+python train.py data.source=my.txt               # your own text, into out/my
+python train.py configs/shakespeare_char_cpu.yaml train.max_iters=500
+python train.py configs/gpt2_124m.yaml --prepare-only   # tokenise once, before torchrun
+torchrun --standalone --nproc_per_node=4 train.py configs/gpt2_124m.yaml
+python train.py --eval-only [--text FILE]        # the loss of out_dir's run, no training
+python train.py --export-hf DIR                  # out_dir's run as a Hugging Face GPT-2 folder
 """
 
 import argparse
@@ -22,27 +22,49 @@ DEFAULT_CONFIG = "configs/default.yaml"  # as --help says it; configs.paths has 
 
 def build_parser(keys_help):
     parser = OneLineErrorParser(
-        prog="train.py", hint=flag_hint, fallback="keys are set as key.path=value",
+        prog="train.py",
+        hint=flag_hint,
+        fallback="keys are set as key.path=value",
         description="Train a GPT as a YAML config says. Keys can be overridden as key.path=value.",
         epilog="config keys (type, built-in default, meaning; [the value configs/default.yaml sets, "
-               "where it differs]):\n" + keys_help,
+        "where it differs]):\n" + keys_help,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("args", nargs="*", metavar="CONFIG | key.path=value",
-                        help=f"a YAML file (default {DEFAULT_CONFIG}), then overrides")
-    parser.add_argument("--print-config", action="store_true", help="print the resolved config and exit")
-    parser.add_argument("--prepare-only", action="store_true",
-                        help="tokenise the corpus into data.cache_dir and exit (run it once before torchrun "
-                             "on a big corpus, so no process waits on another's preparation)")
-    parser.add_argument("--force", action="store_true",
-                        help="start over in out_dir even if it holds a checkpoint (which is replaced)")
-    parser.add_argument("--eval-only", action="store_true",
-                        help="print the loss, perplexity and bits/byte of the run in out_dir on its whole "
-                             "val split (or on --text FILE), without training")
-    parser.add_argument("--text", metavar="FILE", help="with --eval-only: evaluate on this UTF-8 text file")
-    parser.add_argument("--export-hf", metavar="DIR",
-                        help="write the run in out_dir to the new folder DIR as a Hugging Face GPT-2 "
-                             "(config.json, model.safetensors, tokenizer files), without training")
+    parser.add_argument(
+        "args",
+        nargs="*",
+        metavar="CONFIG | key.path=value",
+        help=f"a YAML file (default {DEFAULT_CONFIG}), then overrides",
+    )
+    parser.add_argument(
+        "--print-config", action="store_true", help="print the resolved config and exit"
+    )
+    parser.add_argument(
+        "--prepare-only",
+        action="store_true",
+        help="tokenise the corpus into data.cache_dir and exit (run it once before torchrun "
+        "on a big corpus, so no process waits on another's preparation)",
+    )
+    parser.add_argument(
+        "--force",
+        action="store_true",
+        help="start over in out_dir even if it holds a checkpoint (which is replaced)",
+    )
+    parser.add_argument(
+        "--eval-only",
+        action="store_true",
+        help="print the loss, perplexity and bits/byte of the run in out_dir on its whole "
+        "val split (or on --text FILE), without training",
+    )
+    parser.add_argument(
+        "--text", metavar="FILE", help="with --eval-only: evaluate on this UTF-8 text file"
+    )
+    parser.add_argument(
+        "--export-hf",
+        metavar="DIR",
+        help="write the run in out_dir to the new folder DIR as a Hugging Face GPT-2 "
+        "(config.json, model.safetensors, tokenizer files), without training",
+    )
     return parser
 
 
@@ -53,12 +75,15 @@ def flag_hint(option):
 
     name, _, value = option.lstrip("-").partition("=")
     if name == "config":
-        return ("give the config file as the first argument, without a flag: "
-                "python train.py FILE.yaml")
+        return (
+            "give the config file as the first argument, without a flag: python train.py FILE.yaml"
+        )
     key = full_key(name)
     if key:
-        return (f"did you mean {key}={value or 'VALUE'}? (keys are set as key.path=value, "
-                "without dashes)")
+        return (
+            f"did you mean {key}={value or 'VALUE'}? (keys are set as key.path=value, "
+            "without dashes)"
+        )
     return None
 
 
@@ -75,21 +100,26 @@ def run(args):
         data = config.data.source if not config.data.mix else "a mix"
         what = "the run folder read is" if args.eval_only or args.export_hf else "the run goes to"
         if not args.prepare_only:  # which writes no run folder
-            print(f"note: data.source is {data}, so {what} out_dir={config.run_dir} (set "
-                  "out_dir to choose)", file=sys.stderr)
+            print(
+                f"note: data.source is {data}, so {what} out_dir={config.run_dir} (set "
+                "out_dir to choose)",
+                file=sys.stderr,
+            )
     config = resolved(config)
     if args.print_config:
         print(to_yaml(config), end="")
         return 0
-    from training.loop import TrainingStopped, train  # torch loads only when needed
     from training.evaluate import evaluate_only
+    from training.loop import TrainingStopped, train  # torch loads only when needed
     from training.start import prepare_corpus, pretrained_start
 
     if args.prepare_only:
         pretrained = pretrained_start(config)  # fine-tuning prepares with the source's tokenizer
         for part in prepare_corpus(config, pretrained.tokenizer if pretrained else None).parts:
             meta = part.prepared.meta
-            print(f"prepared {meta['train_tokens']:,} train and {meta['val_tokens']:,} val tokens in {part.prepared.dir}")
+            print(
+                f"prepared {meta['train_tokens']:,} train and {meta['val_tokens']:,} val tokens in {part.prepared.dir}"
+            )
         return 0
     if args.eval_only:
         print(evaluate_only(config, args.text))
@@ -174,11 +204,17 @@ def main(argv=None):
     except OSError as e:  # a folder that cannot be made or written, a full disk, ...
         where = f" {e.filename}" if e.filename else ""
         if e.errno == errno.ENOSPC:
-            print(f"error: the disk is full (writing{where or ' data'}); free some space, or choose another "
-                  "out_dir / data.cache_dir on a disk that has it", file=sys.stderr)
+            print(
+                f"error: the disk is full (writing{where or ' data'}); free some space, or choose another "
+                "out_dir / data.cache_dir on a disk that has it",
+                file=sys.stderr,
+            )
         else:
-            print(f"error: cannot use{where}: {e.strerror or e}; check the path and its permissions, "
-                  "or choose another out_dir / data.cache_dir", file=sys.stderr)
+            print(
+                f"error: cannot use{where}: {e.strerror or e}; check the path and its permissions, "
+                "or choose another out_dir / data.cache_dir",
+                file=sys.stderr,
+            )
         return 2
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)

@@ -148,8 +148,11 @@ def answers(model, tokenizer, examples) -> tuple[dict[str, torch.Tensor], list]:
             tags.append((len(kept), k, method))
         kept.append(ex)
     if not kept:
-        raise NothingToMeasure("answer", f"the model's tokenizer cannot encode any of the "
-                               f"{len(examples)} examples with a candidate in the pronoun's place")
+        raise NothingToMeasure(
+            "answer",
+            f"the model's tokenizer cannot encode any of the "
+            f"{len(examples)} examples with a candidate in the pronoun's place",
+        )
     K = max(len(ex.distractors) + 1 for ex in kept)
     logprob = torch.full((len(kept), K), float("-inf"), dtype=torch.float64)
     closeness = torch.full((len(kept), K), float("-inf"), dtype=torch.float64)  # -KL
@@ -176,13 +179,17 @@ def _row(hits, agree, no_answer, scores, keep, resamples, seed):
     """One line of model_answer's result: the items where the (N,) bool `keep` holds."""
     rules = position_rules(scores)
     n = int(keep.sum())
-    row = {"examples": n,
-           "cand_at_1": {name: _rate(v[keep]) for name, v in hits.items()},
-           "agreement": {name: _rate(v[keep]) for name, v in agree.items()},
-           "no_answer": {name: int(v[keep].sum()) for name, v in no_answer.items()},
-           "baselines": {"random": round(random_rate(scores, keep), 6),
-                         "first": _rate((rules["first"] == scores.label)[keep]),
-                         "nearest": _rate((rules["nearest"] == scores.label)[keep])}}
+    row = {
+        "examples": n,
+        "cand_at_1": {name: _rate(v[keep]) for name, v in hits.items()},
+        "agreement": {name: _rate(v[keep]) for name, v in agree.items()},
+        "no_answer": {name: int(v[keep].sum()) for name, v in no_answer.items()},
+        "baselines": {
+            "random": round(random_rate(scores, keep), 6),
+            "first": _rate((rules["first"] == scores.label)[keep]),
+            "nearest": _rate((rules["nearest"] == scores.label)[keep]),
+        },
+    }
     if n >= MIN_FOR_STATS:
         draws = resample(n, resamples, seed)
         for key, values in (("cand_at_1", hits), ("agreement", agree)):
@@ -192,8 +199,15 @@ def _row(hits, agree, no_answer, scores, keep, resamples, seed):
 
 
 @torch.no_grad()
-def model_answer(model, tokenizer, examples, head: tuple[int, int], query: str = "pronoun",
-                 seed: int = 0, resamples: int = 1000) -> dict:
+def model_answer(
+    model,
+    tokenizer,
+    examples,
+    head: tuple[int, int],
+    query: str = "pronoun",
+    seed: int = 0,
+    resamples: int = 1000,
+) -> dict:
     """Both methods' answers (see the module docstring) on labelled examples, beside the head
     `head` (layer, index; e.g. the probe's best) read at `query` (analysis.words.QUERY_POSITIONS).
     Returns a JSON-ready dict:
@@ -220,7 +234,13 @@ def model_answer(model, tokenizer, examples, head: tuple[int, int], query: str =
     for kind in [k for k in DECIDED_BY if k in scores.decided_by]:
         keep = torch.tensor([d == kind for d in scores.decided_by])
         kinds[kind] = _row(hits, agree, no_answer, scores, keep, resamples, seed)
-    return {"methods": list(METHODS), "head": {"layer": layer, "head": index},
-            "all": _row(hits, agree, no_answer, scores, every, resamples, seed),
-            "decided_by": kinds, "n": len(kept), "skipped": len(examples) - len(kept),
-            "seed": seed, "resamples": resamples}
+    return {
+        "methods": list(METHODS),
+        "head": {"layer": layer, "head": index},
+        "all": _row(hits, agree, no_answer, scores, every, resamples, seed),
+        "decided_by": kinds,
+        "n": len(kept),
+        "skipped": len(examples) - len(kept),
+        "seed": seed,
+        "resamples": resamples,
+    }

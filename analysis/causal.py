@@ -70,8 +70,14 @@ def _cases(tokenizer, examples, block_size, seed):
         seen = [k for k, toks in enumerate(item.tokens) if toks and k != item.antecedent]
         if not item.tokens[item.antecedent] or not seen:
             continue
-        cases.append(_Case(item.ids[: item.query + 1], item.next_id,
-                           item.tokens[item.antecedent], item.tokens[rng.choice(seen)]))
+        cases.append(
+            _Case(
+                item.ids[: item.query + 1],
+                item.next_id,
+                item.tokens[item.antecedent],
+                item.tokens[rng.choice(seen)],
+            )
+        )
     return cases, len(examples) - len(cases)
 
 
@@ -94,18 +100,26 @@ def knockout_at_query(heads, keys):
     """Hooks for one query position: in the heads marked in `heads` (L, H), the query of batch
     row b may not attend to the keys marked in keys[b] (B, S)."""
     heads = heads.to(keys.device)
-    return {f"blocks.{l}.attn.hook_attn_scores":
-            block_keys(heads[l][None, :, None, None] & keys[:, None, None, :])  # (B, H, 1, S)
-            for l in range(heads.size(0)) if heads[l].any()}
+    return {
+        f"blocks.{l}.attn.hook_attn_scores": block_keys(
+            heads[l][None, :, None, None] & keys[:, None, None, :]
+        )  # (B, H, 1, S)
+        for l in range(heads.size(0))
+        if heads[l].any()
+    }
 
 
 def ablate_at_query(heads, mean):
     """Hooks for one query position: the heads marked in `heads` (L, H) output mean[l, h]
     (L, H, D) there (hook_z is (B, T, H, D))."""
     heads = heads.to(mean.device)
-    return {f"blocks.{l}.attn.hook_z":
-            replace_where(heads[l][None, None, :], mean[l][None, None])  # (1, 1, H), (1, 1, H, D)
-            for l in range(heads.size(0)) if heads[l].any()}
+    return {
+        f"blocks.{l}.attn.hook_z": replace_where(
+            heads[l][None, None, :], mean[l][None, None]
+        )  # (1, 1, H), (1, 1, H, D)
+        for l in range(heads.size(0))
+        if heads[l].any()
+    }
 
 
 def _query_loss(model, batch, edits=None):
@@ -146,12 +160,17 @@ def causal_tests(model, tokenizer, examples, seed=0, resamples=1000, batch_size=
     L, H = cfg.n_layer, cfg.n_head
     cases, skipped = _cases(tokenizer, examples, cfg.block_size, seed)
     if not cases:
-        raise NothingToMeasure("causal", f"none of the {len(examples)} examples can be tested: "
-                               "each needs a token after the pronoun, and an antecedent and a "
-                               "distractor before it, in characters the tokenizer can encode")
+        raise NothingToMeasure(
+            "causal",
+            f"none of the {len(examples)} examples can be tested: "
+            "each needs a token after the pronoun, and an antecedent and a "
+            "distractor before it, in characters the tokenizer can encode",
+        )
     device = next(model.parameters()).device
-    chunks = [[cases[i] for i in batch]
-              for batch in by_length([len(c.ids) for c in cases], batch_size, shortest_first=True)]
+    chunks = [
+        [cases[i] for i in batch]
+        for batch in by_length([len(c.ids) for c in cases], batch_size, shortest_first=True)
+    ]
     clean, mean = _clean_pass(model, chunks, device)
 
     # Pass 2: every intervention, one batch at a time (only one batch's KV caches are held).
@@ -161,7 +180,11 @@ def causal_tests(model, tokenizer, examples, seed=0, resamples=1000, batch_size=
         heads[slice(None) if layer is None else layer, slice(None) if head is None else head] = True
         return heads
 
-    scopes = [(None, None), *((l, None) for l in range(L)), *((l, h) for l in range(L) for h in range(H))]
+    scopes = [
+        (None, None),
+        *((l, None) for l in range(L)),
+        *((l, h) for l in range(L) for h in range(H)),
+    ]
     losses = {}  # (layer, head, kind) -> per batch (B,) losses; None stands for "all"
     for chunk in chunks:
         batch = _prefill(model, chunk, device)
@@ -171,7 +194,9 @@ def causal_tests(model, tokenizer, examples, seed=0, resamples=1000, batch_size=
             if head is not None:  # ablation is measured for single heads
                 edits["ablation"] = ablate_at_query(heads, mean)
             for kind, edit in edits.items():
-                losses.setdefault((layer, head, kind), []).append(_query_loss(model, batch, edit)[0])
+                losses.setdefault((layer, head, kind), []).append(
+                    _query_loss(model, batch, edit)[0]
+                )
 
     draws = resample(len(cases), resamples, seed)
 

@@ -6,7 +6,9 @@ ORANGE = "217,95,2"  # recovered fractions, the lens, a loss that went up
 DEEPEST = 0.6  # the alpha of a full share: the text stays readable on the deepest tint
 
 
-def tinted_cell(content: str, share: float, colour: str = BLUE, cls: str = "", tag: str = "td") -> str:
+def tinted_cell(
+    content: str, share: float, colour: str = BLUE, cls: str = "", tag: str = "td"
+) -> str:
     """A <td> (or another `tag`) holding `content` (HTML, escaped by the caller), its background
     `colour` at an alpha in proportion to `share` (clipped to 0..1); cls: its class ("best",
     "top", ...)."""

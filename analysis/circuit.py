@@ -43,28 +43,41 @@ CHECKED = 10  # top edges patched for real, one at a time
 SHOWN = 20  # edges listed beyond the circuit's own
 
 
-def trace_circuit(model, tokenizer, examples, seed=0, resamples=1000, checked=CHECKED,
-                  min_gap: float | None = MIN_GAP) -> dict:
+def trace_circuit(
+    model,
+    tokenizer,
+    examples,
+    seed=0,
+    resamples=1000,
+    checked=CHECKED,
+    min_gap: float | None = MIN_GAP,
+) -> dict:
     """JSON-ready circuit of `examples` (see the module docstring), the whole set's at the top
     level and each kind's under "by_kind". min_gap None searches a circuit whatever the gap
     (for timing a model that has none). NoTwins where no example has a twin."""
     rng = random.Random(seed)
-    made = [(make_pair(tokenizer, ex, model.config.block_size, rng), ex.decided_by)
-            for ex in examples]
+    made = [
+        (make_pair(tokenizer, ex, model.config.block_size, rng), ex.decided_by) for ex in examples
+    ]
     made = [(p, kind) for p, kind in made if p is not None]
     if not made:
         kind = getattr(tokenizer, "kind", "")
-        raise NoTwins(kind, f"no example has a corrupted twin under this model's {kind} "
-                      "tokenizer (an antecedent from the lexicon, a same-kind noun of its token "
-                      "length, and another continuation); the circuit needs some")
-    result = circuit_of_pairs(model, *zip(*made), seed=seed, resamples=resamples,
-                              checked=checked, min_gap=min_gap)
+        raise NoTwins(
+            kind,
+            f"no example has a corrupted twin under this model's {kind} "
+            "tokenizer (an antecedent from the lexicon, a same-kind noun of its token "
+            "length, and another continuation); the circuit needs some",
+        )
+    result = circuit_of_pairs(
+        model, *zip(*made), seed=seed, resamples=resamples, checked=checked, min_gap=min_gap
+    )
     result["skipped"] = len(examples) - len(made)
     return result
 
 
-def circuit_of_pairs(model, pairs, kinds, seed=0, resamples=1000, checked=CHECKED,
-                     min_gap: float | None = MIN_GAP) -> dict:
+def circuit_of_pairs(
+    model, pairs, kinds, seed=0, resamples=1000, checked=CHECKED, min_gap: float | None = MIN_GAP
+) -> dict:
     """trace_circuit's result for Pairs of analysis.patching and each one's kind (or None)."""
     cfg, device = model.config, next(model.parameters()).device
     graph = build_graph(cfg.n_layer, cfg.n_head)
@@ -90,8 +103,14 @@ def circuit_of_pairs(model, pairs, kinds, seed=0, resamples=1000, checked=CHECKE
         chosen = [i for i, b in enumerate(batches) if kinds[b.rows[0]] == kind]
         if chosen:
             result["by_kind"][kind] = one_set(context, chosen, **options)
-    result.update(n_edges=int(graph.allowed.sum()), threshold=FAITHFUL, min_gap=min_gap,
-                  checked=len(singles), seed=seed, resamples=resamples)
+    result.update(
+        n_edges=int(graph.allowed.sum()),
+        threshold=FAITHFUL,
+        min_gap=min_gap,
+        checked=len(singles),
+        seed=seed,
+        resamples=resamples,
+    )
     return result
 
 
@@ -108,8 +127,11 @@ def one_set(context, chosen, seed, resamples, min_gap) -> dict:
     rows = torch.tensor(sorted(r for i in chosen for r in batches[i].rows))
     c, z = clean[rows], corrupt[rows]
     n = len(rows)
-    draws = (torch.randint(n, (resamples, n), generator=torch.Generator().manual_seed(seed))
-             if n >= MIN_FOR_STATS else None)
+    draws = (
+        torch.randint(n, (resamples, n), generator=torch.Generator().manual_seed(seed))
+        if n >= MIN_FOR_STATS
+        else None
+    )
 
     def interval(values):  # values (resamples,) -> [lo, hi]
         return torch.quantile(values, torch.tensor([0.025, 0.975], dtype=values.dtype)).tolist()
@@ -127,8 +149,13 @@ def one_set(context, chosen, seed, resamples, min_gap) -> dict:
 
     gap = (c - z).mean().item()
     gap_ci = interval((c - z)[draws].mean(1)) if draws is not None else None
-    out = {"n": n, "clean_ld": c.mean().item(), "corrupt_ld": z.mean().item(), "gap": gap,
-           "gap_ci": gap_ci}
+    out = {
+        "n": n,
+        "clean_ld": c.mean().item(),
+        "corrupt_ld": z.mean().item(),
+        "gap": gap,
+        "gap_ci": gap_ci,
+    }
     out["preference"] = min_gap is None or (gap >= min_gap and (gap_ci is None or gap_ci[0] > 0))
     if not out["preference"]:
         return {**out, "edges": [], "faithfulness": None, "size": None}
@@ -139,19 +166,31 @@ def one_set(context, chosen, seed, resamples, min_gap) -> dict:
     faith, faith_ci = recovered(lds)
     R = eap.size(2)
     edges = []
-    for rank, e in enumerate(order[:max(SHOWN, size)].tolist()):
+    for rank, e in enumerate(order[: max(SHOWN, size)].tolist()):
         values = eap[:, e // R, e % R]  # (n,) each example's estimate of LD patched - LD clean
-        edge = {"from": graph.senders[e // R], "to": graph.receivers[e % R],
-                "eap": values.mean().item(), "in_circuit": rank < size}
+        edge = {
+            "from": graph.senders[e // R],
+            "to": graph.receivers[e % R],
+            "eap": values.mean().item(),
+            "in_circuit": rank < size,
+        }
         edge["share"], edge["share_ci"] = share(c + values)
         if e in singles:
             edge["patched"] = (singles[e][rows] - c).mean().item()
             edge["patched_share"], edge["patched_share_ci"] = share(singles[e][rows])
         edges.append(edge)
-    checks = [(eap[:, e // R, e % R].mean().item(), (lds[rows] - c).mean().item())
-              for e, lds in singles.items()]
-    return {**out, "edges": edges, "faithfulness": faith, "faithfulness_ci": faith_ci,
-            "size": size, "agreement": agreement(checks)}
+    checks = [
+        (eap[:, e // R, e % R].mean().item(), (lds[rows] - c).mean().item())
+        for e, lds in singles.items()
+    ]
+    return {
+        **out,
+        "edges": edges,
+        "faithfulness": faith,
+        "faithfulness_ci": faith_ci,
+        "size": size,
+        "agreement": agreement(checks),
+    }
 
 
 def sizes(n_edges) -> list[int]:
@@ -190,7 +229,9 @@ def agreement(checks) -> dict:
     ranks = lambda x: x.argsort().argsort().double()  # noqa: E731
     a, b = ranks(eap) - ranks(eap).mean(), ranks(real) - ranks(real).mean()
     ratios = (eap / real)[real != 0]
-    return {"edges": len(checks),
-            "spearman": ((a * b).sum() / (a.norm() * b.norm())).item(),
-            "sign_agreement": (eap.sign() == real.sign()).double().mean().item(),
-            "median_ratio": ratios.median().item() if len(ratios) else None}
+    return {
+        "edges": len(checks),
+        "spearman": ((a * b).sum() / (a.norm() * b.norm())).item(),
+        "sign_agreement": (eap.sign() == real.sign()).double().mean().item(),
+        "median_ratio": ratios.median().item() if len(ratios) else None,
+    }

@@ -21,9 +21,11 @@ def _ci(ci):
 
 def format_circuit(result: dict) -> str:
     """The whole set's circuit, then each kind's."""
-    lines = ["Circuit at the pronoun: the edges that carry the antecedent to the prediction "
-             "(edge attribution patching on the corrupted twins; share: the part of the "
-             "clean-vs-corrupt logit difference that patching the edge alone takes away)"]
+    lines = [
+        "Circuit at the pronoun: the edges that carry the antecedent to the prediction "
+        "(edge attribution patching on the corrupted twins; share: the part of the "
+        "clean-vs-corrupt logit difference that patching the edge alone takes away)"
+    ]
     lines += _set_lines(f"all {result['n']} examples", result, result)
     for kind, part in result["by_kind"].items():
         lines += [""] + _set_lines(f"{kind} ({part['n']} examples)", part, result)
@@ -34,30 +36,40 @@ def format_circuit(result: dict) -> str:
 
 def _set_lines(name, part, top):
     gap = with_interval(part["gap"], part["gap_ci"], "{:.2f}")
-    lines = [f"{name}: LD clean {part['clean_ld']:.2f}, corrupt {part['corrupt_ld']:.2f}, "
-             f"gap {gap}"]
+    lines = [
+        f"{name}: LD clean {part['clean_ld']:.2f}, corrupt {part['corrupt_ld']:.2f}, gap {gap}"
+    ]
     if not part["preference"]:
-        lines.append(f"  no preference: the gap is under {top['min_gap']} or its interval "
-                     "reaches 0, so there is no circuit to find (it would be noise)")
+        lines.append(
+            f"  no preference: the gap is under {top['min_gap']} or its interval "
+            "reaches 0, so there is no circuit to find (it would be noise)"
+        )
         return lines
-    shown = part["edges"][:max(AT_LEAST, min(part["size"], LISTED))]
-    lines.append(f"  {'rank':>4}  {'edge':<28} {'share':>7}  {'95% interval':<16} "
-                 f"{'patched alone':>13}")
+    shown = part["edges"][: max(AT_LEAST, min(part["size"], LISTED))]
+    lines.append(
+        f"  {'rank':>4}  {'edge':<28} {'share':>7}  {'95% interval':<16} {'patched alone':>13}"
+    )
     for rank, e in enumerate(shown, 1):
         mark = "*" if e["in_circuit"] else " "
         real = _percent(e.get("patched_share")) if "patched_share" in e else ""
-        lines.append(f"  {rank:>3}{mark}  {e['from'] + ' -> ' + e['to']:<28} "
-                     f"{_percent(e['share']):>7}  {_ci(e['share_ci']):<16} {real:>13}")
+        lines.append(
+            f"  {rank:>3}{mark}  {e['from'] + ' -> ' + e['to']:<28} "
+            f"{_percent(e['share']):>7}  {_ci(e['share_ci']):<16} {real:>13}"
+        )
     if part["size"] > len(shown):
         lines.append(f"  ... and {part['size'] - len(shown)} more edges in the circuit")
     faith = f"{_percent(part['faithfulness'])} {_ci(part['faithfulness_ci'])}".strip()
-    lines.append(f"  * the circuit: {part['size']} of {top['n_edges']} edges keep {faith} of "
-                 f"the gap with every other edge patched (faithfulness; the target is "
-                 f"{100 * top['threshold']:.0f}%)")
+    lines.append(
+        f"  * the circuit: {part['size']} of {top['n_edges']} edges keep {faith} of "
+        f"the gap with every other edge patched (faithfulness; the target is "
+        f"{100 * top['threshold']:.0f}%)"
+    )
     a = part["agreement"]
     if a.get("spearman") is not None:
         ratio = "-" if a["median_ratio"] is None else f"{a['median_ratio']:.2f}"
-        lines.append(f"  attribution against real patching, top {a['edges']} edges: Spearman "
-                     f"{a['spearman']:.2f}, signs agree {a['sign_agreement'] * a['edges']:.0f}"
-                     f"/{a['edges']}, median ratio {ratio}")
+        lines.append(
+            f"  attribution against real patching, top {a['edges']} edges: Spearman "
+            f"{a['spearman']:.2f}, signs agree {a['sign_agreement'] * a['edges']:.0f}"
+            f"/{a['edges']}, median ratio {ratio}"
+        )
     return lines

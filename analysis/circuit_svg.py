@@ -13,7 +13,9 @@ from html import escape
 
 WIDTH, ROW, NODE_W, NODE_H, MARGIN = 640, 80, 104, 26, 24
 PORTS = {"q": -0.3, "k": 0.0, "v": 0.3}
-BOW = 0.6 * NODE_W  # how far right an edge bows for each row it skips  # where on a head's lower side an edge meets it
+BOW = (
+    0.6 * NODE_W
+)  # how far right an edge bows for each row it skips  # where on a head's lower side an edge meets it
 CARRIES, AGAINST = "#1f5fa8", "#d9822b"
 
 
@@ -30,7 +32,7 @@ def _depth(node):
         return 1 << 20
     if node.startswith("MLP"):
         return 2 * int(node[3:]) + 2
-    return 2 * int(node[1:node.index("H")]) + 1
+    return 2 * int(node[1 : node.index("H")]) + 1
 
 
 def circuit_svg(part: dict) -> str:
@@ -38,11 +40,15 @@ def circuit_svg(part: dict) -> str:
     a short SVG that says so where the set has no circuit."""
     edges = [e for e in part.get("edges", []) if e.get("in_circuit")]
     if not edges:
-        return (f'<svg xmlns="http://www.w3.org/2000/svg" width="{WIDTH}" height="40">'
-                f'<text x="{MARGIN}" y="24">no circuit: the model shows no preference here'
-                '</text></svg>')
-    nodes = sorted({_component(e["from"]) for e in edges} | {_component(e["to"]) for e in edges}
-                   | {"logits"}, key=lambda n: (_depth(n), n))
+        return (
+            f'<svg xmlns="http://www.w3.org/2000/svg" width="{WIDTH}" height="40">'
+            f'<text x="{MARGIN}" y="24">no circuit: the model shows no preference here'
+            "</text></svg>"
+        )
+    nodes = sorted(
+        {_component(e["from"]) for e in edges} | {_component(e["to"]) for e in edges} | {"logits"},
+        key=lambda n: (_depth(n), n),
+    )
     rows = sorted({_depth(n) for n in nodes})
     height = 2 * MARGIN + (len(rows) - 1) * ROW + NODE_H
     at = {}
@@ -52,8 +58,10 @@ def circuit_svg(part: dict) -> str:
         for i, n in enumerate(here):
             at[n] = ((i + 1) * WIDTH / (len(here) + 1), y)
     widest = max(abs(e["share"]) for e in edges) or 1.0
-    out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{WIDTH}" height="{height}" '
-           f'viewBox="0 0 {WIDTH} {height}" font-family="sans-serif" font-size="12">']
+    out = [
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{WIDTH}" height="{height}" '
+        f'viewBox="0 0 {WIDTH} {height}" font-family="sans-serif" font-size="12">'
+    ]
     for e in edges:
         (x1, y1), (x2, y2) = at[_component(e["from"])], at[_component(e["to"])]
         port = e["to"].split(".")[1] if "." in e["to"] else ""
@@ -63,17 +71,22 @@ def circuit_svg(part: dict) -> str:
         cx, cy = (x1 + x2) / 2 + BOW * skipped, (y1 + y2) / 2
         colour = CARRIES if e["share"] >= 0 else AGAINST
         width = 1 + 7 * abs(e["share"]) / widest
-        out.append(f'<path d="M {x1:.1f} {y1:.1f} Q {cx:.1f} {cy:.1f} {x2:.1f} {y2:.1f}" '
-                   f'fill="none" stroke="{colour}" stroke-width="{width:.1f}" '
-                   'stroke-opacity="0.7"/>')
+        out.append(
+            f'<path d="M {x1:.1f} {y1:.1f} Q {cx:.1f} {cy:.1f} {x2:.1f} {y2:.1f}" '
+            f'fill="none" stroke="{colour}" stroke-width="{width:.1f}" '
+            'stroke-opacity="0.7"/>'
+        )
         label = f"{port + ' ' if port else ''}{100 * e['share']:.0f}%"
         mx, my = (x1 + 2 * cx + x2) / 4, (y1 + 2 * cy + y2) / 4  # the curve's midpoint
-        out.append(f'<text x="{mx + 5:.1f}" y="{my + 4:.1f}" fill="{colour}">{escape(label)}'
-                   '</text>')
+        out.append(
+            f'<text x="{mx + 5:.1f}" y="{my + 4:.1f}" fill="{colour}">{escape(label)}</text>'
+        )
     for n in nodes:
         x, y = at[n]
-        out.append(f'<rect x="{x - NODE_W / 2:.1f}" y="{y:.1f}" width="{NODE_W}" '
-                   f'height="{NODE_H}" rx="4" fill="#f4f4f4" stroke="#555"/>')
+        out.append(
+            f'<rect x="{x - NODE_W / 2:.1f}" y="{y:.1f}" width="{NODE_W}" '
+            f'height="{NODE_H}" rx="4" fill="#f4f4f4" stroke="#555"/>'
+        )
         out.append(f'<text x="{x:.1f}" y="{y + 17:.1f}" text-anchor="middle">{escape(n)}</text>')
     out.append("</svg>")
     return "\n".join(out)
@@ -89,13 +102,19 @@ def circuit_section(circuit):
     for name, part in parts:
         said = "no preference: no circuit"
         if part.get("faithfulness") is not None:
-            said = (f"{part['size']} of {circuit['n_edges']} edges "
-                    f"keep {part['faithfulness']:.1%} of the logit difference")
-        figures.append(f'<figure><figcaption>{escape(name)}: {escape(said)}</figcaption>'
-                       f'<div class="scroll">{circuit_svg(part)}</div></figure>')
-    return ('<section class="circuit"><h2>The circuit that carries the antecedent</h2>'
-            '<p class="help">Edge attribution patching on the corrupted twins, checked by real '
-            "patching: the fewest edges that, kept while every other edge is patched from the "
-            "twin, keep at least 90% of the clean run's preference for its own next word. A "
-            "line's width and number are its share of that preference; q, k, v say which "
-            "input of a head it reaches.</p>" + "".join(figures) + "</section>")
+            said = (
+                f"{part['size']} of {circuit['n_edges']} edges "
+                f"keep {part['faithfulness']:.1%} of the logit difference"
+            )
+        figures.append(
+            f"<figure><figcaption>{escape(name)}: {escape(said)}</figcaption>"
+            f'<div class="scroll">{circuit_svg(part)}</div></figure>'
+        )
+    return (
+        '<section class="circuit"><h2>The circuit that carries the antecedent</h2>'
+        '<p class="help">Edge attribution patching on the corrupted twins, checked by real '
+        "patching: the fewest edges that, kept while every other edge is patched from the "
+        "twin, keep at least 90% of the clean run's preference for its own next word. A "
+        "line's width and number are its share of that preference; q, k, v say which "
+        "input of a head it reaches.</p>" + "".join(figures) + "</section>"
+    )

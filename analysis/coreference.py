@@ -14,8 +14,16 @@ from analysis.probe import run_probe
 from data.pronouns import NATURAL, examples, natural, read_examples
 
 
-def study(model, tokenizer, path="", permutations=1000, causal=True, patch=False,
-          circuit=False, query="pronoun"):
+def study(
+    model,
+    tokenizer,
+    path="",
+    permutations=1000,
+    causal=True,
+    patch=False,
+    circuit=False,
+    query="pronoun",
+):
     """run_probe's result for a user's JSONL file at `path` (one set of examples), for the
     built-in dev and test sets when `path` is empty, or, when `path` is "natural", for the
     natural sentences as the test set with the head chosen on the generated dev set, its
@@ -33,12 +41,14 @@ def study(model, tokenizer, path="", permutations=1000, causal=True, patch=False
         dev, test = read_examples(path), None
     else:
         dev, test = examples("dev"), examples("test")
-    result = run_probe(model, tokenizer, dev, test, permutations=permutations, test_set=test_set,
-                       query=query)
+    result = run_probe(
+        model, tokenizer, dev, test, permutations=permutations, test_set=test_set, query=query
+    )
     best = result["best_head"]
     try:
-        result["model_answer"] = model_answer(model, tokenizer, test or dev,
-                                              (best["layer"], best["head"]), query)
+        result["model_answer"] = model_answer(
+            model, tokenizer, test or dev, (best["layer"], best["head"]), query
+        )
     except NothingToMeasure:  # no example can be read with a candidate in the pronoun's place
         pass
     try:

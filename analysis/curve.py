@@ -23,8 +23,16 @@ from numbers import Real
 from typing import NamedTuple
 
 BEST = "#d95f02"  # the best head, orange as its outline in the maps
-LAYER_COLOURS = ("#1f77b4", "#2ca02c", "#9467bd", "#8c564b", "#e377c2", "#17becf", "#bcbd22",
-                 "#7f7f7f")  # other heads, by layer: no orange, which marks the best one
+LAYER_COLOURS = (
+    "#1f77b4",
+    "#2ca02c",
+    "#9467bd",
+    "#8c564b",
+    "#e377c2",
+    "#17becf",
+    "#bcbd22",
+    "#7f7f7f",
+)  # other heads, by layer: no orange, which marks the best one
 BASELINE = "#777"
 BASELINE_STYLES = (":", "--", "-.")  # random, first, nearest
 DASH_NAMES = {":": "dotted", "--": "dashed", "-.": "dashdot"}  # matplotlib's rcParams for each
@@ -37,6 +45,7 @@ FONT_SIZE = 10
 
 class Line(NamedTuple):
     """One line of the figure, as both drawings use it."""
+
     kind: str  # head, head best, baseline, pass or loss: the SVG group's class
     gid: str  # the SVG group's id, unique in the page
     title: str  # what hovering it says on the page
@@ -60,10 +69,15 @@ def probe_records(records):
 
     def drawable(r):
         grid, best, base = r.get("probe_heads"), r.get("probe_best_head"), r.get("probe_baselines")
-        return (_number(r.get("step")) and [len(row) for row in grid if isinstance(row, list)] == shape
-                and all(_number(v) for row in grid for v in row)
-                and isinstance(best, list) and len(best) == 2
-                and isinstance(base, dict) and all(_number(v) for v in base.values()))
+        return (
+            _number(r.get("step"))
+            and [len(row) for row in grid if isinstance(row, list)] == shape
+            and all(_number(v) for row in grid for v in row)
+            and isinstance(best, list)
+            and len(best) == 2
+            and isinstance(base, dict)
+            and all(_number(v) for v in base.values())
+        )
 
     return [r for r in probes if drawable(r)]
 
@@ -78,19 +92,50 @@ def _head_lines(probes):
     """Each head's line, the best head's first; one legend entry for each layer's other heads."""
     last, steps = probes[-1], [r["step"] for r in probes]
     best, at = tuple(last["probe_best_head"]), f"at step {last['step']:,}"
-    heads = [(l, h) for l, row in enumerate(last["probe_heads"]) for h in range(len(row)) if (l, h) != best]
+    heads = [
+        (l, h)
+        for l, row in enumerate(last["probe_heads"])
+        for h in range(len(row))
+        if (l, h) != best
+    ]
     lines, labelled = [], set()
     for l, h in [best, *heads]:
         values = [r["probe_heads"][l][h] for r in probes]
         gid, title = f"head-L{l}-H{h}", f"L{l} H{h}: {values[-1]:.1%} {at}"
         if (l, h) == best:
-            lines.append(Line("head best", gid, title + " (best head)", steps, values,
-                              {"color": BEST, "lw": 3, "zorder": 3, "label": f"L{l} H{h}, the best head {at}"}))
+            lines.append(
+                Line(
+                    "head best",
+                    gid,
+                    title + " (best head)",
+                    steps,
+                    values,
+                    {
+                        "color": BEST,
+                        "lw": 3,
+                        "zorder": 3,
+                        "label": f"L{l} H{h}, the best head {at}",
+                    },
+                )
+            )
             continue
         label = None if l in labelled else f"layer {l}'s other heads"
         labelled.add(l)
-        lines.append(Line("head", gid, title, steps, values, {"color": LAYER_COLOURS[l % len(LAYER_COLOURS)],
-                                                              "lw": 1, "alpha": 0.6, "label": label}))
+        lines.append(
+            Line(
+                "head",
+                gid,
+                title,
+                steps,
+                values,
+                {
+                    "color": LAYER_COLOURS[l % len(LAYER_COLOURS)],
+                    "lw": 1,
+                    "alpha": 0.6,
+                    "label": label,
+                },
+            )
+        )
     return lines
 
 
@@ -101,23 +146,59 @@ def curve_lines(records):
     if not probes:
         return []
     lines = _head_lines(probes)
-    for i, ((name, value), ls) in enumerate(zip(probes[-1]["probe_baselines"].items(), BASELINE_STYLES)):
+    for i, ((name, value), ls) in enumerate(
+        zip(probes[-1]["probe_baselines"].items(), BASELINE_STYLES)
+    ):
         said = f"{name} baseline (dev) {value:.1%}"  # the probe's dev set, as the heads' lines
-        lines.append(Line("baseline", f"baseline-{i}", said, [], [value],
-                          {"color": BASELINE, "lw": 1.2, "ls": ls, "label": said}))
+        lines.append(
+            Line(
+                "baseline",
+                f"baseline-{i}",
+                said,
+                [],
+                [value],
+                {"color": BASELINE, "lw": 1.2, "ls": ls, "label": said},
+            )
+        )
     passed = first_pass(probes)
     if passed is not None:
         said = f"the best head reaches {PASS_MARK:.0%} at step {passed:,}"
-        lines.append(Line("pass", "pass", said, [passed], [], {"color": BEST, "lw": 1.2, "ls": ":", "label": said}))
-    evals = [r for r in records if isinstance(r, dict) and _number(r.get("val_loss")) and _number(r.get("step"))]
+        lines.append(
+            Line(
+                "pass",
+                "pass",
+                said,
+                [passed],
+                [],
+                {"color": BEST, "lw": 1.2, "ls": ":", "label": said},
+            )
+        )
+    evals = [
+        r
+        for r in records
+        if isinstance(r, dict) and _number(r.get("val_loss")) and _number(r.get("step"))
+    ]
     if evals:
         losses = [r["val_loss"] for r in evals]
         # Points, not a line: at the default eval_interval there are two evaluations, and a line
         # between them would cross the whole axis and draw the eye from the heads.
-        lines.append(Line("loss", "loss", f"val loss: {losses[-1]:.3f} at step {evals[-1]['step']:,}",
-                          [r["step"] for r in evals], losses,
-                          {"color": "#222", "lw": 1.5, "ls": "none", "marker": "o", "ms": 4,
-                           "label": "val loss (points, right axis, nats/token)"}))
+        lines.append(
+            Line(
+                "loss",
+                "loss",
+                f"val loss: {losses[-1]:.3f} at step {evals[-1]['step']:,}",
+                [r["step"] for r in evals],
+                losses,
+                {
+                    "color": "#222",
+                    "lw": 1.5,
+                    "ls": "none",
+                    "marker": "o",
+                    "ms": 4,
+                    "label": "val loss (points, right axis, nats/token)",
+                },
+            )
+        )
     return lines
 
 
@@ -165,20 +246,30 @@ def curve_svg(lines):
 
     buffer = io.StringIO()
     # Text as text, one font named, and ids that do not change: the same page twice is the same file.
-    with rc_context({"svg.fonttype": "none", "font.sans-serif": ["DejaVu Sans"], "svg.hashsalt": "probe-curve"}):
-        draw_curve(lines).savefig(buffer, format="svg", metadata={"Date": None, "Creator": None,
-                                                                  "Format": None, "Type": None})
+    with rc_context(
+        {"svg.fonttype": "none", "font.sans-serif": ["DejaVu Sans"], "svg.hashsalt": "probe-curve"}
+    ):
+        draw_curve(lines).savefig(
+            buffer,
+            format="svg",
+            metadata={"Date": None, "Creator": None, "Format": None, "Type": None},
+        )
     svg = buffer.getvalue()
-    svg = svg[svg.index("<svg"):]  # no XML declaration or DOCTYPE: the page is HTML
+    svg = svg[svg.index("<svg") :]  # no XML declaration or DOCTYPE: the page is HTML
     end = svg.index(">") + 1
     view_box = re.search(r'viewBox="([^"]+)"', svg[:end]).group(1)
-    svg = (f'<svg class="curve" viewBox="{view_box}" role="img" '
-           f'aria-label="each head\'s dev cand@1 against step">' + svg[end:])
+    svg = (
+        f'<svg class="curve" viewBox="{view_box}" role="img" '
+        f'aria-label="each head\'s dev cand@1 against step">' + svg[end:]
+    )
     svg = re.sub(r"<metadata>.*?</metadata>\s*", "", svg, flags=re.S)
     svg = svg.replace("*{", "svg.curve *{")  # matplotlib's style rule, kept to its own drawing
     for line in lines:
-        svg = svg.replace(f'<g id="{line.gid}">', f'<g id="{line.gid}" class="{line.kind}">'
-                          f"<title>{html.escape(line.title)}</title>", 1)
+        svg = svg.replace(
+            f'<g id="{line.gid}">',
+            f'<g id="{line.gid}" class="{line.kind}"><title>{html.escape(line.title)}</title>',
+            1,
+        )
     return svg
 
 
@@ -188,14 +279,20 @@ def _swatch(style):
     from matplotlib import rcParams
 
     if style.get("marker"):
-        return (f'<span><svg viewBox="0 0 24 8" class="swatch"><circle cx="12" cy="4" r="3" '
-                f'fill="{style["color"]}"/></svg>{html.escape(style["label"])}</span>')
+        return (
+            f'<span><svg viewBox="0 0 24 8" class="swatch"><circle cx="12" cy="4" r="3" '
+            f'fill="{style["color"]}"/></svg>{html.escape(style["label"])}</span>'
+        )
     name = DASH_NAMES.get(style.get("ls"))
-    dash = " ".join(f"{d * style['lw']:g}" for d in rcParams[f"lines.{name}_pattern"]) if name else ""
+    dash = (
+        " ".join(f"{d * style['lw']:g}" for d in rcParams[f"lines.{name}_pattern"]) if name else ""
+    )
     dashed = f' stroke-dasharray="{dash}"' if dash else ""
-    return (f'<span><svg viewBox="0 0 24 8" class="swatch"><line x1="0" x2="24" y1="4" y2="4" '
-            f'stroke="{style["color"]}" stroke-width="{style["lw"]}"{dashed}/></svg>'
-            f"{html.escape(style['label'])}</span>")
+    return (
+        f'<span><svg viewBox="0 0 24 8" class="swatch"><line x1="0" x2="24" y1="4" y2="4" '
+        f'stroke="{style["color"]}" stroke-width="{style["lw"]}"{dashed}/></svg>'
+        f"{html.escape(style['label'])}</span>"
+    )
 
 
 def curve_section(records):
@@ -205,10 +302,12 @@ def curve_section(records):
     if not lines:
         return ""
     legend = "".join(_swatch(line.style) for line in lines if line.style.get("label"))
-    return (f'<section class="training"><h2>The head forming during training</h2>'
-            f'<p class="help">Each line is one head: how often, on the probe\'s dev sentences, it '
-            f"gives the antecedent more attention than any other noun (cand@1), at each step "
-            f"where training ran the probe (train.probe_interval, and steps spaced evenly in log(step)); "
-            f"steps on a log scale.</p>"
-            f"{curve_svg(lines)}"
-            f'<div class="curve-legend">{legend}</div></section>')
+    return (
+        f'<section class="training"><h2>The head forming during training</h2>'
+        f'<p class="help">Each line is one head: how often, on the probe\'s dev sentences, it '
+        f"gives the antecedent more attention than any other noun (cand@1), at each step "
+        f"where training ran the probe (train.probe_interval, and steps spaced evenly in log(step)); "
+        f"steps on a log scale.</p>"
+        f"{curve_svg(lines)}"
+        f'<div class="curve-legend">{legend}</div></section>'
+    )

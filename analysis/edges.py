@@ -103,8 +103,8 @@ def make_batches(pairs, kinds, n_senders, n_embd, device) -> list[Batch]:
             shortest = len(pairs[rows[0]].clean)
             fit = [i for i in rows if len(pairs[i].clean) <= shortest + PAD_SLACK]
             T = len(pairs[fit[-1]].clean)
-            part = fit[:max(1, BUFFER_NUMBERS // (n_senders * T * n_embd))]
-            rows = rows[len(part):]
+            part = fit[: max(1, BUFFER_NUMBERS // (n_senders * T * n_embd))]
+            rows = rows[len(part) :]
             batches.append(_batch([pairs[i] for i in part], part, T, device))
     return batches
 
@@ -115,10 +115,15 @@ def _batch(part, rows, T, device):
         where[b, p.antecedent] = True
     tensor = lambda xs: torch.tensor(xs, device=device)  # noqa: E731
     pad = lambda ids: ids + [0] * (T - len(ids))  # noqa: E731
-    return Batch(tensor([pad(p.clean) for p in part]), tensor([pad(p.corrupt) for p in part]),
-                 where.to(device), tensor([len(p.clean) - 1 for p in part]),
-                 tensor([p.clean_next for p in part]), tensor([p.corrupt_next for p in part]),
-                 rows)
+    return Batch(
+        tensor([pad(p.clean) for p in part]),
+        tensor([pad(p.corrupt) for p in part]),
+        where.to(device),
+        tensor([len(p.clean) - 1 for p in part]),
+        tensor([p.clean_next for p in part]),
+        tensor([p.corrupt_next for p in part]),
+        rows,
+    )
 
 
 class _FinalStream(Exception):
@@ -168,17 +173,20 @@ def _run(model, graph, batch, ids, twin=None, plan=None, on_grad=None):
     S = len(graph.senders)
     B, T = ids.shape
     dtype = model.tok_emb.weight.dtype
-    acts = None if plan is not None else torch.empty(S, B, T, model.config.n_embd,
-                                                     device=ids.device, dtype=dtype)
+    acts = (
+        None
+        if plan is not None
+        else torch.empty(S, B, T, model.config.n_embd, device=ids.device, dtype=dtype)
+    )
     delta, state = [None] * S, {"leaf": None, "total": 0.0}
 
     def record(first, value):  # value (n, B, T, C): senders first .. first + n - 1
         if acts is not None:
-            acts[first:first + len(value)] = value.detach()
+            acts[first : first + len(value)] = value.detach()
         else:
-            d = value - twin[first:first + len(value)]
+            d = value - twin[first : first + len(value)]
             state["total"] = state["total"] + d.sum(0)
-            delta[first:first + len(value)] = list(d)
+            delta[first : first + len(value)] = list(d)
 
     def embed(x, name):
         if on_grad is not None:
@@ -208,6 +216,7 @@ def _run(model, graph, batch, ids, twin=None, plan=None, on_grad=None):
             if group is graph.groups[-1]:
                 raise _FinalStream(x)
             return x
+
         return fn
 
     # What is hooked changes what is computed: a hooked hook_result computes each head's write
@@ -223,7 +232,7 @@ def _run(model, graph, batch, ids, twin=None, plan=None, on_grad=None):
         fns[f"blocks.{l}.hook_mlp_out"] = mlp_write(first + H)
     start = 0
     for group in graph.groups:
-        steps = (plan or [None] * len(graph.receivers))[start:start + len(group[1])]
+        steps = (plan or [None] * len(graph.receivers))[start : start + len(group[1])]
         start += len(group[1])
         if any(steps) or on_grad is not None or not group[0].endswith(SPLIT):
             fns[group[0]] = receiver(group, steps)
@@ -292,7 +301,7 @@ def attribution(model, graph, batches, twins) -> tuple[torch.Tensor, torch.Tenso
         def on_grad(group, grad):
             _, rows, up = group
             part = torch.einsum("sbtc,btgc->bsg", delta["d"][:up], grad)  # (B, up, G)
-            scores[batch.rows, :up, rows[0]:rows[-1] + 1] += part.double().cpu()
+            scores[batch.rows, :up, rows[0] : rows[-1] + 1] += part.double().cpu()
 
         ld, clean, leaf = _run(model, graph, batch, batch.clean, on_grad=on_grad)
         delta["d"] = twin - clean  # (S, B, T, C)

@@ -30,17 +30,25 @@ def word_rows(sentence, i, heads):
     words, rows = sentence.get("words"), sentence.get("rows")
     if words is None and rows is None:
         return None
-    if not isinstance(words, (list, tuple)) or not words or not all(isinstance(w, str) for w in words):
-        raise ValueError(f"sentence {i}: 'words' must be a list of the words up to the pronoun, "
-                         "as sentence_page gives it")
+    if (
+        not isinstance(words, (list, tuple))
+        or not words
+        or not all(isinstance(w, str) for w in words)
+    ):
+        raise ValueError(
+            f"sentence {i}: 'words' must be a list of the words up to the pronoun, "
+            "as sentence_page gives it"
+        )
     shape = (*heads, len(words))
     try:
         weights = torch.as_tensor(rows, dtype=torch.float64)
     except (TypeError, ValueError, RuntimeError):  # ragged nested lists, strings, None, ...
         weights = None
     if weights is None or tuple(weights.shape) != shape or not torch.isfinite(weights).all():
-        raise ValueError(f"sentence {i}: 'rows' must be each head's attention over the words, "
-                         f"numbers of shape {shape}, as sentence_page gives them")
+        raise ValueError(
+            f"sentence {i}: 'rows' must be each head's attention over the words, "
+            f"numbers of shape {shape}, as sentence_page gives them"
+        )
     return [str(w) for w in words], weights.tolist()
 
 
@@ -55,12 +63,18 @@ def _th(text, cls=""):
 
 def _all_heads(words, rows, best):
     """Rows: heads; columns: the words, the pronoun last."""
-    top = "".join(_th(display_token(w), "q" if i == len(words) - 1 else "") for i, w in enumerate(words))
+    top = "".join(
+        _th(display_token(w), "q" if i == len(words) - 1 else "") for i, w in enumerate(words)
+    )
     body = ""
     for label, weights in rows:
         mark = max(range(len(weights)), key=weights.__getitem__)  # the first, on a tie
-        cells = "".join(attention_cell(format_weight(w) + (MARK if i == mark else ""), w, "top" if i == mark else "")
-                        for i, w in enumerate(weights))
+        cells = "".join(
+            attention_cell(
+                format_weight(w) + (MARK if i == mark else ""), w, "top" if i == mark else ""
+            )
+            for i, w in enumerate(weights)
+        )
         body += f"<tr>{_th(label, 'best' if label == best else '')}{cells}</tr>"
     return f"<tr><th></th>{top}</tr>{body}"
 
@@ -72,22 +86,37 @@ def _all_heads_down(words, rows, best):
     top = "".join(_th(label, "best" if label == best else "") for label, _ in rows)
     body = "".join(
         f"<tr>{_th(display_token(w), 'q' if i == len(words) - 1 else '')}"
-        + "".join(attention_cell(format_weight(weights[i]) + (MARK if i == mark else ""), weights[i],
-                              "top" if i == mark else "")
-                  for (_, weights), mark in zip(rows, marks)) + "</tr>"
-        for i, w in enumerate(words))
-    return f'<tr><th></th>{top}</tr>{body}'
+        + "".join(
+            attention_cell(
+                format_weight(weights[i]) + (MARK if i == mark else ""),
+                weights[i],
+                "top" if i == mark else "",
+            )
+            for (_, weights), mark in zip(rows, marks)
+        )
+        + "</tr>"
+        for i, w in enumerate(words)
+    )
+    return f"<tr><th></th>{top}</tr>{body}"
 
 
 def _compact(words, rows, best):
     """Rows: the words before the pronoun; in each, the heads that attend most to it."""
     body = "".join(
         f"<tr>{_th(display_token(words[i]))}"
-        + "".join(attention_cell(f"{label} {format_weight(weights[i])}", weights[i], "best" if label == best else "")
-                  for label, weights in heads) + "</tr>"
-        for i, heads in top_heads(words[:-1], rows, DEFAULT_TOP))
-    return (f'<tr><th></th><th colspan="{DEFAULT_TOP}">the {DEFAULT_TOP} heads that attend most '
-            f"to the word</th></tr>{body}")
+        + "".join(
+            attention_cell(
+                f"{label} {format_weight(weights[i])}", weights[i], "best" if label == best else ""
+            )
+            for label, weights in heads
+        )
+        + "</tr>"
+        for i, heads in top_heads(words[:-1], rows, DEFAULT_TOP)
+    )
+    return (
+        f'<tr><th></th><th colspan="{DEFAULT_TOP}">the {DEFAULT_TOP} heads that attend most '
+        f"to the word</th></tr>{body}"
+    )
 
 
 def heads_section(sentences, best):
@@ -107,14 +136,22 @@ def heads_section(sentences, best):
         table = f'<div class="scroll"><table>{caption}{body}</table></div>'
         if draw is _all_heads:  # the page's script shows the words down where across does not fit
             down = _all_heads_down(words, head_rows(grid), label)
-            table = (f'<div class="flip">{table}<div class="scroll down"><table>{caption}{down}'
-                     "</table></div></div>")
+            table = (
+                f'<div class="flip">{table}<div class="scroll down"><table>{caption}{down}'
+                "</table></div></div>"
+            )
         tables.append(table)
     tables = "".join(tables)
-    how = (f"with {heads} heads, each word before the pronoun and the {DEFAULT_TOP} heads that give it the "
-           f"most attention" if draw is _compact else f"rows are heads; {MARK} marks each head's most attended word")
+    how = (
+        f"with {heads} heads, each word before the pronoun and the {DEFAULT_TOP} heads that give it the "
+        f"most attention"
+        if draw is _compact
+        else f"rows are heads; {MARK} marks each head's most attended word"
+    )
     outlined = f"; the probe's best head, {label}, in orange" if best else ""
-    return (f'<section class="heads"><h2>Where the pronoun looks, head by head</h2><p class="help">'
-            f"The attention of each sentence's pronoun (its last token) to every word up to it, a word "
-            f"summing its tokens, as <code>generate.py --attention</code> prints it: {how}{outlined}."
-            f'</p><div class="grids">{tables}</div></section>')
+    return (
+        f'<section class="heads"><h2>Where the pronoun looks, head by head</h2><p class="help">'
+        f"The attention of each sentence's pronoun (its last token) to every word up to it, a word "
+        f"summing its tokens, as <code>generate.py --attention</code> prints it: {how}{outlined}."
+        f'</p><div class="grids">{tables}</div></section>'
+    )

@@ -41,8 +41,8 @@ from string import Template
 import torch
 
 from analysis.causal_tables import causal_section
-from analysis.curve import curve_section
 from analysis.circuit_svg import circuit_section
+from analysis.curve import curve_section
 from analysis.depth_tables import lens_section, patching_section
 from analysis.head_tables import attention_cell, heads_section, word_rows
 from analysis.probe_tables import probe_section
@@ -83,11 +83,14 @@ def sentence_page(sentence):
     (spaces as ␣, newlines as ↵, as the terminal shows them, so a space-only token is not an
     empty box), its maps, the query's row shown first, what the window leaves out as the note,
     and the words up to the query with each head's attention over them (the terminal's table)."""
-    return {"tokens": [display_token(token) for token in sentence.tokens],
-            "pronoun": sentence.query_token,
-            "note": sentence.window_note,
-            "attention": torch.stack([torch.stack(layer) for layer in sentence.weights]),
-            "words": sentence.words, "rows": sentence.rows}
+    return {
+        "tokens": [display_token(token) for token in sentence.tokens],
+        "pronoun": sentence.query_token,
+        "note": sentence.window_note,
+        "attention": torch.stack([torch.stack(layer) for layer in sentence.weights]),
+        "words": sentence.words,
+        "rows": sentence.rows,
+    }
 
 
 def _sentence(s, i, best):
@@ -156,12 +159,23 @@ def _facts(checkpoint, step, val_loss, best_head, decided_by=None):
     best = _best(best_head)
     if best is not None:
         scores = best_head if isinstance(best_head, dict) else {}
-        said = ", ".join(f"{split} {scores[split]:.1%}" for split in ("dev", "test")
-                         if isinstance(scores.get(split), (int, float)))
-        rows.append(("Best head", f"L{best[0]} H{best[1]}" + (f": {said} cand@1" if said else "")
-                     + ", outlined in each grid"))
+        said = ", ".join(
+            f"{split} {scores[split]:.1%}"
+            for split in ("dev", "test")
+            if isinstance(scores.get(split), (int, float))
+        )
+        rows.append(
+            (
+                "Best head",
+                f"L{best[0]} H{best[1]}"
+                + (f": {said} cand@1" if said else "")
+                + ", outlined in each grid",
+            )
+        )
         if decided_by:
-            said = (f"{kind} {k['best_head']:.1%} of {k['examples']}" for kind, k in decided_by.items())
+            said = (
+                f"{kind} {k['best_head']:.1%} of {k['examples']}" for kind, k in decided_by.items()
+            )
             rows.append(("Best head by what decides", ", ".join(said)))
     return rows
 
@@ -171,8 +185,9 @@ def run_section(checkpoint=None, step=None, val_loss=None, best_head=None, decid
     rows = _facts(checkpoint, step, val_loss, best_head, decided_by)
     if not rows:
         return ""
-    items = "".join(f"<dt>{html.escape(label)}</dt><dd>{html.escape(value)}</dd>"
-                    for label, value in rows)
+    items = "".join(
+        f"<dt>{html.escape(label)}</dt><dd>{html.escape(value)}</dd>" for label, value in rows
+    )
     means = f'<p class="help">{BEST_HEAD_MEANS}</p>' if best_head is not None else ""
     return f'<section class="facts"><h2>Run</h2><dl>{items}</dl>{means}</section>'
 
@@ -206,19 +221,34 @@ def numbers_section(sentences, best):
             f'<span class="pair{" q" if t == q else ""}"><span class="t">'
             f"{html.escape(s['tokens'][t])}</span>"
             f"{attention_cell(f'{w:.2f}', w, 'best' if t == top else '', 'span')}</span>"
-            for t, w in enumerate(row))
+            for t, w in enumerate(row)
+        )
         strips.append(f'<div class="pairs">{pairs}</div>')
     if not strips:
         return ""
-    return (f'<section class="numbers"><h2>Where the pronoun looks, in numbers</h2><p class="help">'
-            f"The best head, L{best[0]} H{best[1]}: the attention of each sentence's pronoun "
-            f"(last, in orange) to every token up to it; the most attended token in bold.</p>"
-            f"{''.join(strips)}</section>")
+    return (
+        f'<section class="numbers"><h2>Where the pronoun looks, in numbers</h2><p class="help">'
+        f"The best head, L{best[0]} H{best[1]}: the attention of each sentence's pronoun "
+        f"(last, in orange) to every token up to it; the most attended token in bold.</p>"
+        f"{''.join(strips)}</section>"
+    )
 
 
-def render_html(sentences, best_head=None, title="Attention maps", checkpoint=None, step=None,
-                val_loss=None, causal=None, records=(), lens=None, patching=None,
-                decided_by=None, probe=None, circuit=None) -> str:
+def render_html(
+    sentences,
+    best_head=None,
+    title="Attention maps",
+    checkpoint=None,
+    step=None,
+    val_loss=None,
+    causal=None,
+    records=(),
+    lens=None,
+    patching=None,
+    decided_by=None,
+    probe=None,
+    circuit=None,
+) -> str:
     """The page as a string (see write_html)."""
     best = _best(best_head)
     if not sentences:
@@ -228,30 +258,54 @@ def render_html(sentences, best_head=None, title="Attention maps", checkpoint=No
         "best": best,
         "sentences": [_sentence(s, i, best) for i, s in enumerate(sentences)],
     }
-    words = [word_rows(s, i, (len(c["attention"]), len(c["attention"][0])))
-             for i, (s, c) in enumerate(zip(sentences, data["sentences"]))]
+    words = [
+        word_rows(s, i, (len(c["attention"]), len(c["attention"][0])))
+        for i, (s, c) in enumerate(zip(sentences, data["sentences"]))
+    ]
     # In a <script> element only "</script" (or "<!--") ends the text early; with every "<",
     # ">" and "&" escaped no token can, and JSON.parse reads the \u escapes back unchanged.
     payload = json.dumps(data, separators=(",", ":"))
     payload = payload.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
     # The page's parts, top to bottom. A new part is a function that returns its <section>
     # (its text escaped with html.escape), added to this list.
-    sections = [run_section(checkpoint, step, val_loss, best_head, decided_by),
-                probe_section(probe),
-                heads_section(words, best), numbers_section(data["sentences"], best),
-                causal_section(causal),
-                patching_section(patching), circuit_section(circuit), lens_section(lens),
-                curve_section(records), maps_section(best)]
+    sections = [
+        run_section(checkpoint, step, val_loss, best_head, decided_by),
+        probe_section(probe),
+        heads_section(words, best),
+        numbers_section(data["sentences"], best),
+        causal_section(causal),
+        patching_section(patching),
+        circuit_section(circuit),
+        lens_section(lens),
+        curve_section(records),
+        maps_section(best),
+    ]
     return Template(asset("page.html")).substitute(
-        title=html.escape(title), css=asset("page.css"), error_hook=asset("error-hook.js"),
-        sections="\n".join(part for part in sections if part), data=payload,
+        title=html.escape(title),
+        css=asset("page.css"),
+        error_hook=asset("error-hook.js"),
+        sections="\n".join(part for part in sections if part),
+        data=payload,
         script=asset("page.js"),
     )
 
 
-def write_html(path, sentences, best_head=None, title="Attention maps", checkpoint=None,
-               step=None, val_loss=None, causal=None, records=(), lens=None, patching=None,
-               decided_by=None, probe=None, circuit=None) -> None:
+def write_html(
+    path,
+    sentences,
+    best_head=None,
+    title="Attention maps",
+    checkpoint=None,
+    step=None,
+    val_loss=None,
+    causal=None,
+    records=(),
+    lens=None,
+    patching=None,
+    decided_by=None,
+    probe=None,
+    circuit=None,
+) -> None:
     """Write the page to `path` with storage.atomic.write_atomic: a reader never sees half a
     page, and a path that cannot take it (a folder, a read-only place) is a one-line ValueError.
 
@@ -272,5 +326,21 @@ def write_html(path, sentences, best_head=None, title="Attention maps", checkpoi
     generate.py --probe), its every head's cand@1, baselines and p-value drawn as tables, and
     its "natural" part too when it has one; or None. circuit: analysis.circuit's trace_circuit
     result, each set's circuit drawn as a graph; or None."""
-    write_atomic(path, render_html(sentences, best_head, title, checkpoint, step, val_loss,
-                                   causal, records, lens, patching, decided_by, probe, circuit))
+    write_atomic(
+        path,
+        render_html(
+            sentences,
+            best_head,
+            title,
+            checkpoint,
+            step,
+            val_loss,
+            causal,
+            records,
+            lens,
+            patching,
+            decided_by,
+            probe,
+            circuit,
+        ),
+    )

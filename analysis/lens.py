@@ -28,11 +28,15 @@ def logit_lens(model, tokenizer, examples, top=5) -> dict:
     model's first choice) and the share of items where it ranks first; and the `top` tokens at
     each point for the first item, with their probabilities."""
     cfg = model.config
-    items = [it for it in (encode_item(tokenizer, ex, cfg.block_size) for ex in examples)
-             if it is not None and it.next_id is not None]
+    items = [
+        it
+        for it in (encode_item(tokenizer, ex, cfg.block_size) for ex in examples)
+        if it is not None and it.next_id is not None
+    ]
     if not items:
-        raise NothingToMeasure("lens", "no example has a token after its pronoun to predict; the "
-                               "logit lens needs one")
+        raise NothingToMeasure(
+            "lens", "no example has a token after its pronoun to predict; the logit lens needs one"
+        )
     device = next(model.parameters()).device
     L = cfg.n_layer
     points = stream_points(L)
@@ -54,14 +58,20 @@ def logit_lens(model, tokenizer, examples, top=5) -> dict:
                 row = group.index(0)
                 values, ids = p[row].topk(min(top, cfg.vocab_size))
                 first_top = first_top or [None] * (L + 1)
-                first_top[i] = [[tokenizer.decode([t]), v] for t, v in zip(ids.tolist(), values.tolist())]
+                first_top[i] = [
+                    [tokenizer.decode([t]), v] for t, v in zip(ids.tolist(), values.tolist())
+                ]
     first = items[0]
     return {
         "points": ["embedding"] + [f"block {l}" for l in range(L)],
         "mean_probability": [statistics.fmean(p) for p in probs],
         "median_rank": [statistics.median(r) for r in ranks],
         "top1_share": [sum(r == 1 for r in rs) / len(rs) for rs in ranks],
-        "n": len(items), "skipped": len(examples) - len(items),
-        "example": {"text": tokenizer.decode(first.ids[: first.query + 1]),
-                    "next": tokenizer.decode([first.next_id]), "top": first_top},
+        "n": len(items),
+        "skipped": len(examples) - len(items),
+        "example": {
+            "text": tokenizer.decode(first.ids[: first.query + 1]),
+            "next": tokenizer.decode([first.next_id]),
+            "top": first_top,
+        },
     }

@@ -58,8 +58,14 @@ def _twins(word):
     for noun in lexicon().nouns:
         for form, plural in ((noun.word, False), (noun.plural, True)):
             if form == lower:
-                same = [n for n in lexicon().nouns if n is not noun and n.kind == noun.kind
-                        and n.pronoun(plural) == noun.pronoun(plural) and (n.plural or not plural)]
+                same = [
+                    n
+                    for n in lexicon().nouns
+                    if n is not noun
+                    and n.kind == noun.kind
+                    and n.pronoun(plural) == noun.pronoun(plural)
+                    and (n.plural or not plural)
+                ]
                 return plural, same
     return None
 
@@ -93,15 +99,20 @@ def make_pair(tokenizer, example, block_size, rng):
             form = form[0].upper() + form[1:]
         shift = len(form) - (e - s)
         moved = lambda span: (span[0] + shift, span[1] + shift) if span[0] >= e else span  # noqa: E731
-        twin = Example(example.text[:s] + form + example.text[e:], moved(example.pronoun), (s, s + len(form)),
-                       tuple(moved(d) for d in example.distractors))
+        twin = Example(
+            example.text[:s] + form + example.text[e:],
+            moved(example.pronoun),
+            (s, s + len(form)),
+            tuple(moved(d) for d in example.distractors),
+        )
         other = encode_item(tokenizer, twin, block_size)
         if other is None or other.query != clean.query:
             continue
         a, b = clean.ids[: clean.query + 1], other.ids[: other.query + 1]
         where = clean.tokens[clean.antecedent]
-        if other.tokens[other.antecedent] != where or any(x != y for i, (x, y) in enumerate(zip(a, b))
-                                                         if i not in where):
+        if other.tokens[other.antecedent] != where or any(
+            x != y for i, (x, y) in enumerate(zip(a, b)) if i not in where
+        ):
             continue
         nexts = [tokenizer.encode(" " + d.split()[0])[0] for d in noun.doings]
         nexts = [t for t in nexts if t != clean.next_id]
@@ -114,7 +125,11 @@ def _ld(logits, pairs):
     """(B,) logit difference at the last position: clean next - twin's next."""
     last = logits[:, -1].float()
     b = torch.arange(len(pairs))
-    return (last[b, [p.clean_next for p in pairs]] - last[b, [p.corrupt_next for p in pairs]]).double().cpu()
+    return (
+        (last[b, [p.clean_next for p in pairs]] - last[b, [p.corrupt_next for p in pairs]])
+        .double()
+        .cpu()
+    )
 
 
 def _positions(pairs, T):
@@ -147,8 +162,7 @@ def patch_group(model, pairs, source="clean") -> Patched:
     corrupt = torch.tensor([p.corrupt for p in pairs], device=device)
     B, T = clean.shape
     L, H = cfg.n_layer, cfg.n_head
-    zs, mlps, stream = (per_layer("attn.hook_z", L), per_layer("hook_mlp_out", L),
-                        stream_points(L))
+    zs, mlps, stream = (per_layer("attn.hook_z", L), per_layer("hook_mlp_out", L), stream_points(L))
     names = zs + mlps + stream
     logits, clean_cache = run_with_cache(model, clean, names)
     ld_clean = _ld(logits, pairs)
@@ -169,10 +183,12 @@ def patch_group(model, pairs, source="clean") -> Patched:
     positions = _positions(pairs, T).to(device)  # (3, B, T)
     columns = range(len(COLUMNS))
     return Patched(
-        ld_clean, ld_corrupt,
+        ld_clean,
+        ld_corrupt,
         heads=torch.stack([torch.stack([patched(z, at_pronoun[h]) for h in range(H)]) for z in zs]),
-        stream=torch.stack([torch.stack([patched(p, positions[c]) for c in columns])
-                            for p in stream]),
+        stream=torch.stack(
+            [torch.stack([patched(p, positions[c]) for c in columns]) for p in stream]
+        ),
         mlps=torch.stack([torch.stack([patched(m, positions[c]) for c in columns]) for m in mlps]),
     )
 
@@ -188,20 +204,32 @@ def activation_patching(model, tokenizer, examples, seed=0, resamples=1000) -> d
     recovered fractions with "_ci" intervals beside them (none below MIN_FOR_STATS pairs),
     points and columns named, the clean and corrupt mean logit differences, and n, skipped."""
     rng = random.Random(seed)
-    pairs = [p for p in (make_pair(tokenizer, ex, model.config.block_size, rng) for ex in examples) if p]
+    pairs = [
+        p for p in (make_pair(tokenizer, ex, model.config.block_size, rng) for ex in examples) if p
+    ]
     if not pairs:
         kind = getattr(tokenizer, "kind", "")
         if kind == "char":  # every doing's first token is its space
-            raise NoTwins(kind, "no example has a corrupted twin under this model's char "
-                          "tokenizer: each continuation's first token is a space, the same for "
-                          "every noun; patching needs a tokenizer with word tokens (bpe, gpt2)")
-        raise NoTwins(kind, f"no example has a corrupted twin under this model's {kind} tokenizer "
-                      "(an antecedent from the lexicon, a same-kind noun of its token length, "
-                      "and another continuation); activation patching needs some")
-    parts = [patch_group(model, [pairs[i] for i in group])
-             for group in by_length([len(p.clean) for p in pairs])]
+            raise NoTwins(
+                kind,
+                "no example has a corrupted twin under this model's char "
+                "tokenizer: each continuation's first token is a space, the same for "
+                "every noun; patching needs a tokenizer with word tokens (bpe, gpt2)",
+            )
+        raise NoTwins(
+            kind,
+            f"no example has a corrupted twin under this model's {kind} tokenizer "
+            "(an antecedent from the lexicon, a same-kind noun of its token length, "
+            "and another continuation); activation patching needs some",
+        )
+    parts = [
+        patch_group(model, [pairs[i] for i in group])
+        for group in by_length([len(p.clean) for p in pairs])
+    ]
     clean, corrupt, heads, stream, mlps = (torch.cat(values, -1) for values in zip(*parts))
-    draws = torch.randint(len(clean), (resamples, len(clean)), generator=torch.Generator().manual_seed(seed))
+    draws = torch.randint(
+        len(clean), (resamples, len(clean)), generator=torch.Generator().manual_seed(seed)
+    )
 
     def cell(values):
         point = recovered(values, clean, corrupt).item()
@@ -213,10 +241,16 @@ def activation_patching(model, tokenizer, examples, seed=0, resamples=1000) -> d
 
     return {
         "heads": [[cell(heads[l, h]) for h in range(heads.size(1))] for l in range(heads.size(0))],
-        "stream": [[cell(stream[i, c]) for c in range(len(COLUMNS))] for i in range(stream.size(0))],
+        "stream": [
+            [cell(stream[i, c]) for c in range(len(COLUMNS))] for i in range(stream.size(0))
+        ],
         "mlps": [[cell(mlps[l, c]) for c in range(len(COLUMNS))] for l in range(mlps.size(0))],
         "points": ["embedding"] + [f"block {l}" for l in range(heads.size(0))],
         "columns": list(COLUMNS),
-        "clean_ld": clean.mean().item(), "corrupt_ld": corrupt.mean().item(),
-        "n": len(pairs), "skipped": len(examples) - len(pairs), "seed": seed, "resamples": resamples,
+        "clean_ld": clean.mean().item(),
+        "corrupt_ld": corrupt.mean().item(),
+        "n": len(pairs),
+        "skipped": len(examples) - len(pairs),
+        "seed": seed,
+        "resamples": resamples,
     }

@@ -57,6 +57,7 @@ BATCH_SIZE = 64
 MIN_FOR_STATS = 20
 ONE_SET = ("all",)  # the splits of a probe on one set of examples: a value per split, named "all"
 
+
 class CandidateScores(NamedTuple):
     attention: torch.Tensor  # (N, L, H, K) from the query to each candidate, 0 where padded
     valid: torch.Tensor  # (N, K) bool: a real candidate, not padding (real ones come first)
@@ -108,7 +109,13 @@ def candidate_scores(model, tokenizer, examples, query: str = "pronoun") -> Cand
     label = torch.tensor([e.antecedent for e in kept])
     nearest = torch.tensor([e.nearest for e in kept])
     return CandidateScores(
-        attention, valid, seen, label, first, nearest, windowed=sum(e.windowed for e in kept),
+        attention,
+        valid,
+        seen,
+        label,
+        first,
+        nearest,
+        windowed=sum(e.windowed for e in kept),
         antecedent_unseen=sum(e.windowed and not e.tokens[e.antecedent] for e in kept),
         skipped_unencodable=len(examples) - N,
         decided_by=tuple(ex.decided_by for ex, e in zip(examples, encoded) if e is not None),
@@ -129,8 +136,12 @@ def position_rules(scores: CandidateScores) -> dict[str, torch.Tensor]:
     K = scores.valid.shape[1]
     visible = [torch.nonzero(row).flatten().tolist() for row in scores.seen]  # text order
     pick = lambda at: torch.tensor([v[at] if -len(v) <= at < len(v) else -1 for v in visible])  # noqa: E731
-    nearest = torch.where(scores.seen[torch.arange(len(visible)), scores.nearest.clamp(min=0)]
-                          & (scores.nearest >= 0), scores.nearest, -1)
+    nearest = torch.where(
+        scores.seen[torch.arange(len(visible)), scores.nearest.clamp(min=0)]
+        & (scores.nearest >= 0),
+        scores.nearest,
+        -1,
+    )
     rules = {"first": pick(0), "nearest": nearest}
     for i in range(2, K + 1):
         rules[f"left {i}"] = pick(i - 1)
@@ -196,11 +207,16 @@ def head_scores(model, tokenizer, examples) -> dict:
     n = len(scores.label)
     best = int(hits.flatten().argmax())  # ties: the lowest (layer, head)
     rules = position_rules(scores)
-    return {"heads": [[h / n for h in row] for row in hits.tolist()],
-            "best": hits.flatten()[best].item() / n, "best_head": list(divmod(best, hits.shape[1])),
-            "baselines": {"random": round(random_rate(scores), 6),
-                          "first": _rate(rules["first"] == scores.label),
-                          "nearest": _rate(rules["nearest"] == scores.label)}}
+    return {
+        "heads": [[h / n for h in row] for row in hits.tolist()],
+        "best": hits.flatten()[best].item() / n,
+        "best_head": list(divmod(best, hits.shape[1])),
+        "baselines": {
+            "random": round(random_rate(scores), 6),
+            "first": _rate(rules["first"] == scores.label),
+            "nearest": _rate(rules["nearest"] == scores.label),
+        },
+    }
 
 
 def _per_split(splits, dev, test):
@@ -215,12 +231,18 @@ def _head_rows(hits_dev, n_dev, hits_test, test_scores, splits):
     ante, distr, sink = _masses(test_scores)
     L, H = hits_dev.shape
     n_test = len(test_scores.label)
-    return [{"layer": i, "head": j, **_per_split(splits, hits_dev[i, j].item() / n_dev,
-                                                 hits_test[i, j].item() / n_test),
-             "mass_antecedent": round(ante[i, j].item(), 6),
-             "mass_distractors": round(distr[i, j].item(), 6),
-             "mass_first_token": round(sink[i, j].item(), 6)}
-            for i in range(L) for j in range(H)]
+    return [
+        {
+            "layer": i,
+            "head": j,
+            **_per_split(splits, hits_dev[i, j].item() / n_dev, hits_test[i, j].item() / n_test),
+            "mass_antecedent": round(ante[i, j].item(), 6),
+            "mass_distractors": round(distr[i, j].item(), 6),
+            "mass_first_token": round(sink[i, j].item(), 6),
+        }
+        for i in range(L)
+        for j in range(H)
+    ]
 
 
 def _by_deciding(dev_scores, hits_dev, test_scores, hits_test, best, splits):
@@ -232,15 +254,23 @@ def _by_deciding(dev_scores, hits_dev, test_scores, hits_test, best, splits):
         in_test = torch.tensor([d == kind for d in test_scores.decided_by])
         in_dev = torch.tensor([d == kind for d in dev_scores.decided_by], dtype=torch.bool)
         test_rate = hits_test[in_test].double().mean(0)  # (L, H)
-        row = {"examples": int(in_test.sum()), "best_head": test_rate.flatten()[best].item(),
-               "random": random_rate(test_scores, in_test), "kind_best": None}
+        row = {
+            "examples": int(in_test.sum()),
+            "best_head": test_rate.flatten()[best].item(),
+            "random": random_rate(test_scores, in_test),
+            "kind_best": None,
+        }
         if in_dev.any():
             dev_rate = hits_dev[in_dev].double().mean(0)
             top = int(dev_rate.flatten().argmax())  # ties: the lowest (layer, head)
             layer, head = divmod(top, dev_rate.shape[1])
-            row["kind_best"] = {"layer": layer, "head": head,
-                                **_per_split(splits, dev_rate.flatten()[top].item(),
-                                             test_rate.flatten()[top].item())}
+            row["kind_best"] = {
+                "layer": layer,
+                "head": head,
+                **_per_split(
+                    splits, dev_rate.flatten()[top].item(), test_rate.flatten()[top].item()
+                ),
+            }
         out[kind] = row
     return out
 
@@ -255,13 +285,17 @@ def _baselines(dev_scores, test_scores, splits):
     def baseline(name):
         return _per_split(splits, rule_dev[name], _rate(rules_test[name] == test_scores.label))
 
-    return {"random": _per_split(splits, random_rate(dev_scores), random_rate(test_scores)),
-            "first": baseline("first"), "nearest": baseline("nearest"),
-            "position": {"rule": rule, **baseline(rule)}}
+    return {
+        "random": _per_split(splits, random_rate(dev_scores), random_rate(test_scores)),
+        "first": baseline("first"),
+        "nearest": baseline("nearest"),
+        "position": {"rule": rule, **baseline(rule)},
+    }
 
 
-def run_probe(model, tokenizer, dev, test=None, permutations=1000, seed=0, test_set="test",
-              query="pronoun") -> dict:
+def run_probe(
+    model, tokenizer, dev, test=None, permutations=1000, seed=0, test_set="test", query="pronoun"
+) -> dict:
     """Score every head on dev and test examples (lists of data.pronouns.Example); `test_set`
     names the test examples in the report ("natural" for the hand-written set); `query` is the
     position attention is read from (analysis.words.QUERY_POSITIONS).
@@ -303,27 +337,39 @@ def run_probe(model, tokenizer, dev, test=None, permutations=1000, seed=0, test_
     layer, head = divmod(best, hits_dev.shape[1])
 
     heads = _head_rows(hits_dev, len(dev_scores.label), hits_test, test_scores, splits)
-    p_value = {"p_value": None, "p_value_reason": "too few examples", "p_value_needs": MIN_FOR_STATS}
+    p_value = {
+        "p_value": None,
+        "p_value_reason": "too few examples",
+        "p_value_needs": MIN_FOR_STATS,
+    }
     if len(test_scores.label) >= MIN_FOR_STATS:
         null = _null_scores(w_dev, dev_scores, w_test, test_scores, same, permutations, seed)
         above = int((null >= hits_test[layer, head]).sum())
         p_value = {"p_value": (1 + above) / (1 + permutations)}
-    counted = ((ONE_SET[0], dev, dev_scores),) if same else (("dev", dev, dev_scores),
-                                                              ("test", test, test_scores))
+    counted = (
+        ((ONE_SET[0], dev, dev_scores),)
+        if same
+        else (("dev", dev, dev_scores), ("test", test, test_scores))
+    )
     return {
         "best_head": {"layer": layer, "head": head, **{k: heads[best][k] for k in splits}},
         "baselines": _baselines(dev_scores, test_scores, splits),
-        "decided_by": _by_deciding(dev_scores, item_hits_dev, test_scores, item_hits_test, best,
-                                   splits),
+        "decided_by": _by_deciding(
+            dev_scores, item_hits_dev, test_scores, item_hits_test, best, splits
+        ),
         **p_value,
         "permutations": permutations,
         "seed": seed,
         "selection": "same data" if same else "dev",
         "heads": heads,
         "counts": {
-            split: {"examples": len(exs), "used": len(scores.label), "windowed": scores.windowed,
-                    "antecedent_unseen": scores.antecedent_unseen,
-                    "skipped_unencodable": scores.skipped_unencodable}
+            split: {
+                "examples": len(exs),
+                "used": len(scores.label),
+                "windowed": scores.windowed,
+                "antecedent_unseen": scores.antecedent_unseen,
+                "skipped_unencodable": scores.skipped_unencodable,
+            }
             for split, exs, scores in counted
         },
         "block_size": model.config.block_size,

@@ -22,11 +22,17 @@ def _grid(result, name):
     top = "".join(f"<th>H{h}</th>" for h in range(n_head))
     rows = "".join(
         f"<tr><th>L{heads[at]['layer']}</th>"
-        + "".join(_rate_cell(h["test"], (h["layer"], h["head"]) == (best["layer"], best["head"]))
-                  for h in heads[at : at + n_head]) + "</tr>"
-        for at in range(0, len(heads), n_head))
-    return (f'<div class="scroll"><table class="probe-grid"><caption>{html.escape(name)}cand@1 '
-            f"by layer and head</caption><tr><th></th>{top}</tr>{rows}</table></div>")
+        + "".join(
+            _rate_cell(h["test"], (h["layer"], h["head"]) == (best["layer"], best["head"]))
+            for h in heads[at : at + n_head]
+        )
+        + "</tr>"
+        for at in range(0, len(heads), n_head)
+    )
+    return (
+        f'<div class="scroll"><table class="probe-grid"><caption>{html.escape(name)}cand@1 '
+        f"by layer and head</caption><tr><th></th>{top}</tr>{rows}</table></div>"
+    )
 
 
 def _against_baselines(result, name, same):
@@ -34,16 +40,24 @@ def _against_baselines(result, name, same):
     both are the same examples)."""
     best, b = result["best_head"], result["baselines"]
     splits = [("test", name)] if same else [("dev", "dev"), ("test", name)]
-    rows = [(f"best head L{best['layer']} H{best['head']}", best, "best"),
-            ("random candidate", b["random"], ""), ("first candidate", b["first"], ""),
-            ("nearest before the pronoun", b["nearest"], ""),
-            (f"best position-only rule “{b['position']['rule']}”", b["position"], "")]
+    rows = [
+        (f"best head L{best['layer']} H{best['head']}", best, "best"),
+        ("random candidate", b["random"], ""),
+        ("first candidate", b["first"], ""),
+        ("nearest before the pronoun", b["nearest"], ""),
+        (f"best position-only rule “{b['position']['rule']}”", b["position"], ""),
+    ]
     top = "".join(f"<th>{html.escape(label)}</th>" for _, label in splits)
-    body = "".join(f'<tr><th class="{cls}">{html.escape(label)}</th>'
-                   + "".join(_rate_cell(scores[split]) for split, _ in splits) + "</tr>"
-                   for label, scores, cls in rows)
-    return (f'<div class="scroll"><table class="baselines"><caption>The best head against the '
-            f"baselines (cand@1)</caption><tr><th></th>{top}</tr>{body}</table></div>")
+    body = "".join(
+        f'<tr><th class="{cls}">{html.escape(label)}</th>'
+        + "".join(_rate_cell(scores[split]) for split, _ in splits)
+        + "</tr>"
+        for label, scores, cls in rows
+    )
+    return (
+        f'<div class="scroll"><table class="baselines"><caption>The best head against the '
+        f"baselines (cand@1)</caption><tr><th></th>{top}</tr>{body}</table></div>"
+    )
 
 
 def _counts(result, name, same):
@@ -62,10 +76,12 @@ def probe_result_tables(result):
     """(intro sentence, tables) of one run_probe result."""
     same = result["selection"] == "same data"
     name = result.get("test_set", "test")  # results saved before sets had names: "test"
-    chosen = ("chosen and scored on the same examples (optimistic; the p-value pays for the "
-              "choice)" if same else f"chosen on dev, scored on {name}")
-    intro = (f"{_counts(result, name, same)}; the best head is {chosen}; "
-             f"{significance(result)}")
+    chosen = (
+        "chosen and scored on the same examples (optimistic; the p-value pays for the choice)"
+        if same
+        else f"chosen on dev, scored on {name}"
+    )
+    intro = f"{_counts(result, name, same)}; the best head is {chosen}; {significance(result)}"
     return intro, _grid(result, "" if same else f"{name} ") + _against_baselines(result, name, same)
 
 
@@ -78,11 +94,16 @@ def answer_table(answer):
     head = f"L{answer['head']['layer']} H{answer['head']['head']}"
     top = "".join(f"<th>{html.escape(m)}</th>" for m in methods) + f"<th>{head}</th>"
     rows = [("all", answer["all"]), *answer["decided_by"].items()]
-    body = "".join(f"<tr><th>{html.escape(name)} ({row['examples']})</th>"
-                   + "".join(_rate_cell(row["cand_at_1"][m]) for m in (*methods, "head")) + "</tr>"
-                   for name, row in rows)
-    return (f'<div class="scroll"><table class="answer"><caption>The model\'s own answer '
-            f"against the best head (cand@1)</caption><tr><th></th>{top}</tr>{body}</table></div>")
+    body = "".join(
+        f"<tr><th>{html.escape(name)} ({row['examples']})</th>"
+        + "".join(_rate_cell(row["cand_at_1"][m]) for m in (*methods, "head"))
+        + "</tr>"
+        for name, row in rows
+    )
+    return (
+        f'<div class="scroll"><table class="answer"><caption>The model\'s own answer '
+        f"against the best head (cand@1)</caption><tr><th></th>{top}</tr>{body}</table></div>"
+    )
 
 
 def probe_section(result):
@@ -96,16 +117,21 @@ def probe_section(result):
         more = ""
         if natural and natural.get("heads"):
             n_intro, n_tables = probe_result_tables(natural)
-            more = (f'<h3>On hand-written English (data/pronouns/natural.jsonl)</h3>'
-                    f'<p class="help">The same probe on natural sentences the model never saw, the '
-                    f"head chosen on the generated dev set: {html.escape(n_intro)}</p>"
-                    f'<div class="grids">{n_tables}</div>')
+            more = (
+                f"<h3>On hand-written English (data/pronouns/natural.jsonl)</h3>"
+                f'<p class="help">The same probe on natural sentences the model never saw, the '
+                f"head chosen on the generated dev set: {html.escape(n_intro)}</p>"
+                f'<div class="grids">{n_tables}</div>'
+            )
     except (KeyError, TypeError, IndexError, ValueError):
-        raise ValueError("the saved probe result is not what analysis.probe gives; run "
-                         "generate.py --probe again") from None
-    return (f'<section class="probe"><h2>Which head finds the antecedent?</h2>'
-            f'<p class="help">Read at each pronoun of the held-out sentences: how often a head '
-            f"gives its antecedent more attention than any other candidate noun before it "
-            f"(cand@1). {html.escape(intro)}</p>"
-            f'<div class="grids">{tables}{answer_table(result.get("model_answer"))}</div>'
-            f"{more}</section>")
+        raise ValueError(
+            "the saved probe result is not what analysis.probe gives; run generate.py --probe again"
+        ) from None
+    return (
+        f'<section class="probe"><h2>Which head finds the antecedent?</h2>'
+        f'<p class="help">Read at each pronoun of the held-out sentences: how often a head '
+        f"gives its antecedent more attention than any other candidate noun before it "
+        f"(cand@1). {html.escape(intro)}</p>"
+        f'<div class="grids">{tables}{answer_table(result.get("model_answer"))}</div>'
+        f"{more}</section>"
+    )

@@ -25,8 +25,17 @@ TOP = "\x1b[1;4m"  # bold + underline
 # step, so equal steps of weight look like equal steps, and it tells the story the 256-colour
 # greys tell (more weight, more light). A straight line from navy to yellow in RGB made .25 and .5
 # two similar browns. Nine of its colours, at weights 0, 1/8, ..., 1; in between, linear.
-VIRIDIS = ((68, 1, 84), (71, 44, 122), (59, 82, 139), (44, 113, 142), (33, 145, 140),
-           (39, 173, 129), (92, 200, 99), (170, 220, 50), (253, 231, 37))
+VIRIDIS = (
+    (68, 1, 84),
+    (71, 44, 122),
+    (59, 82, 139),
+    (44, 113, 142),
+    (33, 145, 140),
+    (39, 173, 129),
+    (92, 200, 99),
+    (170, 220, 50),
+    (253, 231, 37),
+)
 # The 256-colour palette's greys, #1c1c1c (234) to #eeeeee (255) in even steps; its two darker
 # greys are left out so that weight 0 stays visible on a black background. Quantising the heat
 # ramp to the 6x6x6 colour cube instead gave an uneven ramp (.04 and .21 were one grey).
@@ -44,7 +53,7 @@ DEFAULT_TOP = 3  # heads per word in that default compact view
 
 
 def colour_mode(stream, environ):
-    """"truecolor", "256" or None (plain text) for writing to `stream`.
+    """ "truecolor", "256" or None (plain text) for writing to `stream`.
 
     Colour only reaches a terminal: never when output is piped, NO_COLOR is set to a non-empty
     value (no-color.org: an empty one leaves colour on) or TERM is dumb. 24-bit colour only
@@ -124,8 +133,7 @@ def weight_legend(colour):
     if colour == "truecolor" + LIGHT:
         return f"weight {scale} white to blue, 24-bit colour (light background); · under 1/8"
     ramp = "light to dark grey" if colour.endswith(LIGHT) else "dark to light grey"
-    return (f"weight {scale} {ramp}, 256 colours (COLORTERM=truecolor for 24-bit); "
-            "· under 1/8")
+    return f"weight {scale} {ramp}, 256 colours (COLORTERM=truecolor for 24-bit); · under 1/8"
 
 
 def visible_len(text):
@@ -195,8 +203,12 @@ def _cell(w, is_top, colour):
 def head_rows(rows, layer=None):
     """(label, weights) pairs, "L0 H1" first, of a sentence's rows[l][h] (analysis.words'
     SentenceAttention.rows): every layer's heads, or `layer`'s."""
-    return [(f"L{l} H{h}", weights) for l, layer_rows in enumerate(rows)
-            for h, weights in enumerate(layer_rows) if layer in (None, l)]
+    return [
+        (f"L{l} H{h}", weights)
+        for l, layer_rows in enumerate(rows)
+        for h, weights in enumerate(layer_rows)
+        if layer in (None, l)
+    ]
 
 
 def render_word_rows(words, rows, colour=None, width=100):
@@ -217,7 +229,11 @@ def render_word_rows(words, rows, colour=None, width=100):
             used += 1 + col_widths[end]
             end += 1
         cols = range(start, end)
-        lines = [(" " * (label_width + 2) + " ".join(labels[i].ljust(col_widths[i]) for i in cols)).rstrip()]
+        lines = [
+            (
+                " " * (label_width + 2) + " ".join(labels[i].ljust(col_widths[i]) for i in cols)
+            ).rstrip()
+        ]
         for (label, weights), top in zip(rows, tops):
             cells = []
             for i in cols:
@@ -240,7 +256,7 @@ def top_heads(words, rows, top):
 def render_top_heads(words, rows, top, colour=None):
     """The compact view: top_heads as a line a word:
 
-        animal   L5 H1 ▒.62  L6 H9 ▒.48  L2 H3 ░.33
+    animal   L5 H1 ▒.62  L6 H9 ▒.48  L2 H3 ░.33
     """
     chosen = top_heads(words, rows, top)
     labels = {i: display_token(words[i], MAX_WORD) for i, _ in chosen}
@@ -248,8 +264,10 @@ def render_top_heads(words, rows, top, colour=None):
     head_width = max(len(label) for label, _ in rows)  # "L9 H1" and "L11 H10" line up
     lines = []
     for i, best in chosen:
-        heads = " ".join(f"{label.ljust(head_width)} {_cell(weights[i], False, colour)}"
-                          for label, weights in best).rstrip()
+        heads = " ".join(
+            f"{label.ljust(head_width)} {_cell(weights[i], False, colour)}"
+            for label, weights in best
+        ).rstrip()
         lines.append(f"{labels[i].ljust(width)}  {heads}")
     return "\n".join(lines) or "(no word before it)"
 
@@ -286,8 +304,9 @@ def render_token_grid(tokens, weights, colour=None, width=100):
     return "\n".join(lines)
 
 
-def render_sentence(sentence, colour=None, width=100, layer=None, head=None, top=None,
-                    terminal=False):
+def render_sentence(
+    sentence, colour=None, width=100, layer=None, head=None, top=None, terminal=False
+):
     """Everything shown for one analysed sentence (an analysis.words.SentenceAttention): the
     sentence, what the model's window leaves out, then the heads of `layer` (None: of every
     layer) as one line each, or with `top` as the compact view (render_top_heads), and with
@@ -303,19 +322,33 @@ def render_sentence(sentence, colour=None, width=100, layer=None, head=None, top
         parts.append(fit(f"note: {sentence.window_note}"))
     rows = head_rows(sentence.rows, layer)
     if top is None:
-        parts.append(fit(f'attention of "{query}" (its last token, #{sentence.query_token}) over '
-                         f"the words up to it; each word sums its tokens, {MARK} marks the "
-                         "largest"))
+        parts.append(
+            fit(
+                f'attention of "{query}" (its last token, #{sentence.query_token}) over '
+                f"the words up to it; each word sums its tokens, {MARK} marks the "
+                "largest"
+            )
+        )
         parts.append(render_word_rows(sentence.words, rows, colour, width))
     else:
-        parts.append(fit(f'the {min(top, len(rows))} of {len(rows)} heads that attend most from '
-                         f'"{query}" (its last token, #{sentence.query_token}) to each word '
-                         "before it"))
+        parts.append(
+            fit(
+                f"the {min(top, len(rows))} of {len(rows)} heads that attend most from "
+                f'"{query}" (its last token, #{sentence.query_token}) to each word '
+                "before it"
+            )
+        )
         parts.append(render_top_heads(sentence.words[: sentence.query_word], rows, top, colour))
     if head is not None:
-        parts.append("\n" + fit(f"L{layer} H{head}, token by token (rows: query tokens; "
-                                f"columns: key tokens, by their rows' keys; "
-                                f"{weight_legend(colour)})"))
-        parts.append(render_token_grid(sentence.tokens, sentence.weights[layer][head], colour,
-                                       width))
+        parts.append(
+            "\n"
+            + fit(
+                f"L{layer} H{head}, token by token (rows: query tokens; "
+                f"columns: key tokens, by their rows' keys; "
+                f"{weight_legend(colour)})"
+            )
+        )
+        parts.append(
+            render_token_grid(sentence.tokens, sentence.weights[layer][head], colour, width)
+        )
     return "\n".join(parts)

@@ -59,16 +59,20 @@ def find_query_span(text, word=None):
     # "hit"); a target that starts or ends with punctuation needs no boundary on that side.
     alnum = re.compile(r"[^\W_]")
     alternatives = "|".join(
-        ("(?<![^\\W_])" if alnum.match(t[0]) else "") + re.escape(t)
+        ("(?<![^\\W_])" if alnum.match(t[0]) else "")
+        + re.escape(t)
         + ("(?![^\\W_])" if alnum.match(t[-1]) else "")
         for t in targets
     )
     m = re.search(alternatives, text, flags=re.IGNORECASE)
     if m is None:
         if word is None:
-            raise NoQueryWord("pronoun", f"no pronoun ({', '.join(PRONOUNS)}) in {text!r}; name "
-                              "the query word")
-        raise NoQueryWord("word", f"the word {word!r} is not in {text!r}; pick a word of the sentence")
+            raise NoQueryWord(
+                "pronoun", f"no pronoun ({', '.join(PRONOUNS)}) in {text!r}; name the query word"
+            )
+        raise NoQueryWord(
+            "word", f"the word {word!r} is not in {text!r}; pick a word of the sentence"
+        )
     return without_clitic(text, m.span())
 
 
@@ -106,14 +110,18 @@ def query_token(text: str, spans: list, word: tuple[int, int], query: str = "pro
     token after it (with a character vocabulary, usually the space); "last", the text's last
     token. ValueError for another position, or for "next" where nothing follows the word."""
     if query not in QUERY_POSITIONS:
-        raise ValueError(f"the query position {query!r} is not one of "
-                         f"{', '.join(QUERY_POSITIONS)}; pick one of them")
+        raise ValueError(
+            f"the query position {query!r} is not one of "
+            f"{', '.join(QUERY_POSITIONS)}; pick one of them"
+        )
     at = token_indices(spans, word)[-1]
     if query == "last":
         return len(spans) - 1
     if query == "next" and at + 1 == len(spans):
-        raise ValueError(f"nothing follows {text[word[0]:word[1]]!r} in {text!r}, so there is no "
-                         "next token to read from; read at the pronoun or the last token")
+        raise ValueError(
+            f"nothing follows {text[word[0] : word[1]]!r} in {text!r}, so there is no "
+            "next token to read from; read at the pronoun or the last token"
+        )
     return at + 1 if query == "next" else at
 
 
@@ -187,21 +195,31 @@ def encode_item(tokenizer, example, block_size, query="pronoun"):
     if not example.distractors:
         raise ValueError("every example needs at least one distractor besides the antecedent")
     token_span = token_spans(example.text, starts)
-    query = query_token(example.text, token_span, without_clitic(example.text, example.pronoun),
-                        query)
+    query = query_token(
+        example.text, token_span, without_clitic(example.text, example.pronoun), query
+    )
     start, end = model_window(len(ids), query, block_size)
     spans = sorted([example.antecedent, *example.distractors])
     # Only tokens the query can see: a causal model gives later ones exactly 0 anyway, and the
     # model never reads those before its window. A candidate partly outside the window counts
     # the tokens inside it (as one that runs past the query does); wholly outside, it gets 0.
-    tokens = [[i - start for i in token_indices(token_span, s) if start <= i <= query]
-              for s in spans]
+    tokens = [
+        [i - start for i in token_indices(token_span, s) if start <= i <= query] for s in spans
+    ]
     cut_off = [all(i < start for i in token_indices(token_span, s)) for s in spans]
     before = [j for j, s in enumerate(spans) if s[1] <= example.pronoun[0]]
     nearest = max(before, key=lambda j: spans[j][0]) if before else -1
     next_id = ids[query + 1] if query + 1 < len(ids) else None
-    return Item(ids[start:end], query - start, next_id, tokens, cut_off,
-                spans.index(example.antecedent), nearest, start > 0)
+    return Item(
+        ids[start:end],
+        query - start,
+        next_id,
+        tokens,
+        cut_off,
+        spans.index(example.antecedent),
+        nearest,
+        start > 0,
+    )
 
 
 @dataclass
@@ -237,8 +255,10 @@ class SentenceAttention:
         if self.word_cut_in_part:
             where = "it" if left_out else "its window"
             left_out.append(f'only part of "{self.words[0]}" is inside {where}')
-        return (f"the model sees {self.query_token + 1} tokens up to "
-                f'"{self.words[self.query_word]}" (its block_size): ' + ", and ".join(left_out))
+        return (
+            f"the model sees {self.query_token + 1} tokens up to "
+            f'"{self.words[self.query_word]}" (its block_size): ' + ", and ".join(left_out)
+        )
 
 
 def sentence_attention(model, tokenizer, text, word=None, query="pronoun"):
@@ -261,13 +281,22 @@ def sentence_attention(model, tokenizer, text, word=None, query="pronoun"):
     query_word = token_word[query] - first_word
     n_words = window_word[-1] + 1
     rows = [
-        [word_weights(head[query - start].tolist(), window_word, n_words)[: query_word + 1]
-         for head in layer]
+        [
+            word_weights(head[query - start].tolist(), window_word, n_words)[: query_word + 1]
+            for head in layer
+        ]
         for layer in weights
     ]
     tokens = [tokenizer.decode([i]) for i in ids[start:end]]
     return SentenceAttention(
-        text, tokens, words[first_word : first_word + query_word + 1], query_word, query - start,
-        weights, rows, window_start=start, words_cut=first_word,
+        text,
+        tokens,
+        words[first_word : first_word + query_word + 1],
+        query_word,
+        query - start,
+        weights,
+        rows,
+        window_start=start,
+        words_cut=first_word,
         word_cut_in_part=start > 0 and token_word[start - 1] == first_word,
     )

@@ -31,13 +31,20 @@ def bench_circuit(args):
     text = "\n".join(ex.text for ex in examples("dev") + test)
     tokenizer = train_tokenizer("bpe", text, 1024)
     rows = {}
-    shapes = {"default shape (2 x 4 heads, 128 wide), 300 sentences":
-              (dict(vocab_size=4096, block_size=64, n_layer=2, n_head=4, n_embd=128), 300),
-              "GPT-2 small shape (12 x 12 heads, 768 wide), 100 sentences":
-              (dict(vocab_size=50257, block_size=1024, n_layer=12, n_head=12, n_embd=768), 100)}
+    shapes = {
+        "default shape (2 x 4 heads, 128 wide), 300 sentences": (
+            dict(vocab_size=4096, block_size=64, n_layer=2, n_head=4, n_embd=128),
+            300,
+        ),
+        "GPT-2 small shape (12 x 12 heads, 768 wide), 100 sentences": (
+            dict(vocab_size=50257, block_size=1024, n_layer=12, n_head=12, n_embd=768),
+            100,
+        ),
+    }
     for label, (shape, n) in shapes.items():
         if args.run and shape["n_layer"] == 2:
             from runs.loading import load_run
+
             run = load_run(args.run)
             model, tok, min_gap, label = run.model, run.tokenizer, 0.5, f"{args.run}, 300 sentences"
         else:
@@ -52,7 +59,8 @@ def bench_circuit(args):
             torch.set_num_threads(before)
         used = threads or before
         rows[f"circuit s, {label}, {used} thread{'s' if used > 1 else ''}"] = (
-            time.perf_counter() - start)
+            time.perf_counter() - start
+        )
         rows[f"circuit edges, {label}"] = f"{result['n_edges']:,} ({result['n']} twins)"
         rows[f"peak RSS MB after it, {label}"] = _rss_mb()
         del model, result

@@ -27,7 +27,9 @@ def _gpt_module(tree):
         return importlib.import_module("model.gpt")
     finally:
         sys.path.remove(str(tree))
-        for name in [m for m in sys.modules if m == "model" or m.startswith("model.") or m == "checks"]:
+        for name in [
+            m for m in sys.modules if m == "model" or m.startswith("model.") or m == "checks"
+        ]:
             del sys.modules[name]  # the next import finds the project's copy again
 
 
@@ -77,10 +79,17 @@ def bench_hooks(args):
     for _ in range(args.rounds):
         for label in labels:
             times[label].append(timed(label))
-    rows = {f"step ms, no hooks, {label}" if "explicit" not in label else
-            "step ms, a no-op hook on every pattern (explicit path), this tree":
-            statistics.median(values) for label, values in times.items()}
+    rows = {
+        f"step ms, no hooks, {label}"
+        if "explicit" not in label
+        else "step ms, a no-op hook on every pattern (explicit path), this tree": statistics.median(
+            values
+        )
+        for label, values in times.items()
+    }
     if args.before:
         before = statistics.median(times[f"before ({args.before})"])
-        rows["no-hook step time, this tree / before"] = statistics.median(times["this tree"]) / before
+        rows["no-hook step time, this tree / before"] = (
+            statistics.median(times["this tree"]) / before
+        )
     return rows

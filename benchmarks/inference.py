@@ -36,11 +36,13 @@ def bench_generation(args):
     finally:
         torch.set_num_threads(before)
     ratios = [a / b for a, b in zip(rates[True], rates[False])]
-    return {"generate tok/s at 256 context, KV cache (median of 5)": statistics.median(rates[True]),
-            "generate tok/s at 256 context, no cache (median of 5)": statistics.median(rates[False]),
-            "KV-cache speed-up (median of 5 paired runs)": statistics.median(ratios),
-            "KV-cache speed-up, lowest and highest": f"{min(ratios):.1f}x .. {max(ratios):.1f}x",
-            "generation threads": threads or torch.get_num_threads()}
+    return {
+        "generate tok/s at 256 context, KV cache (median of 5)": statistics.median(rates[True]),
+        "generate tok/s at 256 context, no cache (median of 5)": statistics.median(rates[False]),
+        "KV-cache speed-up (median of 5 paired runs)": statistics.median(ratios),
+        "KV-cache speed-up, lowest and highest": f"{min(ratios):.1f}x .. {max(ratios):.1f}x",
+        "generation threads": threads or torch.get_num_threads(),
+    }
 
 
 def bench_causal(args):
@@ -54,7 +56,9 @@ def bench_causal(args):
 
     tokenizer = prepare("pronouns", "bpe", 1024, 0.1, ROOT / ".cache").tokenizer
     torch.manual_seed(0)
-    model = GPT(GPTConfig(vocab_size=tokenizer.vocab_size, block_size=64, n_layer=2, n_head=4, n_embd=128)).eval()
+    model = GPT(
+        GPTConfig(vocab_size=tokenizer.vocab_size, block_size=64, n_layer=2, n_head=4, n_embd=128)
+    ).eval()
     test = examples("test")
     default, seconds = torch.get_num_threads(), {1: [], 0: []}
     try:
@@ -66,8 +70,12 @@ def bench_causal(args):
                 seconds[threads].append(time.perf_counter() - start)
     finally:
         torch.set_num_threads(default)
-    return {"causal tests s, 300 sentences, 1 thread (median of 3)": statistics.median(seconds[1]),
-            f"causal tests s, 300 sentences, {default} threads (median of 3)": statistics.median(seconds[0])}
+    return {
+        "causal tests s, 300 sentences, 1 thread (median of 3)": statistics.median(seconds[1]),
+        f"causal tests s, 300 sentences, {default} threads (median of 3)": statistics.median(
+            seconds[0]
+        ),
+    }
 
 
 def bench_load(args):
@@ -80,15 +88,19 @@ def bench_load(args):
     try:
         import transformers
     except ImportError:
-        sys.exit("error: `bench.py load` compares with transformers: pip install -r requirements-test.txt")
+        sys.exit(
+            "error: `bench.py load` compares with transformers: pip install -r requirements-test.txt"
+        )
     from model.checkpoint import build_gpt
     from model.gpt2_import import read_gpt2
 
     transformers.logging.set_verbosity_error()
     transformers.logging.disable_progress_bar()
-    loaders = {"ours": lambda d: build_gpt(*read_gpt2(d, vocab_multiple=1)),
-               "transformers": lambda d: transformers.GPT2LMHeadModel.from_pretrained(d).eval(),
-               "ours, padded for fine-tuning": lambda d: build_gpt(*read_gpt2(d, vocab_multiple=64))}
+    loaders = {
+        "ours": lambda d: build_gpt(*read_gpt2(d, vocab_multiple=1)),
+        "transformers": lambda d: transformers.GPT2LMHeadModel.from_pretrained(d).eval(),
+        "ours, padded for fine-tuning": lambda d: build_gpt(*read_gpt2(d, vocab_multiple=64)),
+    }
     load_s, first_s = {}, {}
     x = torch.randint(0, 50257, (1, 64), generator=torch.Generator().manual_seed(0))
     with tempfile.TemporaryDirectory() as d:
@@ -105,10 +117,12 @@ def bench_load(args):
                 del model
                 load_s[name] = min(loaded, load_s.get(name, float("inf")))
                 first_s[name] = min(used, first_s.get(name, float("inf")))
-    return {"load GPT-2 124M s (ours)": load_s["ours"],
-            "load GPT-2 124M s (transformers)": load_s["transformers"],
-            "load speed-up vs transformers": load_s["transformers"] / load_s["ours"],
-            "load + first forward s (ours)": first_s["ours"],
-            "load + first forward s (transformers)": first_s["transformers"],
-            "load + first forward speed-up vs transformers": first_s["transformers"] / first_s["ours"],
-            "load GPT-2 124M s (ours, padded for fine-tuning)": load_s["ours, padded for fine-tuning"]}
+    return {
+        "load GPT-2 124M s (ours)": load_s["ours"],
+        "load GPT-2 124M s (transformers)": load_s["transformers"],
+        "load speed-up vs transformers": load_s["transformers"] / load_s["ours"],
+        "load + first forward s (ours)": first_s["ours"],
+        "load + first forward s (transformers)": first_s["transformers"],
+        "load + first forward speed-up vs transformers": first_s["transformers"] / first_s["ours"],
+        "load GPT-2 124M s (ours, padded for fine-tuning)": load_s["ours, padded for fine-tuning"],
+    }

@@ -24,8 +24,12 @@ def bench_tokenizer(args):
     n = len(tok.encode(text))
     encode_s = time.perf_counter() - start
     mb = len(text.encode()) / 1e6
-    return {f"BPE-4096 train s ({args.text})": train_s, "BPE bytes/token": mb * 1e6 / n,
-            "BPE encode MB/s": mb / encode_s, **bench_bpe_without_whitespace()}
+    return {
+        f"BPE-4096 train s ({args.text})": train_s,
+        "BPE bytes/token": mb * 1e6 / n,
+        "BPE encode MB/s": mb / encode_s,
+        **bench_bpe_without_whitespace(),
+    }
 
 
 def bench_bpe_without_whitespace():
@@ -39,8 +43,10 @@ def bench_bpe_without_whitespace():
         start = time.perf_counter()
         train_tokenizer("bpe", dna[: mb * 1_000_000], 1024)
         seconds[mb] = time.perf_counter() - start
-    return {"BPE-1024 train s (5 MB DNA, no whitespace)": seconds[5],
-            "BPE-1024 DNA train time, 5 MB / 1 MB (linear: 5)": seconds[5] / seconds[1]}
+    return {
+        "BPE-1024 train s (5 MB DNA, no whitespace)": seconds[5],
+        "BPE-1024 DNA train time, 5 MB / 1 MB (linear: 5)": seconds[5] / seconds[1],
+    }
 
 
 def bench_prepare(args):
@@ -74,17 +80,20 @@ def bench_prepare(args):
                 sys.exit(f"error: the cache folder depends on the worker count: {done.dir.name}")
             same_files(first.dir, done.dir, f"prepare() with {workers} workers")
         encoding, busy = time_encoding_pass(path, first, n, Path(d))
-    return {"prepare MB/s (char, 20 MB, includes hashing)": mb / char_s,
-            "prepare MB/s (bpe, 20 MB, whole, 1 worker, best)": mb / min(whole[1]),
-            f"prepare MB/s (bpe, 20 MB, whole, {n} workers, best)": mb / min(whole[n]),
-            "prepare speed-up, bpe whole (N workers / 1), best": min(whole[1]) / min(whole[n]),
-            "prepare speed-up, bpe whole (N workers / 1), median": (statistics.median(whole[1])
-                                                                   / statistics.median(whole[n])),
-            "bpe encoding pass MB/s (1 worker)": mb / encoding[1],
-            f"bpe encoding pass MB/s ({n} workers)": mb / encoding[n],
-            "bpe encoding pass speed-up (N workers / 1)": encoding[1] / encoding[n],
-            # Cores this process kept busy: below N, other work on the machine took the rest.
-            f"bpe encoding pass CPU s / wall s ({n} workers)": busy[n]}
+    return {
+        "prepare MB/s (char, 20 MB, includes hashing)": mb / char_s,
+        "prepare MB/s (bpe, 20 MB, whole, 1 worker, best)": mb / min(whole[1]),
+        f"prepare MB/s (bpe, 20 MB, whole, {n} workers, best)": mb / min(whole[n]),
+        "prepare speed-up, bpe whole (N workers / 1), best": min(whole[1]) / min(whole[n]),
+        "prepare speed-up, bpe whole (N workers / 1), median": (
+            statistics.median(whole[1]) / statistics.median(whole[n])
+        ),
+        "bpe encoding pass MB/s (1 worker)": mb / encoding[1],
+        f"bpe encoding pass MB/s ({n} workers)": mb / encoding[n],
+        "bpe encoding pass speed-up (N workers / 1)": encoding[1] / encoding[n],
+        # Cores this process kept busy: below N, other work on the machine took the rest.
+        f"bpe encoding pass CPU s / wall s ({n} workers)": busy[n],
+    }
 
 
 def time_encoding_pass(path, first, n, folder):
@@ -101,9 +110,16 @@ def time_encoding_pass(path, first, n, folder):
         out = folder / f"pass{i}"
         out.mkdir()
         start, cpu = time.perf_counter(), time.process_time()
-        prep._encode(open_source(str(path)), first.tokenizer, meta["split_char"],
-                     meta["source_chars"], np.dtype(meta["dtype"]), out, workers,
-                     prep.ENCODE_CHUNK_CHARS)
+        prep._encode(
+            open_source(str(path)),
+            first.tokenizer,
+            meta["split_char"],
+            meta["source_chars"],
+            np.dtype(meta["dtype"]),
+            out,
+            workers,
+            prep.ENCODE_CHUNK_CHARS,
+        )
         seconds = time.perf_counter() - start
         if seconds < encoding.get(workers, float("inf")):
             encoding[workers], busy[workers] = seconds, (time.process_time() - cpu) / seconds
@@ -129,8 +145,12 @@ def bench_mix(args):
             best = {"mix": float("inf"), "one by one": float("inf")}
             for i in range(3):
                 start = time.perf_counter()
-                prepare_mix([MixEntry(str(paths[0]), 0.8), MixEntry(str(paths[1]), 0.2)], kind, vocab,
-                            cache_dir=Path(d) / f"mix-{kind}{i}")
+                prepare_mix(
+                    [MixEntry(str(paths[0]), 0.8), MixEntry(str(paths[1]), 0.2)],
+                    kind,
+                    vocab,
+                    cache_dir=Path(d) / f"mix-{kind}{i}",
+                )
                 best["mix"] = min(best["mix"], time.perf_counter() - start)
                 start = time.perf_counter()
                 for path in paths:
@@ -144,7 +164,10 @@ def bench_mix(args):
 
 def same_files(reference, folder, what):
     """Exit with an error unless every file in `folder` equals its namesake in `reference`."""
-    differ = [p.name for p in sorted(folder.iterdir())
-              if p.read_bytes() != (reference / p.name).read_bytes()]
+    differ = [
+        p.name
+        for p in sorted(folder.iterdir())
+        if p.read_bytes() != (reference / p.name).read_bytes()
+    ]
     if differ:
         sys.exit(f"error: {what} wrote other bytes than one worker in {', '.join(differ)}")

@@ -19,9 +19,20 @@ CPU_RECIPE = "configs/shakespeare_char_cpu.yaml"
 SPEEDRUN = "configs/shakespeare_char_cpu_speedrun.yaml"
 MUON_RECIPE = "configs/shakespeare_char_cpu_muon.yaml"
 # nanoGPT's documented CPU recipe (its README), the same shape and batch as CPU_RECIPE.
-NANOGPT_CPU = ["config/train_shakespeare_char.py", "--device=cpu", "--compile=False", "--eval_iters=20",
-               "--log_interval=1", "--block_size=64", "--batch_size=12", "--n_layer=4", "--n_head=4",
-               "--n_embd=128", "--lr_decay_iters=2000", "--dropout=0.0"]
+NANOGPT_CPU = [
+    "config/train_shakespeare_char.py",
+    "--device=cpu",
+    "--compile=False",
+    "--eval_iters=20",
+    "--log_interval=1",
+    "--block_size=64",
+    "--batch_size=12",
+    "--n_layer=4",
+    "--n_head=4",
+    "--n_embd=128",
+    "--lr_decay_iters=2000",
+    "--dropout=0.0",
+]
 
 
 WINDOW = 10  # steps per timing window, both sides: our log interval, nanoGPT's iterations grouped
@@ -32,8 +43,16 @@ def run_ours(iters, *overrides, config=CPU_RECIPE):
     final record, seconds, median tokens/s, median MFU as the loop logged it)."""
     out = Path(tempfile.mkdtemp(prefix="bench-"))
     steps = [f"train.max_iters={iters}"] if iters else []  # None: the config's own
-    cmd = [sys.executable, "train.py", config, f"out_dir={out}", *steps, "train.resume=never",
-           f"train.log_interval={WINDOW}", *overrides]
+    cmd = [
+        sys.executable,
+        "train.py",
+        config,
+        f"out_dir={out}",
+        *steps,
+        "train.resume=never",
+        f"train.log_interval={WINDOW}",
+        *overrides,
+    ]
     start = time.perf_counter()
     run_or_explain(cmd, ROOT)
     seconds = time.perf_counter() - start
@@ -46,8 +65,13 @@ def run_ours(iters, *overrides, config=CPU_RECIPE):
     windows = [r["tokens_per_sec"] for r in logs]
     final = next((r for r in reversed(records) if "val_loss_full" in r), {})
     mfus = [r["mfu"] for r in logs if r.get("mfu") is not None]
-    return ([tok_step / tps * 1000 for tps in windows], final, seconds, statistics.median(windows),
-            statistics.median(mfus) if mfus else None)
+    return (
+        [tok_step / tps * 1000 for tps in windows],
+        final,
+        seconds,
+        statistics.median(windows),
+        statistics.median(mfus) if mfus else None,
+    )
 
 
 def run_or_explain(cmd, cwd):
@@ -63,12 +87,19 @@ def run_nanogpt(path, iters):
     """nanoGPT's train.py from a checkout (data/shakespeare_char prepared there); ms per
     iteration of each window of WINDOW iterations after the first (windows holding an evaluation
     left out, as ours leaves evaluations out), its last val loss, and the whole process's seconds."""
-    cmd = [sys.executable, "train.py", *NANOGPT_CPU, f"--max_iters={iters}",
-           f"--out_dir={tempfile.mkdtemp(prefix='bench-nanogpt-')}"]
+    cmd = [
+        sys.executable,
+        "train.py",
+        *NANOGPT_CPU,
+        f"--max_iters={iters}",
+        f"--out_dir={tempfile.mkdtemp(prefix='bench-nanogpt-')}",
+    ]
     start = time.perf_counter()
     out = run_or_explain(cmd, path).stdout
     seconds = time.perf_counter() - start
-    times = {int(i): float(t) for i, t in re.findall(r"iter (\d+): loss [\d.]+, time ([\d.]+)ms", out)}
+    times = {
+        int(i): float(t) for i, t in re.findall(r"iter (\d+): loss [\d.]+, time ([\d.]+)ms", out)
+    }
     evals = {int(s) for s in re.findall(r"step (\d+): train loss", out)}
     windows = []
     for first in range(WINDOW + 1, max(times, default=0) - WINDOW + 2, WINDOW):

@@ -12,7 +12,6 @@ import torch
 
 from benchmarks.processes import CPU_RECIPE, ROOT
 
-
 LOSS_MEMORY_CHILD = """
 import os, sys, torch
 sys.path.insert(0, os.getcwd())
@@ -52,13 +51,23 @@ def bench_loss_memory(args):
     MALLOC_MMAP_THRESHOLD_ makes freed tensors leave the resident set."""
     if not Path("/proc/self/clear_refs").exists():
         return {"loss memory": "needs Linux (/proc/self/clear_refs)"}
-    env = dict(os.environ, MALLOC_MMAP_THRESHOLD_="65536", OMP_NUM_THREADS=str(torch.get_num_threads()))
+    env = dict(
+        os.environ, MALLOC_MMAP_THRESHOLD_="65536", OMP_NUM_THREADS=str(torch.get_num_threads())
+    )
     rows = {}
     for variant in ("eager", "compiled model, eager loss", "model and loss compiled together"):
-        r = subprocess.run([sys.executable, "-c", LOSS_MEMORY_CHILD, variant], cwd=ROOT, env=env,
-                           capture_output=True, text=True)
+        r = subprocess.run(
+            [sys.executable, "-c", LOSS_MEMORY_CHILD, variant],
+            cwd=ROOT,
+            env=env,
+            capture_output=True,
+            text=True,
+        )
         rows[f"step memory MB, GPT-2 vocab on the CPU: {variant}"] = (
-            float(r.stdout.strip().splitlines()[-1]) if r.returncode == 0 else f"failed: {r.stderr.strip()[-200:]}")
+            float(r.stdout.strip().splitlines()[-1])
+            if r.returncode == 0
+            else f"failed: {r.stderr.strip()[-200:]}"
+        )
     return rows
 
 
@@ -108,5 +117,6 @@ def bench_profile(args):
     row["matmuls % (in fwd+bwd)"] = 100 * mm / total
     row["attention kernels %"] = 100 * attn / total
     row["rest of fwd+bwd % (elementwise, LayerNorm, GELU, Python)"] = (
-        100 * (spans["forward+backward"] - mm - attn) / total)
+        100 * (spans["forward+backward"] - mm - attn) / total
+    )
     return row

@@ -38,7 +38,9 @@ def bench_train(args):
             row[f"train ms/step, {how} window (nanoGPT)"] = pick(theirs)
             row[f"speed-up per step vs nanoGPT, {how} (eager)"] = pick(theirs) / pick(ours)
             if compiled:
-                row[f"speed-up per step vs nanoGPT, {how} (compiled)"] = pick(theirs) / pick(compiled)
+                row[f"speed-up per step vs nanoGPT, {how} (compiled)"] = pick(theirs) / pick(
+                    compiled
+                )
     if final:
         row["val loss, whole split (ours)"] = final["val_loss_full"]
     return row
@@ -58,11 +60,13 @@ def bench_speedrun(args):
         _, val, seconds_n = run_nanogpt(args.nanogpt, 2000)
         walls_n.append(seconds_n)
         losses_n.append(val)
-    return {"speedrun wall s (ours, whole process)": statistics.median(walls),
-            "speedrun val loss, whole split (ours)": statistics.median(losses),
-            "nanoGPT 2000 iterations wall s": statistics.median(walls_n),
-            "nanoGPT val loss (its estimate)": statistics.median(losses_n),
-            "speedrun speed-up vs nanoGPT": statistics.median(walls_n) / statistics.median(walls)}
+    return {
+        "speedrun wall s (ours, whole process)": statistics.median(walls),
+        "speedrun val loss, whole split (ours)": statistics.median(losses),
+        "nanoGPT 2000 iterations wall s": statistics.median(walls_n),
+        "nanoGPT val loss (its estimate)": statistics.median(losses_n),
+        "speedrun speed-up vs nanoGPT": statistics.median(walls_n) / statistics.median(walls),
+    }
 
 
 def bench_optimizers(args):
@@ -72,6 +76,8 @@ def bench_optimizers(args):
     for _ in range(args.repeat):
         adamw += run_ours(args.iters)[0]
         muon += run_ours(args.iters, config=MUON_RECIPE)[0]
-    return {"train ms/step, median window (AdamW recipe)": statistics.median(adamw),
-            "train ms/step, median window (Muon recipe)": statistics.median(muon),
-            "Muon step / AdamW step": statistics.median(muon) / statistics.median(adamw)}
+    return {
+        "train ms/step, median window (AdamW recipe)": statistics.median(adamw),
+        "train ms/step, median window (Muon recipe)": statistics.median(muon),
+        "Muon step / AdamW step": statistics.median(muon) / statistics.median(adamw),
+    }

@@ -25,8 +25,10 @@ class _UniqueKeyLoader(yaml.SafeLoader):
         for key_node, _ in node.value:
             key = self.construct_object(key_node, deep=deep)
             if key in seen:
-                raise yaml.YAMLError(f"the key {key!r} is written twice at line {key_node.start_mark.line + 1}; "
-                                     "keep one")
+                raise yaml.YAMLError(
+                    f"the key {key!r} is written twice at line {key_node.start_mark.line + 1}; "
+                    "keep one"
+                )
             seen.add(key)
         return super().construct_mapping(node, deep)
 
@@ -50,7 +52,16 @@ def _convert(value, tp, choices, where, parse=None):
         if tp is bool:
             if isinstance(value, bool):
                 return value
-            if isinstance(value, str) and value.lower() in ("true", "yes", "on", "1", "false", "no", "off", "0"):
+            if isinstance(value, str) and value.lower() in (
+                "true",
+                "yes",
+                "on",
+                "1",
+                "false",
+                "no",
+                "off",
+                "0",
+            ):
                 return value.lower() in ("true", "yes", "on", "1")
             raise ValueError
         if tp is int:
@@ -81,7 +92,9 @@ def _unknown(key, valid, where):
 
 def _build(cls, raw, origin, prefix="", overridden=None):
     if not isinstance(raw, dict):
-        raise ConfigError(f"{origin}: {prefix.rstrip('.') or 'top level'} must be a mapping, got {raw!r}")
+        raise ConfigError(
+            f"{origin}: {prefix.rstrip('.') or 'top level'} must be a mapping, got {raw!r}"
+        )
     hints = typing.get_type_hints(cls)
     valid = [f.name for f in fields(cls)]
     overridden = overridden or {}
@@ -96,8 +109,9 @@ def _build(cls, raw, origin, prefix="", overridden=None):
         else:
             # A value from the command line is blamed on the override that gave it, not the file.
             where = f"override {overridden[path]}" if path in overridden else f"{origin}: {path}"
-            kwargs[key] = _convert(value, hints[key], f.metadata.get("choices"), where,
-                                   f.metadata.get("parse"))
+            kwargs[key] = _convert(
+                value, hints[key], f.metadata.get("choices"), where, f.metadata.get("parse")
+            )
     return cls(**kwargs)
 
 
@@ -114,13 +128,17 @@ def _set_override(raw, override):
         if key not in valid:
             meant = full_key(path) if i == 0 else None
             if meant:
-                raise ConfigError(f"{where}: {path!r} is not a top-level key; did you mean {meant}={text}?")
+                raise ConfigError(
+                    f"{where}: {path!r} is not a top-level key; did you mean {meant}={text}?"
+                )
             raise _unknown(key, valid, where)
         tp = typing.get_type_hints(cls)[key]
         last = i == len(keys) - 1
         if _is_section(tp):
             if last:
-                raise ConfigError(f"{where}: {key!r} is a section; set one of its keys, e.g. {key}.{fields(tp)[0].name}=...")
+                raise ConfigError(
+                    f"{where}: {key!r} is a section; set one of its keys, e.g. {key}.{fields(tp)[0].name}=..."
+                )
             if not isinstance(node.get(key), dict):
                 node[key] = {}
             node, cls = node[key], tp
@@ -130,7 +148,9 @@ def _set_override(raw, override):
             try:
                 node[key] = yaml.safe_load(text) if text.strip() else ""
             except yaml.YAMLError as e:
-                raise ConfigError(f"{where}: {text!r} is not valid YAML ({getattr(e, 'problem', e)})") from None
+                raise ConfigError(
+                    f"{where}: {text!r} is not valid YAML ({getattr(e, 'problem', e)})"
+                ) from None
         else:
             # The text as typed: the field's type converts it (_convert), as a config file's value
             # is; YAML would read out_dir=0123 as the number 83 and `on` as True.
@@ -153,12 +173,16 @@ def load_config(path: str | Path | None = DEFAULT_CONFIG, overrides=()) -> Confi
         try:
             raw = yaml.load(found.read_text(encoding="utf-8"), Loader=_UniqueKeyLoader) or {}
         except UnicodeDecodeError as e:
-            raise ConfigError(f"{origin}: not UTF-8 text (byte {e.start} is "
-                              f"{e.object[e.start]:#04x}); save the config file as UTF-8") from None
+            raise ConfigError(
+                f"{origin}: not UTF-8 text (byte {e.start} is "
+                f"{e.object[e.start]:#04x}); save the config file as UTF-8"
+            ) from None
         except yaml.YAMLError as e:
             mark = getattr(e, "problem_mark", None)
             where = f" at line {mark.line + 1}" if mark else ""
-            raise ConfigError(f"{origin}: not valid YAML{where}: {getattr(e, 'problem', e)}") from None
+            raise ConfigError(
+                f"{origin}: not valid YAML{where}: {getattr(e, 'problem', e)}"
+            ) from None
     own = copy.deepcopy(raw)  # the file's own values, before the overrides
     overridden = {}  # key path -> the override as typed (the last, where one is given twice)
     for override in overrides:
@@ -167,8 +191,12 @@ def load_config(path: str | Path | None = DEFAULT_CONFIG, overrides=()) -> Confi
     config = _build(Config, raw, origin, overridden=overridden)
     check(config, origin, overridden)
     given = set(overridden)
-    chosen = "out_dir" in given or (found is not None and not is_default_config(found)
-                                    and isinstance(own, dict) and "out_dir" in own)
+    chosen = "out_dir" in given or (
+        found is not None
+        and not is_default_config(found)
+        and isinstance(own, dict)
+        and "out_dir" in own
+    )
     config.origin = Origin(found, _own_data(own, origin), config.out_dir, chosen)
     return config
 

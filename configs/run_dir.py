@@ -73,8 +73,10 @@ def folder_name(source: str) -> str:
         name = Path(os.path.abspath(os.path.expanduser(source))).stem  # textual: `..` as typed
     name = name.replace(":", "_")
     if name in ("", ".", ".."):
-        raise ValueError(f"data.source {source!r} names no folder to name the run folder after "
-                         f"({OUT}/<name>); set out_dir to choose one, e.g. out_dir={OUT}/mine")
+        raise ValueError(
+            f"data.source {source!r} names no folder to name the run folder after "
+            f"({OUT}/<name>); set out_dir to choose one, e.g. out_dir={OUT}/mine"
+        )
     return name
 
 

@@ -15,7 +15,6 @@ from configs.run_dir import run_dir
 from data.mix import MIX_FORM, parse_mix
 from model.gpt import ACTIVATIONS, GPTConfig
 
-
 MODEL_DEFAULTS = {f.name: f.default for f in fields(GPTConfig)}
 
 
@@ -31,8 +30,11 @@ def setting(default, help, choices=None, parse=None):
 
 def mix_list(value):
     """data.mix as stored in a config: [{source, weight[, start_weight]}] (data.mix.parse_mix)."""
-    return [{"source": e.source, "weight": e.weight} | ({} if e.start_weight is None else {"start_weight": e.start_weight})
-            for e in parse_mix(value)]
+    return [
+        {"source": e.source, "weight": e.weight}
+        | ({} if e.start_weight is None else {"start_weight": e.start_weight})
+        for e in parse_mix(value)
+    ]
 
 
 LOGGERS = ("tensorboard", "wandb")
@@ -54,11 +56,23 @@ def logger_list(value):
 
 @dataclass
 class DataConfig:
-    source: str = setting("pronouns", "a .txt file, a folder of .txt files, hf:OWNER/DATASET/PATH (a text file of a Hugging Face dataset), or a named corpus: pronouns, tinyshakespeare")
-    mix: list = setting([], parse=mix_list, help=f"several sources in one run, each window drawn from one of them by weight, one tokenizer for all: {MIX_FORM}, or in YAML a list of {{source, weight}}; replaces data.source")
-    val_fraction: float = setting(0.1, "share of the text, cut on a line boundary at the end, held out for validation")
-    cache_dir: str = setting(DEFAULT_CACHE, "where downloaded corpora and prepared token files are "
-                             "kept (the default is the checkout's .cache, from any folder)")
+    source: str = setting(
+        "pronouns",
+        "a .txt file, a folder of .txt files, hf:OWNER/DATASET/PATH (a text file of a Hugging Face dataset), or a named corpus: pronouns, tinyshakespeare",
+    )
+    mix: list = setting(
+        [],
+        parse=mix_list,
+        help=f"several sources in one run, each window drawn from one of them by weight, one tokenizer for all: {MIX_FORM}, or in YAML a list of {{source, weight}}; replaces data.source",
+    )
+    val_fraction: float = setting(
+        0.1, "share of the text, cut on a line boundary at the end, held out for validation"
+    )
+    cache_dir: str = setting(
+        DEFAULT_CACHE,
+        "where downloaded corpora and prepared token files are "
+        "kept (the default is the checkout's .cache, from any folder)",
+    )
 
     @property
     def cache_path(self) -> Path:
@@ -68,8 +82,14 @@ class DataConfig:
 
 @dataclass
 class TokenizerConfig:
-    kind: str = setting("bpe", "char, bpe (trained on the corpus) or gpt2 (GPT-2's: from a Hugging Face folder in the hub cache, else tiktoken's)", ("char", "bpe", "gpt2"))
-    vocab_size: typing.Optional[int] = setting(1024, "bpe vocabulary size (ignored by char and gpt2)")
+    kind: str = setting(
+        "bpe",
+        "char, bpe (trained on the corpus) or gpt2 (GPT-2's: from a Hugging Face folder in the hub cache, else tiktoken's)",
+        ("char", "bpe", "gpt2"),
+    )
+    vocab_size: typing.Optional[int] = setting(
+        1024, "bpe vocabulary size (ignored by char and gpt2)"
+    )
 
 
 @dataclass
@@ -80,27 +100,56 @@ class ModelConfig:
     block_size: int = setting(MODEL_DEFAULTS["block_size"], "context length in tokens")
     n_layer: int = setting(MODEL_DEFAULTS["n_layer"], "number of transformer blocks")
     n_head: int = setting(MODEL_DEFAULTS["n_head"], "attention heads per block")
-    n_embd: int = setting(MODEL_DEFAULTS["n_embd"], "width of the residual stream; divisible by n_head")
+    n_embd: int = setting(
+        MODEL_DEFAULTS["n_embd"], "width of the residual stream; divisible by n_head"
+    )
     dropout: float = setting(MODEL_DEFAULTS["dropout"], "dropout probability in [0, 1)")
     bias: bool = setting(MODEL_DEFAULTS["bias"], "biases in linear layers and LayerNorms")
-    vocab_multiple: int = setting(MODEL_DEFAULTS["vocab_multiple"], "pad the embedding table to a multiple of this (faster GPU matmuls); padded ids are never scored or sampled")
-    mlp_activation: str = setting(MODEL_DEFAULTS["mlp_activation"], "the MLP's nonlinearity: gelu (GPT-2), or relu2, relu(x) squared (modded-nanogpt)", ACTIVATIONS)
-    qk_norm: bool = setting(MODEL_DEFAULTS["qk_norm"], "RMS-normalise every head's queries and keys before the scores (stabler at high learning rates)")
-    rotary: bool = setting(MODEL_DEFAULTS["rotary"], "rotary position embeddings: rotate queries and keys by position instead of adding a learned position table")
-    tie_embeddings: bool = setting(MODEL_DEFAULTS["tie_embeddings"], "the LM head is the token embedding matrix (GPT-2); false: the head has its own matrix")
+    vocab_multiple: int = setting(
+        MODEL_DEFAULTS["vocab_multiple"],
+        "pad the embedding table to a multiple of this (faster GPU matmuls); padded ids are never scored or sampled",
+    )
+    mlp_activation: str = setting(
+        MODEL_DEFAULTS["mlp_activation"],
+        "the MLP's nonlinearity: gelu (GPT-2), or relu2, relu(x) squared (modded-nanogpt)",
+        ACTIVATIONS,
+    )
+    qk_norm: bool = setting(
+        MODEL_DEFAULTS["qk_norm"],
+        "RMS-normalise every head's queries and keys before the scores (stabler at high learning rates)",
+    )
+    rotary: bool = setting(
+        MODEL_DEFAULTS["rotary"],
+        "rotary position embeddings: rotate queries and keys by position instead of adding a learned position table",
+    )
+    tie_embeddings: bool = setting(
+        MODEL_DEFAULTS["tie_embeddings"],
+        "the LM head is the token embedding matrix (GPT-2); false: the head has its own matrix",
+    )
 
 
 @dataclass
 class TrainConfig:
     batch_size: int = setting(32, "sequences per micro-batch, per process")
-    grad_accum_steps: int = setting(1, "micro-batches per optimizer step, summed over all processes")
+    grad_accum_steps: int = setting(
+        1, "micro-batches per optimizer step, summed over all processes"
+    )
     max_iters: int = setting(1000, "optimizer steps in the whole run")
-    run_steps: int = setting(0, "stop after this many steps of this invocation, with a checkpoint; the same command goes on (a job with a time limit); 0: train to max_iters")
+    run_steps: int = setting(
+        0,
+        "stop after this many steps of this invocation, with a checkpoint; the same command goes on (a job with a time limit); 0: train to max_iters",
+    )
     lr: float = setting(3e-3, "peak learning rate")
     min_lr: float = setting(3e-4, "learning rate at the end of the cosine decay")
     warmup_iters: int = setting(50, "steps of linear warmup from 0 to lr")
-    optimizer: str = setting("adamw", "adamw, or muon (Muon for the blocks' matrices, AdamW for the rest)", ("adamw", "muon"))
-    weight_decay: float = setting(0.1, "AdamW weight decay, on weights of 2 or more dimensions only")
+    optimizer: str = setting(
+        "adamw",
+        "adamw, or muon (Muon for the blocks' matrices, AdamW for the rest)",
+        ("adamw", "muon"),
+    )
+    weight_decay: float = setting(
+        0.1, "AdamW weight decay, on weights of 2 or more dimensions only"
+    )
     beta1: float = setting(0.9, "AdamW beta1")
     beta2: float = setting(0.99, "AdamW beta2")
     muon_lr: float = setting(0.02, "peak learning rate of Muon's matrices (optimizer: muon)")
@@ -108,22 +157,50 @@ class TrainConfig:
     grad_clip: float = setting(1.0, "clip the gradient's global norm to this; 0 turns clipping off")
     eval_interval: int = setting(200, "steps between evaluations (and checkpoints)")
     eval_iters: int = setting(20, "batches per split in each evaluation")
-    final_full_eval: bool = setting(True, "at the end, also measure the loss on the whole val split (not a few batches)")
+    final_full_eval: bool = setting(
+        True, "at the end, also measure the loss on the whole val split (not a few batches)"
+    )
     log_interval: int = setting(10, "steps between log lines in metrics.jsonl")
     device: str = setting("auto", "auto (cuda, then mps, then cpu), cpu, cuda, cuda:N or mps")
-    dtype: str = setting("auto", "auto, float32, bfloat16 or float16 (autocast on CUDA)", ("auto", "float32", "bfloat16", "float16"))
+    dtype: str = setting(
+        "auto",
+        "auto, float32, bfloat16 or float16 (autocast on CUDA)",
+        ("auto", "float32", "bfloat16", "float16"),
+    )
     compile: bool = setting(False, "torch.compile the model")
-    init_from: str = setting("", "fine-tune: start from these weights with a fresh optimizer and their tokenizer: a run folder, a Hugging Face GPT-2 folder, or hf:OWNER/NAME; the model keys must match its shape (block_size may be smaller, dropout may differ)")
-    resume: str = setting("auto", "auto: continue from out_dir/ckpt.pt if there is one; never: refuse to run where a checkpoint exists (--force starts over)", ("auto", "never"))
-    probe_interval: typing.Optional[int] = setting(None, "steps between coreference probes while training (every head's cand@1 on the pronoun corpus's dev set, or train.probe_file), logged to metrics.jsonl and drawn in probe.png; null: every eval_interval when the data holds the pronoun corpus or probe_file is set, else off; 0: off")
-    probe_file: str = setting("", "labelled JSONL examples for train.probe_interval instead of the pronoun corpus's dev set (needed when the corpus is not the built-in pronouns); natural: the built-in hand-written natural sentences")
-    loggers: list = setting([], parse=logger_list, help="experiment trackers that receive every record of metrics.jsonl (rank 0): tensorboard (into out_dir/tensorboard) and/or wandb (WANDB_MODE=offline and its other variables respected); each needs its package installed")
-    peak_flops: typing.Optional[float] = setting(None, "FLOP/s of one process taken as 100% MFU; default: the GPU's bf16 peak (n/a for a GPU not in the table), or the best of several CPU matmul timings")
+    init_from: str = setting(
+        "",
+        "fine-tune: start from these weights with a fresh optimizer and their tokenizer: a run folder, a Hugging Face GPT-2 folder, or hf:OWNER/NAME; the model keys must match its shape (block_size may be smaller, dropout may differ)",
+    )
+    resume: str = setting(
+        "auto",
+        "auto: continue from out_dir/ckpt.pt if there is one; never: refuse to run where a checkpoint exists (--force starts over)",
+        ("auto", "never"),
+    )
+    probe_interval: typing.Optional[int] = setting(
+        None,
+        "steps between coreference probes while training (every head's cand@1 on the pronoun corpus's dev set, or train.probe_file), logged to metrics.jsonl and drawn in probe.png; null: every eval_interval when the data holds the pronoun corpus or probe_file is set, else off; 0: off",
+    )
+    probe_file: str = setting(
+        "",
+        "labelled JSONL examples for train.probe_interval instead of the pronoun corpus's dev set (needed when the corpus is not the built-in pronouns); natural: the built-in hand-written natural sentences",
+    )
+    loggers: list = setting(
+        [],
+        parse=logger_list,
+        help="experiment trackers that receive every record of metrics.jsonl (rank 0): tensorboard (into out_dir/tensorboard) and/or wandb (WANDB_MODE=offline and its other variables respected); each needs its package installed",
+    )
+    peak_flops: typing.Optional[float] = setting(
+        None,
+        "FLOP/s of one process taken as 100% MFU; default: the GPU's bf16 peak (n/a for a GPU not in the table), or the best of several CPU matmul timings",
+    )
 
 
 @dataclass
 class Config:
-    out_dir: str = setting("out/default", "run folder: checkpoint, config, tokenizer, metrics, loss.png")
+    out_dir: str = setting(
+        "out/default", "run folder: checkpoint, config, tokenizer, metrics, loss.png"
+    )
     seed: int = setting(1337, "seed for initialisation, data order and dropout")
     data: DataConfig = field(default_factory=DataConfig)
     tokenizer: TokenizerConfig = field(default_factory=TokenizerConfig)
@@ -151,7 +228,14 @@ def check(config, origin, overridden=None):
         return next((f"override {overridden[k]}" for k in keys if k in overridden), origin)
 
     train, data = config.train, config.data
-    for key in ("batch_size", "grad_accum_steps", "max_iters", "eval_interval", "eval_iters", "log_interval"):
+    for key in (
+        "batch_size",
+        "grad_accum_steps",
+        "max_iters",
+        "eval_interval",
+        "eval_iters",
+        "log_interval",
+    ):
         try:
             positive_int(f"train.{key}", getattr(train, key))
         except ValueError as e:
@@ -162,38 +246,55 @@ def check(config, origin, overridden=None):
             if isinstance(value, float) and not math.isfinite(value):
                 raise ConfigError(f"{at(key)}: {key}: must be a finite number, got {value}")
     if train.run_steps < 0:
-        raise ConfigError(f"{at('train.run_steps')}: train.run_steps: must be 0 (train to "
-                          f"max_iters) or a number of steps, got {train.run_steps}")
+        raise ConfigError(
+            f"{at('train.run_steps')}: train.run_steps: must be 0 (train to "
+            f"max_iters) or a number of steps, got {train.run_steps}"
+        )
     if train.probe_interval is not None and train.probe_interval < 0:
-        raise ConfigError(f"{at('train.probe_interval')}: train.probe_interval: must be 0 (off) "
-                          f"or a number of steps, got {train.probe_interval}")
+        raise ConfigError(
+            f"{at('train.probe_interval')}: train.probe_interval: must be 0 (off) "
+            f"or a number of steps, got {train.probe_interval}"
+        )
     if not 0 <= config.seed < 2**63:
-        raise ConfigError(f"{at('seed')}: seed: must be a whole number from 0 to 2**63 - 1, "
-                          f"got {config.seed}")
+        raise ConfigError(
+            f"{at('seed')}: seed: must be a whole number from 0 to 2**63 - 1, got {config.seed}"
+        )
     if not data.source.strip() and not data.mix:
-        raise ConfigError(f"{at('data.source', 'data.mix')}: data.source: must not be empty; "
-                          "give a text file, a folder of .txt files, hf:OWNER/DATASET/PATH, or a "
-                          "named corpus (pronouns, tinyshakespeare)")
+        raise ConfigError(
+            f"{at('data.source', 'data.mix')}: data.source: must not be empty; "
+            "give a text file, a folder of .txt files, hf:OWNER/DATASET/PATH, or a "
+            "named corpus (pronouns, tinyshakespeare)"
+        )
     if not config.out_dir.strip():
-        raise ConfigError(f"{at('out_dir')}: out_dir: must not be empty; give a folder such as "
-                          "out/mine")
+        raise ConfigError(
+            f"{at('out_dir')}: out_dir: must not be empty; give a folder such as out/mine"
+        )
     if train.peak_flops is not None and not train.peak_flops > 0:
-        raise ConfigError(f"{at('train.peak_flops')}: train.peak_flops: must be a positive FLOP/s "
-                          f"figure, got {train.peak_flops}")
+        raise ConfigError(
+            f"{at('train.peak_flops')}: train.peak_flops: must be a positive FLOP/s "
+            f"figure, got {train.peak_flops}"
+        )
     if not 0.0 < data.val_fraction < 1.0:
-        raise ConfigError(f"{at('data.val_fraction')}: data.val_fraction: must be in (0, 1), "
-                          f"got {data.val_fraction}")
+        raise ConfigError(
+            f"{at('data.val_fraction')}: data.val_fraction: must be in (0, 1), "
+            f"got {data.val_fraction}"
+        )
     if train.lr <= 0 or train.min_lr < 0 or train.min_lr > train.lr:
-        raise ConfigError(f"{at('train.lr', 'train.min_lr')}: train.lr / train.min_lr: need "
-                          "0 <= min_lr <= lr and lr > 0")
+        raise ConfigError(
+            f"{at('train.lr', 'train.min_lr')}: train.lr / train.min_lr: need "
+            "0 <= min_lr <= lr and lr > 0"
+        )
     if train.warmup_iters < 0 or train.grad_clip < 0 or train.weight_decay < 0:
-        raise ConfigError(f"{at('train.warmup_iters', 'train.grad_clip', 'train.weight_decay')}: "
-                          "train.warmup_iters, grad_clip and weight_decay must be >= 0")
+        raise ConfigError(
+            f"{at('train.warmup_iters', 'train.grad_clip', 'train.weight_decay')}: "
+            "train.warmup_iters, grad_clip and weight_decay must be >= 0"
+        )
     if not (0 <= train.beta1 < 1 and 0 <= train.beta2 < 1):
-        raise ConfigError(f"{at('train.beta1', 'train.beta2')}: train.beta1 / train.beta2: must be "
-                          "in [0, 1)")
+        raise ConfigError(
+            f"{at('train.beta1', 'train.beta2')}: train.beta1 / train.beta2: must be in [0, 1)"
+        )
     try:  # the model's own checks, before any data is prepared
         GPTConfig(vocab_size=1, **asdict(config.model))
     except ValueError as e:
-        named = [k for k in overridden if k.startswith("model.") and k[len("model."):] in str(e)]
+        named = [k for k in overridden if k.startswith("model.") and k[len("model.") :] in str(e)]
         raise ConfigError(f"{at(*named)}: model.{e}") from None

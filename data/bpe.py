@@ -118,7 +118,9 @@ def split_long_piece(piece: str, cap: int = MAX_PIECE_CHARS) -> list[str]:
 
 def _progress(total: int, desc: str, unit: str, iterable=None) -> tqdm:
     """A bar on stderr that appears only once the step has run PROGRESS_DELAY_S."""
-    return tqdm(iterable, total=total, desc=desc, unit=unit, delay=PROGRESS_DELAY_S, file=sys.stderr)
+    return tqdm(
+        iterable, total=total, desc=desc, unit=unit, delay=PROGRESS_DELAY_S, file=sys.stderr
+    )
 
 
 def _apply_merge(pair, new_id, words, freqs, pair_counts, where, heap) -> None:
@@ -199,8 +201,10 @@ def utf8_bytes(text: str) -> bytes:
 def write_ranks(ranks: dict[bytes, int], path) -> None:
     """Write `base64(token) rank` lines in rank order, atomically (storage.atomic): the file
     tiktoken.load_tiktoken_bpe reads."""
-    lines = (f"{base64.b64encode(tok).decode('ascii')} {rank}\n"
-             for tok, rank in sorted(ranks.items(), key=lambda item: item[1]))
+    lines = (
+        f"{base64.b64encode(tok).decode('ascii')} {rank}\n"
+        for tok, rank in sorted(ranks.items(), key=lambda item: item[1])
+    )
     write_atomic(path, "".join(lines))
 
 
@@ -225,8 +229,10 @@ def parse_ranks(data: bytes, path) -> dict[bytes, int]:
         if tok in ranks:
             raise ValueError(f"{path}: token {tok!r} appears twice (line {lineno}); retrain it")
         ranks[tok] = rank
-    if sorted(ranks.values()) != list(range(len(ranks))) or len(ranks) < 256 or any(
-        ranks.get(bytes([b])) != b for b in range(256)
+    if (
+        sorted(ranks.values()) != list(range(len(ranks)))
+        or len(ranks) < 256
+        or any(ranks.get(bytes([b])) != b for b in range(256))
     ):
         raise ValueError(
             f"{path}: ranks must be 0..n-1 with the 256 single bytes first, in byte order; "

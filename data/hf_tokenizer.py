@@ -18,40 +18,97 @@ from data.gpt2_files import EOT, GPT2_SPLIT_PATTERN, gpt2_byte_chars
 def hf_tokenizer_files(tokenizer, model_max_length: int) -> dict[str, str]:
     """{file name: text} of the Hugging Face form of `tokenizer`; ValueError for `char`."""
     if tokenizer.kind not in ("bpe", "gpt2"):
-        raise ValueError(f"a {tokenizer.kind} tokenizer has no Hugging Face GPT-2 form (only byte-level "
-                         "BPE has), so this run cannot be exported; train with tokenizer.kind=bpe")
+        raise ValueError(
+            f"a {tokenizer.kind} tokenizer has no Hugging Face GPT-2 form (only byte-level "
+            "BPE has), so this run cannot be exported; train with tokenizer.kind=bpe"
+        )
     ranks = tokenizer.ranks if tokenizer.ranks is not None else tokenizer.encoding._mergeable_ranks
     chars = gpt2_byte_chars()
     text = lambda token: "".join(chars[b] for b in token)  # noqa: E731
     vocab = {text(token): rank for token, rank in ranks.items()}
-    merges = [f"{text(a)} {text(b)}" for a, b in
-              (_parts(token, ranks) for token, _ in sorted(ranks.items(), key=lambda kv: kv[1]) if len(token) > 1)]
+    merges = [
+        f"{text(a)} {text(b)}"
+        for a, b in (
+            _parts(token, ranks)
+            for token, _ in sorted(ranks.items(), key=lambda kv: kv[1])
+            if len(token) > 1
+        )
+    ]
     added = []
-    if tokenizer.eot_id is not None:  # GPT-2's <|endoftext|>: a special token, as in GPT-2's own files
+    if (
+        tokenizer.eot_id is not None
+    ):  # GPT-2's <|endoftext|>: a special token, as in GPT-2's own files
         vocab[EOT] = tokenizer.eot_id
-        added = [{"id": tokenizer.eot_id, "content": EOT, "single_word": False, "lstrip": False,
-                  "rstrip": False, "normalized": False, "special": True}]
+        added = [
+            {
+                "id": tokenizer.eot_id,
+                "content": EOT,
+                "single_word": False,
+                "lstrip": False,
+                "rstrip": False,
+                "normalized": False,
+                "special": True,
+            }
+        ]
     pattern = GPT4_SPLIT_PATTERN if tokenizer.kind == "bpe" else GPT2_SPLIT_PATTERN
     fast = {
-        "version": "1.0", "truncation": None, "padding": None, "added_tokens": added, "normalizer": None,
-        "pre_tokenizer": {"type": "Sequence", "pretokenizers": [
-            {"type": "Split", "pattern": {"Regex": pattern}, "behavior": "Isolated", "invert": False},
-            {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": False}]},
+        "version": "1.0",
+        "truncation": None,
+        "padding": None,
+        "added_tokens": added,
+        "normalizer": None,
+        "pre_tokenizer": {
+            "type": "Sequence",
+            "pretokenizers": [
+                {
+                    "type": "Split",
+                    "pattern": {"Regex": pattern},
+                    "behavior": "Isolated",
+                    "invert": False,
+                },
+                {
+                    "type": "ByteLevel",
+                    "add_prefix_space": False,
+                    "trim_offsets": True,
+                    "use_regex": False,
+                },
+            ],
+        },
         "post_processor": None,
-        "decoder": {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": False},
+        "decoder": {
+            "type": "ByteLevel",
+            "add_prefix_space": False,
+            "trim_offsets": True,
+            "use_regex": False,
+        },
         # ignore_merges: a piece that is a whole token is that token, as tiktoken encodes it.
-        "model": {"type": "BPE", "dropout": None, "unk_token": None, "continuing_subword_prefix": None,
-                  "end_of_word_suffix": None, "fuse_unk": False, "byte_fallback": False,
-                  "ignore_merges": True, "vocab": vocab, "merges": merges},
+        "model": {
+            "type": "BPE",
+            "dropout": None,
+            "unk_token": None,
+            "continuing_subword_prefix": None,
+            "end_of_word_suffix": None,
+            "fuse_unk": False,
+            "byte_fallback": False,
+            "ignore_merges": True,
+            "vocab": vocab,
+            "merges": merges,
+        },
     }
-    config = {"tokenizer_class": "PreTrainedTokenizerFast", "model_max_length": model_max_length,
-              "clean_up_tokenization_spaces": False, "add_prefix_space": False}
+    config = {
+        "tokenizer_class": "PreTrainedTokenizerFast",
+        "model_max_length": model_max_length,
+        "clean_up_tokenization_spaces": False,
+        "add_prefix_space": False,
+    }
     if tokenizer.eot_id is not None:
         config.update(bos_token=EOT, eos_token=EOT, unk_token=EOT)
-    return {"vocab.json": json.dumps(vocab, ensure_ascii=False),
-            "merges.txt": "#version: 0.2\n" + "\n".join(merges) + "\n",
-            "tokenizer.json": json.dumps(fast, ensure_ascii=False),
-            "tokenizer_config.json": json.dumps(config, indent=2)}
+    return {
+        "vocab.json": json.dumps(vocab, ensure_ascii=False),
+        "merges.txt": "#version: 0.2\n" + "\n".join(merges) + "\n",
+        "tokenizer.json": json.dumps(fast, ensure_ascii=False),
+        "tokenizer_config.json": json.dumps(config, indent=2),
+    }
 
 
 def _parts(token: bytes, ranks: dict[bytes, int]) -> tuple[bytes, bytes]:
@@ -63,6 +120,8 @@ def _parts(token: bytes, ranks: dict[bytes, int]) -> tuple[bytes, bytes]:
         pairs = [(ranks.get(parts[i] + parts[i + 1], limit), i) for i in range(len(parts) - 1)]
         rank, i = min(pairs)
         if rank >= limit:
-            raise ValueError(f"token {token!r} cannot be built from lower-ranked tokens; the ranks are not a BPE")
+            raise ValueError(
+                f"token {token!r} cannot be built from lower-ranked tokens; the ranks are not a BPE"
+            )
         parts[i : i + 2] = [parts[i] + parts[i + 1]]
     return parts[0], parts[1]

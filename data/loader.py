@@ -10,9 +10,14 @@ import numpy as np
 import torch
 
 
-def get_batch(bin_path: str | os.PathLike, dtype, batch_size: int, block_size: int,
-              device: str | torch.device,
-              generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
+def get_batch(
+    bin_path: str | os.PathLike,
+    dtype,
+    batch_size: int,
+    block_size: int,
+    device: str | torch.device,
+    generator: torch.Generator,
+) -> tuple[torch.Tensor, torch.Tensor]:
     """batch_size random windows of a token file: (x, y), both int64 of shape (B, T) on device.
 
     y[b, t] = x[b, t + 1]: the token that follows each input. Window starts are drawn with
@@ -23,9 +28,14 @@ def get_batch(bin_path: str | os.PathLike, dtype, batch_size: int, block_size: i
     return _to_device(_windows(bin_path, dtype, batch_size, block_size, generator), device)
 
 
-def get_mixed_batch(files: list[tuple[str | os.PathLike, float]], dtype, batch_size: int,
-                    block_size: int, device: str | torch.device,
-                    generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
+def get_mixed_batch(
+    files: list[tuple[str | os.PathLike, float]],
+    dtype,
+    batch_size: int,
+    block_size: int,
+    device: str | torch.device,
+    generator: torch.Generator,
+) -> tuple[torch.Tensor, torch.Tensor]:
     """Like get_batch, over several token files given as (path, weight): each window's file is
     drawn by weight, then its start within that file, all from `generator`, so a seed fixes the
     batch. A window never spans two files. One file draws exactly as get_batch does."""
@@ -47,10 +57,12 @@ def _windows(bin_path, dtype, n: int, block_size: int, generator: torch.Generato
     # mapped pages (nanoGPT's leak, fixed in its PR #428 the same way).
     data = np.memmap(bin_path, dtype=np.dtype(dtype), mode="r")
     if len(data) < block_size + 1:
-        raise ValueError(f"{bin_path} has {len(data)} tokens, fewer than block_size + 1 = "
-                         f"{block_size + 1}; use a smaller block_size or prepare more text")
+        raise ValueError(
+            f"{bin_path} has {len(data)} tokens, fewer than block_size + 1 = "
+            f"{block_size + 1}; use a smaller block_size or prepare more text"
+        )
     starts = torch.randint(len(data) - block_size, (n,), generator=generator)
-    windows = np.stack([data[i:i + block_size + 1] for i in starts.tolist()]).astype(np.int64)
+    windows = np.stack([data[i : i + block_size + 1] for i in starts.tolist()]).astype(np.int64)
     del data
     return torch.from_numpy(windows)
 
@@ -60,6 +72,8 @@ def _to_device(windows: torch.Tensor, device) -> tuple[torch.Tensor, torch.Tenso
     x, y = windows[:, :-1].contiguous(), windows[:, 1:].contiguous()  # (B, T), (B, T)
     if torch.device(device).type == "cuda":
         # Pinned host memory lets the copy run asynchronously with the GPU's work.
-        return (x.pin_memory().to(device, non_blocking=True),
-                y.pin_memory().to(device, non_blocking=True))
+        return (
+            x.pin_memory().to(device, non_blocking=True),
+            y.pin_memory().to(device, non_blocking=True),
+        )
     return x.to(device), y.to(device)

@@ -36,8 +36,10 @@ from data.sources import NAMED_CORPORA, open_source
 from data.tokenizer import KINDS, Tokenizer, load_tokenizer, train_tokenizer
 from storage.atomic import clean_stale_temps, make_temp_folder, publish_folder
 
-MIX_FORM = ("SOURCE:WEIGHT,SOURCE:WEIGHT (e.g. tinyshakespeare:0.8,pronouns:0.2; a curriculum: "
-            "tinyshakespeare:0..0.8,pronouns:1..0.2)")
+MIX_FORM = (
+    "SOURCE:WEIGHT,SOURCE:WEIGHT (e.g. tinyshakespeare:0.8,pronouns:0.2; a curriculum: "
+    "tinyshakespeare:0..0.8,pronouns:1..0.2)"
+)
 
 
 @dataclass(frozen=True)
@@ -58,15 +60,21 @@ def parse_mix(value) -> list[MixEntry]:
     elif isinstance(value, list):
         entries = [_entry_of(item) for item in value]
     else:
-        raise ValueError(f"data.mix: expected a list of {{source, weight}} or {MIX_FORM}, got {value!r}")
+        raise ValueError(
+            f"data.mix: expected a list of {{source, weight}} or {MIX_FORM}, got {value!r}"
+        )
     if all(e.start_weight == 0 for e in entries):
-        raise ValueError("data.mix: every start weight is 0; give at least one source a start weight above 0")
+        raise ValueError(
+            "data.mix: every start weight is 0; give at least one source a start weight above 0"
+        )
     names = {}
     for entry in entries:
         name = source_name(entry.source)
         if name in names:
-            raise ValueError(f"data.mix: {names[name]} and {entry.source} are both named {name!r}; "
-                             "give each source once, with distinct file names")
+            raise ValueError(
+                f"data.mix: {names[name]} and {entry.source} are both named {name!r}; "
+                "give each source once, with distinct file names"
+            )
         names[name] = entry.source
     return entries
 
@@ -86,28 +94,42 @@ def _parse_item(item: str) -> MixEntry:
     try:
         numbers = [float(end)] + ([float(start)] if dots else [])
     except ValueError:
-        raise ValueError(f"data.mix: {item!r} has no weight after its last colon; write {MIX_FORM}") from None
+        raise ValueError(
+            f"data.mix: {item!r} has no weight after its last colon; write {MIX_FORM}"
+        ) from None
     return _checked(source.strip(), *numbers)
 
 
 def _entry_of(item) -> MixEntry:
-    if not isinstance(item, dict) or not {"source", "weight"} <= set(item) <= {"source", "weight", "start_weight"}:
-        raise ValueError(f"data.mix: each entry is a mapping with the keys source and weight (and maybe "
-                         f"start_weight), got {item!r}")
+    if not isinstance(item, dict) or not {"source", "weight"} <= set(item) <= {
+        "source",
+        "weight",
+        "start_weight",
+    }:
+        raise ValueError(
+            f"data.mix: each entry is a mapping with the keys source and weight (and maybe "
+            f"start_weight), got {item!r}"
+        )
     numbers = [item["weight"]] + ([item["start_weight"]] if "start_weight" in item else [])
     for number in numbers:
         if isinstance(number, bool) or not isinstance(number, (int, float)):
-            raise ValueError(f"data.mix: the weights of {item['source']} must be numbers, got {number!r}")
+            raise ValueError(
+                f"data.mix: the weights of {item['source']} must be numbers, got {number!r}"
+            )
     return _checked(str(item["source"]), *map(float, numbers))
 
 
 def _checked(source: str, weight: float, start_weight: float | None = None) -> MixEntry:
     if not math.isfinite(weight) or weight <= 0:
-        raise ValueError(f"data.mix: the weight of {source} is {weight}; every weight must be a "
-                         "number above 0 (drop a source to leave it out)")
+        raise ValueError(
+            f"data.mix: the weight of {source} is {weight}; every weight must be a "
+            "number above 0 (drop a source to leave it out)"
+        )
     if start_weight is not None and (not math.isfinite(start_weight) or start_weight < 0):
-        raise ValueError(f"data.mix: the start weight of {source} is {start_weight}; it must be a "
-                         "number of 0 or more")
+        raise ValueError(
+            f"data.mix: the start weight of {source} is {start_weight}; it must be a "
+            "number of 0 or more"
+        )
     return MixEntry(source, weight, start_weight)
 
 
@@ -162,26 +184,47 @@ def _at(part: Part, progress: float) -> float:
 
 
 def _label(parts) -> str:
-    return ",".join(f"{p.name}:{p.weight:.4g}" if p.start_weight is None else
-                    f"{p.name}:{p.start_weight:.4g}..{p.weight:.4g}" for p in parts)
+    return ",".join(
+        f"{p.name}:{p.weight:.4g}"
+        if p.start_weight is None
+        else f"{p.name}:{p.start_weight:.4g}..{p.weight:.4g}"
+        for p in parts
+    )
 
 
-def prepare_mix(entries: list[MixEntry], tokenizer_kind: str, vocab_size: int | None = None,
-                val_fraction: float = 0.1, cache_dir: str | os.PathLike = ".cache",
-                block_size: int | None = None, tokenizer: Tokenizer | None = None) -> Mixture:
+def prepare_mix(
+    entries: list[MixEntry],
+    tokenizer_kind: str,
+    vocab_size: int | None = None,
+    val_fraction: float = 0.1,
+    cache_dir: str | os.PathLike = ".cache",
+    block_size: int | None = None,
+    tokenizer: Tokenizer | None = None,
+) -> Mixture:
     """Prepare every source of the mix with one tokenizer (see the module docstring), or reuse
     what is cached. `tokenizer` (a fine-tuning source's) is used as given. A single entry is
     data.prepare.prepare exactly, with its own tokenizer and cache folder."""
     if not entries:
         raise ValueError("data.mix is empty; give at least one source")
     if len(entries) == 1:
-        only = prepare(entries[0].source, tokenizer_kind, vocab_size, val_fraction, cache_dir,
-                       block_size, tokenizer=tokenizer)
+        only = prepare(
+            entries[0].source,
+            tokenizer_kind,
+            vocab_size,
+            val_fraction,
+            cache_dir,
+            block_size,
+            tokenizer=tokenizer,
+        )
         path = only.dir / only.meta["tokenizer_file"]
-        return Mixture([Part(source_name(entries[0].source), 1.0, only)], only.tokenizer, path, only.meta)
+        return Mixture(
+            [Part(source_name(entries[0].source), 1.0, only)], only.tokenizer, path, only.meta
+        )
     weights, starts = _normalised([e.weight for e in entries]), None
     if any(e.start_weight is not None for e in entries):
-        starts = _normalised([e.weight if e.start_weight is None else e.start_weight for e in entries])
+        starts = _normalised(
+            [e.weight if e.start_weight is None else e.start_weight for e in entries]
+        )
     if tokenizer is None:
         shares = weights if starts is None else [(a + b) / 2 for a, b in zip(starts, weights)]
         tokenizer_path = _mix_tokenizer(entries, shares, tokenizer_kind, vocab_size, cache_dir)
@@ -191,8 +234,15 @@ def prepare_mix(entries: list[MixEntry], tokenizer_kind: str, vocab_size: int | 
     parts = []
     for i, (entry, weight) in enumerate(zip(entries, weights)):
         try:
-            prepared = prepare(entry.source, tokenizer.kind, None, val_fraction, cache_dir, block_size,
-                               tokenizer=tokenizer)
+            prepared = prepare(
+                entry.source,
+                tokenizer.kind,
+                None,
+                val_fraction,
+                cache_dir,
+                block_size,
+                tokenizer=tokenizer,
+            )
         except ValueError as e:
             raise ValueError(f"data.mix: {entry.source}: {e}") from None
         parts.append(Part(source_name(entry.source), weight, prepared, starts and starts[i]))
@@ -216,11 +266,27 @@ def mix_meta(parts: list[Part], tokenizer_file: str) -> dict:
         "dtype": first["dtype"],
         "train_tokens": sum(p.prepared.meta["train_tokens"] for p in parts),
         "val_tokens": sum(p.prepared.meta["val_tokens"] for p in parts),
-        "mix": [{"name": p.name, "weight": p.weight, "start_weight": p.start_weight,
-                 "source": p.prepared.meta["source"],
-                 "prepared": str(p.prepared.dir), **{k: p.prepared.meta[k] for k in (
-                     "source_sha256", "split_char", "train_tokens", "val_tokens", "train_bytes", "val_bytes")}}
-                for p in parts],
+        "mix": [
+            {
+                "name": p.name,
+                "weight": p.weight,
+                "start_weight": p.start_weight,
+                "source": p.prepared.meta["source"],
+                "prepared": str(p.prepared.dir),
+                **{
+                    k: p.prepared.meta[k]
+                    for k in (
+                        "source_sha256",
+                        "split_char",
+                        "train_tokens",
+                        "val_tokens",
+                        "train_bytes",
+                        "val_bytes",
+                    )
+                },
+            }
+            for p in parts
+        ],
     }
 
 
@@ -233,7 +299,9 @@ def _mix_tokenizer(entries, weights, kind, vocab_size, cache_dir) -> Path:
     shas_and_sizes = [content_fingerprint(src) for src in sources]
     by_weight = weights if kind == "bpe" else None
     size = vocab_size if kind == "bpe" else None
-    inputs = json.dumps([FORMAT_VERSION, "mix", kind, size, [s for s, _ in shas_and_sizes], by_weight])
+    inputs = json.dumps(
+        [FORMAT_VERSION, "mix", kind, size, [s for s, _ in shas_and_sizes], by_weight]
+    )
     key = hashlib.sha256(inputs.encode()).hexdigest()[:16]
     out = Path(cache_dir) / "prepared" / f"mix-{kind}-{size or 'auto'}-{key}"
     name = "tokenizer.bpe" if kind == "bpe" else "tokenizer.json"
@@ -241,7 +309,9 @@ def _mix_tokenizer(entries, weights, kind, vocab_size, cache_dir) -> Path:
         return out / name
     clean_stale_temps(out.parent)
     if kind == "char":
-        text = "".join(sorted(set().union(*(set(piece) for src in sources for piece in src.iter_text()))))
+        text = "".join(
+            sorted(set().union(*(set(piece) for src in sources for piece in src.iter_text())))
+        )
     elif kind == "bpe":
         sample = _sample_chars(shas_and_sizes, weights)
         text = "\n".join(_prefix(src, int(w * sample)) for src, w in zip(sources, weights))

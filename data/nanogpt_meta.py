@@ -25,8 +25,10 @@ def read_plain_pickle(path):
     except OSError as e:
         raise ValueError(f"cannot read {path} ({e.strerror or e})") from None
     except (pickle.UnpicklingError, EOFError, ValueError, TypeError, IndexError, KeyError) as e:
-        raise ValueError(f"{path} is not a plain-data pickle ({e}); only dicts, lists, strings and numbers "
-                         "are read, and nothing in the file ran") from None
+        raise ValueError(
+            f"{path} is not a plain-data pickle ({e}); only dicts, lists, strings and numbers "
+            "are read, and nothing in the file ran"
+        ) from None
 
 
 def nanogpt_char_tokenizer(path) -> CharTokenizer:
@@ -36,8 +38,12 @@ def nanogpt_char_tokenizer(path) -> CharTokenizer:
         itos = meta["itos"]
         chars = [itos[i] for i in range(len(itos))]
     except (KeyError, TypeError):
-        raise ValueError(f"{path} is not nanoGPT's meta.pkl: it needs itos, id -> character for every id") from None
+        raise ValueError(
+            f"{path} is not nanoGPT's meta.pkl: it needs itos, id -> character for every id"
+        ) from None
     if not all(isinstance(c, str) and len(c) == 1 for c in chars) or sorted(set(chars)) != chars:
-        raise ValueError(f"{path}: itos must map the ids 0.. to single characters in sorted order, as "
-                         "nanoGPT's prepare.py writes it")
+        raise ValueError(
+            f"{path}: itos must map the ids 0.. to single characters in sorted order, as "
+            "nanoGPT's prepare.py writes it"
+        )
     return CharTokenizer(chars)

@@ -15,7 +15,9 @@ def usable_cpus() -> int:
         return os.cpu_count() or 1
 
 
-def map_in_order(fn: Callable, items: Iterable, workers: int, thread_name: str = "prepare") -> Iterator:
+def map_in_order(
+    fn: Callable, items: Iterable, workers: int, thread_name: str = "prepare"
+) -> Iterator:
     """fn(item) for each item, in the order of `items`, computed on `workers` threads.
 
     At most 2 * workers items are taken from `items` and not yet yielded (every thread has one

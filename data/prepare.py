@@ -73,10 +73,16 @@ def token_dtype(vocab_size: int) -> np.dtype:
     return np.dtype(np.uint16) if vocab_size <= 1 << 16 else np.dtype(np.uint32)
 
 
-def prepare(source: str, tokenizer_kind: str, vocab_size: int | None = None,
-            val_fraction: float = 0.1, cache_dir: str | os.PathLike = ".cache",
-            block_size: int | None = None, workers: int | None = None,
-            tokenizer: Tokenizer | None = None) -> Prepared:
+def prepare(
+    source: str,
+    tokenizer_kind: str,
+    vocab_size: int | None = None,
+    val_fraction: float = 0.1,
+    cache_dir: str | os.PathLike = ".cache",
+    block_size: int | None = None,
+    workers: int | None = None,
+    tokenizer: Tokenizer | None = None,
+) -> Prepared:
     """Tokenise `source` (see data.sources.open_source) into train/val token files, or reuse them.
 
     vocab_size: bpe only (None: the tokenizer's default); char and gpt2 fix their own.
@@ -89,42 +95,66 @@ def prepare(source: str, tokenizer_kind: str, vocab_size: int | None = None,
     replaces tokenizer_kind and its file's SHA-256 is part of the cache key.
     """
     if tokenizer_kind not in KINDS:
-        raise ValueError(f"unknown tokenizer kind {tokenizer_kind!r}; choose one of "
-                         f"{', '.join(KINDS)}")
+        raise ValueError(
+            f"unknown tokenizer kind {tokenizer_kind!r}; choose one of {', '.join(KINDS)}"
+        )
     if not 0.0 < val_fraction < 1.0:
-        raise ValueError(f"val_fraction must be between 0 and 1 (exclusive), got {val_fraction}; "
-                         f"0.1 is usual")
+        raise ValueError(
+            f"val_fraction must be between 0 and 1 (exclusive), got {val_fraction}; 0.1 is usual"
+        )
     if block_size is not None:
         positive_int("block_size", block_size)
-    workers = usable_cpus() if workers is None else positive_int("workers", workers, note="or None for every CPU")
+    workers = (
+        usable_cpus()
+        if workers is None
+        else positive_int("workers", workers, note="or None for every CPU")
+    )
     src = open_source(source, cache_dir)
     sha256, n_chars = content_fingerprint(src)
     given = None
     if tokenizer is not None:
         tokenizer_kind, vocab_size, given = tokenizer.kind, None, _tokenizer_sha256(tokenizer)
-    inputs = json.dumps([FORMAT_VERSION, sha256, tokenizer_kind, vocab_size, float(val_fraction)]
-                        + ([given] if given else []))
+    inputs = json.dumps(
+        [FORMAT_VERSION, sha256, tokenizer_kind, vocab_size, float(val_fraction)]
+        + ([given] if given else [])
+    )
     key = hashlib.sha256(inputs.encode()).hexdigest()[:16]
     size = "given" if given else vocab_size or "auto"
     out = Path(cache_dir) / "prepared" / f"{tokenizer_kind}-{size}-{key}"
     if not (out / "meta.json").exists():
         clean_stale_temps(out.parent)  # folders left by builds that were killed
         try:
-            _build(src, sha256, n_chars, tokenizer_kind, vocab_size, float(val_fraction), out,
-                   workers if tokenizer_kind in THREADED_KINDS else 1, tokenizer)
+            _build(
+                src,
+                sha256,
+                n_chars,
+                tokenizer_kind,
+                vocab_size,
+                float(val_fraction),
+                out,
+                workers if tokenizer_kind in THREADED_KINDS else 1,
+                tokenizer,
+            )
         except NotInVocabulary as e:
             if tokenizer is None:
                 raise
             # A given tokenizer is the one fine-tuning must keep: another kind is no way out.
-            raise ValueError(f"{src.name}: {e.what} of the {tokenizer.kind} tokenizer that "
-                             "fine-tuning keeps (train.init_from's); leave such characters out of "
-                             "the text, or fine-tune from a model whose tokenizer encodes any text "
-                             "(bpe, gpt2)") from None
+            raise ValueError(
+                f"{src.name}: {e.what} of the {tokenizer.kind} tokenizer that "
+                "fine-tuning keeps (train.init_from's); leave such characters out of "
+                "the text, or fine-tune from a model whose tokenizer encodes any text "
+                "(bpe, gpt2)"
+            ) from None
     # The cache is shared by content: its meta.json names the first path that had this text, and
     # a run records the one it was given.
     meta = {**json.loads((out / "meta.json").read_text()), "source": src.name}
-    prepared = Prepared(dir=out, meta=meta, tokenizer=load_tokenizer(out / meta["tokenizer_file"]),
-                        train_path=out / "train.bin", val_path=out / "val.bin")
+    prepared = Prepared(
+        dir=out,
+        meta=meta,
+        tokenizer=load_tokenizer(out / meta["tokenizer_file"]),
+        train_path=out / "train.bin",
+        val_path=out / "val.bin",
+    )
     if block_size is not None:
         _check_long_enough(meta, block_size)
     return prepared
@@ -147,13 +177,24 @@ def content_fingerprint(src: Source) -> tuple[str, int]:
     return digest.hexdigest(), n_chars
 
 
-def _build(src: Source, sha256: str, n_chars: int, kind: str, vocab_size: int | None,
-           val_fraction: float, out: Path, workers: int, given: Tokenizer | None = None) -> None:
+def _build(
+    src: Source,
+    sha256: str,
+    n_chars: int,
+    kind: str,
+    vocab_size: int | None,
+    val_fraction: float,
+    out: Path,
+    workers: int,
+    given: Tokenizer | None = None,
+) -> None:
     """Write the prepared folder `out`: built in a temp folder beside it, renamed when complete.
     The tokenizer is trained on the corpus, or `given`."""
     if n_chars < 2:
-        raise ValueError(f"corpus {src.name} has {n_chars} character(s); train and val each "
-                         f"need text, so give a longer corpus")
+        raise ValueError(
+            f"corpus {src.name} has {n_chars} character(s); train and val each "
+            f"need text, so give a longer corpus"
+        )
     split, training_text = _scan(src, n_chars, val_fraction, "given" if given else kind)
     tokenizer = given or train_tokenizer(kind, training_text, vocab_size)
     del training_text
@@ -174,8 +215,9 @@ def _build(src: Source, sha256: str, n_chars: int, kind: str, vocab_size: int | 
             "vocab_size": tokenizer.vocab_size,
             "requested_vocab_size": vocab_size,
             # gpt2 is pretrained (None); bpe sees a prefix; char sees every character.
-            "tokenizer_trained_on_chars": None if given else {"bpe": min(n_chars, BPE_SAMPLE_CHARS),
-                                                              "char": n_chars}.get(kind),
+            "tokenizer_trained_on_chars": None
+            if given
+            else {"bpe": min(n_chars, BPE_SAMPLE_CHARS), "char": n_chars}.get(kind),
             "dtype": dtype.name,
             "val_fraction": val_fraction,
             "split_char": split,
@@ -213,7 +255,7 @@ def _scan(src: Source, n_chars: int, val_fraction: float, kind: str) -> tuple[in
         if kind == "char":
             charset.update(piece)
         elif kind == "bpe" and pos < BPE_SAMPLE_CHARS:
-            sample.append(piece[:BPE_SAMPLE_CHARS - pos])
+            sample.append(piece[: BPE_SAMPLE_CHARS - pos])
         pos += len(piece)
     if pos != n_chars:
         raise ValueError(f"corpus {src.name} changed while it was being prepared; run again")
@@ -229,8 +271,16 @@ def _scan(src: Source, n_chars: int, val_fraction: float, kind: str) -> tuple[in
     return split, "".join(sample)
 
 
-def _encode(src: Source, tokenizer: Tokenizer, split: int, n_chars: int, dtype: np.dtype,
-            folder: Path, workers: int, chunk_chars: int) -> dict[str, int]:
+def _encode(
+    src: Source,
+    tokenizer: Tokenizer,
+    split: int,
+    n_chars: int,
+    dtype: np.dtype,
+    folder: Path,
+    workers: int,
+    chunk_chars: int,
+) -> dict[str, int]:
     """Append the ids of text[:split] to train.bin and of text[split:] to val.bin; return the
     token and UTF-8 byte counts of each split (bytes make losses comparable across tokenizers).
 
@@ -239,28 +289,42 @@ def _encode(src: Source, tokenizer: Tokenizer, split: int, n_chars: int, dtype: 
     """
     counts = {"train_tokens": 0, "val_tokens": 0, "train_bytes": 0, "val_bytes": 0}
     # delay: quick runs print nothing; a long one shows its rate and time left.
-    with open(folder / "train.bin", "wb") as train_file, \
-            open(folder / "val.bin", "wb") as val_file, \
-            tqdm(total=n_chars, unit="char", unit_scale=True, delay=3.0, file=sys.stderr,
-                 desc=f"tokenising {src.name}") as bar:
+    with (
+        open(folder / "train.bin", "wb") as train_file,
+        open(folder / "val.bin", "wb") as val_file,
+        tqdm(
+            total=n_chars,
+            unit="char",
+            unit_scale=True,
+            delay=3.0,
+            file=sys.stderr,
+            desc=f"tokenising {src.name}",
+        ) as bar,
+    ):
         files = {"train": train_file, "val": val_file}
-        encoded = map_in_order(partial(_encode_piece, tokenizer, dtype),
-                               _chunks(src, split, chunk_chars), workers)
+        encoded = map_in_order(
+            partial(_encode_piece, tokenizer, dtype), _chunks(src, split, chunk_chars), workers
+        )
         for name, ids, n_piece_chars, n_bytes in encoded:
             try:
                 ids.tofile(files[name])
-            except OSError as e:  # numpy reports a short write ("N requested and M written") without errno
+            except (
+                OSError
+            ) as e:  # numpy reports a short write ("N requested and M written") without errno
                 if e.errno is not None:
                     raise
-                raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(folder / f"{name}.bin")) from None
+                raise OSError(
+                    errno.ENOSPC, os.strerror(errno.ENOSPC), str(folder / f"{name}.bin")
+                ) from None
             counts[f"{name}_tokens"] += len(ids)
             counts[f"{name}_bytes"] += n_bytes
             bar.update(n_piece_chars)
     return counts
 
 
-def _encode_piece(tokenizer: Tokenizer, dtype: np.dtype,
-                  piece: tuple[str, str]) -> tuple[str, np.ndarray, int, int]:
+def _encode_piece(
+    tokenizer: Tokenizer, dtype: np.dtype, piece: tuple[str, str]
+) -> tuple[str, np.ndarray, int, int]:
     """(split name, ids, characters, UTF-8 bytes) of one ("train" | "val", text) piece."""
     name, text = piece
     ids = tokenizer.encode_array(text).astype(dtype, copy=False)
@@ -276,7 +340,7 @@ def _chunks(src: Source, split: int, chunk_chars: int) -> Iterator[tuple[str, st
     name, carry, pos = "train", "", 0  # pos: characters of the source moved into carry
     for piece in src.iter_text(chunk_chars):
         if name == "train" and pos + len(piece) >= split:
-            head, piece = piece[:split - pos], piece[split - pos:]
+            head, piece = piece[: split - pos], piece[split - pos :]
             pos += len(head)
             yield from _cut_lines("train", carry + head, chunk_chars, final=True)
             name, carry = "val", ""
@@ -312,6 +376,8 @@ def _check_long_enough(meta: dict, block_size: int) -> None:
     for name, fix in (("train", "a smaller val_fraction"), ("val", "a larger val_fraction")):
         n = meta[f"{name}_tokens"]
         if n < block_size + 1:
-            raise ValueError(f"the {name} split of {meta['source']} has {n} tokens, fewer than "
-                             f"block_size + 1 = {block_size + 1}; give more text, a smaller "
-                             f"block_size, or {fix}")
+            raise ValueError(
+                f"the {name} split of {meta['source']} has {n} tokens, fewer than "
+                f"block_size + 1 = {block_size + 1}; give more text, a smaller "
+                f"block_size, or {fix}"
+            )

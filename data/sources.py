@@ -130,25 +130,36 @@ def check_source(source: str) -> None:
 def _files_at(source: str) -> tuple[Path, ...]:
     path = Path(source).expanduser()
     if path.is_dir():
-        files = sorted((p for p in path.iterdir() if p.suffix == ".txt" and p.is_file()),
-                       key=lambda p: p.name)
+        files = sorted(
+            (p for p in path.iterdir() if p.suffix == ".txt" and p.is_file()), key=lambda p: p.name
+        )
         if not files:
-            raise ValueError(f"folder {path} has no .txt files; put the corpus in *.txt files "
-                             f"there, or give the path of a text file")
+            raise ValueError(
+                f"folder {path} has no .txt files; put the corpus in *.txt files "
+                f"there, or give the path of a text file"
+            )
         return tuple(files)
     if path.is_file():
         return (path,)
-    if path.exists():  # a pipe, a device, /dev/stdin, <(...): read more than once, it would be empty
-        raise ValueError(f"{path} is not a regular file (a pipe or a device); a corpus is read several times, "
-                         "so save it to a file first and give that file")
+    if (
+        path.exists()
+    ):  # a pipe, a device, /dev/stdin, <(...): read more than once, it would be empty
+        raise ValueError(
+            f"{path} is not a regular file (a pipe or a device); a corpus is read several times, "
+            "so save it to a file first and give that file"
+        )
     # A bare word that is not on disk was most likely meant as a corpus name.
     if os.sep not in source and "/" not in source and not path.suffix:
-        raise ValueError(f"unknown corpus name {source!r}; the named corpora are "
-                         f"{', '.join(NAMED_CORPORA)}, or give a path to a text file or folder, "
-                         f"or hf:OWNER/DATASET/PATH")
-    raise FileNotFoundError(f"no such file or folder: {path.absolute()}; give a path to a UTF-8 "
-                            "text file, a folder of .txt files, hf:OWNER/DATASET/PATH, or one of "
-                            f"{', '.join(NAMED_CORPORA)}")
+        raise ValueError(
+            f"unknown corpus name {source!r}; the named corpora are "
+            f"{', '.join(NAMED_CORPORA)}, or give a path to a text file or folder, "
+            f"or hf:OWNER/DATASET/PATH"
+        )
+    raise FileNotFoundError(
+        f"no such file or folder: {path.absolute()}; give a path to a UTF-8 "
+        "text file, a folder of .txt files, hf:OWNER/DATASET/PATH, or one of "
+        f"{', '.join(NAMED_CORPORA)}"
+    )
 
 
 def tinyshakespeare_path(cache_dir: str | os.PathLike) -> Path:
@@ -159,8 +170,10 @@ def tinyshakespeare_path(cache_dir: str | os.PathLike) -> Path:
         # The file may have been put there by hand, so it is checked like a download.
         actual = file_sha256(dest)
         if actual != TINYSHAKESPEARE_SHA256:
-            raise ValueError(f"{dest} has SHA-256 {actual}, expected {TINYSHAKESPEARE_SHA256}; "
-                             "delete it to download it again, or replace it with the right file")
+            raise ValueError(
+                f"{dest} has SHA-256 {actual}, expected {TINYSHAKESPEARE_SHA256}; "
+                "delete it to download it again, or replace it with the right file"
+            )
         return dest
     return download(TINYSHAKESPEARE_URL, dest, TINYSHAKESPEARE_SHA256)
 
@@ -195,8 +208,10 @@ def download(url: str, dest: str | os.PathLike, sha256: str, timeout: float = 30
             f.write(chunk)
             digest.update(chunk)
         if digest.hexdigest() != sha256:
-            raise ValueError(f"{url} has SHA-256 {digest.hexdigest()}, not the expected one; "
-                             f"nothing was saved; check the URL, or {by_hand}")
+            raise ValueError(
+                f"{url} has SHA-256 {digest.hexdigest()}, not the expected one; "
+                f"nothing was saved; check the URL, or {by_hand}"
+            )
 
     return write_atomic(dest, fetch)
 
@@ -218,8 +233,10 @@ def _body_chunks(url: str, timeout: float, by_hand: str) -> Iterator[bytes]:
         raise ValueError(f"could not download {url} ({reason}); {by_hand}") from None
     # urllib returns a short body without complaint when the server closes early.
     if announced is not None and received != int(announced):
-        raise ValueError(f"download of {url} stopped after {received} of {announced} bytes; "
-                         f"try again, or {by_hand}")
+        raise ValueError(
+            f"download of {url} stopped after {received} of {announced} bytes; "
+            f"try again, or {by_hand}"
+        )
 
 
 def file_sha256(path: str | os.PathLike) -> str:

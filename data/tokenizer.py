@@ -110,7 +110,8 @@ class CharTokenizer(Tokenizer):
             what = f"character {ch!r} (U+{ord(ch):04X}) at offset {pos} is not in the vocabulary"
             raise NotInVocabulary(
                 f"{what}: this char tokenizer was trained on a corpus without it; retrain on text "
-                f"that contains it, or use the 'bpe' tokenizer, which encodes any text", what
+                f"that contains it, or use the 'bpe' tokenizer, which encodes any text",
+                what,
             ) from None
 
     def decode(self, ids: list[int]) -> str:
@@ -121,8 +122,9 @@ class CharTokenizer(Tokenizer):
 
     def save(self, path) -> None:
         # ensure_ascii keeps the file readable in any editor and lets odd code points round-trip.
-        write_atomic(path, json.dumps({"kind": "char", "chars": self.chars}, ensure_ascii=True,
-                                      indent=0))
+        write_atomic(
+            path, json.dumps({"kind": "char", "chars": self.chars}, ensure_ascii=True, indent=0)
+        )
 
 
 class TiktokenTokenizer(Tokenizer):
@@ -132,14 +134,21 @@ class TiktokenTokenizer(Tokenizer):
     replaced by U+FFFD, which would break decode(encode(text)) == text.
     """
 
-    def __init__(self, kind: str, encoding: tiktoken.Encoding, ranks: dict[bytes, int] | None,
-                 files: dict | None = None):
+    def __init__(
+        self,
+        kind: str,
+        encoding: tiktoken.Encoding,
+        ranks: dict[bytes, int] | None,
+        files: dict | None = None,
+    ):
         self.kind = kind
         self.encoding = encoding
         self.ranks = ranks  # only for bpe, which save() writes out
         self.files = files  # gpt2 read from vocab.json + merges.txt: {"vocab": ..., "merges": ...}
         self.vocab_size = encoding.n_vocab
-        self.eot_id = encoding.encode_single_token(EOT) if EOT in encoding.special_tokens_set else None
+        self.eot_id = (
+            encoding.encode_single_token(EOT) if EOT in encoding.special_tokens_set else None
+        )
 
     def encode(self, text: str) -> list[int]:
         utf8_bytes(text)  # raises on lone surrogates, which tiktoken would quietly replace
@@ -163,7 +172,9 @@ class TiktokenTokenizer(Tokenizer):
 
     def save(self, path) -> None:
         if self.kind == "gpt2":
-            write_atomic(path, json.dumps({"kind": "gpt2", **(self.files or {})}, ensure_ascii=True))
+            write_atomic(
+                path, json.dumps({"kind": "gpt2", **(self.files or {})}, ensure_ascii=True)
+            )
         else:
             write_ranks(self.ranks, path)
 
@@ -236,12 +247,20 @@ def load_tokenizer(path) -> Tokenizer:
         return CharTokenizer(meta["chars"])
     if kind == "gpt2" and "vocab" in meta:
         files = {key: meta[key] for key in ("vocab", "merges", "pattern") if key in meta}
-        pattern = GPT4_SPLIT_PATTERN if meta.get("pattern") == GPT4_SPLIT_PATTERN else GPT2_SPLIT_PATTERN
-        return TiktokenTokenizer("gpt2", encoding_of_files(files["vocab"], files.get("merges"), path, pattern),
-                                 None, files)
+        pattern = (
+            GPT4_SPLIT_PATTERN if meta.get("pattern") == GPT4_SPLIT_PATTERN else GPT2_SPLIT_PATTERN
+        )
+        return TiktokenTokenizer(
+            "gpt2",
+            encoding_of_files(files["vocab"], files.get("merges"), path, pattern),
+            None,
+            files,
+        )
     if kind == "gpt2":
         return gpt2_tokenizer()
     if kind in KINDS:  # a known kind whose fields are not what save() writes
-        raise ValueError(f"{path} is not a {kind} tokenizer file saved by tinygpt (its fields are damaged); "
-                         "retrain it, or copy the run's own file back")
+        raise ValueError(
+            f"{path} is not a {kind} tokenizer file saved by tinygpt (its fields are damaged); "
+            "retrain it, or copy the run's own file back"
+        )
     raise ValueError(f"{path}: unknown tokenizer kind {kind!r}; expected one of {', '.join(KINDS)}")

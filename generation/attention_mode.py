@@ -20,32 +20,60 @@ from runs.folder import METRICS_FILE, PROBE_FILE, probe_path, read_metrics, save
 def add_flags(parser):
     """The attention maps' group of generate.py's flags."""
     add = parser.add_argument_group("attention maps").add_argument
-    add("--attention", nargs="*", metavar="SENTENCE",
+    add(
+        "--attention",
+        nargs="*",
+        metavar="SENTENCE",
         help="print each head's attention from a pronoun to the words before it "
-             "(default sentences: data.pronouns.ATTENTION_EXAMPLES)")
-    add("--attention-file", metavar="PATH",
-        help="as --attention, for the sentences of a UTF-8 file, one a line (blank lines skipped)")
+        "(default sentences: data.pronouns.ATTENTION_EXAMPLES)",
+    )
+    add(
+        "--attention-file",
+        metavar="PATH",
+        help="as --attention, for the sentences of a UTF-8 file, one a line (blank lines skipped)",
+    )
     add("--word", help="the query word (default: the first it/he/she/they)")
-    add("--query", metavar="WHERE",
+    add(
+        "--query",
+        metavar="WHERE",
         help="where attention is read from, for --attention and --probe: pronoun (the query "
-             "word's last token, the default), next (the token after it), last (the sentence's "
-             "last token); for --attention also a word of the sentence, as --word WORD")
-    add("--layer", type=int, metavar="L",
-        help="show only layer L's heads; with --head H also that head's token-by-token map")
+        "word's last token, the default), next (the token after it), last (the sentence's "
+        "last token); for --attention also a word of the sentence, as --word WORD",
+    )
+    add(
+        "--layer",
+        type=int,
+        metavar="L",
+        help="show only layer L's heads; with --head H also that head's token-by-token map",
+    )
     add("--head", type=int, metavar="H", help="with --layer L: print that head's token map")
-    add("--top-heads", type=int, metavar="N",
+    add(
+        "--top-heads",
+        type=int,
+        metavar="N",
         help="compact view: for each word before the query, the N heads that attend most to it "
-             f"(the default, with N = {DEFAULT_TOP}, when more than {MANY_HEADS} heads are shown)")
-    add("--all-heads", action="store_true",
-        help=f"one line per head even when more than {MANY_HEADS} heads are shown")
-    add("--html", metavar="FILE", help="with --attention: also write every head's map to one "
+        f"(the default, with N = {DEFAULT_TOP}, when more than {MANY_HEADS} heads are shown)",
+    )
+    add(
+        "--all-heads",
+        action="store_true",
+        help=f"one line per head even when more than {MANY_HEADS} heads are shown",
+    )
+    add(
+        "--html",
+        metavar="FILE",
+        help="with --attention: also write every head's map to one "
         f"self-contained page, with the run's facts, the probe's best head outlined and its "
         f"causal tests, from the run folder's {PROBE_FILE} (saved by --probe) when it is this "
         "checkpoint's, else the probe runs first (saying so on stderr) and saves it there; and "
-        f"the probe's training curve from the run folder's {METRICS_FILE}")
-    add("--no-probe", action="store_true",
+        f"the probe's training curve from the run folder's {METRICS_FILE}",
+    )
+    add(
+        "--no-probe",
+        action="store_true",
         help="with --html: do not run the probe; the page outlines no head unless "
-             f"{PROBE_FILE} has one")
+        f"{PROBE_FILE} has one",
+    )
 
 
 def chosen(args):
@@ -57,27 +85,34 @@ def check(args, mode):
     """ValueError for the maps' flags that do not go together, or go with no maps, or with maps
     when `mode` is another."""
     if args.head is not None and args.layer is None:
-        raise ValueError("--head goes with --layer: give --layer L --head H for that head's "
-                         "token-by-token map")
+        raise ValueError(
+            "--head goes with --layer: give --layer L --head H for that head's token-by-token map"
+        )
     if args.top_heads is not None:
         positive_int("--top-heads", args.top_heads)
     if args.top_heads is not None and args.all_heads:
-        raise ValueError("--top-heads (each word's top heads) and --all-heads (a line per head) "
-                         "are two views; give one of them")
+        raise ValueError(
+            "--top-heads (each word's top heads) and --all-heads (a line per head) "
+            "are two views; give one of them"
+        )
     if args.attention and args.attention_file is not None:
-        raise ValueError("--attention SENTENCE and --attention-file both give the sentences; "
-                         "give one of them")
+        raise ValueError(
+            "--attention SENTENCE and --attention-file both give the sentences; give one of them"
+        )
     attention_only = (args.word, args.layer, args.head, args.html, args.top_heads)
     if not chosen(args) and (attention_only != (None,) * 5 or args.all_heads):
-        raise ValueError("--word, --layer, --head, --top-heads, --all-heads and --html go with "
-                         "--attention")
+        raise ValueError(
+            "--word, --layer, --head, --top-heads, --all-heads and --html go with --attention"
+        )
     if args.query is not None and mode == "sampling":
         raise ValueError("--query goes with --attention or --probe")
     if args.query is not None and args.query not in QUERY_POSITIONS:
         if mode == "probe":
-            raise ValueError(f"--query {args.query}: with --probe, read at one of "
-                             f"{', '.join(QUERY_POSITIONS)}; a word differs from example to "
-                             "example (--attention --query WORD reads at a word)")
+            raise ValueError(
+                f"--query {args.query}: with --probe, read at one of "
+                f"{', '.join(QUERY_POSITIONS)}; a word differs from example to "
+                "example (--attention --query WORD reads at a word)"
+            )
         if args.word is not None:
             raise ValueError("--word and --query WORD both name the query word; give one of them")
     if args.no_probe and args.html is None:
@@ -93,8 +128,10 @@ def attention_sentences(args):
     lines = read_user_text(args.attention_file, "--attention-file").splitlines()
     sentences = [line.strip() for line in lines if line.strip()]
     if not sentences:
-        raise ValueError(f"--attention-file {args.attention_file}: no sentences, only blank "
-                         "lines; write one sentence a line")
+        raise ValueError(
+            f"--attention-file {args.attention_file}: no sentences, only blank "
+            "lines; write one sentence a line"
+        )
     return sentences
 
 
@@ -113,17 +150,24 @@ def analyse(run, args):
     sentences = attention_sentences(args)
     n_layer, n_head = run.model.config.n_layer, run.model.config.n_head
     if args.layer is not None and not 0 <= args.layer < n_layer:
-        raise ValueError(f"--layer must be in 0..{n_layer - 1} (the model has {n_layer} layers), "
-                         f"got {args.layer}")
+        raise ValueError(
+            f"--layer must be in 0..{n_layer - 1} (the model has {n_layer} layers), "
+            f"got {args.layer}"
+        )
     if args.head is not None and not 0 <= args.head < n_head:
-        raise ValueError(f"--head must be in 0..{n_head - 1} (the model has {n_head} heads), "
-                         f"got {args.head}")
+        raise ValueError(
+            f"--head must be in 0..{n_head - 1} (the model has {n_head} heads), got {args.head}"
+        )
     analysed = []
     for n, sentence in enumerate(sentences, start=1):
         try:
             analysed.append(sentence_attention(run.model, run.tokenizer, sentence, *query_of(args)))
         except ValueError as e:  # say which sentence: a file may hold hundreds
-            where = f"--attention-file {args.attention_file}, sentence {n}: " if args.attention_file else ""
+            where = (
+                f"--attention-file {args.attention_file}, sentence {n}: "
+                if args.attention_file
+                else ""
+            )
             raise ValueError(f"{where}{flagged(e)}") from None
     return analysed
 
@@ -154,11 +198,14 @@ def write_maps(run, args, analysed, out):
     top = args.top_heads
     if top is None and not args.all_heads and shown > MANY_HEADS:
         top = DEFAULT_TOP  # a line per head would be a wall of text for every sentence
-        out.write(f"note: {shown} heads, so each word lists the {top} that attend most to it; "
-                  "--all-heads prints a line per head, --layer L one layer's, "
-                  "--top-heads N more heads per word\n\n")
-    text = "\n\n".join(render_sentence(a, colour, width, args.layer, args.head, top, terminal)
-                        for a in analysed)
+        out.write(
+            f"note: {shown} heads, so each word lists the {top} that attend most to it; "
+            "--all-heads prints a line per head, --layer L one layer's, "
+            "--top-heads N more heads per word\n\n"
+        )
+    text = "\n\n".join(
+        render_sentence(a, colour, width, args.layer, args.head, top, terminal) for a in analysed
+    )
     out.write(text + "\n")
 
 
@@ -168,12 +215,21 @@ def write_page(run, args, analysed, ckpt, out, err):
     best = found.get("best_head")
     if args.html.endswith(("/", os.sep)):  # a trailing slash means a folder: the page goes in it
         args.html = str(Path(args.html) / "attention.html")
-    write_html(args.html, [sentence_page(a) for a in analysed], best_head=best, checkpoint=ckpt,
-               step=run.ckpt.get("step"), val_loss=run.ckpt.get("best_val_loss"),
-               causal=found.get("causal"), records=read_metrics(Path(ckpt) / METRICS_FILE),
-               lens=found.get("logit_lens"), patching=found.get("patching"),
-               decided_by=found.get("decided_by"), probe=found or None,
-               circuit=found.get("circuit"))
+    write_html(
+        args.html,
+        [sentence_page(a) for a in analysed],
+        best_head=best,
+        checkpoint=ckpt,
+        step=run.ckpt.get("step"),
+        val_loss=run.ckpt.get("best_val_loss"),
+        causal=found.get("causal"),
+        records=read_metrics(Path(ckpt) / METRICS_FILE),
+        lens=found.get("logit_lens"),
+        patching=found.get("patching"),
+        decided_by=found.get("decided_by"),
+        probe=found or None,
+        circuit=found.get("circuit"),
+    )
     outlined = f"layer {best['layer']} head {best['head']}" if best else "none (--no-probe)"
     out.write(f"wrote {args.html} (outlined, the probe's best head: {outlined})\n")
 
@@ -187,8 +243,10 @@ def page_probe(run, ckpt, args, err):
     path = probe_path(ckpt)
     kept = f", saved to {path} for next time" if path else ""
     tests = "" if args.no_causal else " and its causal tests"
-    err.write(f"note: running the probe{tests} on its {2 * DEFAULT_COUNT} built-in sentences "
-              f"for the head to outline{kept} (--no-probe skips it)\n")
+    err.write(
+        f"note: running the probe{tests} on its {2 * DEFAULT_COUNT} built-in sentences "
+        f"for the head to outline{kept} (--no-probe skips it)\n"
+    )
     # One permutation: the page needs the best head, not its p-value.
     result = study_or_say(run.model, run.tokenizer, permutations=1, causal=not args.no_causal)
     keep_probe(run, ckpt, result, err)

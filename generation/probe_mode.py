@@ -15,26 +15,45 @@ from runs.folder import PROBE_FILE, save_probe, saved_probe
 def add_flags(parser):
     """The coreference probe's group of generate.py's flags."""
     add = parser.add_argument_group("coreference probe").add_argument
-    add("--probe", nargs="?", const="", metavar="FILE",
+    add(
+        "--probe",
+        nargs="?",
+        const="",
+        metavar="FILE",
         help="score every head: how often does the pronoun attend most to its antecedent? "
-             "(default: the built-in dev and test sets, the result saved to the run folder's "
-             f"{PROBE_FILE}; natural: the hand-written natural sentences, the head chosen on the "
-             "built-in dev set; FILE: your JSONL examples; neither saved)")
+        "(default: the built-in dev and test sets, the result saved to the run folder's "
+        f"{PROBE_FILE}; natural: the hand-written natural sentences, the head chosen on the "
+        "built-in dev set; FILE: your JSONL examples; neither saved)",
+    )
     add("--json", action="store_true", help="with --probe: print one JSON object")
-    add("--patch", action="store_true",
+    add(
+        "--patch",
+        action="store_true",
         help="with --probe: also activation patching on corrupted twins (each head's output and the "
-             "residual stream at the antecedent, between, and the pronoun, patched clean -> corrupted)")
-    add("--circuit", action="store_true",
+        "residual stream at the antecedent, between, and the pronoun, patched clean -> corrupted)",
+    )
+    add(
+        "--circuit",
+        action="store_true",
         help="with --probe: also the circuit: every edge between the embeddings, heads (query, "
-             "key, value apart), MLPs and the logits scored by edge attribution patching on "
-             "corrupted twins, checked by real patching, pruned to the fewest that keep 90%% of "
-             "the logit difference; for the whole set and each kind of sentence")
-    add("--no-causal", action="store_true",
+        "key, value apart), MLPs and the logits scored by edge attribution patching on "
+        "corrupted twins, checked by real patching, pruned to the fewest that keep 90%% of "
+        "the logit difference; for the whole set and each kind of sentence",
+    )
+    add(
+        "--no-causal",
+        action="store_true",
         help="with --probe (or --html when it runs the probe): skip the causal tests "
-             "(antecedent and distractor knockout, head ablation; about a second for the default "
-             "model)")
-    add("--permutations", type=int, default=1000, metavar="N",
-        help="label shuffles for the probe's p-value (default 1000)")
+        "(antecedent and distractor knockout, head ablation; about a second for the default "
+        "model)",
+    )
+    add(
+        "--permutations",
+        type=int,
+        default=1000,
+        metavar="N",
+        help="label shuffles for the probe's p-value (default 1000)",
+    )
 
 
 def check(args, mode):
@@ -52,10 +71,20 @@ def show_probe(run, args, ckpt, out, err):
     """Score every head on args.probe's examples and print the report (or, with --json, one JSON
     object); the built-in sets' result is kept in the run folder at `ckpt`."""
     query = args.query or "pronoun"
-    result = study_or_say(run.model, run.tokenizer, args.probe, args.permutations,
-                          causal=not args.no_causal, patch=args.patch, circuit=args.circuit,
-                          query=query)
-    out.write((json.dumps(result) if args.json else fit_width(study_report(result), report_width(out))) + "\n")
+    result = study_or_say(
+        run.model,
+        run.tokenizer,
+        args.probe,
+        args.permutations,
+        causal=not args.no_causal,
+        patch=args.patch,
+        circuit=args.circuit,
+        query=query,
+    )
+    out.write(
+        (json.dumps(result) if args.json else fit_width(study_report(result), report_width(out)))
+        + "\n"
+    )
     if not args.probe and query == "pronoun":  # the built-in sets: what --html outlines
         keep_probe(run, ckpt, result, err)
     elif args.probe == NATURAL:  # kept beside the built-in sets' result, for the page
@@ -102,6 +131,11 @@ def fit_width(text, width):
             out.append(line)
             continue
         indent = line[: len(line) - len(line.lstrip())]
-        out += textwrap.wrap(line.strip(), width, initial_indent=indent, subsequent_indent=indent + "  ",
-                             break_on_hyphens=False) or [""]
+        out += textwrap.wrap(
+            line.strip(),
+            width,
+            initial_indent=indent,
+            subsequent_indent=indent + "  ",
+            break_on_hyphens=False,
+        ) or [""]
     return "\n".join(out)

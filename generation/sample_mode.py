@@ -32,23 +32,51 @@ def add_flags(parser):
     add = parser.add_argument_group("sampling").add_argument
     add("--prompt", metavar="TEXT", help="text to continue (default: a newline)")
     add("--prompt-file", metavar="PATH", help="continue the UTF-8 text of this file instead")
-    add("--num-samples", type=int, default=1, metavar="N",
-        help="samples to draw, one after another (default 1)")
-    add("--max-new-tokens", type=int, default=200, metavar="N",
-        help="tokens to add per sample (default 200)")
-    add("--temperature", type=float, default=0.8, metavar="T",
-        help="0 is greedy, above 1 is wilder (default 0.8)")
+    add(
+        "--num-samples",
+        type=int,
+        default=1,
+        metavar="N",
+        help="samples to draw, one after another (default 1)",
+    )
+    add(
+        "--max-new-tokens",
+        type=int,
+        default=200,
+        metavar="N",
+        help="tokens to add per sample (default 200)",
+    )
+    add(
+        "--temperature",
+        type=float,
+        default=0.8,
+        metavar="T",
+        help="0 is greedy, above 1 is wilder (default 0.8)",
+    )
     add("--top-k", type=int, metavar="K", help="sample from the k most likely tokens only")
-    add("--top-p", type=float, metavar="P",
-        help="sample from the smallest set of tokens whose probability reaches p, in (0, 1]")
+    add(
+        "--top-p",
+        type=float,
+        metavar="P",
+        help="sample from the smallest set of tokens whose probability reaches p, in (0, 1]",
+    )
     add("--seed", type=int, metavar="S", help="seed for reproducible samples (default: random)")
-    add("--no-cache", action="store_true",
-        help="recompute the whole context every token instead of using the KV cache")
-    add("--stop", action="append", default=[], metavar="STRING", type=unescaped,
+    add(
+        "--no-cache",
+        action="store_true",
+        help="recompute the whole context every token instead of using the KV cache",
+    )
+    add(
+        "--stop",
+        action="append",
+        default=[],
+        metavar="STRING",
+        type=unescaped,
         help="end a sample as soon as its text after the prompt contains STRING; the sample "
-             "is printed up to it, without it (repeatable: the first one met ends it). \\n and "
-             "\\t in STRING mean a newline and a tab (--stop '\\n\\n': a blank line; \\\\ is a "
-             "backslash). A tokenizer with an end-of-text token (gpt2) also ends a sample there")
+        "is printed up to it, without it (repeatable: the first one met ends it). \\n and "
+        "\\t in STRING mean a newline and a tab (--stop '\\n\\n': a blank line; \\\\ is a "
+        "backslash). A tokenizer with an end-of-text token (gpt2) also ends a sample there",
+    )
 
 
 def check(args, mode):
@@ -58,11 +86,14 @@ def check(args, mode):
     if args.max_new_tokens < 0:
         raise ValueError(f"--max-new-tokens must be 0 or more, got {args.max_new_tokens}")
     if not (math.isfinite(args.temperature) and args.temperature >= 0):
-        raise ValueError(f"--temperature must be 0 (greedy) or more, and finite, "
-                         f"got {args.temperature}")
+        raise ValueError(
+            f"--temperature must be 0 (greedy) or more, and finite, got {args.temperature}"
+        )
     if 0 < args.temperature < MIN_TEMPERATURE:
-        raise ValueError(f"--temperature must be 0 (greedy) or at least {MIN_TEMPERATURE:g}, "
-                         f"got {args.temperature:g}; smaller values overflow")
+        raise ValueError(
+            f"--temperature must be 0 (greedy) or at least {MIN_TEMPERATURE:g}, "
+            f"got {args.temperature:g}; smaller values overflow"
+        )
     if args.top_k is not None:
         positive_int("--top-k", args.top_k)
     if args.top_p is not None and not 0 < args.top_p <= 1:  # False for nan too
@@ -75,8 +106,9 @@ def check(args, mode):
         raise ValueError("--stop is empty; give the text that ends a sample")
     sampling_only = args.prompt is not None or args.prompt_file is not None or args.stop
     if sampling_only and mode != "sampling":
-        raise ValueError("--prompt, --prompt-file and --stop are for sampling, not for "
-                         "--attention or --probe")
+        raise ValueError(
+            "--prompt, --prompt-file and --stop are for sampling, not for --attention or --probe"
+        )
 
 
 def sample(run, args, device, out, err):
@@ -90,8 +122,10 @@ def sample(run, args, device, out, err):
     ids = run.tokenizer.encode(prompt)
     block_size = run.model.config.block_size
     if len(ids) > block_size:
-        err.write(f"note: the prompt is {len(ids)} tokens; the model sees only its last "
-                  f"{block_size} (block_size)\n")
+        err.write(
+            f"note: the prompt is {len(ids)} tokens; the model sees only its last "
+            f"{block_size} (block_size)\n"
+        )
     generator = torch.Generator(device=device)
     if args.seed is None:
         generator.seed()
@@ -109,8 +143,17 @@ def write_samples(run, args, idx, generator, prompt, out):
             out.write("---\n")
         out.write(prompt)
         last = prompt
-        for piece in continuation(run, idx, args.max_new_tokens, args.temperature, args.top_k,
-                                  args.top_p, generator, not args.no_cache, args.stop):
+        for piece in continuation(
+            run,
+            idx,
+            args.max_new_tokens,
+            args.temperature,
+            args.top_k,
+            args.top_p,
+            generator,
+            not args.no_cache,
+            args.stop,
+        ):
             out.write(piece)
             out.flush()
             last = piece or last

@@ -16,6 +16,7 @@ below, which is the equation written out.
 """
 
 import math
+
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
@@ -64,7 +65,9 @@ class KVCache:
         """Store k, v of shape (B, H, T, D) after the filled part; return all keys and values so far."""
         start, end = self.length, self.length + k.size(2)
         if end > self.k.size(2):
-            raise ValueError(f"KV cache holds {self.k.size(2)} positions; cannot append up to {end}")
+            raise ValueError(
+                f"KV cache holds {self.k.size(2)} positions; cannot append up to {end}"
+            )
         self.k[:, :, start:end] = k
         self.v[:, :, start:end] = v
         self.length = end
@@ -113,8 +116,9 @@ class CausalSelfAttention(nn.Module):
     used for training and sampling.
     """
 
-    def __init__(self, n_embd, n_head, dropout=0.0, bias=True, qk_norm=False, rotary_positions=0,
-                 name="attn"):
+    def __init__(
+        self, n_embd, n_head, dropout=0.0, bias=True, qk_norm=False, rotary_positions=0, name="attn"
+    ):
         """qk_norm: RMS-normalise every head's q and k (no gain) before QKᵀ, so no score can grow
         past √d_k. rotary_positions > 0: rotate q and k by their positions 0 .. rotary_positions-1
         (`rotate`); the model then needs no position table. name: the prefix of the hook points'
@@ -172,7 +176,9 @@ class CausalSelfAttention(nn.Module):
         if self.rotary:  # positions start .. start+T-1; cached keys were rotated when they came
             cos, sin = self.rotary_cos[start : start + T], self.rotary_sin[start : start + T]
             q, k = rotate(q, cos, sin), rotate(k, cos, sin)
-        q, k, v = (heads_point(p, t) for p, t in ((self.hook_q, q), (self.hook_k, k), (self.hook_v, v)))
+        q, k, v = (
+            heads_point(p, t) for p, t in ((self.hook_q, q), (self.hook_k, k), (self.hook_v, v))
+        )
         if cache is not None:
             k, v = cache.append(k, v)  # (B, H, S, D) with S = start + T
         S = k.size(2)
@@ -196,15 +202,19 @@ class CausalSelfAttention(nn.Module):
         """The heads' outputs (B, H, T, D) through `attention`, the scores and the pattern passed
         through their hook points. Blocking keys there (-inf scores) renormalises each row over
         the keys left; a row left with no key at all is a ValueError."""
+
         def on_scores(scores):
             scores = self.hook_attn_scores(scores)
             if not torch.isfinite(scores).any(-1).all():
-                raise ValueError(f"{self.hook_attn_scores.name}: a query has no key left to attend "
-                                 "to; keep at least one key per query (its own position)")
+                raise ValueError(
+                    f"{self.hook_attn_scores.name}: a query has no key left to attend "
+                    "to; keep at least one key per query (its own position)"
+                )
             return scores
 
-        out, weights = attention(q, k, v, mask=mask, on_scores=on_scores,
-                                 on_weights=self.hook_pattern)
+        out, weights = attention(
+            q, k, v, mask=mask, on_scores=on_scores, on_weights=self.hook_pattern
+        )
         if dropout_p > 0.0:  # dropout on the weights, where the fused path applies it
             out = F.dropout(weights, dropout_p) @ v
         return out
@@ -218,4 +228,3 @@ class CausalSelfAttention(nn.Module):
         result = self.hook_result(torch.einsum("bthd,chd->bthc", z, w_o))  # (B, T, H, C)
         out = result.sum(2)  # (B, T, C)
         return out + self.w_out.bias if self.w_out.bias is not None else out
-

@@ -45,18 +45,27 @@ def load_checkpoint(path, map_location="cpu", fix="train again or restore it fro
         # weights_only refuses anything but tensors and plain containers, before running it.
         # torch's message also suggests weights_only=False: never advice to give.
         lines = [line.strip() for line in str(e).splitlines() if line.strip()]
-        said = [line for line in lines[1:] if not line.startswith(("Weights only", "Please file", "Check the"))
-                and "weights_only" not in line]
+        said = [
+            line
+            for line in lines[1:]
+            if not line.startswith(("Weights only", "Please file", "Check the"))
+            and "weights_only" not in line
+        ]
         what = said[0] if said else "not a checkpoint's plain data"
-        raise ValueError(f"{path} is not a plain-data checkpoint and was not loaded (nothing in it ran): "
-                         f"{what}; {fix}") from None
+        raise ValueError(
+            f"{path} is not a plain-data checkpoint and was not loaded (nothing in it ran): "
+            f"{what}; {fix}"
+        ) from None
     except Exception as e:  # noqa: BLE001 - bytes that are no checkpoint fail anywhere in the unpickler
         # (RuntimeError, EOFError, BadZipFile, OSError, UnicodeDecodeError, IndexError, ...)
-        raise ValueError(f"{path} is truncated or not a checkpoint ({type(e).__name__}); "
-                         f"{fix}") from None
+        raise ValueError(
+            f"{path} is truncated or not a checkpoint ({type(e).__name__}); {fix}"
+        ) from None
     if not isinstance(ckpt, dict):
-        raise ValueError(f"{path} is not a checkpoint: it holds a {type(ckpt).__name__}, not a "
-                         f"dict of the model's weights and shape; {fix}")
+        raise ValueError(
+            f"{path} is not a checkpoint: it holds a {type(ckpt).__name__}, not a "
+            f"dict of the model's weights and shape; {fix}"
+        )
     return ckpt
 
 
@@ -68,22 +77,31 @@ def model_parts(ckpt, path="the checkpoint", fix="give a run folder train.py wro
     if "model_config" not in ckpt:
         bare = bool(ckpt) and all(isinstance(v, torch.Tensor) for v in ckpt.values())
         what = "bare weights (a state_dict) without" if bare else "no"
-        raise ValueError(f"{path} is not a checkpoint train.py wrote: it holds {what} "
-                         f"model_config (the model's shape); {fix}")
+        raise ValueError(
+            f"{path} is not a checkpoint train.py wrote: it holds {what} "
+            f"model_config (the model's shape); {fix}"
+        )
     if not (isinstance(weights, dict) and all(torch.is_tensor(t) for t in weights.values())):
-        raise ValueError(f"{path} is not a checkpoint train.py wrote: its model entry is "
-                         f"{type(weights).__name__}, not a dict of tensors; {fix}")
+        raise ValueError(
+            f"{path} is not a checkpoint train.py wrote: its model entry is "
+            f"{type(weights).__name__}, not a dict of tensors; {fix}"
+        )
     try:
         config = GPTConfig.from_saved(ckpt["model_config"])
     except (KeyError, TypeError, ValueError) as e:
         what = f"missing {e}" if isinstance(e, KeyError) else str(e)
-        raise ValueError(f"{path} does not hold a model this code can build ({what}); "
-                         f"{fix}") from None
-    broken = next((name for name, t in weights.items()
-                   if t.is_floating_point() and not t.isfinite().all()), None)
+        raise ValueError(
+            f"{path} does not hold a model this code can build ({what}); {fix}"
+        ) from None
+    broken = next(
+        (name for name, t in weights.items() if t.is_floating_point() and not t.isfinite().all()),
+        None,
+    )
     if broken:
-        raise ValueError(f"{path} holds weights that are not finite (NaN or inf, {broken} first): "
-                         f"a run that diverged; {fix}")
+        raise ValueError(
+            f"{path} holds weights that are not finite (NaN or inf, {broken} first): "
+            f"a run that diverged; {fix}"
+        )
     return config, weights
 
 
@@ -97,7 +115,9 @@ def build_gpt(config, state_dict, device="cpu"):
         model.load_state_dict(state_dict, assign=True)
     except RuntimeError as e:  # names or shapes that do not fit the config
         what = " ".join(str(e).split())[:300]
-        raise ValueError(f"the checkpoint does not hold a model this code can build ({what})") from None
+        raise ValueError(
+            f"the checkpoint does not hold a model this code can build ({what})"
+        ) from None
     if config.tie_embeddings:
         model.lm_head.weight = model.tok_emb.weight  # assign=True replaced the two apart: tie again
     assert not any(t.is_meta for t in chain(model.parameters(), model.buffers())), "left on meta"

@@ -28,7 +28,11 @@ class Machine:
     def here(cls):
         cuda = torch.cuda.is_available()
         mps = getattr(torch.backends, "mps", None) is not None and torch.backends.mps.is_available()
-        return cls(torch.cuda.device_count() if cuda else 0, torch.cuda.current_device() if cuda else 0, mps)
+        return cls(
+            torch.cuda.device_count() if cuda else 0,
+            torch.cuda.current_device() if cuda else 0,
+            mps,
+        )
 
 
 def resolve_device(name, machine, world_size=1, local_rank=0):
@@ -58,14 +62,18 @@ def resolve_device(name, machine, world_size=1, local_rank=0):
         raise ValueError(f"device {name} asked for, but no CUDA GPU is available; use cpu or auto")
     if world_size > 1:
         if device.index is not None:
-            raise ValueError(f"device {name} names one GPU, but torchrun started {world_size} "
-                             "processes; use cuda or auto, and each process takes its local rank's GPU")
+            raise ValueError(
+                f"device {name} names one GPU, but torchrun started {world_size} "
+                "processes; use cuda or auto, and each process takes its local rank's GPU"
+            )
         index = local_rank
     else:
         index = machine.cuda_current if device.index is None else device.index
     if index >= machine.cuda_count:
-        raise ValueError(f"GPU {index} asked for, but {machine.cuda_count} are visible "
-                         f"(cuda:0 .. cuda:{machine.cuda_count - 1})")
+        raise ValueError(
+            f"GPU {index} asked for, but {machine.cuda_count} are visible "
+            f"(cuda:0 .. cuda:{machine.cuda_count - 1})"
+        )
     return torch.device("cuda", index)
 
 
@@ -79,7 +87,9 @@ def choose_dtype(name, device_type, bf16_native=False):
         if device_type == "cuda":
             return torch.bfloat16 if bf16_native else torch.float16
         return torch.float32
-    dtype = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}.get(name)
+    dtype = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}.get(
+        name
+    )
     if dtype is None:
         raise ValueError(f"unknown dtype {name!r}; use auto, float32, bfloat16 or float16")
     if dtype == torch.float16 and device_type != "cuda":
@@ -89,8 +99,15 @@ def choose_dtype(name, device_type, bf16_native=False):
 
 # oneDNN, which runs torch's bf16 matmuls on a CPU, can be capped below an ISA by the variable
 # ONEDNN_MAX_CPU_ISA; these caps leave it no bf16 instructions, so bf16 is emulated.
-_ONEDNN_ISAS_WITHOUT_BF16 = {"SSE41", "AVX", "AVX2", "AVX2_VNNI", "AVX2_VNNI_2", "AVX512_CORE",
-                             "AVX512_CORE_VNNI"}
+_ONEDNN_ISAS_WITHOUT_BF16 = {
+    "SSE41",
+    "AVX",
+    "AVX2",
+    "AVX2_VNNI",
+    "AVX2_VNNI_2",
+    "AVX512_CORE",
+    "AVX512_CORE_VNNI",
+}
 
 
 def cpu_bf16_native(capabilities, onednn_max_isa=None):
@@ -154,8 +171,7 @@ def inference_precision(device):
 ONE_THREAD_BELOW_WIDTH = 768
 
 
-def generation_threads(n_embd: int, requested: int | None = None,
-                       environ=os.environ) -> int | None:
+def generation_threads(n_embd: int, requested: int | None = None, environ=os.environ) -> int | None:
     """How many CPU threads sampling and the analyses should use: `requested` when given; None
     (keep torch's default) when OMP_NUM_THREADS says, or for models ONE_THREAD_BELOW_WIDTH wide
     or more; else 1, because a small model's one-token steps (sampling) and one-query passes (the

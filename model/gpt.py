@@ -56,12 +56,17 @@ class GPTConfig:
         if not 0.0 <= self.dropout < 1.0:
             raise ValueError(f"dropout must be in [0, 1), got {self.dropout!r}")
         if self.gelu_approximate not in ("none", "tanh"):
-            raise ValueError(f"gelu_approximate must be 'none' or 'tanh', got {self.gelu_approximate!r}")
+            raise ValueError(
+                f"gelu_approximate must be 'none' or 'tanh', got {self.gelu_approximate!r}"
+            )
         if self.mlp_activation not in ACTIVATIONS:
-            raise ValueError(f"mlp_activation must be 'gelu' or 'relu2', got {self.mlp_activation!r}")
+            raise ValueError(
+                f"mlp_activation must be 'gelu' or 'relu2', got {self.mlp_activation!r}"
+            )
         if self.rotary and (self.n_embd // self.n_head) % 2:
-            raise ValueError(f"rotary needs an even head size; n_embd / n_head is "
-                             f"{self.n_embd // self.n_head}")
+            raise ValueError(
+                f"rotary needs an even head size; n_embd / n_head is {self.n_embd // self.n_head}"
+            )
 
     @classmethod
     def from_saved(cls, saved: dict):
@@ -123,14 +128,28 @@ class Block(nn.Module):
         super().__init__()
         p = f"blocks.{layer}"
         self.ln_1 = nn.LayerNorm(config.n_embd, bias=config.bias)
-        self.attn = CausalSelfAttention(config.n_embd, config.n_head, config.dropout, config.bias,
-                                        qk_norm=config.qk_norm,
-                                        rotary_positions=config.block_size if config.rotary else 0,
-                                        name=f"{p}.attn")
+        self.attn = CausalSelfAttention(
+            config.n_embd,
+            config.n_head,
+            config.dropout,
+            config.bias,
+            qk_norm=config.qk_norm,
+            rotary_positions=config.block_size if config.rotary else 0,
+            name=f"{p}.attn",
+        )
         self.ln_2 = nn.LayerNorm(config.n_embd, bias=config.bias)
         self.mlp = MLP(config, name=f"{p}.mlp")
-        names = ("hook_resid_pre", "hook_q_input", "hook_k_input", "hook_v_input",
-                 "hook_attn_out", "hook_resid_mid", "hook_mlp_in", "hook_mlp_out", "hook_resid_post")
+        names = (
+            "hook_resid_pre",
+            "hook_q_input",
+            "hook_k_input",
+            "hook_v_input",
+            "hook_attn_out",
+            "hook_resid_mid",
+            "hook_mlp_in",
+            "hook_mlp_out",
+            "hook_resid_post",
+        )
         for name in names:
             setattr(self, name, HookPoint(f"{p}.{name}"))
         self.hook_ln1 = HookPoint(f"{p}.ln1.hook_normalized")
@@ -145,7 +164,9 @@ class Block(nn.Module):
         else:
             attn_in = layer_norm(self.ln_1, self.hook_ln1, x)
         x = self.hook_resid_mid(x + self.hook_attn_out(self.attn(attn_in, cache=cache)))
-        x = x + self.hook_mlp_out(self.mlp(layer_norm(self.ln_2, self.hook_ln2, self.hook_mlp_in(x))))
+        x = x + self.hook_mlp_out(
+            self.mlp(layer_norm(self.ln_2, self.hook_ln2, self.hook_mlp_in(x)))
+        )
         return self.hook_resid_post(x)
 
 

@@ -15,8 +15,12 @@ from model.gpt import GPTConfig
 from model.gpt2_import import BLOCK_NAMES
 
 # Our options GPT-2 has no form for: (config key, the value GPT-2 needs, what to say).
-NOT_GPT2 = (("rotary", False, "rotary positions"), ("qk_norm", False, "QK-norm"),
-            ("mlp_activation", "gelu", "the relu² MLP"), ("tie_embeddings", True, "an untied LM head"))
+NOT_GPT2 = (
+    ("rotary", False, "rotary positions"),
+    ("qk_norm", False, "QK-norm"),
+    ("mlp_activation", "gelu", "the relu² MLP"),
+    ("tie_embeddings", True, "an untied LM head"),
+)
 
 
 def gpt2_config_json(config: GPTConfig, bos_eos: int | None = None) -> dict:
@@ -24,17 +28,32 @@ def gpt2_config_json(config: GPTConfig, bos_eos: int | None = None) -> dict:
     model GPT-2 cannot express."""
     for key, needed, what in NOT_GPT2:
         if getattr(config, key) != needed:
-            raise ValueError(f"model.{key}={getattr(config, key)!r} ({what}) has no GPT-2 form, so this "
-                             "run cannot be exported as a GPT-2; only a GPT-2-shaped model can")
+            raise ValueError(
+                f"model.{key}={getattr(config, key)!r} ({what}) has no GPT-2 form, so this "
+                "run cannot be exported as a GPT-2; only a GPT-2-shaped model can"
+            )
     return {
-        "model_type": "gpt2", "architectures": ["GPT2LMHeadModel"],
-        "vocab_size": config.vocab_size, "n_positions": config.block_size, "n_ctx": config.block_size,
-        "n_embd": config.n_embd, "n_layer": config.n_layer, "n_head": config.n_head, "n_inner": None,
+        "model_type": "gpt2",
+        "architectures": ["GPT2LMHeadModel"],
+        "vocab_size": config.vocab_size,
+        "n_positions": config.block_size,
+        "n_ctx": config.block_size,
+        "n_embd": config.n_embd,
+        "n_layer": config.n_layer,
+        "n_head": config.n_head,
+        "n_inner": None,
         "activation_function": "gelu_new" if config.gelu_approximate == "tanh" else "gelu",
-        "resid_pdrop": config.dropout, "embd_pdrop": config.dropout, "attn_pdrop": config.dropout,
-        "layer_norm_epsilon": 1e-5, "initializer_range": 0.02, "scale_attn_weights": True,
-        "scale_attn_by_inverse_layer_idx": False, "reorder_and_upcast_attn": False,
-        "tie_word_embeddings": True, "bos_token_id": bos_eos, "eos_token_id": bos_eos,
+        "resid_pdrop": config.dropout,
+        "embd_pdrop": config.dropout,
+        "attn_pdrop": config.dropout,
+        "layer_norm_epsilon": 1e-5,
+        "initializer_range": 0.02,
+        "scale_attn_weights": True,
+        "scale_attn_by_inverse_layer_idx": False,
+        "reorder_and_upcast_attn": False,
+        "tie_word_embeddings": True,
+        "bos_token_id": bos_eos,
+        "eos_token_id": bos_eos,
         "torch_dtype": "float32",
     }
 
@@ -45,16 +64,23 @@ def gpt2_state_dict(config: GPTConfig, state: dict) -> dict:
     gpt2_config_json(config)  # refuses what GPT-2 cannot express
     C = config.n_embd
     own = lambda name: state[name].detach().to("cpu", torch.float32)  # noqa: E731
-    out = {"transformer.wte.weight": own("tok_emb.weight")[: config.vocab_size],
-           "transformer.wpe.weight": own("pos_emb.weight")}
+    out = {
+        "transformer.wte.weight": own("tok_emb.weight")[: config.vocab_size],
+        "transformer.wpe.weight": own("pos_emb.weight"),
+    }
     for name in ("weight", "bias"):
-        out[f"transformer.ln_f.{name}"] = own(f"ln_f.{name}") if f"ln_f.{name}" in state else torch.zeros(C)
+        out[f"transformer.ln_f.{name}"] = (
+            own(f"ln_f.{name}") if f"ln_f.{name}" in state else torch.zeros(C)
+        )
     for i in range(config.n_layer):
         for theirs, ours, conv in BLOCK_NAMES:
             weight = own(f"blocks.{i}.{ours}.weight")
-            out[f"transformer.h.{i}.{theirs}.weight"] = weight.t() if conv else weight  # Linear -> Conv1D
+            out[f"transformer.h.{i}.{theirs}.weight"] = (
+                weight.t() if conv else weight
+            )  # Linear -> Conv1D
             bias = state.get(f"blocks.{i}.{ours}.bias")
             size = C * conv[1] if conv else C
-            out[f"transformer.h.{i}.{theirs}.bias"] = torch.zeros(size) if bias is None else own(f"blocks.{i}.{ours}.bias")
+            out[f"transformer.h.{i}.{theirs}.bias"] = (
+                torch.zeros(size) if bias is None else own(f"blocks.{i}.{ours}.bias")
+            )
     return {k: v.contiguous().clone() for k, v in out.items()}
-

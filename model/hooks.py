@@ -101,12 +101,35 @@ def _firing_order(name):
     return (int(layer), _ORDER.get(rest, 0))
 
 
-_ORDER = {name: i for i, name in enumerate((
-    "hook_embed", "hook_pos_embed", "hook_resid_pre", "hook_q_input", "hook_k_input",
-    "hook_v_input", "ln1.hook_normalized", "attn.hook_q", "attn.hook_k", "attn.hook_v",
-    "attn.hook_attn_scores", "attn.hook_pattern", "attn.hook_z", "attn.hook_result",
-    "hook_attn_out", "hook_resid_mid", "hook_mlp_in", "ln2.hook_normalized", "mlp.hook_pre", "mlp.hook_post",
-    "hook_mlp_out", "hook_resid_post"))}
+_ORDER = {
+    name: i
+    for i, name in enumerate(
+        (
+            "hook_embed",
+            "hook_pos_embed",
+            "hook_resid_pre",
+            "hook_q_input",
+            "hook_k_input",
+            "hook_v_input",
+            "ln1.hook_normalized",
+            "attn.hook_q",
+            "attn.hook_k",
+            "attn.hook_v",
+            "attn.hook_attn_scores",
+            "attn.hook_pattern",
+            "attn.hook_z",
+            "attn.hook_result",
+            "hook_attn_out",
+            "hook_resid_mid",
+            "hook_mlp_in",
+            "ln2.hook_normalized",
+            "mlp.hook_pre",
+            "mlp.hook_post",
+            "hook_mlp_out",
+            "hook_resid_post",
+        )
+    )
+}
 
 SPLIT_INPUTS = ("hook_q_input", "hook_k_input", "hook_v_input")
 NameOrPredicate = str | Callable[[str], bool]
@@ -149,8 +172,13 @@ def hooks(model, fns: dict[NameOrPredicate, Callable]):
             point.fns.remove(fn)
 
 
-def run_with_cache(model, idx: torch.Tensor, names: NameOrPredicate | Iterable[str] | None = None,
-                   detach: bool = True, **forward_kwargs):
+def run_with_cache(
+    model,
+    idx: torch.Tensor,
+    names: NameOrPredicate | Iterable[str] | None = None,
+    detach: bool = True,
+    **forward_kwargs,
+):
     """(logits, cache): the model's logits on idx and {name: tensor} for the points asked for
     (None: all of them but the split inputs, which on a large model and a long input is a great deal of memory).
     A point that fires several times in one pass keeps its last value. detach=False keeps

@@ -17,9 +17,16 @@ Its GPT-2 runs pad the vocabulary to 50,304 rows, as our vocab_multiple 64 does.
 
 from model.gpt import GPTConfig
 
-RENAMES = (("transformer.wte.", "tok_emb."), ("transformer.wpe.", "pos_emb."), ("transformer.ln_f.", "ln_f."),
-           ("transformer.h.", "blocks."), (".attn.c_attn.", ".attn.w_qkv."), (".attn.c_proj.", ".attn.w_out."),
-           (".mlp.c_fc.", ".mlp.w_in."), (".mlp.c_proj.", ".mlp.w_out."))
+RENAMES = (
+    ("transformer.wte.", "tok_emb."),
+    ("transformer.wpe.", "pos_emb."),
+    ("transformer.ln_f.", "ln_f."),
+    ("transformer.h.", "blocks."),
+    (".attn.c_attn.", ".attn.w_qkv."),
+    (".attn.c_proj.", ".attn.w_out."),
+    (".mlp.c_fc.", ".mlp.w_in."),
+    (".mlp.c_proj.", ".mlp.w_out."),
+)
 MODEL_ARGS = ("n_layer", "n_head", "n_embd", "block_size", "bias", "vocab_size")
 
 
@@ -35,15 +42,19 @@ def read_nanogpt(ckpt: dict, vocab_size: int) -> tuple[GPTConfig, dict]:
     try:
         args = {key: ckpt["model_args"][key] for key in MODEL_ARGS}
     except (KeyError, TypeError) as e:
-        raise ValueError(f"the nanoGPT checkpoint's model_args lack {e}; it is not a checkpoint nanoGPT wrote") from None
+        raise ValueError(
+            f"the nanoGPT checkpoint's model_args lack {e}; it is not a checkpoint nanoGPT wrote"
+        ) from None
     rows = args.pop("vocab_size")
     if rows == vocab_size:
         multiple = 1
     elif rows % 64 == 0 and 0 < rows - vocab_size < 64:
         multiple = 64  # nanoGPT's GPT-2 runs: 50,257 tokens in 50,304 rows
     else:
-        raise ValueError(f"the nanoGPT model has {rows} token rows, which do not fit a tokenizer of {vocab_size} "
-                         "tokens; give the meta.pkl of the data it was trained on")
+        raise ValueError(
+            f"the nanoGPT model has {rows} token rows, which do not fit a tokenizer of {vocab_size} "
+            "tokens; give the meta.pkl of the data it was trained on"
+        )
     config = GPTConfig(vocab_size=vocab_size, vocab_multiple=multiple, dropout=0.0, **args)
     state = {}
     for name, tensor in ckpt["model"].items():

@@ -103,8 +103,16 @@ class ContextWindow:
         return self.logits
 
 
-def generate(model: GPT, idx, max_new_tokens, temperature=1.0, top_k=None, top_p=None,
-             generator=None, use_cache=True):
+def generate(
+    model: GPT,
+    idx,
+    max_new_tokens,
+    temperature=1.0,
+    top_k=None,
+    top_p=None,
+    generator=None,
+    use_cache=True,
+):
     """Yield max_new_tokens new token ids, one (B,) tensor per step, for prompts idx (B, T).
 
     Tokens stream: each is yielded as soon as it is chosen. A prompt longer than block_size is

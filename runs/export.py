@@ -21,7 +21,9 @@ def export_hf(run_folder, dest) -> list[str]:
 
     dest = Path(dest)
     if dest.exists() and (not dest.is_dir() or any(dest.iterdir())):
-        raise ValueError(f"{dest} already exists and is not an empty folder; give a new folder for the export")
+        raise ValueError(
+            f"{dest} already exists and is not an empty folder; give a new folder for the export"
+        )
     run = load_run(run_folder)
     config = run.model.config
     # Everything is built before the first write: a refusal leaves nothing behind.
@@ -31,8 +33,10 @@ def export_hf(run_folder, dest) -> list[str]:
     try:
         dest.mkdir(parents=True, exist_ok=True)
     except OSError as e:  # a read-only disk, a folder not ours: the export's folder, not the run's
-        raise ValueError(f"cannot make {dest} for the export ({e.strerror or e}); give --export-hf "
-                         "a folder you can write to") from None
+        raise ValueError(
+            f"cannot make {dest} for the export ({e.strerror or e}); give --export-hf "
+            "a folder you can write to"
+        ) from None
     write_atomic(dest / "model.safetensors", weights)
     for name, text in files.items():
         write_atomic(dest / name, text)

@@ -50,7 +50,9 @@ def load_run(source, device="cpu", nanogpt_meta=None):
     GPT-2: only "model_config"). A GPT-2 loads unpadded (vocab_multiple 1): padding the token
     table only speeds up training's matmuls, and copying it would slow every load.
     nanogpt_meta: a nanoGPT run's meta.pkl, where it is not beside its ckpt.pt."""
-    config, state_dict, tokenizer, meta, ckpt = _open(source, device, vocab_multiple=1, nanogpt_meta=nanogpt_meta)
+    config, state_dict, tokenizer, meta, ckpt = _open(
+        source, device, vocab_multiple=1, nanogpt_meta=nanogpt_meta
+    )
     try:
         model = build_gpt(config, state_dict, device)
     except ValueError as e:  # tensors that do not fit the shape the checkpoint records
@@ -74,15 +76,19 @@ def _open(source, device, vocab_multiple, nanogpt_meta=None):
     """(config, state_dict, tokenizer, meta, ckpt) of any source load_run accepts, checked to
     agree on the vocabulary size; a GPT-2's token table padded to a multiple of vocab_multiple."""
     path = Path(source)
-    is_gpt2 = is_hub_name(source) or ((path / "config.json").is_file() and not (path / CKPT_NAME).is_file())
+    is_gpt2 = is_hub_name(source) or (
+        (path / "config.json").is_file() and not (path / CKPT_NAME).is_file()
+    )
     if is_gpt2:
         config, state_dict, tokenizer, meta, ckpt = _open_gpt2(source, device, vocab_multiple)
     else:
         config, state_dict, tokenizer, meta, ckpt = _open_run(source, device, nanogpt_meta)
     if tokenizer.vocab_size != config.vocab_size:
-        raise ValueError(f"the tokenizer of {source} has {tokenizer.vocab_size} tokens but its model "
-                         f"has {config.vocab_size}: the folder mixes two runs or models; train again "
-                         f"into a fresh out_dir, or download the model's files again")
+        raise ValueError(
+            f"the tokenizer of {source} has {tokenizer.vocab_size} tokens but its model "
+            f"has {config.vocab_size}: the folder mixes two runs or models; train again "
+            f"into a fresh out_dir, or download the model's files again"
+        )
     return config, state_dict, tokenizer, meta, ckpt
 
 
@@ -97,20 +103,28 @@ def _open_gpt2(source, device, vocab_multiple):
 def _open_run(out_dir, device, nanogpt_meta=None):
     out_dir = Path(out_dir)
     if out_dir.is_file():
-        raise ValueError(f"{out_dir} is a file; give the run folder that holds it: {out_dir.parent}")
+        raise ValueError(
+            f"{out_dir} is a file; give the run folder that holds it: {out_dir.parent}"
+        )
     if out_dir.is_dir() and not (out_dir / CKPT_NAME).is_file():
         if any((out_dir / name).is_file() for name in WEIGHT_FILES):
-            raise ValueError(f"{out_dir} holds Hugging Face weights but no config.json; download config.json "
-                             "(and vocab.json, merges.txt) from the model's page into it")
-        raise FileNotFoundError(f"no checkpoint at {(out_dir / CKPT_NAME).absolute()}; train one "
-                                "first with `python train.py`, or give a Hugging Face GPT-2 folder "
-                                "or hf:OWNER/NAME")
+            raise ValueError(
+                f"{out_dir} holds Hugging Face weights but no config.json; download config.json "
+                "(and vocab.json, merges.txt) from the model's page into it"
+            )
+        raise FileNotFoundError(
+            f"no checkpoint at {(out_dir / CKPT_NAME).absolute()}; train one "
+            "first with `python train.py`, or give a Hugging Face GPT-2 folder "
+            "or hf:OWNER/NAME"
+        )
     if not out_dir.exists() and re.fullmatch(r"\w[\w.-]*", str(out_dir)):
         # A bare name such as nanoGPT's init_from=gpt2 is a Hugging Face model here only with
         # hf:, or a folder of that name would be ambiguous.
-        raise FileNotFoundError(f"no checkpoint at {(out_dir / CKPT_NAME).absolute()} (there is "
-                                f"no folder {out_dir}); for the Hugging Face model of that name, "
-                                f"write hf:{out_dir.as_posix()}")
+        raise FileNotFoundError(
+            f"no checkpoint at {(out_dir / CKPT_NAME).absolute()} (there is "
+            f"no folder {out_dir}); for the Hugging Face model of that name, "
+            f"write hf:{out_dir.as_posix()}"
+        )
     ckpt = load_checkpoint(out_dir / CKPT_NAME, map_location=device)
     if is_nanogpt(ckpt):
         return _open_nanogpt(out_dir, ckpt, nanogpt_meta)
@@ -121,13 +135,21 @@ def _open_run(out_dir, device, nanogpt_meta=None):
         meta = json.loads(meta_path.read_text())
         tokenizer_path = out_dir / meta["tokenizer_file"]
     except (json.JSONDecodeError, KeyError, TypeError):
-        raise ValueError(f"{meta_path} is not valid run metadata (it needs a tokenizer_file); "
-                         "train again to rewrite it") from None
+        raise ValueError(
+            f"{meta_path} is not valid run metadata (it needs a tokenizer_file); "
+            "train again to rewrite it"
+        ) from None
     recorded = (ckpt.get("data") or {}).get("tokenizer_sha256")
-    if recorded and tokenizer_path.is_file() and hashlib.sha256(tokenizer_path.read_bytes()).hexdigest() != recorded:
-        raise ValueError(f"{out_dir} was trained with another tokenizer ({meta.get('tokenizer_kind')}: the files "
-                         f"differ): {tokenizer_path.name} is not the one its checkpoint records; put the run's own "
-                         "tokenizer file back, or train again")
+    if (
+        recorded
+        and tokenizer_path.is_file()
+        and hashlib.sha256(tokenizer_path.read_bytes()).hexdigest() != recorded
+    ):
+        raise ValueError(
+            f"{out_dir} was trained with another tokenizer ({meta.get('tokenizer_kind')}: the files "
+            f"differ): {tokenizer_path.name} is not the one its checkpoint records; put the run's own "
+            "tokenizer file back, or train again"
+        )
     config, state_dict = model_parts(ckpt, out_dir / CKPT_NAME)
     return config, state_dict, load_tokenizer(tokenizer_path), meta, ckpt
 
@@ -138,18 +160,23 @@ def _open_nanogpt(folder, ckpt, meta_pkl=None):
     given, meta_pkl = meta_pkl, Path(meta_pkl) if meta_pkl else folder / NANOGPT_META
     if given and meta_pkl.is_dir():  # nanoGPT's data/<dataset>/ folder: its meta.pkl
         if not (meta_pkl / NANOGPT_META).is_file():
-            raise ValueError(f"{meta_pkl} is a folder with no {NANOGPT_META} in it; give the "
-                             "meta.pkl file of the run's data with --meta")
+            raise ValueError(
+                f"{meta_pkl} is a folder with no {NANOGPT_META} in it; give the "
+                "meta.pkl file of the run's data with --meta"
+            )
         meta_pkl = meta_pkl / NANOGPT_META
     if given and not meta_pkl.is_file():
-        raise FileNotFoundError(f"no {meta_pkl}: give the meta.pkl file of the run's data with "
-                                "--meta")
+        raise FileNotFoundError(
+            f"no {meta_pkl}: give the meta.pkl file of the run's data with --meta"
+        )
     if meta_pkl.is_file():
         tokenizer, kind = nanogpt_char_tokenizer(meta_pkl), "char"
     elif ckpt["model_args"].get("vocab_size", 0) < 50257:
-        raise ValueError(f"{folder} is a nanoGPT run of {ckpt['model_args'].get('vocab_size')} tokens, and there "
-                         f"is no {meta_pkl}: copy the meta.pkl of its data (nanoGPT writes data/<dataset>/meta.pkl) "
-                         "beside its ckpt.pt, or name it with --meta")
+        raise ValueError(
+            f"{folder} is a nanoGPT run of {ckpt['model_args'].get('vocab_size')} tokens, and there "
+            f"is no {meta_pkl}: copy the meta.pkl of its data (nanoGPT writes data/<dataset>/meta.pkl) "
+            "beside its ckpt.pt, or name it with --meta"
+        )
     else:
         tokenizer, kind = gpt2_tokenizer(), "gpt2"
     config, state_dict = read_nanogpt(ckpt, tokenizer.vocab_size)

@@ -65,8 +65,9 @@ def write_atomic(path, content) -> Path:
             raise
         kept = "the previous file is untouched" if existed else "nothing was written"
         advice = _ADVICE.get(cause.errno, "choose a folder you can write to")
-        raise ValueError(f"could not write {path}: {cause.strerror or cause}; {kept} — "
-                         f"{advice}") from None
+        raise ValueError(
+            f"could not write {path}: {cause.strerror or cause}; {kept} — {advice}"
+        ) from None
     _fsync_folder(target.parent)
     return path
 
@@ -178,8 +179,10 @@ def _check_replaceable(path: Path, target: Path) -> bool:
     # "/" always exists, so some ancestor does; a file there would make mkdir fail obscurely.
     ancestor = next(p for p in target.parents if p.exists())
     if not ancestor.is_dir():
-        raise ValueError(f"cannot write to {path}: {ancestor} is a file, not a folder; "
-                         f"give a path inside a folder")
+        raise ValueError(
+            f"cannot write to {path}: {ancestor} is a file, not a folder; "
+            f"give a path inside a folder"
+        )
     return mode is not None
 
 
@@ -191,8 +194,9 @@ def _write_content(f, content) -> None:
     elif callable(content):
         content(f)
     else:
-        raise TypeError(f"content must be bytes, str or a callable fn(f), "
-                        f"got {type(content).__name__}")
+        raise TypeError(
+            f"content must be bytes, str or a callable fn(f), got {type(content).__name__}"
+        )
 
 
 def _write_error(e: BaseException) -> OSError | None:

@@ -38,8 +38,10 @@ def model_folder(source: str) -> Path:
     """
     repo_id = _repo_id(source, "model")
     files = ", ".join(("config.json", WEIGHT_FILES[0]) + MODEL_FILES[1:])
-    by_hand = (f"download {files} from {_web_url(repo_id, 'model')} into one folder and give that "
-               f"folder's path instead of {source}")
+    by_hand = (
+        f"download {files} from {_web_url(repo_id, 'model')} into one folder and give that "
+        f"folder's path instead of {source}"
+    )
     config = _fetch(repo_id, "config.json", "model", None, by_hand)
     # Everything else from config.json's commit: the files of one folder belong to one version.
     # (hf_hub_download keeps each file at snapshots/<commit>/<filename>.)
@@ -55,8 +57,10 @@ def model_folder(source: str) -> Path:
             offline = offline or e
     if offline is not None:
         raise offline
-    raise ValueError(f"{source} has neither {' nor '.join(WEIGHT_FILES)}; only GPT-2 checkpoints "
-                     f"in one of those files can be loaded")
+    raise ValueError(
+        f"{source} has neither {' nor '.join(WEIGHT_FILES)}; only GPT-2 checkpoints "
+        f"in one of those files can be loaded"
+    )
 
 
 def dataset_file(source: str) -> Path:
@@ -67,8 +71,10 @@ def dataset_file(source: str) -> Path:
     by_hand = f"download {url} and give that file's path instead of {source}"
     path = _fetch(repo_id, filename, "dataset", None, by_hand, missing_ok=True)
     if path is None:
-        raise ValueError(f"the dataset {repo_id} has no file {filename}; see "
-                         f"{_web_url(repo_id, 'dataset')}/tree/main for its files")
+        raise ValueError(
+            f"the dataset {repo_id} has no file {filename}; see "
+            f"{_web_url(repo_id, 'dataset')}/tree/main for its files"
+        )
     return path
 
 
@@ -104,15 +110,23 @@ def _answers(endpoint: str, timeout: float = 3.0) -> bool:
 
 def _repo_id(source: str, kind: str):
     """The repository id of an `hf:` model name; (repository id, path) of an `hf:` dataset file."""
-    parts = str(source)[len(PREFIX):].split("/")
+    parts = str(source)[len(PREFIX) :].split("/")
     n_repo = min(len(parts), 2)
-    well_formed = (is_hub_name(source)
-                   and all(_NAME.fullmatch(p) and "--" not in p and ".." not in p for p in parts[:n_repo])
-                   and (len(parts) <= 2 if kind == "model" else
-                        len(parts) >= 3 and all(p not in ("", ".", "..") for p in parts[2:])))
+    well_formed = (
+        is_hub_name(source)
+        and all(_NAME.fullmatch(p) and "--" not in p and ".." not in p for p in parts[:n_repo])
+        and (
+            len(parts) <= 2
+            if kind == "model"
+            else len(parts) >= 3 and all(p not in ("", ".", "..") for p in parts[2:])
+        )
+    )
     if not well_formed:
-        example = ("OWNER/NAME, e.g. hf:openai-community/gpt2" if kind == "model" else
-                   "OWNER/DATASET/PATH/IN/REPO, e.g. hf:roneneldan/TinyStories/TinyStoriesV2-GPT4-train.txt")
+        example = (
+            "OWNER/NAME, e.g. hf:openai-community/gpt2"
+            if kind == "model"
+            else "OWNER/DATASET/PATH/IN/REPO, e.g. hf:roneneldan/TinyStories/TinyStoriesV2-GPT4-train.txt"
+        )
         raise ValueError(f"{source} is not a Hugging Face {kind} name: write {PREFIX}{example}")
     repo_id = "/".join(parts[:n_repo])
     return repo_id if kind == "model" else (repo_id, "/".join(parts[2:]))
@@ -129,28 +143,47 @@ def _fetch(repo_id, filename, repo_type, revision, by_hand, missing_ok=False) ->
     and missing_ok; _NotCached (carrying `by_hand`) if the hub is out of reach and the file is
     not cached; ValueError (one line) for anything else."""
     from huggingface_hub import hf_hub_download
-    from huggingface_hub.errors import (LocalEntryNotFoundError, RemoteEntryNotFoundError,
-                                        RepositoryNotFoundError, RevisionNotFoundError)
+    from huggingface_hub.errors import (
+        LocalEntryNotFoundError,
+        RemoteEntryNotFoundError,
+        RepositoryNotFoundError,
+        RevisionNotFoundError,
+    )
 
     where = f"{PREFIX}{repo_id}" if repo_type == "model" else f"the dataset {repo_id}"
     try:
         # Out of reach, the hub's client would retry for ~20 s before giving up: read the cache.
-        return Path(hf_hub_download(repo_id, filename, repo_type=repo_type, revision=revision,
-                                    local_files_only=not hub_reachable()))
+        return Path(
+            hf_hub_download(
+                repo_id,
+                filename,
+                repo_type=repo_type,
+                revision=revision,
+                local_files_only=not hub_reachable(),
+            )
+        )
     except RemoteEntryNotFoundError:
         if missing_ok:
             return None
-        raise ValueError(f"{where} has no {filename}; a GPT-2 folder needs "
-                         f"{', '.join(MODEL_FILES)} and {' or '.join(WEIGHT_FILES)}") from None
+        raise ValueError(
+            f"{where} has no {filename}; a GPT-2 folder needs "
+            f"{', '.join(MODEL_FILES)} and {' or '.join(WEIGHT_FILES)}"
+        ) from None
     except LocalEntryNotFoundError:  # offline, or the hub unreachable, and not in the cache
-        raise _NotCached(f"cannot fetch {filename} of {where}: the Hugging Face Hub is out of reach "
-                         f"(offline? HF_HUB_OFFLINE=1 says so at once) and the file is not in its cache; "
-                         f"{by_hand}") from None
+        raise _NotCached(
+            f"cannot fetch {filename} of {where}: the Hugging Face Hub is out of reach "
+            f"(offline? HF_HUB_OFFLINE=1 says so at once) and the file is not in its cache; "
+            f"{by_hand}"
+        ) from None
     except RepositoryNotFoundError:  # gated and private repositories answer the same
-        raise ValueError(f"no {repo_type} repository {repo_id} on the Hugging Face Hub (or it is "
-                         f"private or gated: log in with `hf auth login`); check the name") from None
+        raise ValueError(
+            f"no {repo_type} repository {repo_id} on the Hugging Face Hub (or it is "
+            f"private or gated: log in with `hf auth login`); check the name"
+        ) from None
     except RevisionNotFoundError:  # a commit pinned by model_folder, gone meanwhile
         raise ValueError(f"{where} has no revision {revision or 'main'}; run again") from None
     except Exception as e:  # HfHubHTTPError, OSError, and the HTTP client's own (a bad HF_ENDPOINT)
         reason = " ".join(str(e).split())[:200] or type(e).__name__
-        raise ValueError(f"could not download {filename} of {where} ({reason}); {by_hand}") from None
+        raise ValueError(
+            f"could not download {filename} of {where} ({reason}); {by_hand}"
+        ) from None

@@ -76,8 +76,10 @@ def _open_locked(path, folder, what):
             os.close(fd)
             if e.errno not in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
                 raise _folder_error(folder, e) from None
-            raise ValueError(f"{folder} is in use by another {what} (PID {holder}); wait for it to "
-                             "finish, or choose another out_dir") from None
+            raise ValueError(
+                f"{folder} is in use by another {what} (PID {holder}); wait for it to "
+                "finish, or choose another out_dir"
+            ) from None
         # A refused holder may have removed the file it made (see _restore) after this process
         # opened it: a lock on a file no longer at `path` locks nothing, so take the new one.
         try:

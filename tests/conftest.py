@@ -11,7 +11,9 @@ from model.gpt import GPT, GPTConfig
 # machine would otherwise fight over the cores.
 torch.set_num_threads(1)
 
-TINY_GPT = dict(vocab_size=50, block_size=16, n_layer=2, n_head=4, n_embd=32, vocab_multiple=1)  # unpadded
+TINY_GPT = dict(
+    vocab_size=50, block_size=16, n_layer=2, n_head=4, n_embd=32, vocab_multiple=1
+)  # unpadded
 
 
 @pytest.fixture(scope="session")
@@ -19,7 +21,9 @@ def corpus(tmp_path_factory):
     """A small deterministic text and a shared data cache, so data is prepared once."""
     folder = tmp_path_factory.mktemp("corpus")
     words = "the cat sat on a mat while one dog ran to the old red barn and it barked".split()
-    lines = [" ".join(words[(i * 7 + j * 3) % len(words)] for j in range(9)) + "." for i in range(400)]
+    lines = [
+        " ".join(words[(i * 7 + j * 3) % len(words)] for j in range(9)) + "." for i in range(400)
+    ]
     (folder / "text.txt").write_text("\n".join(lines) + "\n")
     return folder
 
@@ -28,8 +32,11 @@ def corpus(tmp_path_factory):
 def gpt2_folder(tmp_path_factory):
     """A tiny Hugging Face GPT-2 folder as transformers writes it (tests/fakehub.py), shared by
     the session: copy it before changing it."""
-    pytest.importorskip("transformers", reason="the tiny GPT-2 folder is written by transformers: "
-                                               "pip install -r requirements-test.txt")
+    pytest.importorskip(
+        "transformers",
+        reason="the tiny GPT-2 folder is written by transformers: "
+        "pip install -r requirements-test.txt",
+    )
     from tests.fakehub import tiny_gpt2_folder
 
     return tiny_gpt2_folder(tmp_path_factory.mktemp("gpt2"))

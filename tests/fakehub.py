@@ -24,9 +24,11 @@ from urllib.parse import unquote
 import torch
 
 COMMIT = "0123456789abcdef0123456789abcdef01234567"
-WORDS = ("the a cat dog owl sat ran on under mat house garden because it was hungry tired and then "
-         "they saw big small red old café naïve déjà vu über 東京 日本語 中文 😀 👍🏽 1 23 456 7890 "
-         "it's they'll we've I'm").split()
+WORDS = (
+    "the a cat dog owl sat ran on under mat house garden because it was hungry tired and then "
+    "they saw big small red old café naïve déjà vu über 東京 日本語 中文 😀 👍🏽 1 23 456 7890 "
+    "it's they'll we've I'm"
+).split()
 
 
 def corpus(n_lines=600, seed=0) -> str:
@@ -47,20 +49,35 @@ def tiny_gpt2_folder(folder, bin_file=False, seed=0) -> Path:
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     bpe = ByteLevelBPETokenizer()
-    bpe.train_from_iterator([corpus()], vocab_size=500, min_frequency=2,
-                            special_tokens=["<|endoftext|>"], show_progress=False)
+    bpe.train_from_iterator(
+        [corpus()],
+        vocab_size=500,
+        min_frequency=2,
+        special_tokens=["<|endoftext|>"],
+        show_progress=False,
+    )
     bpe.save_model(str(folder))
     torch.manual_seed(seed)
     # Weights 10x GPT-2's init scale, so attention is far from uniform and the comparison bites.
-    config = GPT2Config(n_layer=2, n_head=2, n_embd=32, n_positions=64,
-                        vocab_size=bpe.get_vocab_size(), initializer_range=0.2,
-                        bos_token_id=None, eos_token_id=None)
+    config = GPT2Config(
+        n_layer=2,
+        n_head=2,
+        n_embd=32,
+        n_positions=64,
+        vocab_size=bpe.get_vocab_size(),
+        initializer_range=0.2,
+        bos_token_id=None,
+        eos_token_id=None,
+    )
     model = GPT2LMHeadModel(config).eval()
     model.save_pretrained(folder)
     if bin_file:
         (folder / "model.safetensors").unlink()
-        state = {k.removeprefix("transformer."): v for k, v in model.state_dict().items()
-                 if k != "lm_head.weight"}
+        state = {
+            k.removeprefix("transformer."): v
+            for k, v in model.state_dict().items()
+            if k != "lm_head.weight"
+        }
         T = config.n_positions
         for i in range(config.n_layer):
             state[f"h.{i}.attn.bias"] = torch.tril(torch.ones(T, T)).view(1, 1, T, T)
@@ -103,7 +120,9 @@ class FakeHub:
         path = unquote(handler.path.split("?")[0])
         self.requests.append((handler.command, path))
         is_dataset = path.startswith("/datasets/")
-        repo_type, path = ("dataset", path[len("/datasets/"):]) if is_dataset else ("model", path[1:])
+        repo_type, path = (
+            ("dataset", path[len("/datasets/") :]) if is_dataset else ("model", path[1:])
+        )
         repo_id, _, rest = path.partition("/resolve/")
         revision, _, filename = rest.partition("/")
         files = self.repos.get((repo_type, repo_id))
@@ -136,9 +155,12 @@ def use_hub(monkeypatch, url, cache, offline=False):
     from huggingface_hub import constants
 
     monkeypatch.setattr(constants, "ENDPOINT", url)
-    monkeypatch.setattr(constants, "HUGGINGFACE_CO_URL_TEMPLATE",
-                        url + "/{repo_id}/resolve/{revision}/{filename}")
+    monkeypatch.setattr(
+        constants, "HUGGINGFACE_CO_URL_TEMPLATE", url + "/{repo_id}/resolve/{revision}/{filename}"
+    )
     monkeypatch.setattr(constants, "HF_HUB_CACHE", str(cache))
     monkeypatch.setattr(constants, "HF_HUB_OFFLINE", offline)
     # huggingface_hub also fetches a small registry from the endpoint and keeps it in HF_HOME.
-    monkeypatch.setattr(constants, "AGENT_HARNESSES_PATH", str(Path(cache) / "agent_harnesses.json"))
+    monkeypatch.setattr(
+        constants, "AGENT_HARNESSES_PATH", str(Path(cache) / "agent_harnesses.json")
+    )

@@ -22,30 +22,62 @@ from model.gpt import GPT, GPTConfig
 
 ROOT = Path(__file__).resolve().parent.parent
 # Text a tiny run folder's tokenizer is trained on: the built-in sentences and every letter.
-RUN_TEXT = "\n".join(ATTENTION_EXAMPLES) + "\nabcdefghijklmnopqrstuvwxyz ABCDEFGHIJKLMNOPQRSTUVWXYZ.,'\n"
+RUN_TEXT = (
+    "\n".join(ATTENTION_EXAMPLES) + "\nabcdefghijklmnopqrstuvwxyz ABCDEFGHIJKLMNOPQRSTUVWXYZ.,'\n"
+)
 
 
 def run_script(script, *args, timeout=120, **kwargs):
     """`python SCRIPT ARGS...` in the repository root, its output captured as text."""
-    return subprocess.run([sys.executable, script, *map(str, args)], cwd=ROOT, capture_output=True,
-                          text=True, timeout=timeout, **kwargs)
+    return subprocess.run(
+        [sys.executable, script, *map(str, args)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        **kwargs,
+    )
 
 
 def tiny_config(corpus, out_dir, *overrides):
     """A config that trains a 2 x 2 x 32 model on the `corpus` fixture for 20 steps, in seconds."""
-    return load_config(None, [
-        f"out_dir={out_dir}", f"data.source={corpus / 'text.txt'}", f"data.cache_dir={corpus / 'cache'}",
-        "tokenizer.kind=char", "model.block_size=16", "model.n_layer=2", "model.n_head=2", "model.n_embd=32",
-        "train.batch_size=4", "train.max_iters=20", "train.warmup_iters=2", "train.eval_interval=10",
-        "train.eval_iters=2", "train.log_interval=5", "train.device=cpu", "train.peak_flops=1e12", *overrides,
-    ])
+    return load_config(
+        None,
+        [
+            f"out_dir={out_dir}",
+            f"data.source={corpus / 'text.txt'}",
+            f"data.cache_dir={corpus / 'cache'}",
+            "tokenizer.kind=char",
+            "model.block_size=16",
+            "model.n_layer=2",
+            "model.n_head=2",
+            "model.n_embd=32",
+            "train.batch_size=4",
+            "train.max_iters=20",
+            "train.warmup_iters=2",
+            "train.eval_interval=10",
+            "train.eval_iters=2",
+            "train.log_interval=5",
+            "train.device=cpu",
+            "train.peak_flops=1e12",
+            *overrides,
+        ],
+    )
 
 
 def torchrun_two(cfg):
     """train.py on the config file `cfg` in two torchrun processes (gloo), one thread each; its
     stderr, which must hold no warning of ours or torch's (one per rank would be noise)."""
-    r = run_script("-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2", "train.py", cfg,
-                   timeout=300, env=dict(os.environ, OMP_NUM_THREADS="1"))
+    r = run_script(
+        "-m",
+        "torch.distributed.run",
+        "--standalone",
+        "--nproc_per_node=2",
+        "train.py",
+        cfg,
+        timeout=300,
+        env=dict(os.environ, OMP_NUM_THREADS="1"),
+    )
     assert r.returncode == 0, r.stderr[-2000:]
     assert "Warning" not in r.stderr, r.stderr[-2000:]
     return r.stderr
@@ -62,12 +94,22 @@ def make_run(folder, kind, block_size):
     folder.mkdir(parents=True, exist_ok=True)
     tokenizer = train_tokenizer(kind, RUN_TEXT * 5, None if kind == "char" else 300)
     tokenizer.save(folder / "tokenizer.txt")
-    (folder / "meta.json").write_text(json.dumps({"tokenizer_file": "tokenizer.txt", "tokenizer_kind": kind}))
+    (folder / "meta.json").write_text(
+        json.dumps({"tokenizer_file": "tokenizer.txt", "tokenizer_kind": kind})
+    )
     torch.manual_seed(0)
-    config = GPTConfig(vocab_size=tokenizer.vocab_size, block_size=block_size, n_layer=2, n_head=2, n_embd=32,
-                       vocab_multiple=1)
+    config = GPTConfig(
+        vocab_size=tokenizer.vocab_size,
+        block_size=block_size,
+        n_layer=2,
+        n_head=2,
+        n_embd=32,
+        vocab_multiple=1,
+    )
     model = GPT(config).eval()
-    atomic_save({"model": model.state_dict(), "model_config": asdict(config), "step": 0}, folder / "ckpt.pt")
+    atomic_save(
+        {"model": model.state_dict(), "model_config": asdict(config), "step": 0}, folder / "ckpt.pt"
+    )
     return model, tokenizer
 
 
@@ -75,15 +117,22 @@ def start_training(cfg):
     """train.py on the config file `cfg`, running in the background with its output piped."""
     # A shell that starts jobs in the background (nohup ... &, some CI runners) leaves SIGINT
     # ignored, and Python then never raises KeyboardInterrupt; a terminal's Ctrl-C is the default.
-    return subprocess.Popen([sys.executable, "train.py", str(cfg)], cwd=ROOT, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True,
-                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    return subprocess.Popen(
+        [sys.executable, "train.py", str(cfg)],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
 
 
 def wait_for_metrics(out, proc):
     """Wait until the run folder `out` has a metrics line, failing if `proc` exits first."""
     deadline = time.time() + 60
-    while time.time() < deadline and not ((out / "metrics.jsonl").exists() and (out / "metrics.jsonl").read_text()):
+    while time.time() < deadline and not (
+        (out / "metrics.jsonl").exists() and (out / "metrics.jsonl").read_text()
+    ):
         assert proc.poll() is None, proc.communicate()
         time.sleep(0.1)
 
@@ -150,8 +199,9 @@ def patterns(model, idx, **forward_kwargs):
     hook points; `model` may be a GPT or a lone attention module (its one layer)."""
     from model.hooks import run_with_cache
 
-    _, cache = run_with_cache(model, idx, lambda name: name.endswith("hook_pattern"),
-                              **forward_kwargs)
+    _, cache = run_with_cache(
+        model, idx, lambda name: name.endswith("hook_pattern"), **forward_kwargs
+    )
     return list(cache.values())
 
 

@@ -123,8 +123,11 @@ def test_cand_at_1_baselines_and_agreement_are_exact_on_a_constructed_set():
     assert every["agreement"] == {"substitution": 0.5, "closeness": 0.75}
     assert every["baselines"] == {"random": 0.5, "first": 0.75, "nearest": 0.25}
     assert every["no_answer"] == {"substitution": 0, "closeness": 0}
-    assert result["decided_by"]["meaning"]["cand_at_1"] == {"substitution": 0.5, "closeness": 1.0,
-                                                            "head": 1.0}
+    assert result["decided_by"]["meaning"]["cand_at_1"] == {
+        "substitution": 0.5,
+        "closeness": 1.0,
+        "head": 1.0,
+    }
     assert list(result["decided_by"]) == ["agreement", "meaning"]
     assert (result["n"], result["skipped"], result["head"]) == (4, 0, {"layer": 0, "head": 0})
     assert "cand_at_1_ci" not in every  # 4 items: below MIN_FOR_STATS
@@ -191,13 +194,20 @@ def test_generate_probe_json_has_the_model_answer_and_the_report_shows_it(run_fo
     assert code == 0 and answer["n"] == 30 and answer["methods"] == ["substitution", "closeness"]
     best = result["best_head"]
     assert answer["head"] == {"layer": best["layer"], "head": best["head"]}
-    assert answer["all"]["cand_at_1"]["head"] == best["all"]  # one set: the same items, the same head
+    assert (
+        answer["all"]["cand_at_1"]["head"] == best["all"]
+    )  # one set: the same items, the same head
     assert set(answer["all"]["cand_at_1_ci"]) == {"substitution", "closeness", "head"}
     code, report, _ = run_generate(*argv)
     lines = report.splitlines()
     at = next(i for i, line in enumerate(lines) if line.startswith("The model's own answer"))
-    assert lines.index("Pronoun probe: read at the pronoun, does a head's attention pick its "
-                       "antecedent?") < at < len(lines)
+    assert (
+        lines.index(
+            "Pronoun probe: read at the pronoun, does a head's attention pick its antecedent?"
+        )
+        < at
+        < len(lines)
+    )
     row = next(line.split() for line in lines[at:] if line.strip().startswith("all "))
     sub = answer["all"]["cand_at_1"]["substitution"]
     assert row[:3] == ["all", "30", f"{sub:.1%}"]
@@ -207,10 +217,11 @@ def test_generate_probe_json_has_the_model_answer_and_the_report_shows_it(run_fo
 def test_a_one_example_file_prints_the_answer_without_intervals(run_folder, tmp_path):
     path = tmp_path / "one.jsonl"
     write_jsonl(examples("test")[:1], path)
-    code, out, err = run_generate("--ckpt", run_folder, "--probe", path, "--permutations", "5",
-                                  "--no-causal")
+    code, out, err = run_generate(
+        "--ckpt", run_folder, "--probe", path, "--permutations", "5", "--no-causal"
+    )
     assert code == 0, err
-    section = out[out.index("The model's own answer"):].split("\n\n")[0]
+    section = out[out.index("The model's own answer") :].split("\n\n")[0]
     assert "[" not in section and "1 examples are too few" in " ".join(section.split())
     assert not math.isnan(float(section.splitlines()[-1].split()[2].rstrip("%")))
 
@@ -218,10 +229,19 @@ def test_a_one_example_file_prints_the_answer_without_intervals(run_folder, tmp_
 def test_the_page_shows_the_models_answer_beside_the_best_head():
     from analysis.probe_tables import answer_table
 
-    row = lambda n, s, c, h: {"examples": n, "cand_at_1": {"substitution": s, "closeness": c, "head": h}}  # noqa: E731
-    answer = {"methods": ["substitution", "closeness"], "head": {"layer": 0, "head": 2},
-              "all": row(300, 0.92, 0.813, 0.89), "decided_by": {"meaning": row(42, 0.81, 0.452, 0.595)}}
+    row = lambda n, s, c, h: {
+        "examples": n,
+        "cand_at_1": {"substitution": s, "closeness": c, "head": h},
+    }  # noqa: E731
+    answer = {
+        "methods": ["substitution", "closeness"],
+        "head": {"layer": 0, "head": 2},
+        "all": row(300, 0.92, 0.813, 0.89),
+        "decided_by": {"meaning": row(42, 0.81, 0.452, 0.595)},
+    }
     table = answer_table(answer)
     assert "<th>L0 H2</th>" in table and "meaning (42)" in table
-    assert [">92.0%<", ">81.3%<", ">89.0%<", ">45.2%<"] == [c for c in (">92.0%<", ">81.3%<", ">89.0%<", ">45.2%<") if c in table]
+    assert [">92.0%<", ">81.3%<", ">89.0%<", ">45.2%<"] == [
+        c for c in (">92.0%<", ">81.3%<", ">89.0%<", ">45.2%<") if c in table
+    ]
     assert answer_table(None) == ""

@@ -11,8 +11,8 @@ import torch.nn.functional as F
 from model.attention import CausalSelfAttention, rotary_angles, rotate
 from model.checkpoint import build_gpt
 from model.gpt import MLP, GPTConfig, lm_loss, relu2
-from model.sampling import generate
 from model.hooks import run_with_cache
+from model.sampling import generate
 from tests.helpers import explicit_path, patterns
 
 OPTIONS = [
@@ -80,7 +80,9 @@ def test_a_rotary_model_has_no_position_table_and_an_untied_head_its_own_matrix(
     assert "pos_emb.weight" not in names and model.pos_emb is None
     assert model.lm_head.weight is not model.tok_emb.weight
     C, V, L = 32, 50, 2
-    per_block = (C * 3 * C + 3 * C) + (C * C + C) + (C * 4 * C + 4 * C) + (4 * C * C + C) + 2 * (2 * C)
+    per_block = (
+        (C * 3 * C + 3 * C) + (C * C + C) + (C * 4 * C + 4 * C) + (4 * C * C + C) + 2 * (2 * C)
+    )
     # Matmul parameters: the head (V x C), the blocks, the final LayerNorm; the token table is
     # only looked up and is left out, as the position table is for a learned-position model.
     assert model.num_params() == V * C + L * per_block + 2 * C
@@ -101,7 +103,9 @@ def test_a_rotary_model_reads_order_through_attention(tiny_gpt):
     torch.testing.assert_close(model(shuffled)[0, -1], model(idx)[0, -1], atol=1e-5, rtol=0)
 
 
-@pytest.mark.parametrize("options", OPTIONS, ids=lambda o: "+".join(f"{k}={v}" for k, v in o.items()))
+@pytest.mark.parametrize(
+    "options", OPTIONS, ids=lambda o: "+".join(f"{k}={v}" for k, v in o.items())
+)
 def test_every_option_keeps_causality_both_paths_and_the_kv_cache(tiny_gpt, options):
     model = tiny_gpt(**options).eval()
     idx = torch.randint(0, 50, (2, 16), generator=torch.Generator().manual_seed(1))
@@ -120,7 +124,9 @@ def test_every_option_keeps_causality_both_paths_and_the_kv_cache(tiny_gpt, opti
     lm_loss(explicit, targets).backward()
     torch.testing.assert_close(explicit, model(idx), atol=1e-5, rtol=0)
     for name, grad in fused.items():
-        torch.testing.assert_close(model.get_parameter(name).grad, grad, atol=1e-5, rtol=0, msg=name)
+        torch.testing.assert_close(
+            model.get_parameter(name).grad, grad, atol=1e-5, rtol=0, msg=name
+        )
     assert all(torch.allclose(w.sum(-1), torch.ones(2, 4, 16)) for w in seen)
 
     model.eval()
@@ -143,10 +149,13 @@ def test_a_checkpoint_of_every_option_builds_the_same_model(tiny_gpt, options):
     torch.testing.assert_close(rebuilt(idx), model(idx), atol=0, rtol=0)
 
 
-@pytest.mark.parametrize("overrides, message", [
-    (dict(mlp_activation="swish"), r"mlp_activation.*'swish'"),
-    (dict(rotary=True, n_embd=12, n_head=4), r"rotary.*even.*\b3\b"),
-])
+@pytest.mark.parametrize(
+    "overrides, message",
+    [
+        (dict(mlp_activation="swish"), r"mlp_activation.*'swish'"),
+        (dict(rotary=True, n_embd=12, n_head=4), r"rotary.*even.*\b3\b"),
+    ],
+)
 def test_bad_options_name_the_field(overrides, message):
     with pytest.raises(ValueError, match=message):
         GPTConfig(**{"vocab_size": 50, "n_embd": 32, "n_head": 4, **overrides})
@@ -171,9 +180,13 @@ def test_qk_norm_hands_the_kernel_one_dtype_when_autocast_norms_in_float32(monke
     """CUDA's autocast computes rms_norm in float32 (torch's autocast policy) while v stays
     bfloat16, and the fused kernel refuses mixed dtypes. Here rms_norm is made to do the same."""
     real = F.rms_norm
-    monkeypatch.setattr(F, "rms_norm", lambda x, shape, *args, **kw: real(x.float(), shape, *args, **kw))
+    monkeypatch.setattr(
+        F, "rms_norm", lambda x, shape, *args, **kw: real(x.float(), shape, *args, **kw)
+    )
     for rotary_positions in (0, 8):
-        attn = CausalSelfAttention(16, 2, qk_norm=True, rotary_positions=rotary_positions).to(torch.bfloat16)
+        attn = CausalSelfAttention(16, 2, qk_norm=True, rotary_positions=rotary_positions).to(
+            torch.bfloat16
+        )
         x = torch.randn(1, 5, 16, dtype=torch.bfloat16)
         assert attn(x).dtype == torch.bfloat16
         with explicit_path(attn):

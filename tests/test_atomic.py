@@ -49,6 +49,7 @@ def umask(request):
 
 # --- modes ----------------------------------------------------------------------------------------
 
+
 def test_files_and_folders_get_ordinary_modes_for_the_umask(tmp_path, umask):
     file_mode, folder_mode = 0o666 & ~umask, 0o777 & ~umask
     atomic_save({"w": torch.zeros(3)}, tmp_path / "run" / "ckpt.pt")
@@ -56,14 +57,15 @@ def test_files_and_folders_get_ordinary_modes_for_the_umask(tmp_path, umask):
     cached = pronouns_path(tmp_path / "cache")
     (tmp_path / "text.txt").write_text("the owl hooted\nit was hungry\n" * 20)
     prepared = prepare(str(tmp_path / "text.txt"), "char", cache_dir=tmp_path / "cache")
-    files = [tmp_path / "run" / "ckpt.pt", tmp_path / "maps.html", cached,
-             *prepared.dir.iterdir()]
-    assert {str(p): oct(stat.S_IMODE(p.stat().st_mode)) for p in files} == \
-           {str(p): oct(file_mode) for p in files}
+    files = [tmp_path / "run" / "ckpt.pt", tmp_path / "maps.html", cached, *prepared.dir.iterdir()]
+    assert {str(p): oct(stat.S_IMODE(p.stat().st_mode)) for p in files} == {
+        str(p): oct(file_mode) for p in files
+    }
     assert stat.S_IMODE(prepared.dir.stat().st_mode) == folder_mode
 
 
 # --- what may be replaced -------------------------------------------------------------------------
+
 
 @pytest.mark.parametrize("writer", ["write_atomic", "checkpoint", "html"])
 def test_a_fifo_is_refused_and_left_a_fifo(tmp_path, writer):
@@ -163,8 +165,12 @@ def test_a_full_disk_is_one_line_and_keeps_the_previous_file(tmp_path, what):
         else:
             atomic_save({"w": torch.ones(4)}, path)
         before = path.read_bytes()
-        result = subprocess.run([sys.executable, "-c", FULL_DISK_WRITER, str(ROOT), str(path),
-                                 what, str(limit)], capture_output=True, text=True, timeout=120)
+        result = subprocess.run(
+            [sys.executable, "-c", FULL_DISK_WRITER, str(ROOT), str(path), what, str(limit)],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
         message = result.stdout.strip()
         assert result.returncode == 0 and "\n" not in message, result.stderr
         reason = "File too large" if limit else "No space left on device"
@@ -222,8 +228,11 @@ prepare_module.prepare(sys.argv[2], "char", cache_dir=sys.argv[3])
 
 def kill_9_while_writing(script, *args) -> int:
     """Run `script` until it prints "writing", kill -9 it, reap it; return its pid."""
-    proc = subprocess.Popen([sys.executable, "-c", script, str(ROOT), *map(str, args)],
-                            stdout=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", script, str(ROOT), *map(str, args)],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     try:
         assert proc.stdout.readline() == "writing\n"
     finally:
@@ -277,5 +286,7 @@ def test_exchange_folders_swaps_two_whole_folders(tmp_path, monkeypatch, renamea
     (a / "new.txt").write_text("new")
     (b / "old.txt").write_text("old")
     atomic.exchange_folders(a, b)
-    assert [p.name for p in b.iterdir()] == ["new.txt"] and [p.name for p in a.iterdir()] == ["old.txt"]
+    assert [p.name for p in b.iterdir()] == ["new.txt"] and [p.name for p in a.iterdir()] == [
+        "old.txt"
+    ]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["a", "b"]  # nothing left aside

@@ -10,7 +10,9 @@ def test_softmax_of_first_article_scores():
     # "it" against animal / jungle / hunt with scaled scores 3, 1, 0.
     scores = torch.tensor([3.0, 1.0, 0.0], dtype=torch.float64)
     weights = torch.softmax(scores, dim=0)
-    torch.testing.assert_close(weights, torch.tensor([0.8438, 0.1142, 0.0420], dtype=torch.float64), atol=5e-5, rtol=0)
+    torch.testing.assert_close(
+        weights, torch.tensor([0.8438, 0.1142, 0.0420], dtype=torch.float64), atol=5e-5, rtol=0
+    )
     # The article's rounded values.
     assert [round(w, 3) for w in weights.tolist()] == [0.844, 0.114, 0.042]
 
@@ -21,8 +23,12 @@ def test_first_article_output_from_values():
     k = torch.tensor([[3.0], [1.0], [0.0]], dtype=torch.float64)
     v = torch.tensor([[2.0, 4.0], [6.0, 2.0], [1.0, 8.0]], dtype=torch.float64)
     out, weights = attention(q, k, v, scale=1.0)
-    torch.testing.assert_close(weights[0], torch.tensor([0.8438, 0.1142, 0.0420], dtype=torch.float64), atol=5e-5, rtol=0)
-    torch.testing.assert_close(out[0], torch.tensor([2.41477, 3.93965], dtype=torch.float64), atol=5e-6, rtol=0)
+    torch.testing.assert_close(
+        weights[0], torch.tensor([0.8438, 0.1142, 0.0420], dtype=torch.float64), atol=5e-5, rtol=0
+    )
+    torch.testing.assert_close(
+        out[0], torch.tensor([2.41477, 3.93965], dtype=torch.float64), atol=5e-6, rtol=0
+    )
 
 
 # "Your journey starts with one step", one 3-d vector per word.
@@ -44,15 +50,23 @@ def test_second_article_journey_example():
     # Identity W_Q, W_K, W_V and no scaling: scores are plain dot products with "journey".
     scores = x[1:2] @ x.T
     torch.testing.assert_close(
-        scores[0], torch.tensor([0.9544, 1.4950, 1.4754, 0.8434, 0.7070, 1.0865], dtype=torch.float64), atol=5e-5, rtol=0
+        scores[0],
+        torch.tensor([0.9544, 1.4950, 1.4754, 0.8434, 0.7070, 1.0865], dtype=torch.float64),
+        atol=5e-5,
+        rtol=0,
     )
     z2, weights = attention(x[1:2], x, x, scale=1.0)
     torch.testing.assert_close(
-        weights[0], torch.tensor([0.1385, 0.2379, 0.2333, 0.1240, 0.1082, 0.1581], dtype=torch.float64), atol=5e-5, rtol=0
+        weights[0],
+        torch.tensor([0.1385, 0.2379, 0.2333, 0.1240, 0.1082, 0.1581], dtype=torch.float64),
+        atol=5e-5,
+        rtol=0,
     )
     # The article prints z2 as a column of 0.4371s: a typo. The weighted sum of the value
     # vectors with the weights above is [0.4419, 0.6515, 0.5683].
-    torch.testing.assert_close(z2[0], torch.tensor([0.4419, 0.6515, 0.5683], dtype=torch.float64), atol=5e-5, rtol=0)
+    torch.testing.assert_close(
+        z2[0], torch.tensor([0.4419, 0.6515, 0.5683], dtype=torch.float64), atol=5e-5, rtol=0
+    )
 
 
 def test_default_scale_is_one_over_sqrt_dk():

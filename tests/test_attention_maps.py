@@ -51,7 +51,9 @@ def starts_of(pieces):
 def uniform_model(vocab_size, block_size=64):
     """A GPT whose every head attends uniformly: W_Q = W_K = 0 makes every score 0."""
     torch.manual_seed(0)
-    model = GPT(GPTConfig(vocab_size=vocab_size, block_size=block_size, n_layer=2, n_head=2, n_embd=16))
+    model = GPT(
+        GPTConfig(vocab_size=vocab_size, block_size=block_size, n_layer=2, n_head=2, n_embd=16)
+    )
     for block in model.blocks:
         torch.nn.init.zeros_(block.attn.w_qkv.weight)
         torch.nn.init.zeros_(block.attn.w_qkv.bias)
@@ -65,6 +67,7 @@ def char_run():
 
 
 # --- words -------------------------------------------------------------------------------
+
 
 def test_bpe_style_tokens_group_into_words_with_leading_spaces_and_punctuation():
     pieces = ["The", " cat", "'s", " to", "y", ",", " it", " fell", "."]
@@ -88,30 +91,36 @@ def test_byte_tokens_inside_one_character_share_its_word():
     assert words == ["é", "it"] and token_word == [0, 0, 1, 1]
 
 
-@pytest.mark.parametrize("text, word, span", [
-    ("It was hungry.", None, (0, 2)),  # the first word
-    ("The theme: they left.", None, (11, 15)),  # "he" inside "The"/"theme" is not a word
-    ("So he saw it", None, (3, 5)),  # the first pronoun
-    ("The dog said it's late", None, (13, 15)),  # "it" of "it's"
-    ("The dog said it's late", "it's", (13, 15)),  # --word "it's" is read at "it", not "'s"
-    ("The dogs said THEY'RE late", "they're", (14, 18)),  # any case, any of the clitics
-    ("The dog said it’ll go", "it’ll", (13, 15)),  # the typographic apostrophe too
-    ("Tell 'em", "'em", (5, 8)),  # not a clitic of ours: kept whole
-    ("The hit man left; she stayed", None, (18, 21)),  # "it" inside "hit" is not a word
-    ("The Animal went out", "animal", (4, 10)),  # --word, case-insensitive
-    ("Stop, it ran.", ",", (4, 5)),  # --word can be punctuation
-])
+@pytest.mark.parametrize(
+    "text, word, span",
+    [
+        ("It was hungry.", None, (0, 2)),  # the first word
+        ("The theme: they left.", None, (11, 15)),  # "he" inside "The"/"theme" is not a word
+        ("So he saw it", None, (3, 5)),  # the first pronoun
+        ("The dog said it's late", None, (13, 15)),  # "it" of "it's"
+        ("The dog said it's late", "it's", (13, 15)),  # --word "it's" is read at "it", not "'s"
+        ("The dogs said THEY'RE late", "they're", (14, 18)),  # any case, any of the clitics
+        ("The dog said it’ll go", "it’ll", (13, 15)),  # the typographic apostrophe too
+        ("Tell 'em", "'em", (5, 8)),  # not a clitic of ours: kept whole
+        ("The hit man left; she stayed", None, (18, 21)),  # "it" inside "hit" is not a word
+        ("The Animal went out", "animal", (4, 10)),  # --word, case-insensitive
+        ("Stop, it ran.", ",", (4, 5)),  # --word can be punctuation
+    ],
+)
 def test_find_query_span(text, word, span):
     assert find_query_span(text, word) == span
 
 
-@pytest.mark.parametrize("text, word, message", [
-    ("", None, "empty"),
-    ("   ", None, "empty"),
-    ("The dog barked.", None, "no pronoun"),
-    ("The dog barked.", "cat", "not in"),
-    ("The dog barked.", " ", "query word is empty"),
-])
+@pytest.mark.parametrize(
+    "text, word, message",
+    [
+        ("", None, "empty"),
+        ("   ", None, "empty"),
+        ("The dog barked.", None, "no pronoun"),
+        ("The dog barked.", "cat", "not in"),
+        ("The dog barked.", " ", "query word is empty"),
+    ],
+)
 def test_find_query_span_errors(text, word, message):
     with pytest.raises(NoQueryWord, match=message) as raised:
         find_query_span(text, word)
@@ -119,6 +128,7 @@ def test_find_query_span_errors(text, word, message):
 
 
 # --- a model whose attention we know ---------------------------------------------------
+
 
 def test_uniform_attention_gives_each_word_its_share_of_tokens(char_run):
     sentence = sentence_attention(char_run.model, char_run.tokenizer, SENTENCE)
@@ -140,7 +150,10 @@ def test_uniform_attention_gives_each_word_its_share_of_tokens(char_run):
 def test_a_pronoun_first_gets_all_of_its_own_attention(char_run):
     sentence = sentence_attention(char_run.model, char_run.tokenizer, "It was hungry.")
     assert sentence.words == ["It"] and sentence.query_token == 1
-    assert render_word_rows(sentence.words, [("L0 H0", sentence.rows[0][0])]).splitlines()[1] == "L0 H0  █1.0▲"
+    assert (
+        render_word_rows(sentence.words, [("L0 H0", sentence.rows[0][0])]).splitlines()[1]
+        == "L0 H0  █1.0▲"
+    )
 
 
 def test_word_option_moves_the_query(char_run):
@@ -170,7 +183,9 @@ def test_no_attention_is_lost_with_a_real_bpe_tokenizer():
     text = "The soldiers followed the dog until they marched."
     tokenizer = train_tokenizer("bpe", text * 20, 280)
     torch.manual_seed(1)
-    config = GPTConfig(vocab_size=tokenizer.vocab_size, block_size=64, n_layer=1, n_head=2, n_embd=16)
+    config = GPTConfig(
+        vocab_size=tokenizer.vocab_size, block_size=64, n_layer=1, n_head=2, n_embd=16
+    )
     model = GPT(config).eval()
     sentence = sentence_attention(model, tokenizer, text)
     assert sentence.words == ["The", "soldiers", "followed", "the", "dog", "until", "they"]
@@ -180,10 +195,12 @@ def test_no_attention_is_lost_with_a_real_bpe_tokenizer():
 
 # --- sentences longer than the model's window ---------------------------------------------
 
+
 def random_model(vocab_size, block_size, n_layer=2, n_head=2, n_embd=16):
     torch.manual_seed(0)
-    config = GPTConfig(vocab_size=vocab_size, block_size=block_size, n_layer=n_layer,
-                       n_head=n_head, n_embd=n_embd)
+    config = GPTConfig(
+        vocab_size=vocab_size, block_size=block_size, n_layer=n_layer, n_head=n_head, n_embd=n_embd
+    )
     return GPT(config).eval()
 
 
@@ -193,16 +210,26 @@ def test_the_window_is_the_last_block_size_tokens_up_to_the_query():
     assert model_window(6, 5, 8) == (0, 6)  # the whole text fits
 
 
-@pytest.mark.parametrize("block_size, note", [
-    # "cause it": the window starts inside "because" (the space before "it" is its token).
-    (8, 'the model sees 8 tokens up to "it" (its block_size): the first 4 words are outside '
-        'its window, and only part of "because" is inside it'),
-    # " because it": the window starts at a word.
-    (11, 'the model sees 11 tokens up to "it" (its block_size): the first 4 words are outside '
-         "its window"),
-])
+@pytest.mark.parametrize(
+    "block_size, note",
+    [
+        # "cause it": the window starts inside "because" (the space before "it" is its token).
+        (
+            8,
+            'the model sees 8 tokens up to "it" (its block_size): the first 4 words are outside '
+            'its window, and only part of "because" is inside it',
+        ),
+        # " because it": the window starts at a word.
+        (
+            11,
+            'the model sees 11 tokens up to "it" (its block_size): the first 4 words are outside '
+            "its window",
+        ),
+    ],
+)
 def test_a_sentence_longer_than_block_size_is_read_in_the_window_the_query_sees(
-        char_run, block_size, note):
+    char_run, block_size, note
+):
     model, tokenizer = random_model(char_run.tokenizer.vocab_size, block_size), char_run.tokenizer
     sentence = sentence_attention(model, tokenizer, SENTENCE)
     ids = tokenizer.encode(SENTENCE)
@@ -217,8 +244,9 @@ def test_a_sentence_longer_than_block_size_is_read_in_the_window_the_query_sees(
         for h in range(2):
             assert torch.equal(sentence.weights[l][h], attn[l][0, h])
             row = attn[l][0, h, -1]
-            assert sentence.rows[l][h] == pytest.approx([row[:n_because].sum().item(),
-                                                   row[n_because:].sum().item()], abs=1e-6)
+            assert sentence.rows[l][h] == pytest.approx(
+                [row[:n_because].sum().item(), row[n_because:].sum().item()], abs=1e-6
+            )
     text = render_sentence(sentence)
     assert text.splitlines()[1] == f"note: {note}"
 
@@ -226,7 +254,12 @@ def test_a_sentence_longer_than_block_size_is_read_in_the_window_the_query_sees(
 def test_a_long_sentence_whose_query_fits_is_read_from_its_start(char_run):
     model = random_model(char_run.tokenizer.vocab_size, 8)
     sentence = sentence_attention(model, char_run.tokenizer, "It was hungry.")  # 14 tokens
-    assert (sentence.window_start, sentence.window_note, len(sentence.tokens), sentence.words) == (0, None, 8, ["It"])
+    assert (sentence.window_start, sentence.window_note, len(sentence.tokens), sentence.words) == (
+        0,
+        None,
+        8,
+        ["It"],
+    )
     assert sentence.rows[0][0] == pytest.approx([1.0])
     assert "note:" not in render_sentence(sentence)
 
@@ -234,7 +267,7 @@ def test_a_long_sentence_whose_query_fits_is_read_from_its_start(char_run):
 def test_the_cli_prints_the_window_note_and_a_token_map_of_the_window(char_run):
     small = Run(random_model(char_run.tokenizer.vocab_size, 8), char_run.tokenizer, {}, {})
     text = attention_cli(small, ["--attention", SENTENCE, "--layer", "0", "--head", "1"])
-    assert "note: the model sees 8 tokens up to \"it\" (its block_size): the first 4 words" in text
+    assert 'note: the model sees 8 tokens up to "it" (its block_size): the first 4 words' in text
     grid = text.split("token by token")[1].splitlines()[1:]
     assert grid[0].split() == list("01234567") and len(grid) == 1 + 8  # keys, then 8 rows
     # each row: its key and its token, read horizontally (not stacked letter by letter)
@@ -243,12 +276,11 @@ def test_the_cli_prints_the_window_note_and_a_token_map_of_the_window(char_run):
 
 # --- rendering ---------------------------------------------------------------------------
 
+
 def test_word_rows_render_exactly():
     rows = [("L0 H0", [0.1, 0.8, 0.1]), ("L1 H3", [0.5, 0.25, 0.25])]
     assert render_word_rows(["The", "animal", "it"], rows) == (
-        "       The   animal it\n"
-        "L0 H0   .10  ▓.80▲   .10\n"
-        "L1 H3  ▒.50▲ ░.25   ░.25"
+        "       The   animal it\nL0 H0   .10  ▓.80▲   .10\nL1 H3  ▒.50▲ ░.25   ░.25"
     )
 
 
@@ -266,10 +298,7 @@ def test_long_sentences_wrap_into_blocks_that_fit():
 def test_token_grid_renders_exactly():
     weights = [[1.0, 0.0, 0.0], [0.5, 0.5, 0.0], [0.1, 0.2, 0.7]]
     assert render_token_grid(["a", " b", "\n"], weights) == (
-        "     0 1 2\n"
-        "0 a  ██\n"
-        "1 ␣b ▒▒▒▒\n"
-        "2 ↵  · ░░▓▓"
+        "     0 1 2\n0 a  ██\n1 ␣b ▒▒▒▒\n2 ↵  · ░░▓▓"
     )
     # Past ten tokens the keys go on with letters: one character a column, on one line.
     many = render_token_grid([f" w{i}" for i in range(12)], [[1.0] * 12] * 12).splitlines()
@@ -281,8 +310,11 @@ def test_colour_cells_under_an_eighth_keep_the_terminals_background_and_light_on
     for mode in ("256", "truecolor", "256-light", "truecolor-light"):
         rows = render_token_grid(["a", "b"], weights, mode).splitlines()[1:]
         assert rows[1].split(RESET)[0].startswith("1 b · \x1b[48;"), (mode, rows)  # no colour
-        assert render_word_rows(["x", "y"], [("L0 H0", [0.05, 0.95])], mode).splitlines()[1] \
+        assert (
+            render_word_rows(["x", "y"], [("L0 H0", [0.05, 0.95])], mode)
+            .splitlines()[1]
             .startswith("L0 H0   .05  \x1b[48;")
+        )
     # On a light terminal more weight is darker: the 256 greys and the white-to-blue ramp.
     assert sgr_colours(0.2, "256-light").startswith("\x1b[48;5;251m")
     assert sgr_colours(1.0, "256-light").startswith("\x1b[48;5;234m")
@@ -346,12 +378,19 @@ def test_the_token_grids_legend_says_what_each_colour_mode_shows(char_run):
         text = render_sentence(sentence, colour, layer=0, head=1)
         return next(line for line in text.splitlines() if "token by token" in line)
 
-    assert legend(None) == ("L0 H1, token by token (rows: query tokens; columns: key tokens, by "
-                            "their rows' keys; weight ░▒▓█ to the nearest quarter, · under 1/8)")
+    assert legend(None) == (
+        "L0 H1, token by token (rows: query tokens; columns: key tokens, by "
+        "their rows' keys; weight ░▒▓█ to the nearest quarter, · under 1/8)"
+    )
     grey = legend("256")
     assert "256 colours" in grey and "░" not in grey
     assert re.findall(r"\x1b\[48;5;(\d+)m[^ ]* (\S+) ", grey) == [
-        ("234", "0"), ("239", ".25"), ("244", ".5"), ("250", ".75"), ("255", "1")]
+        ("234", "0"),
+        ("239", ".25"),
+        ("244", ".5"),
+        ("250", ".75"),
+        ("255", "1"),
+    ]
     heat = legend("truecolor")
     assert "24-bit" in heat and heat.count("\x1b[48;2;") == 5 and "░" not in heat
 
@@ -365,29 +404,33 @@ class Stream(io.StringIO):
         return self.tty
 
 
-@pytest.mark.parametrize("tty, env, mode", [
-    (True, {"COLORTERM": "truecolor"}, "truecolor"),
-    (True, {"COLORTERM": "24bit"}, "truecolor"),
-    (True, {}, "256"),
-    (False, {"COLORTERM": "truecolor"}, None),  # piped
-    # no-color.org: a non-empty NO_COLOR turns colour off; an empty one does not
-    (True, {"NO_COLOR": "", "COLORTERM": "truecolor"}, "truecolor"),
-    (True, {"NO_COLOR": ""}, "256"),
-    (True, {"NO_COLOR": "1"}, None),
-    (True, {"NO_COLOR": "0"}, None),
-    (True, {"TERM": "dumb"}, None),
-    # COLORFGBG's background: 15 or 7 light, 0 or 8 dark (as vim reads it)
-    (True, {"COLORFGBG": "0;15"}, "256-light"),
-    (True, {"COLORFGBG": "0;default;7", "COLORTERM": "truecolor"}, "truecolor-light"),
-    (True, {"COLORFGBG": "15;0"}, "256"),
-    (True, {"COLORFGBG": "7;8"}, "256"),
-    (True, {"COLORFGBG": "rubbish"}, "256"),
-])
+@pytest.mark.parametrize(
+    "tty, env, mode",
+    [
+        (True, {"COLORTERM": "truecolor"}, "truecolor"),
+        (True, {"COLORTERM": "24bit"}, "truecolor"),
+        (True, {}, "256"),
+        (False, {"COLORTERM": "truecolor"}, None),  # piped
+        # no-color.org: a non-empty NO_COLOR turns colour off; an empty one does not
+        (True, {"NO_COLOR": "", "COLORTERM": "truecolor"}, "truecolor"),
+        (True, {"NO_COLOR": ""}, "256"),
+        (True, {"NO_COLOR": "1"}, None),
+        (True, {"NO_COLOR": "0"}, None),
+        (True, {"TERM": "dumb"}, None),
+        # COLORFGBG's background: 15 or 7 light, 0 or 8 dark (as vim reads it)
+        (True, {"COLORFGBG": "0;15"}, "256-light"),
+        (True, {"COLORFGBG": "0;default;7", "COLORTERM": "truecolor"}, "truecolor-light"),
+        (True, {"COLORFGBG": "15;0"}, "256"),
+        (True, {"COLORFGBG": "7;8"}, "256"),
+        (True, {"COLORFGBG": "rubbish"}, "256"),
+    ],
+)
 def test_colour_mode(tty, env, mode):
     assert colour_mode(Stream(tty), env) == mode
 
 
 # --- the generate.py options ---------------------------------------------------------------
+
 
 def attention_cli(run, argv):
     args = generate.build_parser().parse_args(argv)
@@ -414,12 +457,15 @@ def test_attention_file_gives_one_sentence_a_line_and_skips_blank_ones(char_run,
     assert from_file.count("attention of") == 2
 
 
-@pytest.mark.parametrize("content, message", [
-    (None, "does not exist"),
-    (b"\n  \n", "blank lines"),
-    (b"", "empty"),
-    (b"It \xe9tait.", "not valid UTF-8"),
-])
+@pytest.mark.parametrize(
+    "content, message",
+    [
+        (None, "does not exist"),
+        (b"\n  \n", "blank lines"),
+        (b"", "empty"),
+        (b"It \xe9tait.", "not valid UTF-8"),
+    ],
+)
 def test_attention_file_errors(char_run, tmp_path, content, message):
     path = tmp_path / "sentences.txt"
     if content is not None:
@@ -436,11 +482,11 @@ def test_layer_alone_shows_that_layers_heads(char_run):
 
 # --- many heads: the compact view ---------------------------------------------------------
 
+
 def test_top_heads_render_exactly_and_skip_punctuation():
     rows = [("L0 H0", [0.1, 0.6, 0.3]), ("L0 H1", [0.5, 0.2, 0.3]), ("L1 H0", [0.2, 0.7, 0.1])]
     assert render_top_heads(["The", "animal", ","], rows, 2) == (
-        "The     L0 H1 ▒.50  L1 H0 ░.20\n"
-        "animal  L1 H0 ▓.70  L0 H0 ▒.60"
+        "The     L0 H1 ▒.50  L1 H0 ░.20\nanimal  L1 H0 ▓.70  L0 H0 ▒.60"
     )
     assert render_top_heads(["The", "animal"], rows[:1], 5).splitlines()[0] == "The     L0 H0  .10"
 
@@ -448,8 +494,9 @@ def test_top_heads_render_exactly_and_skip_punctuation():
 @pytest.fixture(scope="module")
 def gpt2_shaped_run(char_run):
     """12 layers x 12 heads, GPT-2 small's grid of heads, at width 48."""
-    return Run(random_model(char_run.tokenizer.vocab_size, 64, 12, 12, 48), char_run.tokenizer,
-               {}, {})
+    return Run(
+        random_model(char_run.tokenizer.vocab_size, 64, 12, 12, 48), char_run.tokenizer, {}, {}
+    )
 
 
 def head_lines(text):
@@ -463,20 +510,29 @@ def test_many_heads_default_to_each_words_top_heads_with_a_hint(gpt2_shaped_run)
     assert 'the 3 of 144 heads that attend most from "it"' in text
     sentence = sentence_attention(gpt2_shaped_run.model, gpt2_shaped_run.tokenizer, SENTENCE)
     # The heads listed for "animal" are the three with the largest weight on it, largest first.
-    ranked = sorted(((w[1], f"L{l} H{h}") for l, layer in enumerate(sentence.rows)
-                     for h, w in enumerate(layer)), key=lambda x: -x[0])
+    ranked = sorted(
+        (
+            (w[1], f"L{l} H{h}")
+            for l, layer in enumerate(sentence.rows)
+            for h, w in enumerate(layer)
+        ),
+        key=lambda x: -x[0],
+    )
     animal = next(line for line in text.splitlines() if line.startswith("animal "))
     assert re.findall(r"L\d+ H\d+", animal) == [label for _, label in ranked[:3]]
     words = [line.split()[0] for line in text.splitlines()[-5:]]
     assert words == ["The", "animal", "went", "out", "because"]  # every word before "it"
 
 
-@pytest.mark.parametrize("argv, lines, top", [
-    (["--all-heads"], 144, None),
-    (["--layer", "3"], 12, None),  # 12 heads: one line each
-    (["--top-heads", "5"], 0, 5),
-    (["--layer", "3", "--top-heads", "2"], 0, 2),
-])
+@pytest.mark.parametrize(
+    "argv, lines, top",
+    [
+        (["--all-heads"], 144, None),
+        (["--layer", "3"], 12, None),  # 12 heads: one line each
+        (["--top-heads", "5"], 0, 5),
+        (["--layer", "3", "--top-heads", "2"], 0, 2),
+    ],
+)
 def test_many_heads_options(gpt2_shaped_run, argv, lines, top):
     text = attention_cli(gpt2_shaped_run, ["--attention", SENTENCE, *argv])
     assert len(head_lines(text)) == lines and "note: 144 heads" not in text
@@ -487,23 +543,26 @@ def test_many_heads_options(gpt2_shaped_run, argv, lines, top):
         assert set(re.findall(r"L(\d+) H\d+", text)) == {"3"}
 
 
-@pytest.mark.parametrize("argv, message", [
-    (["--attention", SENTENCE, "--layer", "2", "--head", "0"], r"--layer.*0\.\.1"),
-    (["--attention", SENTENCE, "--layer", "2"], r"--layer.*0\.\.1"),
-    (["--attention", SENTENCE, "--top-heads", "0"], r"--top-heads.*\b0\b"),
-    (["--attention", SENTENCE, "--top-heads", "2", "--all-heads"], "two views"),
-    (["--top-heads", "2"], "go with --attention"),
-    (["--all-heads"], "go with --attention"),
-    (["--attention", SENTENCE, "--layer", "-1", "--head", "0"], r"--layer.*0\.\.1"),
-    (["--attention", SENTENCE, "--layer", "0", "--head", "2"], r"--head.*0\.\.1"),
-    (["--attention", SENTENCE, "--head", "0"], "--head.*--layer"),
-    (["--attention", "The dog barked."], "no pronoun.*name the query word with --word"),
-    (["--attention", SENTENCE, "--word", "zebra"], "not in"),
-    (["--attention", SENTENCE, "--word", " "], "^--word is empty"),
-    (["--attention", ""], "empty"),
-    (["--word", "it"], "go with --attention"),
-    (["--attention", SENTENCE, "--attention-file", "x.txt"], "--attention .*--attention-file"),
-])
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["--attention", SENTENCE, "--layer", "2", "--head", "0"], r"--layer.*0\.\.1"),
+        (["--attention", SENTENCE, "--layer", "2"], r"--layer.*0\.\.1"),
+        (["--attention", SENTENCE, "--top-heads", "0"], r"--top-heads.*\b0\b"),
+        (["--attention", SENTENCE, "--top-heads", "2", "--all-heads"], "two views"),
+        (["--top-heads", "2"], "go with --attention"),
+        (["--all-heads"], "go with --attention"),
+        (["--attention", SENTENCE, "--layer", "-1", "--head", "0"], r"--layer.*0\.\.1"),
+        (["--attention", SENTENCE, "--layer", "0", "--head", "2"], r"--head.*0\.\.1"),
+        (["--attention", SENTENCE, "--head", "0"], "--head.*--layer"),
+        (["--attention", "The dog barked."], "no pronoun.*name the query word with --word"),
+        (["--attention", SENTENCE, "--word", "zebra"], "not in"),
+        (["--attention", SENTENCE, "--word", " "], "^--word is empty"),
+        (["--attention", ""], "empty"),
+        (["--word", "it"], "go with --attention"),
+        (["--attention", SENTENCE, "--attention-file", "x.txt"], "--attention .*--attention-file"),
+    ],
+)
 def test_cli_errors(char_run, argv, message):
     with pytest.raises(ValueError, match=message):
         attention_cli(char_run, argv)
@@ -526,13 +585,17 @@ def test_the_24_bit_ramp_gets_brighter_in_even_steps_like_the_greys():
 
 def cielab(rgb):
     """CIE L*a*b* (D65 white) of an sRGB colour given as 0..255 integers."""
+
     def linear(c):
         c /= 255
         return c / 12.92 if c <= 0.04045 else ((c + 0.055) / 1.055) ** 2.4
 
     r, g, b = map(linear, rgb)
-    xyz = (0.4124 * r + 0.3576 * g + 0.1805 * b) / 0.95047, 0.2126 * r + 0.7152 * g + 0.0722 * b, \
-        (0.0193 * r + 0.1192 * g + 0.9505 * b) / 1.08883
+    xyz = (
+        (0.4124 * r + 0.3576 * g + 0.1805 * b) / 0.95047,
+        0.2126 * r + 0.7152 * g + 0.0722 * b,
+        (0.0193 * r + 0.1192 * g + 0.9505 * b) / 1.08883,
+    )
     fx, fy, fz = (t ** (1 / 3) if t > 216 / 24389 else (24389 / 27 * t + 16) / 116 for t in xyz)
     return 116 * fy - 16, 500 * (fx - fy), 200 * (fy - fz)
 
@@ -544,25 +607,44 @@ def ciede2000(lab1, lab2):
 
     (l1, a1, b1), (l2, a2, b2) = lab1, lab2
     c7 = ((hypot(a1, b1) + hypot(a2, b2)) / 2) ** 7
-    g = 0.5 * (1 - sqrt(c7 / (c7 + 25 ** 7)))
-    (c1, h1), (c2, h2) = [(hypot((1 + g) * a, b), degrees(atan2(b, (1 + g) * a)) % 360) for a, b in ((a1, b1), (a2, b2))]
+    g = 0.5 * (1 - sqrt(c7 / (c7 + 25**7)))
+    (c1, h1), (c2, h2) = [
+        (hypot((1 + g) * a, b), degrees(atan2(b, (1 + g) * a)) % 360)
+        for a, b in ((a1, b1), (a2, b2))
+    ]
     dh = 0 if c1 * c2 == 0 else (h2 - h1 + 180) % 360 - 180
     dl, dc, dhh = l2 - l1, c2 - c1, 2 * sqrt(c1 * c2) * sin(radians(dh / 2))
     lm, cm = (l1 + l2) / 2, (c1 + c2) / 2
     hm = h1 + h2 if c1 * c2 == 0 else (h1 + h2) / 2 + (180 if abs(h1 - h2) > 180 else 0)
-    t = 1 - 0.17 * cos(radians(hm - 30)) + 0.24 * cos(radians(2 * hm)) + 0.32 * cos(radians(3 * hm + 6)) \
+    t = (
+        1
+        - 0.17 * cos(radians(hm - 30))
+        + 0.24 * cos(radians(2 * hm))
+        + 0.32 * cos(radians(3 * hm + 6))
         - 0.2 * cos(radians(4 * hm - 63))
-    sl, sc, sh = 1 + 0.015 * (lm - 50) ** 2 / sqrt(20 + (lm - 50) ** 2), 1 + 0.045 * cm, 1 + 0.015 * cm * t
-    rt = -2 * sqrt(cm ** 7 / (cm ** 7 + 25 ** 7)) * sin(radians(60 * exp(-(((hm % 360) - 275) / 25) ** 2)))
+    )
+    sl, sc, sh = (
+        1 + 0.015 * (lm - 50) ** 2 / sqrt(20 + (lm - 50) ** 2),
+        1 + 0.045 * cm,
+        1 + 0.015 * cm * t,
+    )
+    rt = (
+        -2
+        * sqrt(cm**7 / (cm**7 + 25**7))
+        * sin(radians(60 * exp(-((((hm % 360) - 275) / 25) ** 2))))
+    )
     return sqrt((dl / sl) ** 2 + (dc / sc) ** 2 + (dhh / sh) ** 2 + rt * (dc / sc) * (dhh / sh))
 
 
-@pytest.mark.parametrize("lab1, lab2, expected", [  # pairs 1, 7, 17 and 25 of Sharma et al.'s table
-    ((50, 2.6772, -79.7751), (50, 0, -82.7485), 2.0425),
-    ((50, 0, 0), (50, -1, 2), 2.3669),
-    ((50, 2.5, 0), (73, 25, -18), 27.1492),
-    ((60.2574, -34.0099, 36.2677), (60.4626, -34.1751, 39.4387), 1.2644),
-])
+@pytest.mark.parametrize(
+    "lab1, lab2, expected",
+    [  # pairs 1, 7, 17 and 25 of Sharma et al.'s table
+        ((50, 2.6772, -79.7751), (50, 0, -82.7485), 2.0425),
+        ((50, 0, 0), (50, -1, 2), 2.3669),
+        ((50, 2.5, 0), (73, 25, -18), 27.1492),
+        ((60.2574, -34.0099, 36.2677), (60.4626, -34.1751, 39.4387), 1.2644),
+    ],
+)
 def test_ciede2000_gives_the_published_differences(lab1, lab2, expected):
     assert ciede2000(lab1, lab2) == pytest.approx(expected, abs=1e-4)
 
@@ -574,7 +656,9 @@ def legend_colours(run, monkeypatch, colorterm):
     monkeypatch.setenv("TERM", "xterm-256color")
     monkeypatch.setenv("COLORTERM", colorterm)
     out = Stream(tty=True)
-    args = generate.build_parser().parse_args(["--attention", SENTENCE, "--layer", "0", "--head", "1"])
+    args = generate.build_parser().parse_args(
+        ["--attention", SENTENCE, "--layer", "0", "--head", "1"]
+    )
     generate.check_args(args)
     show_attention(run, args, out)
     text = out.getvalue().split("token by token", 1)[1]
@@ -584,10 +668,16 @@ def legend_colours(run, monkeypatch, colorterm):
     return [(label, (int(r), int(g), int(b)) if r else grey(n)) for r, g, b, n, label in found]
 
 
-def test_the_24_bit_ramp_as_printed_steps_evenly_and_brightens_with_the_greys(char_run, monkeypatch):
+def test_the_24_bit_ramp_as_printed_steps_evenly_and_brightens_with_the_greys(
+    char_run, monkeypatch
+):
     truecolour = legend_colours(char_run, monkeypatch, "truecolor")
     greys = legend_colours(char_run, monkeypatch, "")
-    assert [label for label, _ in truecolour] == [label for label, _ in greys] == ["0", ".25", ".5", ".75", "1"]
+    assert (
+        [label for label, _ in truecolour]
+        == [label for label, _ in greys]
+        == ["0", ".25", ".5", ".75", "1"]
+    )
     steps = [ciede2000(cielab(a), cielab(b)) for (_, a), (_, b) in pairwise(truecolour)]
     # Evenly distinguishable: no quarter step looks much closer than the widest one. The straight
     # navy-to-yellow ramp's steps shrank towards yellow (28.8, 21.1, 17.9, 13.6: .47 of the widest).

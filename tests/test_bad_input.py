@@ -14,18 +14,40 @@ pytestmark = pytest.mark.slow  # every test runs the scripts as a user does
 
 
 def test_a_seed_out_of_range_is_one_line(tmp_path):
-    said = error_line(run_script("train.py", "seed=100000000000000000000", f"out_dir={tmp_path / 'r'}"))
+    said = error_line(
+        run_script("train.py", "seed=100000000000000000000", f"out_dir={tmp_path / 'r'}")
+    )
     assert "seed" in said and "2**63" in said, said
 
 
 def test_a_pipe_as_a_corpus_is_refused_and_as_a_prompt_is_read(tmp_path):
-    said = error_line(run_script("train.py", "data.source=/dev/stdin", f"out_dir={tmp_path / 'r'}", input="some text\n"))
+    said = error_line(
+        run_script(
+            "train.py", "data.source=/dev/stdin", f"out_dir={tmp_path / 'r'}", input="some text\n"
+        )
+    )
     assert "not a regular file" in said, said
     folder = tmp_path / "run"
     make_run(folder, "char", 32)
-    r = subprocess.run([sys.executable, "generate.py", "--ckpt", str(folder), "--prompt-file", "/dev/stdin",
-                        "--max-new-tokens", "3", "--seed", "0"], cwd=ROOT, input="The cat", capture_output=True,
-                       text=True, timeout=120)
+    r = subprocess.run(
+        [
+            sys.executable,
+            "generate.py",
+            "--ckpt",
+            str(folder),
+            "--prompt-file",
+            "/dev/stdin",
+            "--max-new-tokens",
+            "3",
+            "--seed",
+            "0",
+        ],
+        cwd=ROOT,
+        input="The cat",
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert r.returncode == 0 and r.stdout.startswith("The cat"), r.stderr
 
 
@@ -43,8 +65,12 @@ def test_a_checkpoint_file_for_a_folder_and_weights_without_config(tmp_path):
     make_run(folder, "char", 32)
     said = error_line(run_script("generate.py", "--ckpt", folder / "ckpt.pt"))
     assert "run folder" in said, said
-    r = run_script("train.py", f"train.init_from={folder / 'ckpt.pt'}", f"out_dir={tmp_path / 'tuned'}",
-                   f"data.source={ROOT / 'requirements.txt'}")
+    r = run_script(
+        "train.py",
+        f"train.init_from={folder / 'ckpt.pt'}",
+        f"out_dir={tmp_path / 'tuned'}",
+        f"data.source={ROOT / 'requirements.txt'}",
+    )
     said = error_line(r)
     assert str(folder / "ckpt.pt") in said and "run folder" in said, said
     assert "ckpt.pt/ckpt.pt" not in r.stderr
@@ -65,7 +91,9 @@ def test_random_bytes_as_a_checkpoint_never_suggest_weights_only_false(tmp_path,
     r = run_script("generate.py", "--ckpt", folder)
     said = error_line(r)
     assert "ckpt.pt" in said, said
-    assert ("nothing in it ran" in r.stderr or "not a checkpoint" in r.stderr) and "weights_only" not in r.stderr
+    assert (
+        "nothing in it ran" in r.stderr or "not a checkpoint" in r.stderr
+    ) and "weights_only" not in r.stderr
 
 
 @pytest.mark.slow
@@ -76,8 +104,13 @@ def test_a_full_disk_while_preparing_says_the_disk_is_full(corpus, tmp_path):
             pytest.skip("mounting a small tmpfs needs root")
         text = tmp_path / "big.txt"
         text.write_text("the cat sat on the mat and it purred.\n" * 20000)
-        r = run_script("train.py", f"data.source={text}", "tokenizer.kind=char", f"data.cache_dir={small}",
-                       f"out_dir={tmp_path / 'run'}")
+        r = run_script(
+            "train.py",
+            f"data.source={text}",
+            "tokenizer.kind=char",
+            f"data.cache_dir={small}",
+            f"out_dir={tmp_path / 'run'}",
+        )
         said = error_line(r)
         assert "disk" in said and "full" in said, said
 
@@ -88,7 +121,9 @@ def test_offline_a_hub_model_is_one_line_with_no_warning_from_the_hubs_client(tm
     with socket.socket() as s:  # a port on 127.0.0.1 where nothing listens
         s.bind(("127.0.0.1", 0))
         closed = s.getsockname()[1]
-    env = dict(os.environ, HF_ENDPOINT=f"http://127.0.0.1:{closed}", HF_HUB_CACHE=str(tmp_path / "hub"))
+    env = dict(
+        os.environ, HF_ENDPOINT=f"http://127.0.0.1:{closed}", HF_HUB_CACHE=str(tmp_path / "hub")
+    )
     r = run_script("generate.py", "--ckpt", "hf:someone/model", "--prompt", "a", env=env)
     said = error_line(r)
     assert "HF_HUB_OFFLINE=1" in said, said
@@ -105,10 +140,20 @@ def test_an_implausible_cached_cpu_peak_is_measured_again_by_a_run(corpus, tmp_p
     # As if measured on busy cores: torch's thread count below one thread's figure. The key as
     # cpu_peak_flops writes it, for the thread count training runs at.
     key = f"{cpu_name()}; {torch.get_num_threads()} threads; torch {torch.__version__}"
-    (cache / "cpu_peak_flops.json").write_text(json.dumps({key: {"flops": 1.0, "one_thread": 1e12}}))
-    config = tiny_config(corpus, tmp_path / "run", f"data.cache_dir={cache}", "train.max_iters=2",
-                         "train.eval_interval=2", "train.peak_flops=null")
-    threads = dict(os.environ, OMP_NUM_THREADS=str(torch.get_num_threads()))  # the key's thread count
+    (cache / "cpu_peak_flops.json").write_text(
+        json.dumps({key: {"flops": 1.0, "one_thread": 1e12}})
+    )
+    config = tiny_config(
+        corpus,
+        tmp_path / "run",
+        f"data.cache_dir={cache}",
+        "train.max_iters=2",
+        "train.eval_interval=2",
+        "train.peak_flops=null",
+    )
+    threads = dict(
+        os.environ, OMP_NUM_THREADS=str(torch.get_num_threads())
+    )  # the key's thread count
     r = run_script("train.py", write_yaml(config, tmp_path / "c.yaml"), env=threads)
     assert r.returncode == 0, r.stderr
     entry = json.loads((cache / "cpu_peak_flops.json").read_text())[key]
@@ -118,11 +163,18 @@ def test_an_implausible_cached_cpu_peak_is_measured_again_by_a_run(corpus, tmp_p
 # The fixes of the third pass that earlier tests drove through main() in the test's own process,
 # here as a user meets them: the script in its own process.
 
+
 def test_an_override_is_the_text_as_typed(tmp_path):
     import yaml
 
-    r = run_script("train.py", "out_dir=0123", "model.n_layer=010", "train.compile=on", "train.lr=1e-3",
-                   "--print-config")
+    r = run_script(
+        "train.py",
+        "out_dir=0123",
+        "model.n_layer=010",
+        "train.compile=on",
+        "train.lr=1e-3",
+        "--print-config",
+    )
     assert r.returncode == 0, r.stderr
     printed = yaml.safe_load(r.stdout)
     assert printed["out_dir"] == "0123" and printed["model"]["n_layer"] == 10
@@ -160,8 +212,9 @@ def test_a_resume_keeps_the_modes_a_user_gave_the_files(tiny_run):
         os.chmod(out / name, 0o600)
     r = run_script("train.py", cfg, "train.max_iters=4")  # resumes and rewrites both
     assert r.returncode == 0, r.stderr
-    assert {name: stat.S_IMODE((out / name).stat().st_mode) for name in ("ckpt.pt", "config.yaml")} == \
-        {"ckpt.pt": 0o600, "config.yaml": 0o600}
+    assert {
+        name: stat.S_IMODE((out / name).stat().st_mode) for name in ("ckpt.pt", "config.yaml")
+    } == {"ckpt.pt": 0o600, "config.yaml": 0o600}
 
 
 def test_init_from_into_a_folder_that_holds_another_run_is_refused(corpus, tiny_run, tmp_path):
@@ -171,7 +224,9 @@ def test_init_from_into_a_folder_that_holds_another_run_is_refused(corpus, tiny_
     out, cfg = tiny_run
     source = tmp_path / "source"
     train(tiny_config(corpus, source, "train.max_iters=2", "train.eval_interval=2"))
-    files = lambda: {p.name: p.read_bytes() for p in out.iterdir() if p.name != ".lock"}  # the lock names its holder
+    files = lambda: {
+        p.name: p.read_bytes() for p in out.iterdir() if p.name != ".lock"
+    }  # the lock names its holder
     before = files()
     said = error_line(run_script("train.py", cfg, f"train.init_from={source}", "train.max_iters=4"))
     assert "init_from" in said and "--force" in said, said
@@ -185,7 +240,9 @@ def test_a_swapped_tokenizer_file_is_refused_by_generate(tiny_run):
     swapped = text.replace('"a"', '"@"', 1)  # the same size, another character
     assert swapped != text and len(swapped) == len(text)
     path.write_text(swapped)
-    said = error_line(run_script("generate.py", "--ckpt", out, "--prompt", "the", "--max-new-tokens", "2"))
+    said = error_line(
+        run_script("generate.py", "--ckpt", out, "--prompt", "the", "--max-new-tokens", "2")
+    )
     assert "tokenizer" in said and str(out) in said, said
 
 
@@ -197,7 +254,15 @@ def bpe_run(tmp_path):
 
 
 def test_html_with_a_trailing_slash_writes_the_page_into_that_folder(bpe_run, tmp_path):
-    r = run_script("generate.py", "--ckpt", bpe_run, "--attention", "--no-probe", "--html", f"{tmp_path / 'new'}/")
+    r = run_script(
+        "generate.py",
+        "--ckpt",
+        bpe_run,
+        "--attention",
+        "--no-probe",
+        "--html",
+        f"{tmp_path / 'new'}/",
+    )
     assert r.returncode == 0, r.stderr
     assert [p.name for p in (tmp_path / "new").iterdir()] == ["attention.html"]
 
@@ -215,7 +280,9 @@ def test_a_probe_file_with_a_byte_order_mark_is_read(bpe_run, tmp_path):
     path = tmp_path / "bom.jsonl"
     write_jsonl(examples("dev")[:25], path)
     path.write_bytes(b"\xef\xbb\xbf" + path.read_bytes())
-    r = run_script("generate.py", "--ckpt", bpe_run, "--probe", path, "--no-causal", "--permutations", "5")
+    r = run_script(
+        "generate.py", "--ckpt", bpe_run, "--probe", path, "--no-causal", "--permutations", "5"
+    )
     assert r.returncode == 0 and "25 of 25 used" in r.stdout, r.stderr
 
 
@@ -247,7 +314,9 @@ def test_a_checkpoint_the_project_did_not_write_is_one_line_in_generate_and_resu
     folder = tmp_path / "run"
     make_run(folder, "char", 32)
     ckpt = torch.load(folder / "ckpt.pt", weights_only=True)
-    ckpt.update(optimizer={}, step=1, best_val_loss=9.0)  # as train.py's, but for what `case` breaks
+    ckpt.update(
+        optimizer={}, step=1, best_val_loss=9.0
+    )  # as train.py's, but for what `case` breaks
     torch.save(_foreign_checkpoint(case, ckpt), folder / "ckpt.pt")
     named = {
         "no model_config": "model_config",

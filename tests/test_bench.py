@@ -37,6 +37,7 @@ def stand_ins(monkeypatch):
         def run(args):
             called.append((name, args))
             return row
+
         return run
 
     rows = {
@@ -57,13 +58,19 @@ def test_no_argument_runs_the_four_cpu_benchmarks_in_order(monkeypatch, capsys, 
     assert all(args.iters == 7 for _, args in called)  # each gets the parsed flags
 
 
-def test_json_is_one_object_with_the_machine_every_row_and_the_peak_memory(monkeypatch, capsys,
-                                                                           stand_ins):
+def test_json_is_one_object_with_the_machine_every_row_and_the_peak_memory(
+    monkeypatch, capsys, stand_ins
+):
     _, rows = stand_ins
     code, out, _ = run_bench(monkeypatch, capsys, "generate", "tokenizer", "--json")
     assert code == 0 and out.count("\n") == 1
     result = json.loads(out)
-    assert list(result) == ["machine", *rows["bench_generation"], *rows["bench_tokenizer"], "peak RSS MB"]
+    assert list(result) == [
+        "machine",
+        *rows["bench_generation"],
+        *rows["bench_tokenizer"],
+        "peak RSS MB",
+    ]
     assert {k: result[k] for k in rows["bench_tokenizer"]} == rows["bench_tokenizer"]
     assert f"torch {torch.__version__}" in result["machine"] and result["peak RSS MB"] > 0
     # the CPU a timing ran on: a bf16 path fast on one CPU is emulated on another
@@ -71,19 +78,25 @@ def test_json_is_one_object_with_the_machine_every_row_and_the_peak_memory(monke
     assert "bf16 in hardware" in result["machine"]
 
 
-def test_the_table_aligns_values_and_prints_floats_with_three_decimals(monkeypatch, capsys, stand_ins):
+def test_the_table_aligns_values_and_prints_floats_with_three_decimals(
+    monkeypatch, capsys, stand_ins
+):
     code, out, _ = run_bench(monkeypatch, capsys, "train", "tokenizer")
     lines = out.splitlines()
     width = len("train tokens/s (ours)")  # the longest key
     assert code == 0 and lines[0].startswith(f"{'machine':<{width}}  ")
     assert lines[-1].startswith(f"{'peak RSS MB':<{width}}  ")
-    assert lines[1:-1] == [f"{'train ms/step (ours)':<{width}}  71.900",
-                           f"{'train tokens/s (ours)':<{width}}  10,680.500",
-                           f"{'bpe bytes/token':<{width}}  3.590",
-                           f"{'bpe vocabulary':<{width}}  4096"]  # an int as it is
+    assert lines[1:-1] == [
+        f"{'train ms/step (ours)':<{width}}  71.900",
+        f"{'train tokens/s (ours)':<{width}}  10,680.500",
+        f"{'bpe bytes/token':<{width}}  3.590",
+        f"{'bpe vocabulary':<{width}}  4096",
+    ]  # an int as it is
 
 
-def test_an_unknown_benchmark_is_a_one_line_error_before_anything_runs(monkeypatch, capsys, stand_ins):
+def test_an_unknown_benchmark_is_a_one_line_error_before_anything_runs(
+    monkeypatch, capsys, stand_ins
+):
     called, _ = stand_ins
     code, out, err = run_bench(monkeypatch, capsys, "train", "nothing")
     assert code == 2 and out == "" and called == []
@@ -91,19 +104,27 @@ def test_an_unknown_benchmark_is_a_one_line_error_before_anything_runs(monkeypat
     assert "'nothing'" in err and "gpu-check" in err  # the name given, and the names to choose from
 
 
-@pytest.mark.parametrize("driver, cuda, says", [
-    ("not found (no nvidia-smi)", "13.0", ("CUDA GPU", "`python bench.py`")),
-    ("470.82, Tesla V100", "13.0", ("CUDA 13.0", "driver 580")),
-])
+@pytest.mark.parametrize(
+    "driver, cuda, says",
+    [
+        ("not found (no nvidia-smi)", "13.0", ("CUDA GPU", "`python bench.py`")),
+        ("470.82, Tesla V100", "13.0", ("CUDA 13.0", "driver 580")),
+    ],
+)
 def test_gpu_check_without_a_usable_gpu_says_what_to_do(monkeypatch, capsys, driver, cuda, says):
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
-    monkeypatch.setattr(benchmarks.gpu, "gpu_versions", lambda: {"torch": "2.13.0", "built for CUDA": cuda,
-                                                                  "NVIDIA driver, GPU": driver})
+    monkeypatch.setattr(
+        benchmarks.gpu,
+        "gpu_versions",
+        lambda: {"torch": "2.13.0", "built for CUDA": cuda, "NVIDIA driver, GPU": driver},
+    )
     monkeypatch.setattr(torch.version, "cuda", cuda)
     code, out, _ = run_bench(monkeypatch, capsys, "gpu-check")
     assert isinstance(code, str) and code.startswith("error: ")  # sys.exit(message): exit 1
     assert all(s in code for s in says), code
-    assert re.search(rf"^NVIDIA driver, GPU +{re.escape(driver)}$", out, re.M)  # the versions come first
+    assert re.search(
+        rf"^NVIDIA driver, GPU +{re.escape(driver)}$", out, re.M
+    )  # the versions come first
 
 
 def test_gpu_check_rows_are_shown_as_measured_and_a_failed_step_loses_none(capsys):
@@ -111,8 +132,10 @@ def test_gpu_check_rows_are_shown_as_measured_and_a_failed_step_loses_none(capsy
         run_or_explain([sys.executable, "-c", "import sys; sys.exit('no corpus here')"], ROOT)
 
     shown = []
-    rows = run_steps([("first", lambda: {"a": 1.5}), ("baby GPT", failing),
-                      ("last", lambda: {"b": "ok"})], lambda key, value: shown.append((key, value)))
+    rows = run_steps(
+        [("first", lambda: {"a": 1.5}), ("baby GPT", failing), ("last", lambda: {"b": "ok"})],
+        lambda key, value: shown.append((key, value)),
+    )
     assert [key for key, _ in shown] == ["a", "baby GPT failed", "b"] and rows == dict(shown)
     assert "no corpus here" in rows["baby GPT failed"] and "\n" not in rows["baby GPT failed"]
     bench.print_row("a", 1.5, width=4)

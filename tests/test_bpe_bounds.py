@@ -14,7 +14,7 @@ from data.tokenizer import train_tokenizer
 
 MIXED = (
     "Plain prose, with 123456 digits, CRLF\r\n, tabs\t\tand   spaces; ünïcödé, 日本語のテキスト, "
-    "emoji \U0001F468\u200d\U0001F469\u200d\U0001F467 and --- dashes ---\n\n  trailing  \n"
+    "emoji \U0001f468\u200d\U0001f469\u200d\U0001f467 and --- dashes ---\n\n  trailing  \n"
 )
 
 
@@ -48,7 +48,9 @@ def test_one_long_piece_learns_tokens_up_to_the_cap_and_still_encodes_whole():
     # sub-pieces are 78 copies of "x" * 128 and one "x" * 16, so merges stop at "x" * 128.
     text = "x" * 10_000
     tok = train_tokenizer("bpe", text, vocab_size=400)
-    assert sorted(t for t, rank in tok.ranks.items() if rank >= 256) == [b"x" * 2**k for k in range(1, 8)]
+    assert sorted(t for t, rank in tok.ranks.items() if rank >= 256) == [
+        b"x" * 2**k for k in range(1, 8)
+    ]
     ids = tok.encode(text)  # tiktoken merges the whole 10000-character piece with those ranks
     assert len(ids) == 79 and tok.decode(ids) == text
 

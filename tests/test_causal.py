@@ -13,10 +13,10 @@ import pytest
 import torch
 
 from analysis.causal import causal_tests, knockout_at_query, with_best_head
+from analysis.interventions import block_keys
 from analysis.text_reports import format_causal, signed
 from data.pronouns import Example
 from data.tokenizer import train_tokenizer
-from analysis.interventions import block_keys
 from model.gpt import GPT, GPTConfig
 from model.hooks import hooks
 from tests.helpers import explicit_path
@@ -28,7 +28,11 @@ ALPHA = (2.0, 1.0)
 
 def known_gpt(block_size=64):
     C, D = 64, 32  # two heads of 32 channels; the V <= 32 token vectors fit in one head
-    model = GPT(GPTConfig(vocab_size=V, block_size=block_size, n_layer=2, n_head=2, n_embd=C, vocab_multiple=1)).eval()
+    model = GPT(
+        GPTConfig(
+            vocab_size=V, block_size=block_size, n_layer=2, n_head=2, n_embd=C, vocab_multiple=1
+        )
+    ).eval()
     with torch.no_grad():
         for p in model.parameters():
             p.zero_()
@@ -156,9 +160,15 @@ def test_the_control_distractor_is_drawn_with_the_seed_among_the_ones_the_query_
     # Two distractors before the pronoun, one after it (the query cannot see "bee").
     ex = example("a dog saw a cat and an owl so its bee hid.", "dog", "cat", "owl", "bee")
     options = {hand_loss(ex, {0: tokens(ex.distractors[k])}) - hand_loss(ex) for k in (0, 1)}
-    drawn = {causal_tests(known_gpt(), TOKENIZER, [ex], seed=s, resamples=10)["heads"][0][0]
-             ["distractor"] for s in range(8)}
-    assert len(drawn) == 2  # both are drawn over seeds, never "bee" (whose knockout changes nothing)
+    drawn = {
+        causal_tests(known_gpt(), TOKENIZER, [ex], seed=s, resamples=10)["heads"][0][0][
+            "distractor"
+        ]
+        for s in range(8)
+    }
+    assert (
+        len(drawn) == 2
+    )  # both are drawn over seeds, never "bee" (whose knockout changes nothing)
     for d in drawn:
         assert min(abs(d - o) for o in options) < 1e-5
 
@@ -166,11 +176,15 @@ def test_the_control_distractor_is_drawn_with_the_seed_among_the_ones_the_query_
 @torch.no_grad()
 def test_an_empty_key_set_and_the_own_mean_on_one_example_change_nothing():
     torch.manual_seed(0)
-    model = GPT(GPTConfig(vocab_size=V, block_size=64, n_layer=2, n_head=2, n_embd=16, vocab_multiple=1)).eval()
+    model = GPT(
+        GPTConfig(vocab_size=V, block_size=64, n_layer=2, n_head=2, n_embd=16, vocab_multiple=1)
+    ).eval()
     idx = torch.tensor([TOKENIZER.encode(E1.text)])
     with explicit_path(model):
         clean = model(idx)
-    empty = knockout_at_query(torch.ones(2, 2, dtype=torch.bool), torch.zeros(1, idx.size(1), dtype=torch.bool))
+    empty = knockout_at_query(
+        torch.ones(2, 2, dtype=torch.bool), torch.zeros(1, idx.size(1), dtype=torch.bool)
+    )
     with hooks(model, empty):
         assert torch.equal(model(idx), clean)
     r = causal_tests(model, TOKENIZER, [E1], resamples=10)
@@ -181,7 +195,9 @@ def test_an_empty_key_set_and_the_own_mean_on_one_example_change_nothing():
 @torch.no_grad()
 def test_the_query_alone_after_a_cache_gives_the_knockout_of_a_whole_forward_pass():
     torch.manual_seed(0)
-    model = GPT(GPTConfig(vocab_size=V, block_size=64, n_layer=2, n_head=2, n_embd=16, vocab_multiple=1)).eval()
+    model = GPT(
+        GPTConfig(vocab_size=V, block_size=64, n_layer=2, n_head=2, n_embd=16, vocab_multiple=1)
+    ).eval()
     r = causal_tests(model, TOKENIZER, [E3], resamples=10)
     ids = TOKENIZER.encode(E3.text)
     q = E3.pronoun[1] - 1
@@ -206,7 +222,10 @@ def test_best_head_is_added_from_the_grid(result):
 
 def test_report_puts_the_control_beside_the_grid_and_gives_intervals(result):
     few = format_causal(with_best_head(result, 0, 1))  # 3 examples: too few for intervals
-    assert "means only: 3 examples are too few for intervals" in few and "[" not in few.split("heads together")[1]
+    assert (
+        "means only: 3 examples are too few for intervals" in few
+        and "[" not in few.split("heads together")[1]
+    )
     report = format_causal(with_best_head({**result, "n": 25}, 0, 1))  # as if over 25
     lines = report.splitlines()
     row = next(line for line in lines if line.startswith("L0 "))
@@ -225,10 +244,21 @@ def test_report_puts_the_control_beside_the_grid_and_gives_intervals(result):
 def test_report_of_144_heads_stacks_the_grids_within_100_columns():
     cell = {k: -10.5 for k in ("antecedent", "distractor", "ablation")}
     cell.update({f"{k}_ci": [-10.75, -10.25] for k in ("antecedent", "distractor", "ablation")})
-    together = {"antecedent": -10.25, "distractor": 0.0, "antecedent_ci": [-12.0, -10.5],
-                "distractor_ci": [-10.1, 10.1]}
-    big = {"heads": [[cell] * 12] * 12, "layers": [together] * 12, "all_heads": together,
-           "n": 300, "skipped": 0, "clean_loss": 1.0, "resamples": 1000}
+    together = {
+        "antecedent": -10.25,
+        "distractor": 0.0,
+        "antecedent_ci": [-12.0, -10.5],
+        "distractor_ci": [-10.1, 10.1],
+    }
+    big = {
+        "heads": [[cell] * 12] * 12,
+        "layers": [together] * 12,
+        "all_heads": together,
+        "n": 300,
+        "skipped": 0,
+        "clean_loss": 1.0,
+        "resamples": 1000,
+    }
     lines = format_causal(with_best_head(big, 11, 11)).splitlines()
     assert max(len(line) for line in lines) <= 100
     assert sum(line.startswith("L11 ") for line in lines) == 3  # antecedent, control, ablation

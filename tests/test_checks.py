@@ -18,7 +18,9 @@ def test_anything_else_is_a_value_error_that_names_it(value):
 
 
 def test_a_higher_minimum_and_a_note_are_said():
-    note = "the 256 byte tokens come first"  # said as given, with the name, the minimum and the value
+    note = (
+        "the 256 byte tokens come first"  # said as given, with the name, the minimum and the value
+    )
     with pytest.raises(ValueError, match=rf"^bpe vocab_size .*>= 256.*{re.escape(note)}.*\b255\b"):
         int_at_least("bpe vocab_size", 255, 256, note=note)
 

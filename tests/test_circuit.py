@@ -25,8 +25,15 @@ def setup():
     text = RUN_TEXT + "\n".join(ex.text for ex in examples("dev") + examples("test"))
     tokenizer = train_tokenizer("bpe", text, 600)
     torch.manual_seed(0)
-    model = GPT(GPTConfig(vocab_size=tokenizer.vocab_size, block_size=128, n_layer=2, n_head=2,
-                          n_embd=32)).eval().double()
+    model = (
+        GPT(
+            GPTConfig(
+                vocab_size=tokenizer.vocab_size, block_size=128, n_layer=2, n_head=2, n_embd=32
+            )
+        )
+        .eval()
+        .double()
+    )
     with torch.no_grad():
         for p in model.parameters():
             if p.dim() == 2:
@@ -38,8 +45,9 @@ def setup():
 
 def prepared(model, pairs):
     graph = build_graph(model.config.n_layer, model.config.n_head)
-    batches = make_batches(pairs, [None] * len(pairs), len(graph.senders), model.config.n_embd,
-                           "cpu")
+    batches = make_batches(
+        pairs, [None] * len(pairs), len(graph.senders), model.config.n_embd, "cpu"
+    )
     twins, corrupt = twin_runs(model, graph, batches)
     return graph, batches, twins, corrupt
 
@@ -98,8 +106,12 @@ def test_attribution_is_real_patching_where_the_first_order_is_exact(setup):
         moved += scores[:, s, logits].abs().mean().item() > 1e-3
     assert moved >= 5  # every head and MLP; the embeddings do not reach the pronoun directly
     inner = [(s, r) for s, r in graph.allowed.nonzero().tolist() if r != logits]
-    assert max((real(s, r) - scores[:, s, r]).abs().max().item()
-               for s, r in inner[:: len(inner) // 12]) > 1e-4
+    assert (
+        max(
+            (real(s, r) - scores[:, s, r]).abs().max().item() for s, r in inner[:: len(inner) // 12]
+        )
+        > 1e-4
+    )
 
 
 def hand_built():
@@ -108,8 +120,16 @@ def hand_built():
     written to channels 4-7; MLP0 (GELU) moves them to 8-11; L1H0's value reads those and writes
     12-15, which alone the unembedding reads. L0H1, L1H1 and MLP1 write channels nobody reads."""
     torch.manual_seed(0)
-    cfg = GPTConfig(vocab_size=8, block_size=8, n_layer=2, n_head=2, n_embd=24, bias=False,
-                    tie_embeddings=False, vocab_multiple=1)
+    cfg = GPTConfig(
+        vocab_size=8,
+        block_size=8,
+        n_layer=2,
+        n_head=2,
+        n_embd=24,
+        bias=False,
+        tie_embeddings=False,
+        vocab_multiple=1,
+    )
     model = GPT(cfg).double().eval()
     with torch.no_grad():
         for p in model.parameters():
@@ -117,12 +137,15 @@ def hand_built():
         model.tok_emb.weight[1, 0] = model.tok_emb.weight[2, 1] = 3.0
         model.tok_emb.weight[:, 2:4] = torch.randn(8, 2, dtype=torch.float64)  # noise, not 0/1
         model.pos_emb.weight[:, 2:4] = torch.randn(8, 2, dtype=torch.float64)
+
         def move(w, row, col):  # w[row:row+4, col:col+4] = I: four channels copied
-            w[row:row + 4, col:col + 4] = torch.eye(4, dtype=torch.float64)
+            w[row : row + 4, col : col + 4] = torch.eye(4, dtype=torch.float64)
 
         for l, (src, dst) in enumerate(((0, 4), (8, 12))):
             block = model.blocks[l]
-            w_v = block.attn.w_qkv.weight[2 * 24:]  # W_V (C, C): head 0's rows 0-11, head 1's 12-23
+            w_v = block.attn.w_qkv.weight[
+                2 * 24 :
+            ]  # W_V (C, C): head 0's rows 0-11, head 1's 12-23
             move(w_v, 0, src)
             move(w_v, 12, src)  # head 1 reads the same...
             move(block.attn.w_out.weight, dst, 0)
@@ -147,7 +170,7 @@ def hand_pairs(n, twin_token, seed=0):
         ids = [rng.choice((3, 4, 5)) for _ in range(5)] + [0]
         a = rng.randrange(4)
         ids[a] = 1
-        twin = ids[:a] + [twin_token] + ids[a + 1:]
+        twin = ids[:a] + [twin_token] + ids[a + 1 :]
         out.append(Pair(ids, twin, [a], 6, 7))
     return out
 
@@ -157,8 +180,12 @@ def test_a_hand_built_models_circuit_is_the_one_built_into_it():
     pairs = hand_pairs(24, 2) + hand_pairs(24, 1, seed=1)  # the second kind's twins: no change
     kinds = ["agreement"] * 24 + ["meaning"] * 24
     result = circuit_of_pairs(model, pairs, kinds, resamples=100)
-    built = {("embed:antecedent", "L0H0.v"), ("L0H0", "MLP0"), ("MLP0", "L1H0.v"),
-             ("L1H0", "logits")}
+    built = {
+        ("embed:antecedent", "L0H0.v"),
+        ("L0H0", "MLP0"),
+        ("MLP0", "L1H0.v"),
+        ("L1H0", "logits"),
+    }
     agreement = result["by_kind"]["agreement"]
     assert agreement["preference"] and agreement["size"] == 4
     assert {(e["from"], e["to"]) for e in agreement["edges"] if e["in_circuit"]} == built
@@ -173,14 +200,16 @@ def test_a_hand_built_models_circuit_is_the_one_built_into_it():
 def test_probe_circuit_json_and_report(tmp_path):
     folder = tmp_path / "run"
     make_run(folder, "bpe", 64)
-    code, out, err = run_generate("--ckpt", folder, "--probe", "--circuit", "--json",
-                                  "--no-causal", "--permutations", "5")
+    code, out, err = run_generate(
+        "--ckpt", folder, "--probe", "--circuit", "--json", "--no-causal", "--permutations", "5"
+    )
     assert code == 0, err
     circuit = json.loads(out)["circuit"]
     assert {"edges", "faithfulness", "by_kind", "size", "gap", "n"} <= set(circuit)
     assert set(circuit["by_kind"]) == {"agreement", "role", "meaning"}
-    code, out, err = run_generate("--ckpt", folder, "--probe", "--circuit", "--no-causal",
-                                  "--permutations", "5")
+    code, out, err = run_generate(
+        "--ckpt", folder, "--probe", "--circuit", "--no-causal", "--permutations", "5"
+    )
     assert code == 0 and "Circuit at the pronoun" in out and "meaning (" in out
     code, _, err = run_generate("--ckpt", folder, "--circuit")
     assert code == 2 and "--circuit" in err
@@ -192,8 +221,11 @@ def test_the_page_draws_each_sets_circuit_with_its_numbers_in_view():
     from tests.test_html import SENTENCES
 
     edge = {"from": "embed:antecedent", "to": "L0H2.v", "share": 0.61, "in_circuit": True}
-    part = {"edges": [edge, {**edge, "to": "logits", "in_circuit": False}],
-            "faithfulness": 0.984, "size": 1}
+    part = {
+        "edges": [edge, {**edge, "to": "logits", "in_circuit": False}],
+        "faithfulness": 0.984,
+        "size": 1,
+    }
     circuit = {**part, "n_edges": 137, "by_kind": {"meaning": {"edges": [], "faithfulness": None}}}
     section = circuit_section(circuit)
     assert section.count("<svg") == 2 and "1 of 137 edges keep 98.4%" in section

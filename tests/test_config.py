@@ -42,28 +42,54 @@ def test_every_shipped_config_loads_and_builds_its_model(path):
         assert sum(p.numel() for p in model.parameters()) == 124_439_808 + 47 * 768
     if config.train.init_from == "hf:gpt2":  # the model keys must match GPT-2 small's shape
         m = config.model
-        assert (m.n_layer, m.n_head, m.n_embd, m.bias) == (12, 12, 768, True) and m.block_size <= 1024
+        assert (m.n_layer, m.n_head, m.n_embd, m.bias) == (
+            12,
+            12,
+            768,
+            True,
+        ) and m.block_size <= 1024
 
 
 def test_the_shipped_configs_include_the_documented_ones():
     assert {p.name for p in CONFIGS} >= {
-        "default.yaml", "shakespeare_char_cpu.yaml", "shakespeare_char_cpu_muon.yaml", "shakespeare_char.yaml",
-        "shakespeare_bpe.yaml", "gpt2_124m.yaml", "finetune_shakespeare.yaml", "tinystories.yaml"}
+        "default.yaml",
+        "shakespeare_char_cpu.yaml",
+        "shakespeare_char_cpu_muon.yaml",
+        "shakespeare_char.yaml",
+        "shakespeare_bpe.yaml",
+        "gpt2_124m.yaml",
+        "finetune_shakespeare.yaml",
+        "tinystories.yaml",
+    }
 
 
-@pytest.mark.parametrize("name", [
-    pytest.param("default.yaml", marks=pytest.mark.slow),  # its evaluation batches: ~3 s
-    "shakespeare_char_cpu.yaml", "shakespeare_char_cpu_muon.yaml"])
+@pytest.mark.parametrize(
+    "name",
+    [
+        pytest.param("default.yaml", marks=pytest.mark.slow),  # its evaluation batches: ~3 s
+        "shakespeare_char_cpu.yaml",
+        "shakespeare_char_cpu_muon.yaml",
+    ],
+)
 def test_the_cpu_configs_train_two_steps_with_their_model(corpus, tmp_path, name):
     # Their corpora are not downloadable here: a small text, with the config's every other key.
     out = tmp_path / "run"
-    config = load_config(ROOT / "configs" / name, [
-        f"data.source={corpus / 'text.txt'}", f"data.cache_dir={corpus / 'cache'}", f"out_dir={out}",
-        "train.max_iters=2", "train.device=cpu"])
+    config = load_config(
+        ROOT / "configs" / name,
+        [
+            f"data.source={corpus / 'text.txt'}",
+            f"data.cache_dir={corpus / 'cache'}",
+            f"out_dir={out}",
+            "train.max_iters=2",
+            "train.device=cpu",
+        ],
+    )
     assert train(config)["step"] == 2
     ckpt = load_checkpoint(out)
     assert {k: ckpt["model_config"][k] for k in asdict(config.model)} == asdict(config.model)
-    assert ("muon" in ckpt["optimizer"]) == (config.train.optimizer == "muon")  # Muon's state beside AdamW's
+    assert ("muon" in ckpt["optimizer"]) == (
+        config.train.optimizer == "muon"
+    )  # Muon's state beside AdamW's
     records = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
     assert [r["step"] for r in records if "val_loss" in r] == [2]
 
@@ -71,9 +97,15 @@ def test_the_cpu_configs_train_two_steps_with_their_model(corpus, tmp_path, name
 def test_values_are_converted_by_field_type(tmp_path):
     path = write(tmp_path, "train:\n  lr: 1e-3\n  max_iters: '200'\n  compile: 'yes'\nseed: 7\n")
     config = load_config(path, ["model.dropout=0.25", "tokenizer.vocab_size=null", "out_dir=out/x"])
-    assert config.train.lr == 1e-3 and isinstance(config.train.lr, float)  # YAML reads 1e-3 as a string
+    assert config.train.lr == 1e-3 and isinstance(
+        config.train.lr, float
+    )  # YAML reads 1e-3 as a string
     assert config.train.max_iters == 200 and config.train.compile is True and config.seed == 7
-    assert config.model.dropout == 0.25 and config.tokenizer.vocab_size is None and config.out_dir == "out/x"
+    assert (
+        config.model.dropout == 0.25
+        and config.tokenizer.vocab_size is None
+        and config.out_dir == "out/x"
+    )
 
 
 def test_unknown_key_lists_valid_keys_and_suggests(tmp_path):
@@ -127,8 +159,16 @@ def test_print_config_round_trips(tmp_path):
 
 def test_help_lists_every_key_with_type_default_and_description():
     text = describe()
-    for key in ["out_dir", "seed", "data.source", "tokenizer.kind", "model.n_embd", "train.grad_accum_steps",
-                "train.resume", "train.beta2"]:
+    for key in [
+        "out_dir",
+        "seed",
+        "data.source",
+        "tokenizer.kind",
+        "model.n_embd",
+        "train.grad_accum_steps",
+        "train.resume",
+        "train.beta2",
+    ]:
         line = next(line for line in text.splitlines() if line.split()[0] == key)
         assert "default" in line and len(line.split("default", 1)[1].split()) >= 2, line
 
@@ -138,14 +178,20 @@ def test_cli_errors_are_one_line_exit_2(tmp_path):
     for args in (["train.lrr=1"], [str(tmp_path / "missing.yaml")], ["model.n_head=3"]):
         r = run_script("train.py", *args)
         assert r.returncode == 2, r
-        assert r.stderr.startswith("error: ") and r.stderr.count("\n") == 1 and "Traceback" not in r.stderr
+        assert (
+            r.stderr.startswith("error: ")
+            and r.stderr.count("\n") == 1
+            and "Traceback" not in r.stderr
+        )
 
 
 @pytest.mark.slow
 def test_cli_print_config_and_help():
     r = run_script("train.py", "--print-config", "train.max_iters=7")
     assert r.returncode == 0 and yaml.safe_load(r.stdout)["train"]["max_iters"] == 7
-    r = run_script("train.py", "configs/shakespeare_char_cpu.yaml", "--print-config", "train.lr=0.5")  # flags anywhere
+    r = run_script(
+        "train.py", "configs/shakespeare_char_cpu.yaml", "--print-config", "train.lr=0.5"
+    )  # flags anywhere
     assert r.returncode == 0 and yaml.safe_load(r.stdout)["train"]["lr"] == 0.5
     r = run_script("train.py", "--help")
     assert r.returncode == 0 and "train.warmup_iters" in r.stdout and "torchrun" not in r.stderr
@@ -157,5 +203,9 @@ def test_the_model_section_is_gptconfig_less_what_the_tokenizer_and_imports_set(
     from configs.schema import ModelConfig
 
     section = {f.name: f.default for f in fields(ModelConfig)}
-    model = {f.name: f.default for f in fields(GPTConfig) if f.name not in ("vocab_size", "gelu_approximate")}
+    model = {
+        f.name: f.default
+        for f in fields(GPTConfig)
+        if f.name not in ("vocab_size", "gelu_approximate")
+    }
     assert section == model

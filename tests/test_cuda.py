@@ -21,8 +21,11 @@ def test_explicit_and_fused_paths_agree_on_cuda(tiny_gpt):
     assert (fused - explicit).abs().max().item() <= 1e-4
 
 
-@pytest.mark.parametrize("options", [{}, dict(rotary=True, qk_norm=True, mlp_activation="relu2")],
-                         ids=["gpt2", "speedrun-options"])
+@pytest.mark.parametrize(
+    "options",
+    [{}, dict(rotary=True, qk_norm=True, mlp_activation="relu2")],
+    ids=["gpt2", "speedrun-options"],
+)
 def test_bf16_autocast_training_learns_on_cuda(tiny_gpt, options):
     model = tiny_gpt(**SHAPE, **options).cuda()
     opt = torch.optim.AdamW(model.parameters(), lr=3e-3, fused=True)
@@ -71,12 +74,27 @@ def test_train_end_to_end_on_the_gpu_with_auto_device_and_compile(tmp_path):
 
     text = tmp_path / "text.txt"
     text.write_text("".join(f"line {i} of a small corpus, where it repeats.\n" for i in range(400)))
-    config = load_config(None, [
-        f"out_dir={tmp_path / 'run'}", f"data.source={text}", f"data.cache_dir={tmp_path / 'cache'}",
-        "tokenizer.kind=char", "model.block_size=32", "model.n_layer=2", "model.n_head=2", "model.n_embd=64",
-        "train.batch_size=8", "train.max_iters=30", "train.eval_interval=15", "train.eval_iters=2",
-        "train.log_interval=5", "train.device=auto", "train.dtype=auto", "train.compile=true",
-    ])
+    config = load_config(
+        None,
+        [
+            f"out_dir={tmp_path / 'run'}",
+            f"data.source={text}",
+            f"data.cache_dir={tmp_path / 'cache'}",
+            "tokenizer.kind=char",
+            "model.block_size=32",
+            "model.n_layer=2",
+            "model.n_head=2",
+            "model.n_embd=64",
+            "train.batch_size=8",
+            "train.max_iters=30",
+            "train.eval_interval=15",
+            "train.eval_iters=2",
+            "train.log_interval=5",
+            "train.device=auto",
+            "train.dtype=auto",
+            "train.compile=true",
+        ],
+    )
     result = train(config)
     assert result["step"] == 30 and result["final"]["val_loss"] < 3.0
     assert result["final"]["val_loss_full"] > 0

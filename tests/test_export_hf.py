@@ -16,13 +16,16 @@ from runs.export import export_hf
 from runs.loading import load_run
 from tests.helpers import RUN_TEXT, error_line, one_line, patterns, read_only_folder, run_script
 
-transformers = pytest.importorskip("transformers", reason="the reference is transformers: "
-                                                          "pip install -r requirements-test.txt")
+transformers = pytest.importorskip(
+    "transformers", reason="the reference is transformers: pip install -r requirements-test.txt"
+)
 
-TORTURE = ("The animal in the jungle went out on a hunt because it was hungry.\n"
-           "Ünïcödé, naïve café; 日本語のテキスト, 😀👍🏽 emoji; مرحبا بالعالم; ΑΒΓ αβγ\n"
-           "numbers 1234567 3.14159 -42, it's they'll we've I'M  double  spaces\n\n\ttabs\r\n"
-           "trailing spaces   \n   leading, <|endoftext|> as text, `code` {x: [1, 2]} ~!@#$%^&*()")
+TORTURE = (
+    "The animal in the jungle went out on a hunt because it was hungry.\n"
+    "Ünïcödé, naïve café; 日本語のテキスト, 😀👍🏽 emoji; مرحبا بالعالم; ΑΒΓ αβγ\n"
+    "numbers 1234567 3.14159 -42, it's they'll we've I'M  double  spaces\n\n\ttabs\r\n"
+    "trailing spaces   \n   leading, <|endoftext|> as text, `code` {x: [1, 2]} ~!@#$%^&*()"
+)
 
 
 def make_run(folder, kind="bpe", **overrides):
@@ -31,16 +34,29 @@ def make_run(folder, kind="bpe", **overrides):
     folder.mkdir(parents=True, exist_ok=True)
     tokenizer = train_tokenizer(kind, RUN_TEXT * 5, None if kind == "char" else 300)
     tokenizer.save(folder / "tokenizer.bpe")
-    (folder / "meta.json").write_text(json.dumps({"tokenizer_file": "tokenizer.bpe", "tokenizer_kind": kind}))
+    (folder / "meta.json").write_text(
+        json.dumps({"tokenizer_file": "tokenizer.bpe", "tokenizer_kind": kind})
+    )
     torch.manual_seed(0)
-    config = GPTConfig(**{"vocab_size": tokenizer.vocab_size, "block_size": 64, "n_layer": 2, "n_head": 2,
-                          "n_embd": 32, "vocab_multiple": 64, **overrides})
+    config = GPTConfig(
+        **{
+            "vocab_size": tokenizer.vocab_size,
+            "block_size": 64,
+            "n_layer": 2,
+            "n_head": 2,
+            "n_embd": 32,
+            "vocab_multiple": 64,
+            **overrides,
+        }
+    )
     model = GPT(config).eval()
     with torch.no_grad():
         for name, p in model.named_parameters():
             if p.dim() == 2 and "pos" not in name:
                 p.mul_(10)
-    atomic_save({"model": model.state_dict(), "model_config": asdict(config), "step": 0}, folder / "ckpt.pt")
+    atomic_save(
+        {"model": model.state_dict(), "model_config": asdict(config), "step": 0}, folder / "ckpt.pt"
+    )
     return folder
 
 
@@ -48,7 +64,9 @@ def make_run(folder, kind="bpe", **overrides):
 def test_transformers_opens_the_export_with_our_logits_attention_and_ids(tmp_path, overrides):
     run = load_run(make_run(tmp_path / "run", **overrides))
     export_hf(tmp_path / "run", tmp_path / "hf")
-    hf = transformers.GPT2LMHeadModel.from_pretrained(tmp_path / "hf", attn_implementation="eager").eval()
+    hf = transformers.GPT2LMHeadModel.from_pretrained(
+        tmp_path / "hf", attn_implementation="eager"
+    ).eval()
     tokenizer = transformers.AutoTokenizer.from_pretrained(tmp_path / "hf")
     ids = run.tokenizer.encode(TORTURE)
     assert tokenizer(TORTURE)["input_ids"] == ids and tokenizer.decode(ids) == TORTURE
@@ -78,7 +96,9 @@ def test_the_export_imports_back_bit_identical(tmp_path):
     window = torch.tensor([run.tokenizer.encode(TORTURE)[:64]])
     with torch.no_grad():
         assert torch.equal(back.model(window), run.model(window))
-    assert back.tokenizer.encode(TORTURE) == run.tokenizer.encode(TORTURE)  # GPT-4's split pattern too
+    assert back.tokenizer.encode(TORTURE) == run.tokenizer.encode(
+        TORTURE
+    )  # GPT-4's split pattern too
 
 
 def test_gpt2s_own_tokenizer_exports_with_its_pattern_and_end_of_text(tmp_path, gpt2_folder):
@@ -86,15 +106,22 @@ def test_gpt2s_own_tokenizer_exports_with_its_pattern_and_end_of_text(tmp_path, 
     for name, text in hf_tokenizer_files(ours, 64).items():
         (tmp_path / name).write_text(text)
     theirs = transformers.AutoTokenizer.from_pretrained(tmp_path)
-    plain = TORTURE.replace("<|endoftext|>", "")  # GPT-2's files make it a special token; ours: text
+    plain = TORTURE.replace(
+        "<|endoftext|>", ""
+    )  # GPT-2's files make it a special token; ours: text
     assert theirs(plain)["input_ids"] == ours.encode(plain)
     assert theirs.eos_token_id == ours.eot_id
 
 
-@pytest.mark.parametrize("overrides, names", [
-    ({"rotary": True}, "model.rotary"), ({"qk_norm": True}, "model.qk_norm"),
-    ({"mlp_activation": "relu2"}, "model.mlp_activation"), ({"tie_embeddings": False}, "model.tie_embeddings"),
-])
+@pytest.mark.parametrize(
+    "overrides, names",
+    [
+        ({"rotary": True}, "model.rotary"),
+        ({"qk_norm": True}, "model.qk_norm"),
+        ({"mlp_activation": "relu2"}, "model.mlp_activation"),
+        ({"tie_embeddings": False}, "model.tie_embeddings"),
+    ],
+)
 def test_what_gpt2_cannot_express_is_refused_and_nothing_is_written(tmp_path, overrides, names):
     make_run(tmp_path / "run", **overrides)
     with pytest.raises(ValueError, match=names) as error:
@@ -119,7 +146,15 @@ def test_a_char_run_or_a_folder_with_files_is_refused_at_the_command_line(tmp_pa
     r = run_script("train.py", f"out_dir={tmp_path / 'bpe'}", "--export-hf", tmp_path / "hf")
     assert r.returncode == 0, r.stderr
     assert sorted(p.name for p in (tmp_path / "hf").iterdir()) == sorted(
-        ["config.json", "model.safetensors", "vocab.json", "merges.txt", "tokenizer.json", "tokenizer_config.json"])
+        [
+            "config.json",
+            "model.safetensors",
+            "vocab.json",
+            "merges.txt",
+            "tokenizer.json",
+            "tokenizer_config.json",
+        ]
+    )
 
 
 @pytest.mark.slow

@@ -19,6 +19,7 @@ from model.device import generation_threads
 from model.sampling import generate as sample_tokens
 from tests.helpers import ROOT, error_line, make_run, run_generate, run_script
 
+
 @pytest.fixture(scope="module")
 def char_run(tmp_path_factory):
     folder = tmp_path_factory.mktemp("char_run")
@@ -41,8 +42,18 @@ def run_cli(*args, **env):
 @pytest.mark.slow
 def test_sampling_streams_the_prompt_and_its_continuation(char_run):
     folder, model, tokenizer = char_run
-    proc = run_cli("--ckpt", folder, "--prompt", "The owl", "--max-new-tokens", 20,
-                   "--temperature", 0, "--num-samples", 2)
+    proc = run_cli(
+        "--ckpt",
+        folder,
+        "--prompt",
+        "The owl",
+        "--max-new-tokens",
+        20,
+        "--temperature",
+        0,
+        "--num-samples",
+        2,
+    )
     assert proc.returncode == 0 and proc.stderr == ""
     prompt = torch.tensor([tokenizer.encode("The owl")])
     ids = torch.cat(list(sample_tokens(model, prompt, 20, temperature=0))).tolist()
@@ -54,8 +65,22 @@ def test_sampling_streams_the_prompt_and_its_continuation(char_run):
 @pytest.mark.slow
 def test_the_same_seed_gives_the_same_samples_in_process_and_out(char_run):
     def argv(seed):
-        return ["--ckpt", str(char_run[0]), "--prompt", "The", "--max-new-tokens", "15",
-                "--top-k", "10", "--top-p", "0.9", "--num-samples", "2", "--seed", str(seed)]
+        return [
+            "--ckpt",
+            str(char_run[0]),
+            "--prompt",
+            "The",
+            "--max-new-tokens",
+            "15",
+            "--top-k",
+            "10",
+            "--top-p",
+            "0.9",
+            "--num-samples",
+            "2",
+            "--seed",
+            str(seed),
+        ]
 
     out, other = io.StringIO(), io.StringIO()
     assert generate.main(argv(3), out=out, err=io.StringIO()) == 0
@@ -71,7 +96,9 @@ def test_a_prompt_longer_than_block_size_is_cropped_with_a_note(char_run):
     prompt = "The animal in the jungle went out on a hunt because"  # 51 chars > block_size 32
     argv = ["--ckpt", str(char_run[0]), "--prompt", prompt, "--max-new-tokens", "5"]
     assert generate.main(argv, out=out, err=err) == 0
-    assert err.getvalue().startswith("note: ") and "51" in err.getvalue() and "32" in err.getvalue()  # the counts
+    assert (
+        err.getvalue().startswith("note: ") and "51" in err.getvalue() and "32" in err.getvalue()
+    )  # the counts
     assert out.getvalue().startswith(prompt)
 
 
@@ -134,39 +161,55 @@ def test_bad_values_are_one_line_errors_in_a_real_process(char_run):
     assert "invalid float value" in said, said
 
 
-@pytest.mark.parametrize("argv, names", [
-    (["--temperature", "-0.5"], ("--temperature", "-0.5")),
-    (["--top-p", "0"], ("--top-p", "(0, 1]")),
-    (["--top-p", "1.5"], ("--top-p", "(0, 1]", "1.5")),
-    (["--top-k", "0"], ("--top-k", "positive integer")),
-    (["--num-samples", "0"], ("--num-samples", "positive integer")),
-    (["--max-new-tokens", "-1"], ("--max-new-tokens", "-1")),
-    (["--prompt", ""], ("--prompt", "empty")),
-    (["--prompt", "€"], ("U+20AC", "vocabulary")),
-    (["--temperature", "nan"], ("--temperature", "finite", "nan")),
-    (["--temperature", "inf"], ("--temperature", "finite", "inf")),
-    (["--temperature", "1e-320"], ("--temperature", "1e-06")),
-    (["--top-p", "nan"], ("--top-p", "(0, 1]", "nan")),
-    (["--seed", str(2**64)], ("--seed", "0..18446744073709551615", "2**64 - 1")),
-    (["--seed", "-1"], ("--seed", "0..18446744073709551615")),
-    (["--layer", str(10**30), "--head", "0", "--attention"], ("--layer", "0..1")),
-    (["--device", "toaster"], ("unknown device", "'toaster'")),
-    (["--device", "tpu"], ("unknown device", "'tpu'")),
-    (["--device", "cuda:x"], ("unknown device", "'cuda:x'")),
-    (["--device", "cpu:0:1"], ("unknown device", "'cpu:0:1'")),
-    (["--device", ""], ("unknown device", "''")),
-    (["--device", "meta"], ("unsupported device", "'meta'")),  # torch knows it; generation cannot use it
-    (["--device", "xla"], ("unsupported device", "'xla'")),
-])
+@pytest.mark.parametrize(
+    "argv, names",
+    [
+        (["--temperature", "-0.5"], ("--temperature", "-0.5")),
+        (["--top-p", "0"], ("--top-p", "(0, 1]")),
+        (["--top-p", "1.5"], ("--top-p", "(0, 1]", "1.5")),
+        (["--top-k", "0"], ("--top-k", "positive integer")),
+        (["--num-samples", "0"], ("--num-samples", "positive integer")),
+        (["--max-new-tokens", "-1"], ("--max-new-tokens", "-1")),
+        (["--prompt", ""], ("--prompt", "empty")),
+        (["--prompt", "€"], ("U+20AC", "vocabulary")),
+        (["--temperature", "nan"], ("--temperature", "finite", "nan")),
+        (["--temperature", "inf"], ("--temperature", "finite", "inf")),
+        (["--temperature", "1e-320"], ("--temperature", "1e-06")),
+        (["--top-p", "nan"], ("--top-p", "(0, 1]", "nan")),
+        (["--seed", str(2**64)], ("--seed", "0..18446744073709551615", "2**64 - 1")),
+        (["--seed", "-1"], ("--seed", "0..18446744073709551615")),
+        (["--layer", str(10**30), "--head", "0", "--attention"], ("--layer", "0..1")),
+        (["--device", "toaster"], ("unknown device", "'toaster'")),
+        (["--device", "tpu"], ("unknown device", "'tpu'")),
+        (["--device", "cuda:x"], ("unknown device", "'cuda:x'")),
+        (["--device", "cpu:0:1"], ("unknown device", "'cpu:0:1'")),
+        (["--device", ""], ("unknown device", "''")),
+        (
+            ["--device", "meta"],
+            ("unsupported device", "'meta'"),
+        ),  # torch knows it; generation cannot use it
+        (["--device", "xla"], ("unsupported device", "'xla'")),
+    ],
+)
 def test_bad_values_are_one_line_errors(char_run, argv, names):
     err = io.StringIO()
     assert generate.main(["--ckpt", str(char_run[0]), *argv], out=io.StringIO(), err=err) == 2
-    assert err.getvalue().count("\n") == 1 and all(name in err.getvalue() for name in names), err.getvalue()
+    assert err.getvalue().count("\n") == 1 and all(name in err.getvalue() for name in names), (
+        err.getvalue()
+    )
 
 
 def test_the_largest_seed_and_a_huge_top_k_are_fine(char_run):
-    argv = ["--ckpt", str(char_run[0]), "--max-new-tokens", "3", "--seed", str(2**64 - 1),
-            "--top-k", str(10**30)]
+    argv = [
+        "--ckpt",
+        str(char_run[0]),
+        "--max-new-tokens",
+        "3",
+        "--seed",
+        str(2**64 - 1),
+        "--top-k",
+        str(10**30),
+    ]
     assert generate.main(argv, out=io.StringIO(), err=io.StringIO()) == 0
 
 
@@ -202,10 +245,14 @@ def test_ctrl_c_while_sampling_stops_a_real_process_without_a_traceback(char_run
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     # A runner that starts jobs in the background (nohup ... &) leaves SIGINT ignored in its
     # children; a terminal's Ctrl-C meets the default handler, so the child gets that back.
-    proc = subprocess.Popen([sys.executable, "generate.py", "--ckpt", str(char_run[0]),
-                             "--max-new-tokens", str(10**9)], cwd=ROOT, env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    proc = subprocess.Popen(
+        [sys.executable, "generate.py", "--ckpt", str(char_run[0]), "--max-new-tokens", str(10**9)],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
     try:
         assert os.read(proc.stdout.fileno(), 1)  # the prompt: main() is running
         proc.send_signal(signal.SIGINT)
@@ -227,6 +274,7 @@ def test_the_default_run_folder_comes_from_the_default_config(tmp_path):
 
 
 # --- stop strings, the end-of-text token, prompts from files --------------------------------
+
 
 def sample_cli(run, *argv):
     """generate.py's sampling on an in-memory Run: (what each write printed, stderr)."""
@@ -258,13 +306,25 @@ def test_a_stop_string_across_tokens_ends_each_sample_before_it_and_never_stream
     stop = text[at - 1 : at + 1]  # the last character of token 6 and the first of token 7
     assert len(pieces[5]) > 1 and len(pieces[6]) > 1  # so it cuts into both tokens
     sample = "The owl" + text[: text.index(stop)] + "\n"
-    writes, err = sample_cli(run, "--prompt", "The owl", "--max-new-tokens", 20,
-                             "--temperature", 0, "--num-samples", 2, "--stop", stop,
-                             "--stop", "never in it")
+    writes, err = sample_cli(
+        run,
+        "--prompt",
+        "The owl",
+        "--max-new-tokens",
+        20,
+        "--temperature",
+        0,
+        "--num-samples",
+        2,
+        "--stop",
+        stop,
+        "--stop",
+        "never in it",
+    )
     assert "".join(writes) == sample + "---\n" + sample and err == ""
     # Nothing of the stop string was printed on the way: the first piece of it was held back.
     # (Each sample is the prompt, the streamed pieces, then its closing "\n".)
-    first = writes[:writes.index("---\n")]
+    first = writes[: writes.index("---\n")]
     assert first[0] == "The owl" and first[-1] == "\n"
     assert not any(stop[0] in w for w in first[1:-1])
 
@@ -273,8 +333,17 @@ def test_the_end_of_text_token_ends_a_sample_unprinted(greedy_bpe):
     run, ids, pieces = greedy_bpe
     run.tokenizer.eot_id = ids[6]  # as if token 7 were GPT-2's <|endoftext|>
     try:
-        writes, _ = sample_cli(run, "--prompt", "The owl", "--max-new-tokens", 20,
-                               "--temperature", 0, "--num-samples", 2)
+        writes, _ = sample_cli(
+            run,
+            "--prompt",
+            "The owl",
+            "--max-new-tokens",
+            20,
+            "--temperature",
+            0,
+            "--num-samples",
+            2,
+        )
     finally:
         run.tokenizer.eot_id = None
     first = ids.index(ids[6])
@@ -292,12 +361,15 @@ def test_a_prompt_file_is_the_prompt(char_run, tmp_path):
     assert by_file.getvalue() == by_flag.getvalue() and by_file.getvalue().startswith("The owl")
 
 
-@pytest.mark.parametrize("content, names", [
-    (None, ("does not exist",)),
-    ("folder", ("folder",)),
-    (b"The \xff owl", ("UTF-8", "offset 4")),
-    (b"", ("empty",)),
-])
+@pytest.mark.parametrize(
+    "content, names",
+    [
+        (None, ("does not exist",)),
+        ("folder", ("folder",)),
+        (b"The \xff owl", ("UTF-8", "offset 4")),
+        (b"", ("empty",)),
+    ],
+)
 def test_prompt_file_errors_are_one_line(char_run, tmp_path, content, names):
     path = tmp_path / "prompt.txt"
     if content == "folder":
@@ -311,31 +383,40 @@ def test_prompt_file_errors_are_one_line(char_run, tmp_path, content, names):
     assert said.count("\n") == 1 and all(name in said for name in (str(path), *names)), said
 
 
-@pytest.mark.parametrize("argv, names", [
-    (["--prompt", "a", "--prompt-file", "p.txt"], ("--prompt-file", "one of them")),
-    (["--stop", ""], ("--stop", "empty")),
-    (["--attention", "--stop", "."], ("--stop", "sampling")),
-    (["--probe", "--prompt", "a"], ("--prompt", "sampling")),
-    (["--threads", "0"], ("--threads", "positive integer")),
-    (["--no-probe"], ("--no-probe", "--html")),
-])
+@pytest.mark.parametrize(
+    "argv, names",
+    [
+        (["--prompt", "a", "--prompt-file", "p.txt"], ("--prompt-file", "one of them")),
+        (["--stop", ""], ("--stop", "empty")),
+        (["--attention", "--stop", "."], ("--stop", "sampling")),
+        (["--probe", "--prompt", "a"], ("--prompt", "sampling")),
+        (["--threads", "0"], ("--threads", "positive integer")),
+        (["--no-probe"], ("--no-probe", "--html")),
+    ],
+)
 def test_new_flag_mistakes_are_one_line_errors(char_run, argv, names):
     err = io.StringIO()
     assert generate.main(["--ckpt", str(char_run[0]), *argv], out=io.StringIO(), err=err) == 2
-    assert err.getvalue().count("\n") == 1 and all(name in err.getvalue() for name in names), err.getvalue()
+    assert err.getvalue().count("\n") == 1 and all(name in err.getvalue() for name in names), (
+        err.getvalue()
+    )
 
 
 # --- threads ------------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("n_embd, requested, environ, threads", [
-    (128, None, {}, 1),  # the default model: one thread
-    (767, None, {}, 1),
-    (768, None, {}, None),  # GPT-2 small's width and up: torch's default
-    (1600, None, {}, None),
-    (128, 3, {}, 3),  # --threads wins
-    (768, 1, {}, 1),
-    (128, None, {"OMP_NUM_THREADS": "2"}, None),  # the user's environment is respected
-])
+
+@pytest.mark.parametrize(
+    "n_embd, requested, environ, threads",
+    [
+        (128, None, {}, 1),  # the default model: one thread
+        (767, None, {}, 1),
+        (768, None, {}, None),  # GPT-2 small's width and up: torch's default
+        (1600, None, {}, None),
+        (128, 3, {}, 3),  # --threads wins
+        (768, 1, {}, 1),
+        (128, None, {"OMP_NUM_THREADS": "2"}, None),  # the user's environment is respected
+    ],
+)
 def test_generation_threads(n_embd, requested, environ, threads):
     assert generation_threads(n_embd, requested, environ) == threads
 
@@ -366,18 +447,24 @@ def test_html_reuses_the_probe_saved_for_this_checkpoint_and_says_when_it_runs_i
     (folder / "probe.json").write_text(json.dumps(saved))
     code, out, err = run_generate("--ckpt", folder, "--attention", SENTENCE, "--html", page)
     assert code == 0 and err.count("\n") == 1, err
-    assert err.startswith("note: ") and "600" in err and "--no-probe" in err  # how many, and how to skip
+    assert (
+        err.startswith("note: ") and "600" in err and "--no-probe" in err
+    )  # how many, and how to skip
     again = json.loads((folder / "probe.json").read_text())
     assert again["checkpoint"]["step"] == 0  # saved anew, the causal tests with it, and shown
     b = again["causal"]["best_head"]
-    cell = rf"L{b['layer']} H{b['head']} alone</th><td[^>]*>{re.escape(signed(b['antecedent']))}<span"
+    cell = (
+        rf"L{b['layer']} H{b['head']} alone</th><td[^>]*>{re.escape(signed(b['antecedent']))}<span"
+    )
     assert re.search(cell, page.read_text())
 
 
 def test_no_probe_outlines_no_head_and_runs_nothing(tmp_path):
     folder, page = tmp_path / "run", tmp_path / "maps.html"
     make_run(folder, "bpe", 64)
-    code, out, err = run_generate("--ckpt", folder, "--attention", SENTENCE, "--html", page, "--no-probe")
+    code, out, err = run_generate(
+        "--ckpt", folder, "--attention", SENTENCE, "--html", page, "--no-probe"
+    )
     assert code == 0 and err == "" and "(outlined, the probe's best head: none (--no-probe))" in out
     assert not (folder / "probe.json").exists() and "Best head" not in page.read_text()
 
@@ -387,16 +474,24 @@ def test_stop_backslash_n_as_a_shell_passes_it_means_a_newline(char_run):
     # A shell passes '\n' as a backslash and an n, $'\n' as a newline: the same stop either way.
     common = ["--ckpt", char_run[0], "--prompt", "The", "--max-new-tokens", "400", "--seed", "3"]
     free = run_script("generate.py", *common)
-    assert free.returncode == 0 and "\n" in free.stdout[len("The"):-1]  # the sample has a newline
+    assert free.returncode == 0 and "\n" in free.stdout[len("The") : -1]  # the sample has a newline
     escaped = run_script("generate.py", *common, "--stop", "\\n")
     real = run_script("generate.py", *common, "--stop", "\n")
     assert escaped.returncode == real.returncode == 0, escaped.stderr
-    assert escaped.stdout == real.stdout == free.stdout[: free.stdout.index("\n", len("The"))] + "\n"
+    assert (
+        escaped.stdout == real.stdout == free.stdout[: free.stdout.index("\n", len("The"))] + "\n"
+    )
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("flag, says", [("--num_samples=3", "did you mean --num-samples?"),
-                                        ("--start=hello", "--prompt TEXT"), ("--init_from=resume", "--ckpt DIR")])
+@pytest.mark.parametrize(
+    "flag, says",
+    [
+        ("--num_samples=3", "did you mean --num-samples?"),
+        ("--start=hello", "--prompt TEXT"),
+        ("--init_from=resume", "--ckpt DIR"),
+    ],
+)
 def test_nanogpt_style_flags_get_what_to_type_here(flag, says):
     r = run_script("generate.py", flag)
     assert r.returncode == 2 and says in r.stderr and r.stderr.count("\n") == 1, r.stderr

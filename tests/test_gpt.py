@@ -25,7 +25,9 @@ def test_future_tokens_do_not_change_past_logits(tiny_gpt):
     changed[:, t + 1 :] = (changed[:, t + 1 :] + 7) % 50
     a, b = model(idx), model(changed)
     torch.testing.assert_close(a[:, : t + 1], b[:, : t + 1], atol=1e-6, rtol=0)
-    assert (a[:, t + 1 :] - b[:, t + 1 :]).abs().max() > 1e-3  # the change did reach later positions
+    assert (
+        a[:, t + 1 :] - b[:, t + 1 :]
+    ).abs().max() > 1e-3  # the change did reach later positions
 
 
 def test_attention_maps_are_causal_distributions(tiny_gpt):
@@ -87,7 +89,9 @@ def test_lm_head_is_tied_and_init_scales_residual_projections(tiny_gpt):
 def test_param_count_and_flops(tiny_gpt):
     model = tiny_gpt()
     C, V, T, L = 32, 50, 16, 2
-    per_block = (C * 3 * C + 3 * C) + (C * C + C) + (C * 4 * C + 4 * C) + (4 * C * C + C) + 2 * (2 * C)
+    per_block = (
+        (C * 3 * C + 3 * C) + (C * C + C) + (C * 4 * C + 4 * C) + (4 * C * C + C) + 2 * (2 * C)
+    )
     expected = V * C + L * per_block + 2 * C  # token table (tied head), blocks, final LayerNorm
     assert model.num_params() == expected
     assert model.num_params(non_embedding=False) == expected + T * C
@@ -99,7 +103,9 @@ def test_kv_cache_matches_full_forward(tiny_gpt):
     idx = torch.randint(0, 50, (2, 12))
     full = model(idx)
     caches = model.new_caches(2)
-    parts = [model(idx[:, :5], caches=caches)] + [model(idx[:, t : t + 1], caches=caches) for t in range(5, 12)]
+    parts = [model(idx[:, :5], caches=caches)] + [
+        model(idx[:, t : t + 1], caches=caches) for t in range(5, 12)
+    ]
     torch.testing.assert_close(torch.cat(parts, dim=1), full, atol=1e-5, rtol=0)
 
 

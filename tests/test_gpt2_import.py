@@ -17,21 +17,26 @@ from runs.loading import load_pretrained, load_run
 from tests.fakehub import tiny_gpt2_folder
 from tests.helpers import one_line, patterns
 
-transformers = pytest.importorskip("transformers", reason="the reference: "
-                                   "pip install -r requirements-test.txt")
+transformers = pytest.importorskip(
+    "transformers", reason="the reference: pip install -r requirements-test.txt"
+)
 
-TORTURE = ("\ufeffBOM first\r\nCRLF line\r\ntabs\tand\t\tmore\nfamily \U0001F468\u200d\U0001F469\u200d\U0001F467 "
-           "thumb \U0001F44D\U0001F3FD flag \U0001F3F3\ufe0f\u200d\U0001F308\n"
-           "accents: café naïve déjà vu e\u0301 n\u0303 Ångström\n"
-           "CJK: 日本語のテキスト 中文 한국어 東京\n"
-           "digits 0 12 345 6789 3.14159 1,000,000 and   multiple    spaces   \n"
-           "it's they'll we've I'm you'd she's 'quoted' \"double\"\n\n\n  trailing  ")
+TORTURE = (
+    "\ufeffBOM first\r\nCRLF line\r\ntabs\tand\t\tmore\nfamily \U0001f468\u200d\U0001f469\u200d\U0001f467 "
+    "thumb \U0001f44d\U0001f3fd flag \U0001f3f3\ufe0f\u200d\U0001f308\n"
+    "accents: café naïve déjà vu e\u0301 n\u0303 Ångström\n"
+    "CJK: 日本語のテキスト 中文 한국어 東京\n"
+    "digits 0 12 345 6789 3.14159 1,000,000 and   multiple    spaces   \n"
+    "it's they'll we've I'm you'd she's 'quoted' \"double\"\n\n\n  trailing  "
+)
 
 
 @pytest.fixture(scope="module")
 def reference(gpt2_folder):
     # eager attention: the only implementation that hands back the attention weights.
-    return transformers.GPT2LMHeadModel.from_pretrained(gpt2_folder, attn_implementation="eager").eval()
+    return transformers.GPT2LMHeadModel.from_pretrained(
+        gpt2_folder, attn_implementation="eager"
+    ).eval()
 
 
 @pytest.fixture(scope="module")
@@ -54,8 +59,11 @@ def assert_same_model(ours, reference, ids):
 
 # --- the model ---------------------------------------------------------------------------------
 
+
 def test_logits_and_every_layers_attention_equal_transformers(run, reference):
-    ids = torch.tensor([run.tokenizer.encode("the owl sat on the mat because it was tired. 東京 😀 123")])
+    ids = torch.tensor(
+        [run.tokenizer.encode("the owl sat on the mat because it was tired. 東京 😀 123")]
+    )
     assert ids.size(1) > 10
     assert_same_model(run.model, reference, ids)
     assert run.model.config.gelu_approximate == "tanh"
@@ -78,10 +86,15 @@ def test_the_exact_gelu_would_not_match(gpt2_folder, reference):
 def test_greedy_generation_matches_transformers_token_for_token(run, reference):
     prompt = torch.tensor([run.tokenizer.encode("the cat and the dog")])
     ours = torch.stack(list(generate(run.model, prompt, 30, temperature=0.0)), dim=1)
-    theirs = reference.generate(prompt, attention_mask=torch.ones_like(prompt), do_sample=False,
-                                max_new_tokens=30, pad_token_id=0)
+    theirs = reference.generate(
+        prompt,
+        attention_mask=torch.ones_like(prompt),
+        do_sample=False,
+        max_new_tokens=30,
+        pad_token_id=0,
+    )
     assert theirs.size(1) == prompt.size(1) + 30
-    assert ours.tolist() == theirs[:, prompt.size(1):].tolist()
+    assert ours.tolist() == theirs[:, prompt.size(1) :].tolist()
 
 
 def test_pytorch_model_bin_with_old_key_names_loads_the_same(tmp_path, gpt2_folder, reference):
@@ -114,7 +127,7 @@ def test_load_pretrained_gives_config_weights_and_tokenizer(gpt2_folder, run):
     assert config.vocab_multiple == 64 and replace(config, vocab_multiple=1) == run.model.config
     assert tokenizer.vocab_size == config.vocab_size
     assert config.padded_vocab_size % 64 == 0 and config.padded_vocab_size > config.vocab_size
-    padding = state["tok_emb.weight"][config.vocab_size:]  # to train: padded, with zero rows
+    padding = state["tok_emb.weight"][config.vocab_size :]  # to train: padded, with zero rows
     assert padding.numel() > 0 and not padding.any()
     model = GPT(config)
     model.load_state_dict(state)  # strict: every name and shape fits our GPT
@@ -127,8 +140,11 @@ def test_load_pretrained_gives_config_weights_and_tokenizer(gpt2_folder, run):
 
 # --- the tokenizer -----------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("reference_class", ["GPT2TokenizerFast", "GPT2Tokenizer"])
-def test_tokenizer_ids_equal_transformers_on_a_unicode_torture_text(run, gpt2_folder, reference_class):
+def test_tokenizer_ids_equal_transformers_on_a_unicode_torture_text(
+    run, gpt2_folder, reference_class
+):
     cls = getattr(transformers, reference_class)
     reference = cls(vocab=str(gpt2_folder / "vocab.json"), merges=str(gpt2_folder / "merges.txt"))
     expected = reference(TORTURE)["input_ids"]
@@ -172,6 +188,7 @@ def test_gpt2_kind_finds_gpt2_in_the_hugging_face_cache(gpt2_folder, tmp_path, m
 
 # --- bad input: one line each, saying what to do ------------------------------------------------
 
+
 def copy_folder(gpt2_folder, tmp_path, drop=(), config_changes=None):
     out = tmp_path / "copy"
     shutil.copytree(gpt2_folder, out)
@@ -211,24 +228,30 @@ def test_another_model_type_names_what_is_supported(gpt2_folder, tmp_path):
     assert "'llama'" in one_line(err) and "only model_type 'gpt2'" in one_line(err)
 
 
-@pytest.mark.parametrize("change, fragment", [
-    ({"activation_function": "relu"}, "activation_function 'relu'"),
-    ({"layer_norm_epsilon": 1e-6}, "layer_norm_epsilon"),
-    ({"n_inner": 100}, "n_inner 100"),
-    ({"scale_attn_by_inverse_layer_idx": True}, "scale_attn_by_inverse_layer_idx"),
-])
+@pytest.mark.parametrize(
+    "change, fragment",
+    [
+        ({"activation_function": "relu"}, "activation_function 'relu'"),
+        ({"layer_norm_epsilon": 1e-6}, "layer_norm_epsilon"),
+        ({"n_inner": 100}, "n_inner 100"),
+        ({"scale_attn_by_inverse_layer_idx": True}, "scale_attn_by_inverse_layer_idx"),
+    ],
+)
 def test_gpt2_variants_we_do_not_implement_are_refused(gpt2_folder, tmp_path, change, fragment):
     with pytest.raises(ValueError) as err:
         read_gpt2(copy_folder(gpt2_folder, tmp_path, config_changes=change))
     assert fragment in one_line(err)
 
 
-@pytest.mark.parametrize("change, names", [
-    ({"n_embd": 64}, ("wte.weight", ", 32)", ", 64)")),  # the shape found, the shape implied
-    ({"n_layer": 3}, ("h.2.ln_1.weight",)),  # the weight missing
-    ({"n_layer": 1}, ("h.1.",)),  # a weight left over
-    ({"n_positions": 32}, ("wpe.weight", "(64, 32)", "(32, 32)")),
-])
+@pytest.mark.parametrize(
+    "change, names",
+    [
+        ({"n_embd": 64}, ("wte.weight", ", 32)", ", 64)")),  # the shape found, the shape implied
+        ({"n_layer": 3}, ("h.2.ln_1.weight",)),  # the weight missing
+        ({"n_layer": 1}, ("h.1.",)),  # a weight left over
+        ({"n_positions": 32}, ("wpe.weight", "(64, 32)", "(32, 32)")),
+    ],
+)
 def test_weights_that_do_not_match_the_config(gpt2_folder, tmp_path, change, names):
     with pytest.raises(ValueError) as err:
         load_run(copy_folder(gpt2_folder, tmp_path, config_changes=change))
@@ -245,7 +268,9 @@ def test_a_tokenizer_of_another_size_is_refused(gpt2_folder, tmp_path):
     with pytest.raises(ValueError) as err:
         load_run(bad)
     message = one_line(err, "two runs")
-    assert re.search(rf"\b{len(vocab)} tokens\b.*\b{len(vocab) + 1}\b", message)  # its size, then the model's
+    assert re.search(
+        rf"\b{len(vocab)} tokens\b.*\b{len(vocab) + 1}\b", message
+    )  # its size, then the model's
 
 
 def test_tokenizer_files_that_are_not_gpt2_style_are_refused(gpt2_folder, tmp_path):

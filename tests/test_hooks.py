@@ -15,16 +15,32 @@ IDX = torch.randint(0, 50, (2, 12), generator=torch.Generator().manual_seed(1))
 B, T, H, D, C = 2, 12, 4, 8, 32
 
 SHAPES = {
-    "hook_embed": (B, T, C), "hook_pos_embed": (B, T, C), "ln_final.hook_normalized": (B, T, C),
-    **{f"blocks.{l}.{name}": shape for l in range(2) for name, shape in {
-        "hook_resid_pre": (B, T, C), "ln1.hook_normalized": (B, T, C),
-        "attn.hook_q": (B, T, H, D), "attn.hook_k": (B, T, H, D), "attn.hook_v": (B, T, H, D),
-        "attn.hook_attn_scores": (B, H, T, T), "attn.hook_pattern": (B, H, T, T),
-        "attn.hook_z": (B, T, H, D), "attn.hook_result": (B, T, H, C),
-        "hook_attn_out": (B, T, C), "hook_resid_mid": (B, T, C), "hook_mlp_in": (B, T, C),
-        "ln2.hook_normalized": (B, T, C),
-        "mlp.hook_pre": (B, T, 4 * C), "mlp.hook_post": (B, T, 4 * C), "hook_mlp_out": (B, T, C),
-        "hook_resid_post": (B, T, C)}.items()},
+    "hook_embed": (B, T, C),
+    "hook_pos_embed": (B, T, C),
+    "ln_final.hook_normalized": (B, T, C),
+    **{
+        f"blocks.{l}.{name}": shape
+        for l in range(2)
+        for name, shape in {
+            "hook_resid_pre": (B, T, C),
+            "ln1.hook_normalized": (B, T, C),
+            "attn.hook_q": (B, T, H, D),
+            "attn.hook_k": (B, T, H, D),
+            "attn.hook_v": (B, T, H, D),
+            "attn.hook_attn_scores": (B, H, T, T),
+            "attn.hook_pattern": (B, H, T, T),
+            "attn.hook_z": (B, T, H, D),
+            "attn.hook_result": (B, T, H, C),
+            "hook_attn_out": (B, T, C),
+            "hook_resid_mid": (B, T, C),
+            "hook_mlp_in": (B, T, C),
+            "ln2.hook_normalized": (B, T, C),
+            "mlp.hook_pre": (B, T, 4 * C),
+            "mlp.hook_post": (B, T, 4 * C),
+            "hook_mlp_out": (B, T, C),
+            "hook_resid_post": (B, T, C),
+        }.items()
+    },
 }
 
 
@@ -41,13 +57,18 @@ def test_the_cache_has_transformerlens_names_and_shapes_and_the_points_add_up(ti
         torch.testing.assert_close(c("hook_resid_post"), c("hook_resid_mid") + c("hook_mlp_out"))
         # Each head's write, summed with W_O's bias, is attention's output.
         bias = model.blocks[l].attn.w_out.bias
-        torch.testing.assert_close(c("attn.hook_result").sum(2) + bias, c("hook_attn_out"),
-                                   atol=1e-6, rtol=0)
-        torch.testing.assert_close(c("attn.hook_pattern"), torch.softmax(c("attn.hook_attn_scores"), -1))
+        torch.testing.assert_close(
+            c("attn.hook_result").sum(2) + bias, c("hook_attn_out"), atol=1e-6, rtol=0
+        )
+        torch.testing.assert_close(
+            c("attn.hook_pattern"), torch.softmax(c("attn.hook_attn_scores"), -1)
+        )
         # z = pattern · v, per head.
         z = c("attn.hook_pattern") @ c("attn.hook_v").transpose(1, 2)  # (B, H, T, D)
         torch.testing.assert_close(z.transpose(1, 2), c("attn.hook_z"), atol=1e-6, rtol=0)
-    torch.testing.assert_close(cache["blocks.0.hook_resid_pre"], cache["hook_embed"] + cache["hook_pos_embed"])
+    torch.testing.assert_close(
+        cache["blocks.0.hook_resid_pre"], cache["hook_embed"] + cache["hook_pos_embed"]
+    )
     torch.testing.assert_close(cache["blocks.1.hook_resid_pre"], cache["blocks.0.hook_resid_post"])
 
 
@@ -62,11 +83,14 @@ def test_the_pattern_is_the_equations_of_layer_0(tiny_gpt):
     q, k = (t.view(2, 12, 4, 8).transpose(1, 2) for t in (q, k))  # (B, T, C) -> (B, H, T, D)
     scores = (q @ k.transpose(-2, -1)) / math.sqrt(8)
     scores = scores.masked_fill(~torch.tril(torch.ones(12, 12, dtype=torch.bool)), float("-inf"))
-    torch.testing.assert_close(cache["blocks.0.attn.hook_pattern"], torch.softmax(scores, -1),
-                               atol=1e-6, rtol=0)
+    torch.testing.assert_close(
+        cache["blocks.0.attn.hook_pattern"], torch.softmax(scores, -1), atol=1e-6, rtol=0
+    )
 
 
-def test_without_hooks_the_fused_kernel_runs_and_the_logits_are_the_same_bit_for_bit(tiny_gpt, monkeypatch):
+def test_without_hooks_the_fused_kernel_runs_and_the_logits_are_the_same_bit_for_bit(
+    tiny_gpt, monkeypatch
+):
     model = tiny_gpt().eval()
     calls = []
     fused = F.scaled_dot_product_attention
@@ -79,8 +103,13 @@ def test_without_hooks_the_fused_kernel_runs_and_the_logits_are_the_same_bit_for
     with torch.no_grad():
         before = model(IDX)
         assert len(calls) == 2  # one per layer
-        with hooks(model, {"blocks.0.hook_resid_pre": lambda x, name: None,
-                           "blocks.1.attn.hook_z": lambda x, name: None}):
+        with hooks(
+            model,
+            {
+                "blocks.0.hook_resid_pre": lambda x, name: None,
+                "blocks.1.attn.hook_z": lambda x, name: None,
+            },
+        ):
             same = model(IDX)  # points outside the scores and pattern keep the fused kernel
         assert len(calls) == 4
         with explicit_path(model):
@@ -106,14 +135,19 @@ def test_a_hook_that_changes_the_pattern_changes_the_logits_and_knockout_renorma
     blocked[0, 2, 9, [3, 4]] = True
     with hooks(model, {"blocks.1.attn.hook_attn_scores": block_keys(blocked)}):
         changed, seen = run_with_cache(model, IDX, per_layer("attn.hook_pattern", 2))
-    w, w0 = seen["blocks.1.attn.hook_pattern"][0, 2, 9], clean["blocks.1.attn.hook_pattern"][0, 2, 9]
+    w, w0 = (
+        seen["blocks.1.attn.hook_pattern"][0, 2, 9],
+        clean["blocks.1.attn.hook_pattern"][0, 2, 9],
+    )
     assert w[3].item() == 0.0 and w[4].item() == 0.0
     kept = [s for s in range(10) if s not in (3, 4)]
     torch.testing.assert_close(w[kept], w0[kept] / w0[kept].sum(), atol=1e-6, rtol=0)
     # Layer 1 is the last: only that position's logits can move, and they do.
     assert torch.equal(changed[1], logits[1]) and torch.equal(changed[0, :9], logits[0, :9])
     assert (changed[0, 9] - logits[0, 9]).abs().max().item() > 1e-6
-    torch.testing.assert_close(seen["blocks.0.attn.hook_pattern"], clean["blocks.0.attn.hook_pattern"])
+    torch.testing.assert_close(
+        seen["blocks.0.attn.hook_pattern"], clean["blocks.0.attn.hook_pattern"]
+    )
 
 
 @torch.no_grad()
@@ -138,7 +172,9 @@ def test_replacing_heads_z_changes_only_those_heads_and_later_positions(tiny_gpt
 def test_patching_an_mlp_output_from_another_run_needs_no_change_to_the_model(tiny_gpt):
     model = tiny_gpt().eval()
     other = (IDX + 1) % 50
-    target, cache = run_with_cache(model, other, ["blocks.1.hook_mlp_out", "blocks.1.hook_resid_mid"])
+    target, cache = run_with_cache(
+        model, other, ["blocks.1.hook_mlp_out", "blocks.1.hook_resid_mid"]
+    )
     base = model(IDX)
     mlp_out = lambda x, name: cache["blocks.1.hook_mlp_out"]  # noqa: E731
     with hooks(model, {"blocks.1.hook_mlp_out": mlp_out}):
@@ -175,7 +211,9 @@ def test_split_inputs_give_each_head_its_own_query_key_and_value_stream(tiny_gpt
     assert cache["blocks.0.hook_q_input"].shape == (2, 12, 4, 32)
     torch.testing.assert_close(split, logits, atol=1e-5, rtol=0)  # the same function
     # Changing head 1's query input moves head 1's q only: not its k, not head 0's q.
-    _, before = run_with_cache(model, IDX, per_layer("attn.hook_q", 1) + per_layer("attn.hook_k", 1))
+    _, before = run_with_cache(
+        model, IDX, per_layer("attn.hook_q", 1) + per_layer("attn.hook_k", 1)
+    )
 
     def shift_head_1(x, name):
         x = x.clone()
@@ -183,17 +221,22 @@ def test_split_inputs_give_each_head_its_own_query_key_and_value_stream(tiny_gpt
         return x
 
     with hooks(model, {"blocks.0.hook_q_input": shift_head_1}):
-        _, after = run_with_cache(model, IDX, per_layer("attn.hook_q", 1) + per_layer("attn.hook_k", 1))
+        _, after = run_with_cache(
+            model, IDX, per_layer("attn.hook_q", 1) + per_layer("attn.hook_k", 1)
+        )
     q0, q1 = before["blocks.0.attn.hook_q"], after["blocks.0.attn.hook_q"]
     torch.testing.assert_close(q0[:, :, [0, 2, 3]], q1[:, :, [0, 2, 3]], atol=1e-6, rtol=0)
     assert (q0[:, :, 1] - q1[:, :, 1]).abs().max().item() > 1e-3
-    torch.testing.assert_close(before["blocks.0.attn.hook_k"], after["blocks.0.attn.hook_k"],
-                               atol=1e-6, rtol=0)
+    torch.testing.assert_close(
+        before["blocks.0.attn.hook_k"], after["blocks.0.attn.hook_k"], atol=1e-6, rtol=0
+    )
 
 
 def test_unknown_names_are_value_errors_with_the_closest_and_hooks_always_uninstall(tiny_gpt):
     model = tiny_gpt().eval()
-    with pytest.raises(ValueError, match=r"hook_patern.*did you mean blocks\.0\.attn\.hook_pattern"):
+    with pytest.raises(
+        ValueError, match=r"hook_patern.*did you mean blocks\.0\.attn\.hook_pattern"
+    ):
         with hooks(model, {"blocks.0.attn.hook_patern": lambda x, name: None}):
             pass
     every = torch.ones(1, 1, 12, 12, dtype=torch.bool)

@@ -25,7 +25,13 @@ from data.tokenizer import train_tokenizer
 from model.gpt import GPT, GPTConfig
 
 HOSTILE = [
-    "The", " </script><script>alert(1)</script>", " <b>&amp;", ' "q"', " 'x'", "\u2028", " it",
+    "The",
+    " </script><script>alert(1)</script>",
+    " <b>&amp;",
+    ' "q"',
+    " 'x'",
+    "\u2028",
+    " it",
 ]
 T = len(HOSTILE)
 BROWSER = shutil.which("chromium") or shutil.which("chromium-browser")
@@ -60,12 +66,18 @@ SENTENCES = [
 
 
 def data_block(page):
-    found = re.search(r'<script type="application/json" id="attention-data">(.*?)</script>', page, re.S)
+    found = re.search(
+        r'<script type="application/json" id="attention-data">(.*?)</script>', page, re.S
+    )
     return found.group(1)
 
 
-FACTS = {"checkpoint": "out/default", "step": 800, "val_loss": 1.23456,
-         "best_head": {"layer": 1, "head": 2, "dev": 0.9933, "test": 0.9867}}
+FACTS = {
+    "checkpoint": "out/default",
+    "step": 800,
+    "val_loss": 1.23456,
+    "best_head": {"layer": 1, "head": 2, "dev": 0.9933, "test": 0.9867},
+}
 
 
 def test_page_is_self_contained():
@@ -94,7 +106,9 @@ def facts_of(page):
 def test_the_runs_facts_and_what_best_head_means_are_at_the_top():
     page = render_html(SENTENCES, **FACTS)
     assert facts_of(page) == {
-        "Checkpoint": "out/default", "Training step": "800", "Best validation loss": "1.2346",
+        "Checkpoint": "out/default",
+        "Training step": "800",
+        "Best validation loss": "1.2346",
         "Best head": "L1 H2: dev 99.3%, test 98.7% cand@1, outlined in each grid",
     }
     assert BEST_HEAD_MEANS in page
@@ -102,11 +116,17 @@ def test_the_runs_facts_and_what_best_head_means_are_at_the_top():
 
 
 def test_the_best_head_on_each_kind_of_sentence_is_a_fact_beside_it():
-    kinds = {"agreement": {"examples": 217, "best_head": 0.972, "random": 0.44, "kind_best": None},
-             "meaning": {"examples": 42, "best_head": 0.571, "random": 0.46, "kind_best": None}}
+    kinds = {
+        "agreement": {"examples": 217, "best_head": 0.972, "random": 0.44, "kind_best": None},
+        "meaning": {"examples": 42, "best_head": 0.571, "random": 0.46, "kind_best": None},
+    }
     page = render_html(SENTENCES, **FACTS, decided_by=kinds)
-    assert facts_of(page)["Best head by what decides"] == "agreement 97.2% of 217, meaning 57.1% of 42"
-    assert "Best head by what decides" not in facts_of(render_html(SENTENCES, **FACTS, decided_by={}))
+    assert (
+        facts_of(page)["Best head by what decides"] == "agreement 97.2% of 217, meaning 57.1% of 42"
+    )
+    assert "Best head by what decides" not in facts_of(
+        render_html(SENTENCES, **FACTS, decided_by={})
+    )
 
 
 def test_facts_a_model_lacks_are_left_out():
@@ -119,10 +139,13 @@ def test_facts_a_model_lacks_are_left_out():
     assert 'class="facts"' not in render_html(SENTENCES)  # nothing known: no section
 
 
-@pytest.mark.parametrize("facts, message", [
-    ({"step": "800"}, "step.*integer.*'800'"),
-    ({"val_loss": "low"}, "val_loss.*number.*'low'"),
-])
+@pytest.mark.parametrize(
+    "facts, message",
+    [
+        ({"step": "800"}, "step.*integer.*'800'"),
+        ({"val_loss": "low"}, "val_loss.*number.*'low'"),
+    ],
+)
 def test_bad_facts_say_what_to_pass(facts, message):
     with pytest.raises(ValueError, match=message):
         render_html(SENTENCES, **facts)
@@ -132,8 +155,9 @@ def test_space_only_tokens_are_shown_as_the_terminal_shows_them():
     text = "The king smiled because he  ruled."
     tokenizer = train_tokenizer("char", text)
     torch.manual_seed(0)
-    config = GPTConfig(vocab_size=tokenizer.vocab_size, block_size=64, n_layer=1, n_head=2,
-                       n_embd=16)
+    config = GPTConfig(
+        vocab_size=tokenizer.vocab_size, block_size=64, n_layer=1, n_head=2, n_embd=16
+    )
     page = sentence_page(sentence_attention(GPT(config).eval(), tokenizer, text))
     assert page["tokens"][:4] == ["T", "h", "e", "␣"] and " " not in "".join(page["tokens"])
 
@@ -158,15 +182,18 @@ def test_write_html_is_atomic_and_replaces_an_old_page(tmp_path):
     assert [p.name for p in tmp_path.iterdir()] == ["maps.html"]  # no temp file left behind
 
 
-@pytest.mark.parametrize("change, message", [
-    ({"attention": torch.zeros(2, 2, 3, 3)}, "shape"),
-    ({"attention": torch.full((1, 1, T, T), float("nan"))}, "NaN"),
-    ({"pronoun": T}, "pronoun"),
-    ({"attention": [[[[1.0]], [[1.0, 0.0]]]]}, "rectangular"),
-    ({"pronoun": "it"}, "pronoun"),
-    ({"tokens": None}, "'tokens'.*strings"),
-    ({"tokens": [1, 2]}, "'tokens'.*strings"),
-])
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        ({"attention": torch.zeros(2, 2, 3, 3)}, "shape"),
+        ({"attention": torch.full((1, 1, T, T), float("nan"))}, "NaN"),
+        ({"pronoun": T}, "pronoun"),
+        ({"attention": [[[[1.0]], [[1.0, 0.0]]]]}, "rectangular"),
+        ({"pronoun": "it"}, "pronoun"),
+        ({"tokens": None}, "'tokens'.*strings"),
+        ({"tokens": [1, 2]}, "'tokens'.*strings"),
+    ],
+)
 def test_bad_sentences_say_what_to_fix(change, message):
     with pytest.raises(ValueError, match=message):
         render_html([{**SENTENCES[0], **change}])
@@ -179,13 +206,29 @@ def deltas(value, names):
 def causal_result(L, H, best):
     """Shaped as analysis.causal's with_best_head gives it; head (l, h)'s antecedent knockout
     costs (l * H + h) / 10 nats, its control -0.01 * (h + 1), its ablation 0.05 * l."""
-    heads = [[{**deltas((l * H + h) / 10, ["antecedent"]), **deltas(-0.01 * (h + 1), ["distractor"]),
-               **deltas(0.05 * l, ["ablation"])} for h in range(H)] for l in range(L)]
+    heads = [
+        [
+            {
+                **deltas((l * H + h) / 10, ["antecedent"]),
+                **deltas(-0.01 * (h + 1), ["distractor"]),
+                **deltas(0.05 * l, ["ablation"]),
+            }
+            for h in range(H)
+        ]
+        for l in range(L)
+    ]
     pair = ("antecedent", "distractor")
-    return {"heads": heads, "layers": [deltas(l + 0.5, pair) for l in range(L)],  # both alike
-            "all_heads": deltas(3.25, pair), "n": 300, "skipped": 2, "clean_loss": 0.125,
-            "seed": 0, "resamples": 1000,
-            "best_head": {"layer": best[0], "head": best[1], **heads[best[0]][best[1]]}}
+    return {
+        "heads": heads,
+        "layers": [deltas(l + 0.5, pair) for l in range(L)],  # both alike
+        "all_heads": deltas(3.25, pair),
+        "n": 300,
+        "skipped": 2,
+        "clean_loss": 0.125,
+        "seed": 0,
+        "resamples": 1000,
+        "best_head": {"layer": best[0], "head": best[1], **heads[best[0]][best[1]]},
+    }
 
 
 def probe_records(L, H, best, steps=(200, 400, 600, 800)):
@@ -194,16 +237,25 @@ def probe_records(L, H, best, steps=(200, 400, 600, 800)):
     for i, step in enumerate(steps):
         grid = [[0.4 + 0.01 * h for h in range(H)] for _ in range(L)]
         grid[best[0]][best[1]] = 0.5 + 0.1 * i
-        records += [{"step": step, "train_loss": 3 - i / 2, "val_loss": 3.25 - i / 2},
-                    {"step": step, "probe_best": grid[best[0]][best[1]], "probe_best_head": list(best),
-                     "probe_heads": grid,
-                     "probe_baselines": {"random": 0.45, "first": 0.46, "nearest": 0.47}}]
+        records += [
+            {"step": step, "train_loss": 3 - i / 2, "val_loss": 3.25 - i / 2},
+            {
+                "step": step,
+                "probe_best": grid[best[0]][best[1]],
+                "probe_best_head": list(best),
+                "probe_heads": grid,
+                "probe_baselines": {"random": 0.45, "first": 0.46, "nearest": 0.47},
+            },
+        ]
     return records
 
 
 def cells(section_html):
     """The text of each <td> in a section, in order."""
-    return [html.unescape(re.sub("<.*?>", "", c)) for c in re.findall(r"<td[^>]*>(.*?)</td>", section_html)]
+    return [
+        html.unescape(re.sub("<.*?>", "", c))
+        for c in re.findall(r"<td[^>]*>(.*?)</td>", section_html)
+    ]
 
 
 def test_the_causal_tests_are_three_grids_and_the_heads_together_with_the_best_head_outlined():
@@ -218,8 +270,12 @@ def test_the_causal_tests_are_three_grids_and_the_heads_together_with_the_best_h
     assert re.findall(r'<td class="best"[^>]*>(.*?)</td>', section) == ["+0.60", "-0.03", "+0.05"]
     # layers 0..2, all layers, the best head: antecedent, control, and the best head's ablation
     together = [f"{v:+.2f} [{v - 0.1:+.2f}, {v + 0.1:+.2f}]" for v in (0.5, 1.5, 2.5, 3.25)]
-    assert values[36:] == [*(x for v in together for x in (v, v, "")),
-                           "+0.60 [+0.50, +0.70]", "-0.03 [-0.13, +0.07]", "+0.05 [-0.05, +0.15]"]
+    assert values[36:] == [
+        *(x for v in together for x in (v, v, "")),
+        "+0.60 [+0.50, +0.70]",
+        "-0.03 [-0.13, +0.07]",
+        "+0.05 [-0.05, +0.15]",
+    ]
     assert "mean over 300 of the probe&#x27;s sentences (2 skipped)" in section
     assert page.index('class="facts"') < page.index('class="causal"') < page.index('id="sentences"')
     assert 'class="causal"' not in render_html(SENTENCES)  # no causal tests: no section
@@ -233,11 +289,16 @@ def test_a_malformed_causal_part_says_to_run_the_probe_again():
 def test_the_training_curve_is_inline_svg_with_every_head_the_best_bold_and_the_val_loss():
     page = render_html(SENTENCES, records=probe_records(3, 4, (1, 2)))
     svg = re.search(r'<svg class="curve".*?</svg>', page, re.S).group(0)
-    groups = re.findall(r'<g id="[^"]+" class="([a-z ]+)"><title>([^<]+)</title>\s*<path d="([^"]+)"[^>]*'
-                        r'style="([^"]*)"', svg)
+    groups = re.findall(
+        r'<g id="[^"]+" class="([a-z ]+)"><title>([^<]+)</title>\s*<path d="([^"]+)"[^>]*'
+        r'style="([^"]*)"',
+        svg,
+    )
     # (class, its points, its stroke width: matplotlib leaves out SVG's default of 1)
-    lines = [(cls, re.findall(r"[ML] ([\d.]+) ([\d.]+)", d), re.search(r"stroke-width: ([\d.]+)", style))
-             for cls, _, d, style in groups]
+    lines = [
+        (cls, re.findall(r"[ML] ([\d.]+) ([\d.]+)", d), re.search(r"stroke-width: ([\d.]+)", style))
+        for cls, _, d, style in groups
+    ]
     lines = [(cls, points, width.group(1) if width else "1") for cls, points, width in lines]
     heads = [(points, width) for cls, points, width in lines if cls == "head"]
     [(best_points, best_width)] = [(p, w) for cls, p, w in lines if cls == "head best"]
@@ -247,12 +308,18 @@ def test_the_training_curve_is_inline_svg_with_every_head_the_best_bold_and_the_
     assert ys == sorted(ys, reverse=True)  # 50% .. 80%: rising, so up the page (y falls)
     assert [cls for cls, _, _ in lines].count("baseline") == 3
     # The val loss as points (markers), not a line across the axis.
-    loss = re.search(r'<g id="loss" class="loss"><title>val loss: 1.750 at step 800</title>'
-                     r"(.*?)</g>", svg, re.S)
+    loss = re.search(
+        r'<g id="loss" class="loss"><title>val loss: 1.750 at step 800</title>'
+        r"(.*?)</g>",
+        svg,
+        re.S,
+    )
     assert loss and "<use " in loss.group(1) and loss.group(1).count("<use ") == 4
     assert "L1 H2, the best head at step 800" in page and "first baseline (dev) 46.0%" in page
     # Hovering a line says which it is, as the hand-drawn SVG's titles did.
-    assert ("head best", "L1 H2: 80.0% at step 800 (best head)") in [(cls, t) for cls, t, _, _ in groups]
+    assert ("head best", "L1 H2: 80.0% at step 800 (best head)") in [
+        (cls, t) for cls, t, _, _ in groups
+    ]
     # matplotlib's SVG refers only to its own parts (clip paths, tick marks): nothing to fetch.
     assert "http" not in svg and re.findall(r'(?:href="|url\()([^")]*)', svg) != []
     assert all(ref.startswith("#") for ref in re.findall(r'(?:href="|url\()([^")]*)', svg))
@@ -275,12 +342,24 @@ def test_best_head_outside_the_model_is_an_error():
 
 def chromium(tmp_path, url, *args, width=1280):
     cmd = [
-        BROWSER, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-        "--disable-background-networking", "--disable-component-update", "--disable-sync",
+        BROWSER,
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-quic",
+        "--no-first-run",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
         "--host-resolver-rules=MAP * ~NOTFOUND",  # offline: no CDN could load
-        f"--user-data-dir={tmp_path / 'profile'}", "--enable-logging=stderr", "--v=0",
-        "--hide-scrollbars", "--force-device-scale-factor=1", f"--window-size={width},1000",
-        *args, url,
+        f"--user-data-dir={tmp_path / 'profile'}",
+        "--enable-logging=stderr",
+        "--v=0",
+        "--hide-scrollbars",
+        "--force-device-scale-factor=1",
+        f"--window-size={width},1000",
+        *args,
+        url,
     ]
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=90)
     console = [line for line in done.stderr.splitlines() if ":CONSOLE" in line]
@@ -293,9 +372,12 @@ def browse(tmp_path, sentences, script, best_head=(1, 2), width=1280, **facts):
     chromium and return (out, console messages, the DOM)."""
     path = tmp_path / "page.html"
     write_html(path, sentences, best_head=best_head, **facts)
-    script = ('<script>const out = {}, sec = document.querySelector("#sentences section");'
-              + script + 'const p = document.createElement("pre"); p.id = "test-out";'
-              "p.textContent = JSON.stringify(out); document.body.appendChild(p);</script></body>")
+    script = (
+        '<script>const out = {}, sec = document.querySelector("#sentences section");'
+        + script
+        + 'const p = document.createElement("pre"); p.id = "test-out";'
+        "p.textContent = JSON.stringify(out); document.body.appendChild(p);</script></body>"
+    )
     path.write_text(path.read_text(encoding="utf-8").replace("</body>", script), encoding="utf-8")
     dom, console = chromium(tmp_path, path.as_uri(), "--dump-dom", width=width)
     found = re.search(r'<pre id="test-out">(.*?)</pre>', dom, re.S)
@@ -318,12 +400,26 @@ class DevTools:
                 os.dup2(fd, target)
 
         self.proc = subprocess.Popen(
-            [BROWSER, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
-             "--no-first-run", "--disable-background-networking", "--disable-component-update",
-             "--disable-sync", "--host-resolver-rules=MAP * ~NOTFOUND", "--hide-scrollbars",
-             f"--user-data-dir={tmp_path / 'profile'}", "--remote-debugging-pipe"],
-            pass_fds=(3, 4), preexec_fn=fds_3_and_4,  # noqa: PLW1509 (no threads started here)
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            [
+                BROWSER,
+                "--headless",
+                "--no-sandbox",
+                "--disable-gpu",
+                "--disable-quic",
+                "--no-first-run",
+                "--disable-background-networking",
+                "--disable-component-update",
+                "--disable-sync",
+                "--host-resolver-rules=MAP * ~NOTFOUND",
+                "--hide-scrollbars",
+                f"--user-data-dir={tmp_path / 'profile'}",
+                "--remote-debugging-pipe",
+            ],
+            pass_fds=(3, 4),
+            preexec_fn=fds_3_and_4,  # noqa: PLW1509 (no threads started here)
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
         for fd in ends:
             os.close(fd)
         self.next_id, self.buffer, self.events = 0, b"", []
@@ -381,15 +477,25 @@ def phone(tmp_path, sentences, script, width, **facts):
         session = browser.send("Target.attachToTarget", targetId=target, flatten=True)["sessionId"]
         for domain in ("Page.enable", "Runtime.enable", "Log.enable"):
             browser.send(domain, session)
-        browser.send("Emulation.setDeviceMetricsOverride", session, width=width, height=900,
-                     deviceScaleFactor=1, mobile=True)
+        browser.send(
+            "Emulation.setDeviceMetricsOverride",
+            session,
+            width=width,
+            height=900,
+            deviceScaleFactor=1,
+            mobile=True,
+        )
         browser.send("Page.navigate", session, url=path.as_uri())
         browser.wait_for("Page.loadEventFired")
-        expression = ('(() => { const out = {}, sec = document.querySelector("#sentences section");'
-                      + script + "; out.errors = document.getElementById('status').dataset.errors"
-                      " || null; return JSON.stringify(out); })()")
-        result = browser.send("Runtime.evaluate", session, expression=expression,
-                              returnByValue=True)
+        expression = (
+            '(() => { const out = {}, sec = document.querySelector("#sentences section");'
+            + script
+            + "; out.errors = document.getElementById('status').dataset.errors"
+            " || null; return JSON.stringify(out); })()"
+        )
+        result = browser.send(
+            "Runtime.evaluate", session, expression=expression, returnByValue=True
+        )
         assert "exceptionDetails" not in result, result
         noise = ("Runtime.consoleAPICalled", "Runtime.exceptionThrown", "Log.entryAdded")
         console = [e["params"] for e in browser.events if e.get("method") in noise]
@@ -440,7 +546,7 @@ def test_real_browser_renders_without_errors_and_responds_to_clicks_and_hover(tm
     assert out["title"].startswith("Layer 0, head 1:")
     assert out["selected"] == ["L0 H1"]
     assert out["tip"] == '" it" \u2192 " </script><script>alert(1)</script>": 0.7000'
-    assert out["tokenTitle"].endswith(': 0.7000')  # the sentence tinted by the hovered row
+    assert out["tokenTitle"].endswith(": 0.7000")  # the sentence tinted by the hovered row
     # The strip says whose attention tints it, and the scale gives the colours their numbers.
     assert out["legend"].startswith('Token colour: the attention of " it" (row 6,')
     assert out["scale"][0] == ["0", "rgb(255, 255, 255)"]
@@ -480,8 +586,9 @@ def gpt2_shaped_page():
     shorter than the sentence up to "it", through the path generate.py --html takes."""
     tokenizer = train_tokenizer("char", LONG)
     torch.manual_seed(0)
-    config = GPTConfig(vocab_size=tokenizer.vocab_size, block_size=48, n_layer=12, n_head=12,
-                       n_embd=48)
+    config = GPTConfig(
+        vocab_size=tokenizer.vocab_size, block_size=48, n_layer=12, n_head=12, n_embd=48
+    )
     return sentence_page(sentence_attention(GPT(config).eval(), tokenizer, LONG))
 
 
@@ -544,9 +651,13 @@ out.clientWidth = document.documentElement.clientWidth;
 @needs_browser
 @pytest.mark.parametrize("width", [1280, 420])  # a desktop, a phone
 def test_real_browser_draws_the_causal_tables_and_the_curve_of_144_heads_in_the_width(
-        tmp_path, gpt2_shaped_page, width):
-    facts = {"best_head": (5, 7), "causal": causal_result(12, 12, (5, 7)),
-             "records": probe_records(12, 12, (5, 7))}
+    tmp_path, gpt2_shaped_page, width
+):
+    facts = {
+        "best_head": (5, 7),
+        "causal": causal_result(12, 12, (5, 7)),
+        "records": probe_records(12, 12, (5, 7)),
+    }
     out, console = drawn(tmp_path, [gpt2_shaped_page], SECTIONS, width, **facts)
     assert console == []
     assert out["tables"] == 4 and out["best"] == ["+6.70", "-0.08", "+0.25"]
@@ -585,32 +696,58 @@ def test_real_browser_fits_a_phone_with_the_facts_and_a_tooltip_on_the_edge(tmp_
 
 def patching_result(L, H, best):
     cell = lambda v: {"recovered": v, "recovered_ci": [v - 0.05, v + 0.05]}  # noqa: E731
-    return {"heads": [[cell(0.9 if (l, h) == best else 0.01) for h in range(H)] for l in range(L)],
-            "stream": [[cell(1.0 if i == 0 else 0.0), cell(0.0), cell(0.0 if i == 0 else 1.0)] for i in range(L + 1)],
-            "points": ["embedding"] + [f"block {l}" for l in range(L)], "columns": ["antecedent", "between", "pronoun"],
-            "clean_ld": 5.3, "corrupt_ld": -5.1, "n": 297, "skipped": 3, "seed": 0, "resamples": 1000}
+    return {
+        "heads": [[cell(0.9 if (l, h) == best else 0.01) for h in range(H)] for l in range(L)],
+        "stream": [
+            [cell(1.0 if i == 0 else 0.0), cell(0.0), cell(0.0 if i == 0 else 1.0)]
+            for i in range(L + 1)
+        ],
+        "points": ["embedding"] + [f"block {l}" for l in range(L)],
+        "columns": ["antecedent", "between", "pronoun"],
+        "clean_ld": 5.3,
+        "corrupt_ld": -5.1,
+        "n": 297,
+        "skipped": 3,
+        "seed": 0,
+        "resamples": 1000,
+    }
 
 
 def lens_result(L):
     points = ["embedding"] + [f"block {l}" for l in range(L)]
-    return {"points": points, "mean_probability": [i / L for i in range(L + 1)],
-            "median_rank": [2024] + [2] * L, "top1_share": [i / (L + 1) for i in range(L + 1)], "n": 300, "skipped": 0,
-            "example": {"text": "The owl saw the mouse, and it", "next": " hooted",
-                        "top": [[[" hooted", 0.5], [" flew", 0.2]] for _ in points]}}
+    return {
+        "points": points,
+        "mean_probability": [i / L for i in range(L + 1)],
+        "median_rank": [2024] + [2] * L,
+        "top1_share": [i / (L + 1) for i in range(L + 1)],
+        "n": 300,
+        "skipped": 0,
+        "example": {
+            "text": "The owl saw the mouse, and it",
+            "next": " hooted",
+            "top": [[[" hooted", 0.5], [" flew", 0.2]] for _ in points],
+        },
+    }
 
 
 def test_the_patching_and_lens_sections_show_their_numbers():
-    page = render_html(SENTENCES, best_head=(1, 2), lens=lens_result(2), patching=patching_result(2, 4, (0, 2)))
-    patching = page[page.index('<section class="patching">'):page.index('<section class="lens">')]
-    assert patching.count("<table>") == 2 and "+0.90 [+0.85, +0.95]" in cells(patching)  # no MLPs saved
+    page = render_html(
+        SENTENCES, best_head=(1, 2), lens=lens_result(2), patching=patching_result(2, 4, (0, 2))
+    )
+    patching = page[page.index('<section class="patching">') : page.index('<section class="lens">')]
+    assert patching.count("<table>") == 2 and "+0.90 [+0.85, +0.95]" in cells(
+        patching
+    )  # no MLPs saved
     with_mlps = patching_result(2, 4, (0, 2))
-    with_mlps["mlps"] = [[{"recovered": 0.37}, {"recovered": 0.0}, {"recovered": -0.12}] for _ in range(2)]
+    with_mlps["mlps"] = [
+        [{"recovered": 0.37}, {"recovered": 0.0}, {"recovered": -0.12}] for _ in range(2)
+    ]
     page = render_html(SENTENCES, best_head=(1, 2), lens=lens_result(2), patching=with_mlps)
-    table = page[page.index("Each MLP's output"):page.index('<section class="lens">')]
+    table = page[page.index("Each MLP's output") : page.index('<section class="lens">')]
     assert "+0.37" in cells(table) and "-0.12" in cells(table) and table.count("block 1") == 1
     assert "0.00 [-0.05, +0.05]" in cells(patching)  # the stream's zeros, unsigned
     assert patching.count('class="best"') == 1 and "297 sentence pairs" in patching
-    lens = page[page.index('<section class="lens">'):]
+    lens = page[page.index('<section class="lens">') :]
     assert "block 1" in lens and "&#x27; hooted&#x27; 0.50" in lens and "2024" in lens
 
 
@@ -625,7 +762,9 @@ out.clientWidth = document.documentElement.clientWidth;
 
 @needs_browser
 @pytest.mark.parametrize("width", [1280, 420])  # a desktop, a phone
-def test_real_browser_draws_the_patching_and_lens_tables_of_144_heads_in_the_width(tmp_path, gpt2_shaped_page, width):
+def test_real_browser_draws_the_patching_and_lens_tables_of_144_heads_in_the_width(
+    tmp_path, gpt2_shaped_page, width
+):
     patching = patching_result(12, 12, (5, 7))
     patching["mlps"] = [row[:3] for row in patching["stream"][1:]]  # one row per block, as saved
     facts = {"best_head": (5, 7), "lens": lens_result(12), "patching": patching}
@@ -648,8 +787,13 @@ out.bigRight = big.right; out.width = document.documentElement.clientWidth;
 
 @needs_browser
 def test_a_phone_reads_the_curves_labels_sees_that_a_cut_table_scrolls_and_the_map_keeps_off_the_edge(
-        tmp_path, gpt2_shaped_page):
-    facts = {"best_head": (5, 7), "causal": causal_result(12, 12, (5, 7)), "records": probe_records(12, 12, (5, 7))}
+    tmp_path, gpt2_shaped_page
+):
+    facts = {
+        "best_head": (5, 7),
+        "causal": causal_result(12, 12, (5, 7)),
+        "records": probe_records(12, 12, (5, 7)),
+    }
     out, console = drawn(tmp_path, [gpt2_shaped_page], PHONE_READABLE, 420, **facts)
     assert console == []
     assert out["label"] >= 10, out  # the axis labels: 8 px before
@@ -659,7 +803,7 @@ def test_a_phone_reads_the_curves_labels_sees_that_a_cut_table_scrolls_and_the_m
 
 def test_the_pronouns_row_of_the_best_head_is_on_the_page_as_numbers():
     page = render_html(SENTENCES, best_head=(1, 2))
-    section = page[page.index('<section class="numbers">'):]
+    section = page[page.index('<section class="numbers">') :]
     section = section[: section.index("</section>")]
     assert section.count('<div class="pairs">') == sum(s["pronoun"] is not None for s in SENTENCES)
     assert "L1 H2" in section and '<span class="best"' in section
@@ -674,7 +818,9 @@ def headline_run(L, H):
     """LONG through a random L x H model whose window holds it all, and the terminal's text."""
     tokenizer = train_tokenizer("char", LONG)
     torch.manual_seed(0)
-    config = GPTConfig(vocab_size=tokenizer.vocab_size, block_size=80, n_layer=L, n_head=H, n_embd=16 * H)
+    config = GPTConfig(
+        vocab_size=tokenizer.vocab_size, block_size=80, n_layer=L, n_head=H, n_embd=16 * H
+    )
     return sentence_attention(GPT(config).eval(), tokenizer, LONG)
 
 
@@ -722,11 +868,17 @@ def test_with_many_heads_the_page_shows_the_terminals_compact_view_and_escapes_w
 
     sentence = headline_run(12, 12)
     terminal = render_sentence(sentence, top=3).splitlines()[2:]  # each word's 3 top heads
-    section = re.search(r'<section class="heads">.*?</section>', render_html([sentence_page(sentence)]), re.S).group(0)
+    section = re.search(
+        r'<section class="heads">.*?</section>', render_html([sentence_page(sentence)]), re.S
+    ).group(0)
     rows = re.findall(r"<tr><th>([^<]*)</th>(.*?)</tr>", section)[1:]  # after the header
     assert [[word, *cells(row)] for word, row in rows] == [
-        [line.split()[0], *(" ".join(cell) for cell in re.findall(r"(L\d+) (H\d+) +[░▒▓█]?(\.\d\d|1\.0)", line))]
-        for line in terminal]
+        [
+            line.split()[0],
+            *(" ".join(cell) for cell in re.findall(r"(L\d+) (H\d+) +[░▒▓█]?(\.\d\d|1\.0)", line)),
+        ]
+        for line in terminal
+    ]
     assert len(rows) == 11 and all(len(cells(row)) == 3 for _, row in rows)  # the words before "it"
     hostile = {**sentence_page(headline_run(1, 2)), "words": ["</script>", "<b>it"]}
     hostile["rows"] = [[[0.5, 0.5], [1.0, 0.0]]]
@@ -739,20 +891,47 @@ def test_with_many_heads_the_page_shows_the_terminals_compact_view_and_escapes_w
 def probe_result(L, H, best, test_set="test", natural=None):
     """Shaped as analysis.probe's run_probe gives it: head (l, h) scores (l * H + h) / 100 on
     dev and 0.01 more on test, the best head 0.9 and 0.91."""
-    heads = [{"layer": l, "head": h, "dev": (l * H + h) / 100, "test": (l * H + h + 1) / 100,
-              "mass_antecedent": 0.1, "mass_distractors": 0.2, "mass_first_token": 0.3}
-             for l in range(L) for h in range(H)]
+    heads = [
+        {
+            "layer": l,
+            "head": h,
+            "dev": (l * H + h) / 100,
+            "test": (l * H + h + 1) / 100,
+            "mass_antecedent": 0.1,
+            "mass_distractors": 0.2,
+            "mass_first_token": 0.3,
+        }
+        for l in range(L)
+        for h in range(H)
+    ]
     heads[best[0] * H + best[1]].update(dev=0.9, test=0.91)
     rate = lambda dev, test: {"dev": dev, "test": test}  # noqa: E731
-    counts = {"examples": 300, "used": 300, "windowed": 0, "antecedent_unseen": 0,
-              "skipped_unencodable": 0}
-    result = {"best_head": {"layer": best[0], "head": best[1], "dev": 0.9, "test": 0.91},
-              "baselines": {"random": rate(0.451, 0.449), "first": rate(0.5, 0.41),
-                            "nearest": rate(0.407, 0.483),
-                            "position": {"rule": "first", **rate(0.5, 0.41)}},
-              "decided_by": {}, "p_value": 1 / 1001, "permutations": 1000, "seed": 0,
-              "selection": "dev", "heads": heads, "counts": {"dev": counts, "test": counts},
-              "block_size": 64, "test_set": test_set, "notes": []}
+    counts = {
+        "examples": 300,
+        "used": 300,
+        "windowed": 0,
+        "antecedent_unseen": 0,
+        "skipped_unencodable": 0,
+    }
+    result = {
+        "best_head": {"layer": best[0], "head": best[1], "dev": 0.9, "test": 0.91},
+        "baselines": {
+            "random": rate(0.451, 0.449),
+            "first": rate(0.5, 0.41),
+            "nearest": rate(0.407, 0.483),
+            "position": {"rule": "first", **rate(0.5, 0.41)},
+        },
+        "decided_by": {},
+        "p_value": 1 / 1001,
+        "permutations": 1000,
+        "seed": 0,
+        "selection": "dev",
+        "heads": heads,
+        "counts": {"dev": counts, "test": counts},
+        "block_size": 64,
+        "test_set": test_set,
+        "notes": [],
+    }
     if natural:
         result["natural"] = probe_result(L, H, best, "natural")
     return result
@@ -768,8 +947,18 @@ def test_the_probes_main_result_is_on_the_page_with_the_natural_sets_where_saved
     assert cells(grid) == [f"{(k + 1) / 100:.1%}" if k != 6 else "91.0%" for k in range(12)]
     assert re.findall(r'<td class="best"[^>]*>(.*?)</td>', grid) == ["91.0%"]
     # the best head beside each baseline, on dev and on test
-    assert cells(baselines) == ["90.0%", "91.0%", "45.1%", "44.9%", "50.0%", "41.0%", "40.7%",
-                                "48.3%", "50.0%", "41.0%"]
+    assert cells(baselines) == [
+        "90.0%",
+        "91.0%",
+        "45.1%",
+        "44.9%",
+        "50.0%",
+        "41.0%",
+        "40.7%",
+        "48.3%",
+        "50.0%",
+        "41.0%",
+    ]
     assert "permutation test p = 0.0010" in section and "chosen on dev, scored on test" in section
     assert "natural cand@1 by layer and head" in natural_grid and "natural" in natural_baselines
     assert "natural.jsonl" in section
@@ -784,14 +973,21 @@ def test_signed_numbers_print_an_exact_or_rounded_zero_without_a_sign():
     from analysis.text_reports import format_patching, signed
 
     assert [signed(x) for x in (0.0, -0.0, -0.004, 0.004, -0.005001, 0.12)] == [
-        "0.00", "0.00", "0.00", "0.00", "-0.01", "+0.12"]
+        "0.00",
+        "0.00",
+        "0.00",
+        "0.00",
+        "-0.01",
+        "+0.12",
+    ]
     patching = patching_result(2, 4, (0, 2))
     patching["heads"][1][0] = {"recovered": -0.001, "recovered_ci": [-0.003, 0.0]}
     text = format_patching(patching)
     assert "-0.00" not in text and "+0.00" not in text
     assert "\nL1      0.00  +0.01" in text and "  0.00 [-0.05, +0.05]" in text
-    page = render_html(SENTENCES, best_head=(1, 2), patching=patching,
-                       causal=causal_result(3, 4, (1, 2)))
+    page = render_html(
+        SENTENCES, best_head=(1, 2), patching=patching, causal=causal_result(3, 4, (1, 2))
+    )
     assert "-0.00" not in page and "+0.00" not in page
 
 
@@ -812,12 +1008,17 @@ out.pageWidth = document.documentElement.scrollWidth; out.width = W;
 @needs_browser
 @pytest.mark.parametrize("width", [1400, 420])  # a desktop, a phone
 def test_real_browser_shows_every_table_of_a_small_model_without_sideways_scrolling(
-        tmp_path, width):
+    tmp_path, width
+):
     sentence = sentence_page(headline_run(2, 4))
-    facts = {"best_head": (0, 2), "causal": causal_result(2, 4, (0, 2)), "lens": lens_result(2),
-             "patching": patching_result(2, 4, (0, 2)),
-             "probe": probe_result(2, 4, (0, 2), natural=True),
-             "records": probe_records(2, 4, (0, 2))}
+    facts = {
+        "best_head": (0, 2),
+        "causal": causal_result(2, 4, (0, 2)),
+        "lens": lens_result(2),
+        "patching": patching_result(2, 4, (0, 2)),
+        "probe": probe_result(2, 4, (0, 2), natural=True),
+        "records": probe_records(2, 4, (0, 2)),
+    }
     out, console = drawn(tmp_path, [sentence, sentence], FITS, width, **facts)
     assert console == []
     assert out["over"] == [] and out["offscreen"] == 0, out

@@ -13,7 +13,9 @@ from storage.hub import dataset_file, model_folder
 from tests.fakehub import FakeHub, tiny_gpt2_folder, use_hub
 from tests.helpers import ROOT, one_line
 
-pytest.importorskip("transformers", reason="makes the tiny GPT-2: pip install -r requirements-test.txt")
+pytest.importorskip(
+    "transformers", reason="makes the tiny GPT-2: pip install -r requirements-test.txt"
+)
 pytest.importorskip("huggingface_hub", reason="pip install -r requirements.txt")
 
 MODEL_FILES = ["config.json", "vocab.json", "merges.txt", "model.safetensors"]
@@ -30,12 +32,23 @@ def hub(gpt2_folder, gpt2_bin, tmp_path, monkeypatch):
     """A hub with a GPT-2 (plus files a loader must not fetch), an old one with only a
     pytorch_model.bin, and a dataset; huggingface_hub pointed at it, with an empty cache."""
     model = {p.name: p.read_bytes() for p in gpt2_folder.iterdir()}
-    model.update({"README.md": b"# tiny", "pytorch_model.bin": (gpt2_bin / "pytorch_model.bin").read_bytes(),
-                  "flax_model.msgpack": b"\0" * 100})
+    model.update(
+        {
+            "README.md": b"# tiny",
+            "pytorch_model.bin": (gpt2_bin / "pytorch_model.bin").read_bytes(),
+            "flax_model.msgpack": b"\0" * 100,
+        }
+    )
     old = {p.name: p.read_bytes() for p in gpt2_bin.iterdir()}
     dataset = {"stories/train.txt": STORY.encode(), "README.md": b"# stories"}
-    server = FakeHub({("model", "tiny/gpt2"): model, ("model", "tinygpt2"): model,
-                      ("model", "old/gpt2"): old, ("dataset", "someone/stories"): dataset})
+    server = FakeHub(
+        {
+            ("model", "tiny/gpt2"): model,
+            ("model", "tinygpt2"): model,
+            ("model", "old/gpt2"): old,
+            ("dataset", "someone/stories"): dataset,
+        }
+    )
     use_hub(monkeypatch, server.url, tmp_path / "hf-cache")
     yield server
     server.close()
@@ -49,11 +62,16 @@ def same_logits(a, b):
 
 # --- models ------------------------------------------------------------------------------------
 
+
 def test_hf_name_fetches_only_the_four_files_and_loads_like_the_folder(hub, gpt2_folder):
     run = load_run("hf:tiny/gpt2")
     assert same_logits(run, load_run(gpt2_folder))
-    assert sorted(hub.fetched("GET")) == sorted(f"/tiny/gpt2/resolve/{rev}/{name}" for name, rev in zip(
-        MODEL_FILES, ["main"] + ["0123456789abcdef0123456789abcdef01234567"] * 3))
+    assert sorted(hub.fetched("GET")) == sorted(
+        f"/tiny/gpt2/resolve/{rev}/{name}"
+        for name, rev in zip(
+            MODEL_FILES, ["main"] + ["0123456789abcdef0123456789abcdef01234567"] * 3
+        )
+    )
     assert run.meta["source"] == "hf:tiny/gpt2" and run.meta["tokenizer_kind"] == "gpt2"
     load_run("hf:tiny/gpt2")  # cached: asked again (HEAD), never downloaded again
     assert len(hub.fetched("GET")) == 4
@@ -81,8 +99,17 @@ def test_offline_without_cache_says_how_to_place_the_folder_by_hand(hub, monkeyp
     with pytest.raises(ValueError) as err:
         load_run("hf:tiny/gpt2")
     # why, what to download by hand, from where, and what the folder replaces
-    one_line(err, "out of reach", "cache", "config.json", "model.safetensors", "vocab.json", "merges.txt",
-             f"{hub.url}/tiny/gpt2", "hf:tiny/gpt2")
+    one_line(
+        err,
+        "out of reach",
+        "cache",
+        "config.json",
+        "model.safetensors",
+        "vocab.json",
+        "merges.txt",
+        f"{hub.url}/tiny/gpt2",
+        "hf:tiny/gpt2",
+    )
     assert hub.fetched("HEAD") == hub.fetched("GET") == []
 
 
@@ -96,8 +123,9 @@ def test_a_missing_repository_and_a_missing_file(hub):
     one_line(err, "hf:half/gpt2", "vocab.json")
 
 
-@pytest.mark.parametrize("name", ["hf:", "hf:a/b/c", "hf:bad name", "hf:-dash", "hf:a//b", "hf:a--b/c",
-                                  "hf:owner/x..y"])
+@pytest.mark.parametrize(
+    "name", ["hf:", "hf:a/b/c", "hf:bad name", "hf:-dash", "hf:a//b", "hf:a--b/c", "hf:owner/x..y"]
+)
 def test_malformed_model_names(name):
     with pytest.raises(ValueError) as err:
         model_folder(name)
@@ -107,26 +135,54 @@ def test_malformed_model_names(name):
 
 def test_generate_samples_from_an_hf_name(hub):
     out, err = io.StringIO(), io.StringIO()
-    code = generate.main(["--ckpt", "hf:tiny/gpt2", "--device", "cpu", "--prompt", "the owl",
-                          "--max-new-tokens", "8", "--temperature", "0"], out=out, err=err)
+    code = generate.main(
+        [
+            "--ckpt",
+            "hf:tiny/gpt2",
+            "--device",
+            "cpu",
+            "--prompt",
+            "the owl",
+            "--max-new-tokens",
+            "8",
+            "--temperature",
+            "0",
+        ],
+        out=out,
+        err=err,
+    )
     assert code == 0, err.getvalue()
     assert out.getvalue().startswith("the owl") and len(out.getvalue()) > len("the owl\n")
 
 
 def test_generate_attention_and_probe_on_a_gpt2_folder(gpt2_folder):
     out, err = io.StringIO(), io.StringIO()
-    code = generate.main(["--ckpt", str(gpt2_folder), "--device", "cpu", "--attention",
-                          "The dog ate because it was hungry."], out=out, err=err)
+    code = generate.main(
+        [
+            "--ckpt",
+            str(gpt2_folder),
+            "--device",
+            "cpu",
+            "--attention",
+            "The dog ate because it was hungry.",
+        ],
+        out=out,
+        err=err,
+    )
     assert code == 0, err.getvalue()
     assert "L1 H1" in out.getvalue()
     out = io.StringIO()
-    code = generate.main(["--ckpt", str(gpt2_folder), "--device", "cpu", "--probe", "--json",
-                          "--permutations", "5"], out=out, err=err)
+    code = generate.main(
+        ["--ckpt", str(gpt2_folder), "--device", "cpu", "--probe", "--json", "--permutations", "5"],
+        out=out,
+        err=err,
+    )
     assert code == 0, err.getvalue()
     assert '"best_head"' in out.getvalue()
 
 
 # --- datasets ----------------------------------------------------------------------------------
+
 
 def test_a_dataset_file_is_a_data_source(hub, tmp_path):
     source = open_source("hf:someone/stories/stories/train.txt", tmp_path / "cache")
@@ -141,7 +197,9 @@ def test_a_dataset_file_offline_from_the_cache_and_without_it(hub, tmp_path, mon
     monkeypatch.setattr("huggingface_hub.constants.HF_HUB_CACHE", str(tmp_path / "empty"))
     with pytest.raises(ValueError) as err:
         open_source("hf:someone/stories/stories/train.txt", tmp_path / "cache")
-    one_line(err, f"{hub.url}/datasets/someone/stories/resolve/main/stories/train.txt")  # to download
+    one_line(
+        err, f"{hub.url}/datasets/someone/stories/resolve/main/stories/train.txt"
+    )  # to download
 
 
 def test_a_dataset_file_that_does_not_exist(hub):
@@ -150,7 +208,9 @@ def test_a_dataset_file_that_does_not_exist(hub):
     one_line(err, "someone/stories", "stories/test.txt")
 
 
-@pytest.mark.parametrize("name", ["hf:someone/stories", "hf:someone/stories/", "hf:someone", "hf:x/y/../z"])
+@pytest.mark.parametrize(
+    "name", ["hf:someone/stories", "hf:someone/stories/", "hf:someone", "hf:x/y/../z"]
+)
 def test_malformed_dataset_names(name):
     with pytest.raises(ValueError) as err:
         dataset_file(name)

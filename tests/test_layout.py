@@ -19,15 +19,56 @@ MAY_IMPORT = {
     "runs": {"runs", "model", "data", "storage", "checks"},
     "analysis": {"analysis", "model", "data", "storage", "checks"},
     "training": {"training", "analysis", "runs", "configs", "model", "data", "storage", "checks"},
-    "generation": {"generation", "analysis", "runs", "configs", "model", "data", "storage", "checks"},
+    "generation": {
+        "generation",
+        "analysis",
+        "runs",
+        "configs",
+        "model",
+        "data",
+        "storage",
+        "checks",
+    },
     # generate.py and its modes: not training
-    "generate": {"generation", "analysis", "runs", "configs", "model", "data", "storage", "checks",
-                 "cli"},
+    "generate": {
+        "generation",
+        "analysis",
+        "runs",
+        "configs",
+        "model",
+        "data",
+        "storage",
+        "checks",
+        "cli",
+    },
     # bench.py and its benchmarks time every floor, generate.py's thread choice included
-    "benchmarks": {"benchmarks", "generate", "generation", "training", "analysis", "runs", "configs",
-                   "model", "data", "storage", "checks"},
-    "bench": {"benchmarks", "generate", "generation", "training", "analysis", "runs", "configs", "model",
-              "data", "storage", "checks", "cli"},
+    "benchmarks": {
+        "benchmarks",
+        "generate",
+        "generation",
+        "training",
+        "analysis",
+        "runs",
+        "configs",
+        "model",
+        "data",
+        "storage",
+        "checks",
+    },
+    "bench": {
+        "benchmarks",
+        "generate",
+        "generation",
+        "training",
+        "analysis",
+        "runs",
+        "configs",
+        "model",
+        "data",
+        "storage",
+        "checks",
+        "cli",
+    },
 }
 PACKAGES = sorted(name for name in MAY_IMPORT if (ROOT / name).is_dir())
 
@@ -55,12 +96,14 @@ def imported_floors(path):
     return imported_names(path) & (set(MAY_IMPORT) | {"train", "bench"})
 
 
-@pytest.mark.parametrize("path", [p for p in project_modules() if p.split("/")[0].removesuffix(".py")
-                                  in MAY_IMPORT])
+@pytest.mark.parametrize(
+    "path", [p for p in project_modules() if p.split("/")[0].removesuffix(".py") in MAY_IMPORT]
+)
 def test_layers_only_look_down(path):
     floor = path.split("/")[0].removesuffix(".py")
     assert imported_floors(path) <= MAY_IMPORT[floor], (
-        f"{path} imports {sorted(imported_floors(path) - MAY_IMPORT[floor])}")
+        f"{path} imports {sorted(imported_floors(path) - MAY_IMPORT[floor])}"
+    )
 
 
 def test_transformer_lens_is_a_reference_of_the_tests_only():

@@ -16,7 +16,11 @@ def test_the_stream_is_recorded_at_every_block_and_its_last_point_is_what_the_he
     model = tiny_gpt().eval()
     idx = torch.randint(0, 50, (2, 10))
     points = stream_points(2)
-    assert points == ["blocks.0.hook_resid_pre", "blocks.1.hook_resid_pre", "blocks.1.hook_resid_post"]
+    assert points == [
+        "blocks.0.hook_resid_pre",
+        "blocks.1.hook_resid_pre",
+        "blocks.1.hook_resid_post",
+    ]
     with torch.no_grad():
         logits, cache = run_with_cache(model, idx, points)
     stream = [cache[p] for p in points]
@@ -26,7 +30,9 @@ def test_the_stream_is_recorded_at_every_block_and_its_last_point_is_what_the_he
     torch.testing.assert_close(stream[0], first)
 
 
-def test_patching_the_whole_last_stream_gives_the_other_runs_logits_and_a_self_patch_nothing(tiny_gpt):
+def test_patching_the_whole_last_stream_gives_the_other_runs_logits_and_a_self_patch_nothing(
+    tiny_gpt,
+):
     model = tiny_gpt().eval()
     a, b = torch.randint(0, 50, (1, 8)), torch.randint(0, 50, (1, 8))
     last, middle = "blocks.1.hook_resid_post", "blocks.1.hook_resid_pre"
@@ -67,9 +73,15 @@ def test_the_example_is_the_same_whole_sentence_from_its_start_in_the_report_and
     from analysis.text_reports import lens_example_text
 
     text = "The lovely turtle kept away from the silver flower. Busy and greedy, it"
-    lens = {"points": ["embedding", "block 0"], "mean_probability": [0.1, 0.2],
-            "median_rank": [9, 2], "top1_share": [0.0, 0.3], "n": 300, "skipped": 0,
-            "example": {"text": text, "next": " swam", "top": [[[" it", 1.0]], [[" swam", 0.5]]]}}
+    lens = {
+        "points": ["embedding", "block 0"],
+        "mean_probability": [0.1, 0.2],
+        "median_rank": [9, 2],
+        "top1_share": [0.0, 0.3],
+        "n": 300,
+        "skipped": 0,
+        "example": {"text": text, "next": " swam", "top": [[[" it", 1.0]], [[" swam", 0.5]]]},
+    }
     assert lens_example_text(lens["example"]) == text  # whole: not its last 40 or 60 characters
     assert f"“{text}”" in format_lens(lens) and f"“{text}”" in lens_section(lens)
     # A long one starts at a sentence's start, after "… ", the same in both.

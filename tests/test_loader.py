@@ -30,8 +30,8 @@ def test_windows_are_slices_of_the_file_with_shifted_targets(tmp_path, dtype):
     where = {int(v): i for i, v in enumerate(raw)}
     for row_x, row_y in zip(x.numpy(), y.numpy()):
         start = where[int(row_x[0])]
-        np.testing.assert_array_equal(row_x, raw[start:start + 16])
-        np.testing.assert_array_equal(row_y, raw[start + 1:start + 17])
+        np.testing.assert_array_equal(row_x, raw[start : start + 16])
+        np.testing.assert_array_equal(row_y, raw[start + 1 : start + 17])
     assert x.is_contiguous() and y.is_contiguous()
 
 

@@ -12,7 +12,9 @@ from training.optim import make_optimizer
 COEFFICIENTS = (3.4445, -4.7750, 2.0315)  # the library's defaults
 
 
-@pytest.mark.parametrize("shape", [(8, 24), (24, 8), (16, 16), (8, 12)])  # Gram route: (8, 24), (24, 8)
+@pytest.mark.parametrize(
+    "shape", [(8, 24), (24, 8), (16, 16), (8, 12)]
+)  # Gram route: (8, 24), (24, 8)
 def test_newton_schulz_is_the_librarys_in_bf16_and_close_in_float32(shape):
     g = torch.randn(shape, generator=torch.Generator().manual_seed(0))
     library = _zeropower_via_newtonschulz(g, COEFFICIENTS, 5, 1e-7)
@@ -34,7 +36,9 @@ def test_the_gram_route_is_the_same_iteration():
         x = a * x + (b * gram + c * gram @ gram) @ x
     ours = newton_schulz(g.float(), COEFFICIENTS, 5, 1e-7, torch.float32)
     assert torch.allclose(ours.double(), x, atol=1e-5)
-    assert torch.allclose(newton_schulz(g.float().T, COEFFICIENTS, 5, 1e-7, torch.float32).double(), x.T, atol=1e-5)
+    assert torch.allclose(
+        newton_schulz(g.float().T, COEFFICIENTS, 5, 1e-7, torch.float32).double(), x.T, atol=1e-5
+    )
 
 
 def test_newton_schulz_leaves_its_input_alone():
@@ -57,7 +61,9 @@ def _train(model, opt, steps=40):
 def test_muon_in_bf16_steps_exactly_as_the_librarys(tiny_gpt):
     ours, library = tiny_gpt(), tiny_gpt()
     matrices = lambda m: [p for b in m.blocks for p in b.parameters() if p.dim() == 2]
-    _train(ours, Muon(matrices(ours), orth_dtype=torch.bfloat16, lr=0.02, adjust_lr_fn="original"), 5)
+    _train(
+        ours, Muon(matrices(ours), orth_dtype=torch.bfloat16, lr=0.02, adjust_lr_fn="original"), 5
+    )
     _train(library, torch.optim.Muon(matrices(library), lr=0.02, adjust_lr_fn="original"), 5)
     assert all(torch.equal(a, b) for a, b in zip(ours.parameters(), library.parameters()))
 
@@ -66,8 +72,11 @@ def test_float32_newton_schulz_trains_to_the_same_loss(tiny_gpt):
     losses = {}
     for dtype in (torch.bfloat16, torch.float32):
         model = tiny_gpt()
-        losses[dtype] = _train(model, make_optimizer(model, "muon", 3e-3, 0.0, (0.9, 0.95), "cpu",
-                                                     orth_dtype=dtype), 60)
+        losses[dtype] = _train(
+            model,
+            make_optimizer(model, "muon", 3e-3, 0.0, (0.9, 0.95), "cpu", orth_dtype=dtype),
+            60,
+        )
     assert losses[torch.float32] < 1.0  # from ~3.4: it trains
     assert abs(losses[torch.float32] - losses[torch.bfloat16]) < 0.1 * losses[torch.bfloat16]
 
@@ -111,7 +120,9 @@ def test_setting_a_groups_lr_reaches_the_optimizer_that_steps(tiny_gpt):
     for group in opt.param_groups:
         group["lr"] = 0.0  # what the schedule does at a step with lr 0
     before = [p.detach().clone() for p in model.parameters()]
-    lm_loss(model(torch.zeros(2, 8, dtype=torch.long)), torch.ones(2, 8, dtype=torch.long)).backward()
+    lm_loss(
+        model(torch.zeros(2, 8, dtype=torch.long)), torch.ones(2, 8, dtype=torch.long)
+    ).backward()
     opt.step()
     assert all(torch.equal(a, b) for a, b in zip(before, model.parameters()))
 

@@ -25,7 +25,9 @@ def setup():
     from model.gpt import GPT, GPTConfig
 
     torch.manual_seed(0)
-    model = GPT(GPTConfig(vocab_size=tokenizer.vocab_size, block_size=128, n_layer=2, n_head=2, n_embd=32)).eval()
+    model = GPT(
+        GPTConfig(vocab_size=tokenizer.vocab_size, block_size=128, n_layer=2, n_head=2, n_embd=32)
+    ).eval()
     with torch.no_grad():
         for p in model.parameters():
             if p.dim() == 2:
@@ -40,8 +42,11 @@ def test_a_twin_differs_only_at_the_antecedent_and_in_its_continuation(setup):
     assert len(pairs) >= 30
     for p in pairs:
         assert len(p.clean) == len(p.corrupt)
-        assert [i for i, (a, b) in enumerate(zip(p.clean, p.corrupt)) if a != b] == \
-            [i for i in p.antecedent if p.clean[i] != p.corrupt[i]] != []
+        assert (
+            [i for i, (a, b) in enumerate(zip(p.clean, p.corrupt)) if a != b]
+            == [i for i in p.antecedent if p.clean[i] != p.corrupt[i]]
+            != []
+        )
         assert p.clean_next != p.corrupt_next
 
 
@@ -58,7 +63,9 @@ def test_the_last_stream_at_the_pronoun_recovers_exactly_1_and_a_self_patch_0(se
     clean, corrupt, heads, stream, mlps = patch_group(model, group)
     pronoun = COLUMNS.index("pronoun")
     assert recovered(stream[-1, pronoun], clean, corrupt).item() == pytest.approx(1.0, abs=1e-9)
-    assert recovered(stream[0, COLUMNS.index("between")], clean, corrupt).item() == pytest.approx(0.0, abs=1e-9)
+    assert recovered(stream[0, COLUMNS.index("between")], clean, corrupt).item() == pytest.approx(
+        0.0, abs=1e-9
+    )
     assert mlps.shape == (2, len(COLUMNS), len(group))
     _, _, self_heads, self_stream, self_mlps = patch_group(model, group, source="corrupt")
     assert torch.allclose(self_heads, corrupt.expand_as(self_heads), atol=1e-9)

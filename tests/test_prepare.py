@@ -18,14 +18,14 @@ from data.parallel import map_in_order
 from data.prepare import prepare, token_dtype
 from tests.helpers import ROOT
 
-WORDS = ["the", "owl", "hooted", "naïve", "café", "über", "—", "it", "was", "hungry", "42",
-         "✓"]
+WORDS = ["the", "owl", "hooted", "naïve", "café", "über", "—", "it", "was", "hungry", "42", "✓"]
 
 
 def corpus(n_lines: int, seed: int = 0) -> str:
     rng = random.Random(seed)
-    return "".join(" ".join(rng.choices(WORDS, k=rng.randint(1, 12))) + "\n"
-                   for _ in range(n_lines))
+    return "".join(
+        " ".join(rng.choices(WORDS, k=rng.randint(1, 12))) + "\n" for _ in range(n_lines)
+    )
 
 
 def write(path: Path, text: str) -> str:
@@ -39,8 +39,10 @@ def tokens(prepared, split: str) -> list[int]:
 
 
 def split_texts(prepared) -> tuple[str, str]:
-    return (prepared.tokenizer.decode(tokens(prepared, "train")),
-            prepared.tokenizer.decode(tokens(prepared, "val")))
+    return (
+        prepared.tokenizer.decode(tokens(prepared, "train")),
+        prepared.tokenizer.decode(tokens(prepared, "val")),
+    )
 
 
 @pytest.mark.parametrize("kind, vocab_size", [("char", None), ("bpe", 300)])
@@ -63,7 +65,8 @@ def test_round_trip_and_meta(tmp_path, kind, vocab_size):
     assert meta["val_tokens"] == len(tokens(prepared, "val"))
     assert prepared.dir.parent == tmp_path / "cache" / "prepared"
     assert sorted(p.name for p in prepared.dir.iterdir()) == sorted(
-        ["meta.json", "train.bin", "val.bin", meta["tokenizer_file"]])
+        ["meta.json", "train.bin", "val.bin", meta["tokenizer_file"]]
+    )
 
 
 def test_gpt2_round_trip(tmp_path):
@@ -89,23 +92,28 @@ def test_dtype_rule():
 
 def test_val_split_starts_after_the_first_newline_past_the_cut(tmp_path):
     text = "aaaa\nbbbbbbbbbb\ncc\ndd\n"  # 22 chars; 0.5 cuts at 11, inside the b line
-    prepared = prepare(write(tmp_path / "t.txt", text), "char", val_fraction=0.5,
-                       cache_dir=tmp_path / "cache")
+    prepared = prepare(
+        write(tmp_path / "t.txt", text), "char", val_fraction=0.5, cache_dir=tmp_path / "cache"
+    )
     assert split_texts(prepared) == ("aaaa\nbbbbbbbbbb\n", "cc\ndd\n")
     assert prepared.meta["split_char"] == 16
 
 
-@pytest.mark.parametrize("text, expected", [
-    # The only newline past the cut ends the text: val would be empty, so split before the cut.
-    ("aaaa\nbbbbbbbbbb\n", ("aaaa\n", "bbbbbbbbbb\n")),
-    # No newline at all: cut at the character at the cut point.
-    ("abcdefghij", ("abcdefgh", "ij")),
-    # Two characters are enough for both splits.
-    ("ab", ("a", "b")),
-])
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        # The only newline past the cut ends the text: val would be empty, so split before the cut.
+        ("aaaa\nbbbbbbbbbb\n", ("aaaa\n", "bbbbbbbbbb\n")),
+        # No newline at all: cut at the character at the cut point.
+        ("abcdefghij", ("abcdefgh", "ij")),
+        # Two characters are enough for both splits.
+        ("ab", ("a", "b")),
+    ],
+)
 def test_val_split_without_a_usable_newline(tmp_path, text, expected):
-    prepared = prepare(write(tmp_path / "t.txt", text), "char", val_fraction=0.2,
-                       cache_dir=tmp_path / "cache")
+    prepared = prepare(
+        write(tmp_path / "t.txt", text), "char", val_fraction=0.2, cache_dir=tmp_path / "cache"
+    )
     assert split_texts(prepared) == expected
 
 
@@ -120,8 +128,9 @@ def folder_corpus(tmp_path: Path) -> Path:
     folder = tmp_path / "docs"
     folder.mkdir()
     for i in range(30):
-        (folder / f"{i:02d}.txt").write_text(corpus(5, seed=i) + "x" * 130 + " y" * 40,
-                                             encoding="utf-8")
+        (folder / f"{i:02d}.txt").write_text(
+            corpus(5, seed=i) + "x" * 130 + " y" * 40, encoding="utf-8"
+        )
     return folder
 
 
@@ -136,15 +145,17 @@ def test_chunked_encoding_of_a_folder_round_trips(tmp_path, monkeypatch, kind, v
     train, val = split_texts(prepared)
     assert train + val == text
     if kind == "char":  # char ids do not depend on where the chunks were cut
-        assert tokens(prepared, "train") + tokens(prepared, "val") == \
-            prepared.tokenizer.encode(text)
+        assert tokens(prepared, "train") + tokens(prepared, "val") == prepared.tokenizer.encode(
+            text
+        )
 
 
 def test_cache_is_reused_and_changes_prepare_anew(tmp_path, monkeypatch):
     calls = []
     real_encode = prepare_module._encode
-    monkeypatch.setattr(prepare_module, "_encode",
-                        lambda *args: calls.append(1) or real_encode(*args))
+    monkeypatch.setattr(
+        prepare_module, "_encode", lambda *args: calls.append(1) or real_encode(*args)
+    )
     path, cache = tmp_path / "t.txt", tmp_path / "cache"
     write(path, corpus(200))
     first = prepare(str(path), "char", cache_dir=cache)
@@ -158,11 +169,13 @@ def test_cache_is_reused_and_changes_prepare_anew(tmp_path, monkeypatch):
     copy.write_bytes(path.read_bytes())
     assert prepare(str(copy), "char", cache_dir=cache).dir == first.dir and len(calls) == 1
     write(path, corpus(200) + "one more line\n")
-    dirs = {first.dir,
-            prepare(str(path), "char", cache_dir=cache).dir,
-            prepare(str(path), "bpe", 300, cache_dir=cache).dir,
-            prepare(str(path), "bpe", 280, cache_dir=cache).dir,
-            prepare(str(path), "char", val_fraction=0.3, cache_dir=cache).dir}
+    dirs = {
+        first.dir,
+        prepare(str(path), "char", cache_dir=cache).dir,
+        prepare(str(path), "bpe", 300, cache_dir=cache).dir,
+        prepare(str(path), "bpe", 280, cache_dir=cache).dir,
+        prepare(str(path), "char", val_fraction=0.3, cache_dir=cache).dir,
+    }
     assert len(dirs) == 5 and len(calls) == 5
 
 
@@ -173,7 +186,9 @@ def test_too_short_split_names_it(tmp_path, block_size, split):
         prepare(source, "char", block_size=block_size, cache_dir=tmp_path / "cache")
     message = str(excinfo.value)
     assert "\n" not in message and f"the {split} split" in message
-    assert re.search(rf"block_size.*\b{block_size + 1}\b", message) and "more text" in message  # the need, a way out
+    assert (
+        re.search(rf"block_size.*\b{block_size + 1}\b", message) and "more text" in message
+    )  # the need, a way out
     assert prepare(source, "char", block_size=64, cache_dir=tmp_path / "cache").meta
 
 
@@ -229,8 +244,13 @@ def test_memory_stays_bounded(tmp_path):
         while f.tell() < 20_000_000:
             f.write(block)
     size = path.stat().st_size
-    result = subprocess.run([sys.executable, "-c", MEMORY_SCRIPT, str(path), str(tmp_path / "c")],
-                            cwd=ROOT, capture_output=True, text=True, check=True)
+    result = subprocess.run(
+        [sys.executable, "-c", MEMORY_SCRIPT, str(path), str(tmp_path / "c")],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     report = json.loads(result.stdout)
     assert report["tokens"] == len(path.read_text(encoding="utf-8"))
     assert 0 < report["growth_kb"] * 1024 < size / 4, report
@@ -238,6 +258,7 @@ def test_memory_stays_bounded(tmp_path):
 
 # Parallel encoding: bpe and gpt2 encode on threads (tiktoken releases the GIL); the files must
 # not depend on how many.
+
 
 @pytest.mark.parametrize("kind, vocab_size", [("char", None), ("bpe", 300)])
 def test_encoding_writes_the_same_bytes_on_any_number_of_workers(tmp_path, kind, vocab_size):
@@ -252,8 +273,9 @@ def test_encoding_writes_the_same_bytes_on_any_number_of_workers(tmp_path, kind,
         out = tmp_path / f"workers{workers}"
         out.mkdir()
         # 64-character chunks: about 200 pieces, dozens of windows of 2 * workers.
-        counts[workers] = prepare_module._encode(src, tokenizer, split, n_chars, dtype, out,
-                                                 workers, 64)
+        counts[workers] = prepare_module._encode(
+            src, tokenizer, split, n_chars, dtype, out, workers, 64
+        )
         files[workers] = [(out / name).read_bytes() for name in ("train.bin", "val.bin")]
     assert files[1] == files[2] == files[3]
     assert counts[1] == counts[2] == counts[3]
@@ -265,8 +287,10 @@ def test_prepare_writes_the_same_folder_on_any_number_of_workers(tmp_path):
     text = corpus(30_000)  # ~840K characters: a dozen chunks of ENCODE_CHUNK_CHARS
     assert len(text) > 10 * prepare_module.ENCODE_CHUNK_CHARS
     source = write(tmp_path / "t.txt", text)
-    folders = [prepare(source, "bpe", 300, cache_dir=tmp_path / f"cache{w}", workers=w).dir
-               for w in (1, 2, 3)]
+    folders = [
+        prepare(source, "bpe", 300, cache_dir=tmp_path / f"cache{w}", workers=w).dir
+        for w in (1, 2, 3)
+    ]
     assert len({folder.name for folder in folders}) == 1  # the key ignores the worker count
     contents = [{p.name: p.read_bytes() for p in folder.iterdir()} for folder in folders]
     assert contents[0] == contents[1] == contents[2]
@@ -276,8 +300,13 @@ def test_prepare_writes_the_same_folder_on_any_number_of_workers(tmp_path):
 @pytest.mark.parametrize("workers", [0, -2, 1.5, True, "2"])
 def test_bad_worker_count_is_refused(tmp_path, workers):
     with pytest.raises(ValueError, match="workers.*positive integer"):
-        prepare(write(tmp_path / "t.txt", corpus(10)), "bpe", 300, cache_dir=tmp_path / "c",
-                workers=workers)
+        prepare(
+            write(tmp_path / "t.txt", corpus(10)),
+            "bpe",
+            300,
+            cache_dir=tmp_path / "c",
+            workers=workers,
+        )
 
 
 @pytest.mark.parametrize("workers", [1, 2, 3])

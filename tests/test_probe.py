@@ -58,8 +58,10 @@ class KnownModel(torch.nn.Module):
         super().__init__()
         self.layers = layers
         H = len(layers[0])
-        self.attn = torch.nn.ModuleList(CausalSelfAttention(n_embd=H, n_head=H, name=f"blocks.{l}.attn")
-                                        for l in range(len(layers)))
+        self.attn = torch.nn.ModuleList(
+            CausalSelfAttention(n_embd=H, n_head=H, name=f"blocks.{l}.attn")
+            for l in range(len(layers))
+        )
         self.config = SimpleNamespace(block_size=block_size, n_layer=len(layers), n_head=H)
 
     def forward(self, idx):
@@ -176,25 +178,46 @@ def test_each_kind_of_item_is_scored_apart_with_its_own_head_chosen_on_dev():
     assert list(kinds) == ["agreement", "role", "meaning"]  # DECIDED_BY's order
     # The best head overall is pos4 (L1 H0), right on t3 alone. On dev's agreement items caps and
     # pos4 both score 100%, and the tie goes to the lower layer: caps, right on every test item.
-    assert kinds["agreement"] == {"examples": 2, "best_head": 0.0, "random": 0.5,
-                                  "kind_best": {"layer": 0, "head": 1, "dev": 1.0, "test": 1.0}}
+    assert kinds["agreement"] == {
+        "examples": 2,
+        "best_head": 0.0,
+        "random": 0.5,
+        "kind_best": {"layer": 0, "head": 1, "dev": 1.0, "test": 1.0},
+    }
     # Only pos4 is right on dev's meaning items (d3's capitals fool caps; d4 has none).
-    assert kinds["meaning"] == {"examples": 1, "best_head": 1.0, "random": 0.5,
-                                "kind_best": {"layer": 1, "head": 0, "dev": 1.0, "test": 1.0}}
+    assert kinds["meaning"] == {
+        "examples": 1,
+        "best_head": 1.0,
+        "random": 0.5,
+        "kind_best": {"layer": 1, "head": 0, "dev": 1.0, "test": 1.0},
+    }
     # t4 has three candidates; dev has no role item, so no head is chosen for the kind.
-    assert kinds["role"] == {"examples": 1, "best_head": 0.0, "random": pytest.approx(1 / 3),
-                             "kind_best": None}
+    assert kinds["role"] == {
+        "examples": 1,
+        "best_head": 0.0,
+        "random": pytest.approx(1 / 3),
+        "kind_best": None,
+    }
     report = format_report(run_probe(MODEL, TOKENIZER, dev, test, permutations=10))
-    rows = {line.split()[0]: line.split()[1:] for line in report.splitlines()[-12:]
-            if line.strip().startswith(("agreement", "role", "meaning"))}
-    assert rows == {"agreement": ["2", "0.0%", "50.0%", "L0", "H1", "100.0%"],
-                    "role": ["1", "0.0%", "33.3%", "none", "on", "dev"],
-                    "meaning": ["1", "100.0%", "50.0%", "L1", "H0", "100.0%"]}
+    rows = {
+        line.split()[0]: line.split()[1:]
+        for line in report.splitlines()[-12:]
+        if line.strip().startswith(("agreement", "role", "meaning"))
+    }
+    assert rows == {
+        "agreement": ["2", "0.0%", "50.0%", "L0", "H1", "100.0%"],
+        "role": ["1", "0.0%", "33.3%", "none", "on", "dev"],
+        "meaning": ["1", "100.0%", "50.0%", "L1", "H0", "100.0%"],
+    }
 
 
 def test_one_set_of_items_that_say_what_decides_chooses_each_kinds_head_on_them():
-    r = run_probe(MODEL, TOKENIZER, tagged(TEST, "agreement", "agreement", "meaning", "meaning"),
-                  permutations=10)
+    r = run_probe(
+        MODEL,
+        TOKENIZER,
+        tagged(TEST, "agreement", "agreement", "meaning", "meaning"),
+        permutations=10,
+    )
     # caps is right on every test item; chosen and scored on the same items, as the report says.
     assert r["decided_by"]["meaning"]["kind_best"] == {"layer": 0, "head": 1, "all": 1.0}
     assert "chosen on the same items" in format_report(r)
@@ -253,8 +276,14 @@ def test_one_set_is_one_split_and_its_p_value_is_the_texts():
     assert '"dev"' not in json.dumps(small) and '"test"' not in json.dumps(small)  # no pair
     assert set(small["counts"]) == {"all"} and set(small["best_head"]) == {"layer", "head", "all"}
     assert {k for b in small["baselines"].values() for k in b} == {"all", "rule"}
-    assert {k for h in small["heads"] for k in h} == {"layer", "head", "all", "mass_antecedent",
-                                                      "mass_distractors", "mass_first_token"}
+    assert {k for h in small["heads"] for k in h} == {
+        "layer",
+        "head",
+        "all",
+        "mass_antecedent",
+        "mass_distractors",
+        "mass_first_token",
+    }
     assert small["p_value"] is None and small["p_value_reason"] == "too few examples"
     assert small["p_value_needs"] == 20
     report = format_report(small)
@@ -330,17 +359,23 @@ def test_long_examples_are_windowed_and_unencodable_ones_skipped_in_result_and_r
     short = KnownModel([[sink, caps]], block_size=16)
     odd = Example("the DOG saw the cat, so it ran!", (24, 26), (4, 7), [(16, 19)])  # "!" unknown
     r = run_probe(short, TOKENIZER, [*TEST[:3], LONG, LOST, odd], permutations=10)
-    assert r["counts"]["all"] == {"examples": 6, "used": 5, "windowed": 5, "antecedent_unseen": 2,
-                                  "skipped_unencodable": 1}
+    assert r["counts"]["all"] == {
+        "examples": 6,
+        "used": 5,
+        "windowed": 5,
+        "antecedent_unseen": 2,
+        "skipped_unencodable": 1,
+    }
     assert r["block_size"] == 16
     # Every one is windowed; caps finds the antecedent in its window but for "HEN" (TEST[2]) and
     # LOST, whose antecedents are outside: no capital is seen, a tie, a miss.
     assert grid(r, "all")[(0, 1)] == pytest.approx(3 / 5)
     report = format_report(r)
     assert "examples: 5 of 6 used (skipped: 1 the tokenizer cannot encode)" in report
-    assert ("  5 read in the model's window, the last 16 tokens up to the pronoun (block_size);\n"
-            "  the candidates before it get attention 0, the antecedent among them in 2\n"
-            ) in report
+    assert (
+        "  5 read in the model's window, the last 16 tokens up to the pronoun (block_size);\n"
+        "  the candidates before it get attention 0, the antecedent among them in 2\n"
+    ) in report
     with pytest.raises(ValueError, match=r"cannot encode.*\b1 examples"):
         run_probe(short, TOKENIZER, [odd])
 
@@ -355,8 +390,9 @@ def test_a_windowed_example_in_a_real_gpt_scores_the_attention_on_the_cropped_id
     from model.gpt import GPT, GPTConfig
 
     torch.manual_seed(0)
-    config = GPTConfig(vocab_size=TOKENIZER.vocab_size, block_size=16, n_layer=2, n_head=2,
-                       n_embd=16)
+    config = GPTConfig(
+        vocab_size=TOKENIZER.vocab_size, block_size=16, n_layer=2, n_head=2, n_embd=16
+    )
     model = GPT(config).eval()
     scores = candidate_scores(model, TOKENIZER, [LONG])
     cropped = torch.tensor([TOKENIZER.encode(LONG.text)[13:29]])
@@ -372,8 +408,15 @@ def test_result_is_json_with_the_documented_keys(result):
     assert {"best_head", "baselines", "p_value", "heads", "counts"} <= set(back)
     assert set(back["baselines"]) == {"random", "first", "nearest", "position"}
     assert len(back["heads"]) == 4
-    assert set(back["heads"][0]) == {"layer", "head", "dev", "test", "mass_antecedent",
-                                     "mass_distractors", "mass_first_token"}
+    assert set(back["heads"][0]) == {
+        "layer",
+        "head",
+        "dev",
+        "test",
+        "mass_antecedent",
+        "mass_distractors",
+        "mass_first_token",
+    }
 
 
 def test_report_has_table_ranking_baselines_p_value_and_published_context(result):
@@ -385,9 +428,14 @@ def test_report_has_table_ranking_baselines_p_value_and_published_context(result
     assert "Clark et al. 2019" in report and "other models and data" in report
     # 4 test examples: too few for a p-value, which is left out and the reason given.
     assert "p = " not in report and "with 4 examples the set is too small for a p-value" in report
-    assert result["p_value"] is None and result["p_value_reason"] == "too few examples"  # the JSON agrees
-    many = {**result, "p_value": 0.0123,
-            "counts": {**result["counts"], "test": {**result["counts"]["test"], "used": 40}}}
+    assert (
+        result["p_value"] is None and result["p_value_reason"] == "too few examples"
+    )  # the JSON agrees
+    many = {
+        **result,
+        "p_value": 0.0123,
+        "counts": {**result["counts"], "test": {**result["counts"]["test"], "used": 40}},
+    }
     assert "permutation test p = 0.0123" in format_report(many)
 
 
@@ -395,7 +443,9 @@ def test_real_gpt_scores_match_a_direct_sum_over_its_attention():
     from model.gpt import GPT, GPTConfig
 
     torch.manual_seed(0)
-    config = GPTConfig(vocab_size=TOKENIZER.vocab_size, block_size=64, n_layer=2, n_head=2, n_embd=16)
+    config = GPTConfig(
+        vocab_size=TOKENIZER.vocab_size, block_size=64, n_layer=2, n_head=2, n_embd=16
+    )
     model = GPT(config).eval()
     scores = candidate_scores(model, TOKENIZER, TEST)
     ex = TEST[3]
@@ -424,7 +474,9 @@ def test_multi_token_candidates_with_leading_spaces_sum_their_tokens_in_a_real_g
 
     torch.manual_seed(1)
     model = GPT(GPTConfig(vocab_size=64, block_size=32, n_layer=1, n_head=2, n_embd=16)).eval()
-    ex = TEST[0]  # "the cat saw the DOG so it ran." -> t|h|e| c|a|t| s|a|w| t|h|e| D|O|G| s|o| i|t|..
+    ex = TEST[
+        0
+    ]  # "the cat saw the DOG so it ran." -> t|h|e| c|a|t| s|a|w| t|h|e| D|O|G| s|o| i|t|..
     scores = candidate_scores(model, PiecesTokenizer(), [ex])
     ids, _ = PiecesTokenizer().encode_with_offsets(ex.text)
     attn = attention_of(model, torch.tensor([ids]))
@@ -437,37 +489,50 @@ def test_multi_token_candidates_with_leading_spaces_sum_their_tokens_in_a_real_g
 def test_query_words_that_are_not_pronouns_are_noted_in_the_result_and_the_report():
     # "so" as the query: caps still "finds" the capitalised candidate every time, but that is
     # not coreference, and the report must not let it pass for it.
-    odd = [item("the DOG saw the cat so it ran.", "DOG", "cat", pronoun="so"),
-           item("the cow saw the PIG so it ran.", "PIG", "cow", pronoun="so"),
-           item("the HEN saw the ox, then it ran.", "HEN", "ox", pronoun="then")]
+    odd = [
+        item("the DOG saw the cat so it ran.", "DOG", "cat", pronoun="so"),
+        item("the cow saw the PIG so it ran.", "PIG", "cow", pronoun="so"),
+        item("the HEN saw the ox, then it ran.", "HEN", "ox", pronoun="then"),
+    ]
     r = run_probe(MODEL, TOKENIZER, [*odd, TEST[0]], permutations=10)
     assert r["best_head"]["all"] == 1.0  # what a silent report would show
     assert r["query_words"] == {"examples": 4, "not_pronouns": 3, "words": ["so", "then"]}
     assert json.loads(json.dumps(r))["query_words"] == r["query_words"]  # numbers, not sentences
-    assert ("Note: the query words of 3 of 4 examples are not pronouns ('so', 'then'); for those "
-            "the probe measures where that word looks, not how a pronoun finds its antecedent."
-            in format_report(r))
+    assert (
+        "Note: the query words of 3 of 4 examples are not pronouns ('so', 'then'); for those "
+        "the probe measures where that word looks, not how a pronoun finds its antecedent."
+        in format_report(r)
+    )
 
 
 def test_the_note_quotes_a_few_words_and_ignores_case(result):
-    assert result["query_words"]["not_pronouns"] == 0 and "are not pronouns" not in format_report(result)
+    assert result["query_words"]["not_pronouns"] == 0 and "are not pronouns" not in format_report(
+        result
+    )
     capital = item("the DOG saw the cat so It ran.", "DOG", "cat", pronoun="It")
-    assert run_probe(MODEL, TOKENIZER, [capital, *TEST], permutations=10)["query_words"]["words"] == []
-    odd = [item("the DOG saw the cat so it ran.", "DOG", "cat", pronoun="so"),
-           item("the HORSE saw the cat so it ran.", "HORSE", "cat", pronoun="saw"),
-           item("the cow saw the PIG so it ran.", "cow", "PIG", pronoun="so"),
-           item("the eel saw the bee so it ran.", "eel", "bee", pronoun="the"),
-           item("the eel saw the bee so it ran.", "eel", "bee", pronoun="bee")]
+    assert (
+        run_probe(MODEL, TOKENIZER, [capital, *TEST], permutations=10)["query_words"]["words"] == []
+    )
+    odd = [
+        item("the DOG saw the cat so it ran.", "DOG", "cat", pronoun="so"),
+        item("the HORSE saw the cat so it ran.", "HORSE", "cat", pronoun="saw"),
+        item("the cow saw the PIG so it ran.", "cow", "PIG", pronoun="so"),
+        item("the eel saw the bee so it ran.", "eel", "bee", pronoun="the"),
+        item("the eel saw the bee so it ran.", "eel", "bee", pronoun="bee"),
+    ]
     [note] = query_word_notes(run_probe(MODEL, TOKENIZER, odd, permutations=10))
-    assert "5 of 5" in note and "pronouns" in note and "('so', 'saw', 'the', ...)" in note  # a few, each once
+    assert (
+        "5 of 5" in note and "pronouns" in note and "('so', 'saw', 'the', ...)" in note
+    )  # a few, each once
 
 
 def test_the_report_of_gpt2_smalls_144_heads_keeps_its_table_in_100_columns():
     from model.gpt import GPT, GPTConfig
 
     torch.manual_seed(0)
-    config = GPTConfig(vocab_size=TOKENIZER.vocab_size, block_size=64, n_layer=12, n_head=12,
-                       n_embd=48)
+    config = GPTConfig(
+        vocab_size=TOKENIZER.vocab_size, block_size=64, n_layer=12, n_head=12, n_embd=48
+    )
     report = format_report(run_probe(GPT(config).eval(), TOKENIZER, DEV, TEST, permutations=10))
     table = report.split("by layer (rows) and head (columns):\n")[1].split("\n\n")[0].splitlines()
     assert table[0].split() == [f"H{h}" for h in range(12)]
@@ -481,8 +546,16 @@ def test_rules_pick_only_candidates_in_the_window_as_a_head_can():
 
     short = KnownModel([[sink, caps]], block_size=16)
     scores = candidate_scores(short, TOKENIZER, [LONG, LOST])
-    assert scores.seen.tolist() == [[False, True], [False, True]]  # "cat" / "CAT" lie before the window
+    assert scores.seen.tolist() == [
+        [False, True],
+        [False, True],
+    ]  # "cat" / "CAT" lie before the window
     first = position_rules(scores)["first"]
-    assert first.tolist() == [1, 1]  # the first candidate the model reads: PIG (a hit), pig (LOST: a miss)
+    assert first.tolist() == [
+        1,
+        1,
+    ]  # the first candidate the model reads: PIG (a hit), pig (LOST: a miss)
     assert (first == scores.label).tolist() == [True, False]
-    assert random_rate(scores) == pytest.approx((1 + 0) / 2)  # one candidate left; LOST's antecedent is not it
+    assert random_rate(scores) == pytest.approx(
+        (1 + 0) / 2
+    )  # one candidate left; LOST's antecedent is not it

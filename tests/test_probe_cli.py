@@ -34,35 +34,53 @@ def test_probe_json_has_the_documented_keys(run_folder):
     assert {"layer", "head", "dev", "test"} <= result["best_head"].keys()
     assert {"random", "first", "nearest", "position"} <= result["baselines"].keys()
     assert 0 < result["p_value"] <= 1 and len(result["heads"]) == 2 * 2
-    assert result["selection"] == "dev" and result["counts"]["test"]["examples"] == len(examples("test"))
+    assert result["selection"] == "dev" and result["counts"]["test"]["examples"] == len(
+        examples("test")
+    )
     assert_causal_shape(result["causal"], result["best_head"], len(examples("test")))
     lens = result["logit_lens"]
-    assert lens["points"] == ["embedding", "block 0", "block 1"] and lens["n"] == len(examples("test"))
+    assert lens["points"] == ["embedding", "block 0", "block 1"] and lens["n"] == len(
+        examples("test")
+    )
     assert all(len(lens[key]) == 3 for key in ("mean_probability", "median_rank", "top1_share"))
     # What --html shows is saved with it.
     assert json.loads((run_folder / "probe.json").read_text())["causal"] == result["causal"]
 
 
 def test_probe_natural_scores_the_head_chosen_on_dev_on_the_natural_set(run_folder, tmp_path):
-    code, out, _ = run_generate("--ckpt", run_folder, "--probe", "natural", "--json",
-                                "--permutations", "20")
+    code, out, _ = run_generate(
+        "--ckpt", run_folder, "--probe", "natural", "--json", "--permutations", "20"
+    )
     assert code == 0
     result = json.loads(out)
-    code, builtin, _ = run_generate("--ckpt", run_folder, "--probe", "--json", "--permutations", "20")
+    code, builtin, _ = run_generate(
+        "--ckpt", run_folder, "--probe", "--json", "--permutations", "20"
+    )
     assert set(result) == set(json.loads(builtin))  # the same keys as the built-in sets
     assert result["test_set"] == "natural" and json.loads(builtin)["test_set"] == "test"
-    assert result["selection"] == "dev" and result["counts"]["dev"]["examples"] == len(examples("dev"))
+    assert result["selection"] == "dev" and result["counts"]["dev"]["examples"] == len(
+        examples("dev")
+    )
     assert result["counts"]["test"]["examples"] == len(natural()) >= 200
     assert result["best_head"]["dev"] == json.loads(builtin)["best_head"]["dev"]  # chosen on dev
     assert_causal_shape(result["causal"], result["best_head"], len(natural()))
-    code, report, _ = run_generate("--ckpt", run_folder, "--probe", "natural", "--permutations", "20",
-                                   "--no-causal")
+    code, report, _ = run_generate(
+        "--ckpt", run_folder, "--probe", "natural", "--permutations", "20", "--no-causal"
+    )
     assert code == 0 and "natural cand@1 by layer" in report
     assert f"natural: {len(natural())} of {len(natural())} used" in report
     # a file the user names "natural" in another folder is still theirs
     write_jsonl(examples("dev")[:5], tmp_path / "natural")
-    code, out, _ = run_generate("--ckpt", run_folder, "--probe", str(tmp_path / "natural"), "--json",
-                                "--permutations", "5", "--no-causal")
+    code, out, _ = run_generate(
+        "--ckpt",
+        run_folder,
+        "--probe",
+        str(tmp_path / "natural"),
+        "--json",
+        "--permutations",
+        "5",
+        "--no-causal",
+    )
     assert code == 0 and json.loads(out)["counts"]["all"]["examples"] == 5
 
 
@@ -70,24 +88,39 @@ def assert_causal_shape(causal, best, examples_given, L=2, H=2):
     """causal_tests' result with the probe's best head (analysis.causal), for an L x H model."""
     ci = lambda d, names: all(d[f"{n}_ci"][0] <= d[n] <= d[f"{n}_ci"][1] for n in names)
     together = ("antecedent", "distractor")
-    assert set(causal) == {"all_heads", "layers", "heads", "best_head", "n", "skipped",
-                           "clean_loss", "seed", "resamples"}
+    assert set(causal) == {
+        "all_heads",
+        "layers",
+        "heads",
+        "best_head",
+        "n",
+        "skipped",
+        "clean_loss",
+        "seed",
+        "resamples",
+    }
     assert causal["n"] > 0 and causal["n"] + causal["skipped"] == examples_given
     assert set(causal["all_heads"]) == {*together, *(f"{n}_ci" for n in together)}
     assert len(causal["layers"]) == L and all(ci(d, together) for d in causal["layers"])
     assert [len(row) for row in causal["heads"]] == [H] * L
     each = (*together, "ablation")
-    assert all(set(c) == {*each, *(f"{n}_ci" for n in each)} and ci(c, each)
-               for row in causal["heads"] for c in row)
+    assert all(
+        set(c) == {*each, *(f"{n}_ci" for n in each)} and ci(c, each)
+        for row in causal["heads"]
+        for c in row
+    )
     l, h = best["layer"], best["head"]
     assert causal["best_head"] == {"layer": l, "head": h, **causal["heads"][l][h]}
 
 
 def test_no_causal_leaves_the_causal_tests_out_of_json_and_report(run_folder):
-    code, out, _ = run_generate("--ckpt", run_folder, "--probe", "--json", "--permutations", "5",
-                        "--no-causal")
+    code, out, _ = run_generate(
+        "--ckpt", run_folder, "--probe", "--json", "--permutations", "5", "--no-causal"
+    )
     assert code == 0 and "causal" not in json.loads(out)
-    code, out, _ = run_generate("--ckpt", run_folder, "--probe", "--permutations", "5", "--no-causal")
+    code, out, _ = run_generate(
+        "--ckpt", run_folder, "--probe", "--permutations", "5", "--no-causal"
+    )
     assert code == 0 and "Pronoun probe" in out and "Causal test" not in out
 
 
@@ -95,45 +128,58 @@ def test_the_report_prints_the_causal_table_under_the_probes(run_folder, user_fi
     path = user_file
     code, out, _ = run_generate("--ckpt", run_folder, "--probe", path, "--permutations", "5")
     assert code == 0 and out.index("Clark et al. 2019") < out.index("Causal test at the pronoun")
-    code, js, _ = run_generate("--ckpt", run_folder, "--probe", path, "--permutations", "5", "--json")
+    code, js, _ = run_generate(
+        "--ckpt", run_folder, "--probe", path, "--permutations", "5", "--json"
+    )
     result = json.loads(js)
     causal, best = result["causal"], result["best_head"]
     assert_causal_shape(causal, best, 40)  # on the user's one set of examples
     assert f"(mean over {causal['n']} examples, {causal['skipped']} skipped;" in out
     row = next(line for line in out.splitlines() if line.startswith("L1 ") and " | " in line)
     assert row.split(" | ")[0].split()[1:] == [signed(c["antecedent"]) for c in causal["heads"][1]]
+
     def with_ci(deltas, name):  # written out, not analysis.causal's: what the report must show
         lo, hi = deltas[f"{name}_ci"]
         return f"{signed(deltas[name])} [{signed(lo)}, {signed(hi)}]"
 
     every, alone = causal["all_heads"], causal["best_head"]
-    assert (f"  all layers    antecedent {with_ci(every, 'antecedent')}   control "
-            f"{with_ci(every, 'distractor')}") in out
-    assert (f"  L{best['layer']} H{best['head']} alone   antecedent {with_ci(alone, 'antecedent')}   "
-            f"control {with_ci(alone, 'distractor')}\n{'':<15} ablation   {with_ci(alone, 'ablation')}") in out
+    assert (
+        f"  all layers    antecedent {with_ci(every, 'antecedent')}   control "
+        f"{with_ci(every, 'distractor')}"
+    ) in out
+    assert (
+        f"  L{best['layer']} H{best['head']} alone   antecedent {with_ci(alone, 'antecedent')}   "
+        f"control {with_ci(alone, 'distractor')}\n{'':<15} ablation   {with_ci(alone, 'ablation')}"
+    ) in out
 
 
 def test_probe_report_on_a_user_file_shows_the_numbers_of_its_json(run_folder, user_file):
     code, out, _ = run_generate("--ckpt", run_folder, "--probe", user_file, "--permutations", "20")
     assert code == 0
-    code, js, _ = run_generate("--ckpt", run_folder, "--probe", user_file, "--permutations", "20",
-                               "--json")
+    code, js, _ = run_generate(
+        "--ckpt", run_folder, "--probe", user_file, "--permutations", "20", "--json"
+    )
     result = json.loads(js)
     assert code == 0 and result["selection"] == "same data"  # one set: chosen and scored on it
     lines = out.splitlines()
     at = lines.index("cand@1 by layer (rows) and head (columns):")
     assert lines[at + 1].split() == ["H0", "H1"]
     table = {line.split()[0]: line.split()[1:] for line in lines[at + 2 : at + 4]}
-    assert table == {f"L{layer}": [f"{h['all']:.1%}" for h in result["heads"]
-                                   if h["layer"] == layer]
-                     for layer in (0, 1)}
+    assert table == {
+        f"L{layer}": [f"{h['all']:.1%}" for h in result["heads"] if h["layer"] == layer]
+        for layer in (0, 1)
+    }
     best, b = result["best_head"], result["baselines"]
     assert max(map(len, lines)) <= 80  # piped: prose wrapped to 80 columns
     prose = " ".join(out.split())  # the wrapped lines read as one
-    assert (f"Best head L{best['layer']} H{best['head']}: {best['all']:.1%} cand@1; permutation "
-            f"test p = {result['p_value']:.4f} (20 shuffles") in prose
-    assert (f"Baselines (cand@1): random {b['random']['all']:.1%}, first {b['first']['all']:.1%}, "
-            f"nearest before the pronoun {b['nearest']['all']:.1%}") in prose
+    assert (
+        f"Best head L{best['layer']} H{best['head']}: {best['all']:.1%} cand@1; permutation "
+        f"test p = {result['p_value']:.4f} (20 shuffles"
+    ) in prose
+    assert (
+        f"Baselines (cand@1): random {b['random']['all']:.1%}, first {b['first']['all']:.1%}, "
+        f"nearest before the pronoun {b['nearest']['all']:.1%}"
+    ) in prose
     assert "chosen and scored on the same data" in prose and "Clark et al. 2019" in prose
 
 
@@ -142,7 +188,9 @@ def test_a_one_example_file_has_one_set_and_no_p_value_in_json_and_text(run_fold
     argv = ("--ckpt", run_folder, "--probe", tmp_path / "one.jsonl", "--permutations", "20")
     code, js, _ = run_generate(*argv, "--json")
     result = json.loads(js)
-    assert code == 0 and result["p_value"] is None and result["p_value_reason"] == "too few examples"
+    assert (
+        code == 0 and result["p_value"] is None and result["p_value_reason"] == "too few examples"
+    )
     assert set(result["counts"]) == {"all"} and set(result["best_head"]) == {"layer", "head", "all"}
     assert all("dev" not in h and "test" not in h for h in result["heads"])
     code, text, _ = run_generate(*argv)
@@ -151,38 +199,60 @@ def test_a_one_example_file_has_one_set_and_no_p_value_in_json_and_text(run_fold
 
 def test_attention_html_writes_a_self_contained_page(run_folder, tmp_path):
     page = tmp_path / "maps.html"
-    code, out, _ = run_generate("--ckpt", run_folder, "--attention", "The king smiled because he ruled the land.",
-                        "--html", page)
+    code, out, _ = run_generate(
+        "--ckpt",
+        run_folder,
+        "--attention",
+        "The king smiled because he ruled the land.",
+        "--html",
+        page,
+    )
     assert code == 0 and f"wrote {page}" in out
     html = page.read_text()
     assert html.lstrip().lower().startswith("<!doctype html") and "<script src" not in html
     assert "http://" not in html and "https://" not in html
 
 
-@pytest.mark.parametrize("argv, names", [
-    (["--json"], ("--json", "--probe")),
-    (["--html", "x.html"], ("--html", "--attention")),
-    (["--probe", "--attention"], ("--probe", "--attention", "separate runs")),
-    (["--probe", "--permutations", "0"], ("--permutations", "positive integer")),
-    (["--no-causal"], ("--no-causal", "--probe", "--html")),
-    (["--probe", "missing.jsonl"], ("missing.jsonl",)),
-    (["--query", "last"], ("--query", "--attention", "--probe")),
-    (["--probe", "--query", "dog"], ("--query dog", "pronoun, next, last")),
-    (["--attention", "the dog ran so it hid.", "--word", "dog", "--query", "hid"],
-     ("--word", "--query")),
-    (["--attention", "the dog saw it", "--query", "next"], ("'it'",)),
-])
+@pytest.mark.parametrize(
+    "argv, names",
+    [
+        (["--json"], ("--json", "--probe")),
+        (["--html", "x.html"], ("--html", "--attention")),
+        (["--probe", "--attention"], ("--probe", "--attention", "separate runs")),
+        (["--probe", "--permutations", "0"], ("--permutations", "positive integer")),
+        (["--no-causal"], ("--no-causal", "--probe", "--html")),
+        (["--probe", "missing.jsonl"], ("missing.jsonl",)),
+        (["--query", "last"], ("--query", "--attention", "--probe")),
+        (["--probe", "--query", "dog"], ("--query dog", "pronoun, next, last")),
+        (
+            ["--attention", "the dog ran so it hid.", "--word", "dog", "--query", "hid"],
+            ("--word", "--query"),
+        ),
+        (["--attention", "the dog saw it", "--query", "next"], ("'it'",)),
+    ],
+)
 def test_probe_and_page_errors_are_one_line(run_folder, argv, names):
     code, _, err = run_generate("--ckpt", run_folder, *argv)
     assert code == 2 and err.count("\n") == 1 and all(name in err for name in names), err
 
 
 def test_query_last_reads_the_probe_and_the_maps_at_the_last_token(run_folder, user_file):
-    code, out, _ = run_generate("--ckpt", run_folder, "--probe", user_file, "--query", "last",
-                                "--permutations", "5", "--no-causal", "--json")
+    code, out, _ = run_generate(
+        "--ckpt",
+        run_folder,
+        "--probe",
+        user_file,
+        "--query",
+        "last",
+        "--permutations",
+        "5",
+        "--no-causal",
+        "--json",
+    )
     last = json.loads(out)
-    code, out, _ = run_generate("--ckpt", run_folder, "--probe", user_file, "--permutations", "5",
-                                "--no-causal", "--json")
+    code, out, _ = run_generate(
+        "--ckpt", run_folder, "--probe", user_file, "--permutations", "5", "--no-causal", "--json"
+    )
     pronoun = json.loads(out)
     assert (last["query"], pronoun["query"]) == ("last", "pronoun")
     assert [h["all"] for h in last["heads"]] != [h["all"] for h in pronoun["heads"]]  # one set
@@ -193,8 +263,12 @@ def test_query_last_reads_the_probe_and_the_maps_at_the_last_token(run_folder, u
     assert code == 0 and 'attention of "ruled"' in out
 
 
-MINE = {"text": "The king saw the bell because it rang.", "pronoun": [30, 32],
-        "antecedent": [17, 21], "distractors": [[4, 8]]}
+MINE = {
+    "text": "The king saw the bell because it rang.",
+    "pronoun": [30, 32],
+    "antecedent": [17, 21],
+    "distractors": [[4, 8]],
+}
 
 
 def test_a_query_word_that_is_not_a_pronoun_is_noted_in_report_and_json(run_folder, tmp_path):
@@ -203,7 +277,9 @@ def test_a_query_word_that_is_not_a_pronoun_is_noted_in_report_and_json(run_fold
     code, out, _ = run_generate("--ckpt", run_folder, "--probe", path, "--permutations", "5")
     [note] = [line for line in out.splitlines() if "('because')" in line]  # the word quoted
     assert code == 0 and note.startswith("Note: ") and "1 of 2" in note  # how many of how many
-    code, out, _ = run_generate("--ckpt", run_folder, "--probe", path, "--permutations", "5", "--json")
+    code, out, _ = run_generate(
+        "--ckpt", run_folder, "--probe", path, "--permutations", "5", "--json"
+    )
     words = json.loads(out)["query_words"]
     assert code == 0 and words == {"examples": 2, "not_pronouns": 1, "words": ["because"]}
 
@@ -248,7 +324,9 @@ def test_html_to_a_read_only_place_is_a_one_line_error(run_folder):
 
 def test_html_under_a_file_is_a_one_line_error(run_folder, tmp_path):
     (tmp_path / "notes.txt").write_text("mine")
-    assert f"{tmp_path / 'notes.txt'} is a file" in html_error(run_folder, tmp_path / "notes.txt" / "maps.html")
+    assert f"{tmp_path / 'notes.txt'} is a file" in html_error(
+        run_folder, tmp_path / "notes.txt" / "maps.html"
+    )
     assert (tmp_path / "notes.txt").read_text() == "mine"
 
 
@@ -261,7 +339,9 @@ def short_run_folder(tmp_path_factory):
 
 
 def test_the_probe_reads_long_examples_in_the_window_instead_of_skipping_them(short_run_folder):
-    code, out, _ = run_generate("--ckpt", short_run_folder, "--probe", "--json", "--permutations", "5")
+    code, out, _ = run_generate(
+        "--ckpt", short_run_folder, "--probe", "--json", "--permutations", "5"
+    )
     assert code == 0
     result = json.loads(out)
     for split in ("dev", "test"):
@@ -282,16 +362,27 @@ def test_attention_and_its_page_take_sentences_longer_than_block_size(short_run_
 
 def probe_line(step, ante):
     """A metrics.jsonl probe line as training logs it, for a 2 x 2 model whose L0 H1 is best."""
-    return {"step": step, "probe_best": ante, "probe_best_head": [0, 1],
-            "probe_heads": [[0.5, ante], [0.4, 0.45]],
-            "probe_baselines": {"random": 0.45, "first": 0.46, "nearest": 0.47}}
+    return {
+        "step": step,
+        "probe_best": ante,
+        "probe_best_head": [0, 1],
+        "probe_heads": [[0.5, ante], [0.4, 0.45]],
+        "probe_baselines": {"random": 0.45, "first": 0.46, "nearest": 0.47},
+    }
 
 
 def test_the_page_shows_the_saved_causal_tests_and_the_runs_probe_curve(tmp_path):
     folder = tmp_path / "run"
     make_run(folder, "bpe", 64)
-    lines = [json.dumps(r) for r in (probe_line(200, 0.6), {"step": 200, "val_loss": 2.5},
-                                      probe_line(400, 0.9), {"step": 400, "val_loss": 1.5})]
+    lines = [
+        json.dumps(r)
+        for r in (
+            probe_line(200, 0.6),
+            {"step": 200, "val_loss": 2.5},
+            probe_line(400, 0.9),
+            {"step": 400, "val_loss": 1.5},
+        )
+    ]
     (folder / "metrics.jsonl").write_text("\n".join(lines) + '\n{"step": 600, "probe_he\n')  # torn
     assert run_generate("--ckpt", folder, "--probe", "--permutations", "5")[0] == 0
     causal = json.loads((folder / "probe.json").read_text())["causal"]
@@ -299,11 +390,16 @@ def test_the_page_shows_the_saved_causal_tests_and_the_runs_probe_curve(tmp_path
     code, _, err = run_generate("--ckpt", folder, "--attention", "--html", page)
     assert code == 0 and err == ""  # the saved result is reused: the probe does not run again
     html = page.read_text()
-    assert html.index('class="causal"') < html.index('class="training"') < html.index('id="sentences"')
+    assert (
+        html.index('class="causal"') < html.index('class="training"') < html.index('id="sentences"')
+    )
     b = causal["best_head"]
     assert '<td class="best" style="background:rgba(' in html
-    assert re.search(f"L{b['layer']} H{b['head']} alone</th><td [^>]*>"
-                     + re.escape(f'{signed(b["antecedent"])}<span class="ci"> ['), html)
+    assert re.search(
+        f"L{b['layer']} H{b['head']} alone</th><td [^>]*>"
+        + re.escape(f'{signed(b["antecedent"])}<span class="ci"> ['),
+        html,
+    )
     assert html.count('class="head"') == 3 and html.count('class="head best"') == 1
     assert html.count('class="baseline"') == 3 and html.count('class="loss"') == 1
 
@@ -327,9 +423,12 @@ def test_a_set_too_small_for_statistics_prints_point_values_only(run_folder, tmp
     code, out, err = run_generate("--ckpt", run_folder, "--probe", path, "--permutations", "20")
     assert code == 0, err
     prose = " ".join(out.split())  # the wrapped lines read as one
-    assert f"with {n} examples the set is too small for a p-value (at least 20" in prose and "p = " not in prose
+    assert (
+        f"with {n} examples the set is too small for a p-value (at least 20" in prose
+        and "p = " not in prose
+    )
     assert f"means only: {n} examples are too few for intervals" in prose
-    together = out[out.index("heads together"):]
+    together = out[out.index("heads together") :]
     assert "[" not in together.split("\n\n")[0]  # no interval on any row
 
 
@@ -342,7 +441,8 @@ def test_the_probe_report_fits_80_columns_through_a_real_pipe(run_folder):
 
 
 def test_the_natural_sets_result_is_kept_beside_the_built_in_one_and_shown_on_the_page(
-        run_folder, tmp_path):
+    run_folder, tmp_path
+):
     folder = tmp_path / "run"
     folder.mkdir()
     for name in os.listdir(run_folder):
@@ -361,7 +461,7 @@ def test_the_natural_sets_result_is_kept_beside_the_built_in_one_and_shown_on_th
     assert html.index('class="facts"') < html.index('class="probe"') < html.index('id="sentences"')
     assert "natural cand@1 by layer and head" in html and "test cand@1 by layer and head" in html
     best = saved["natural"]["best_head"]
-    assert f'<td class="best" style="background:rgba(33,102,172,' in html
+    assert '<td class="best" style="background:rgba(33,102,172,' in html
     assert f"{best['test']:.1%}</td>" in html
 
 

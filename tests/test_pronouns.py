@@ -11,8 +11,17 @@ import sys
 import pytest
 
 from data.pronouns import (
-    ATTENTION_EXAMPLES, PRONOUNS, Example, corpus_text, examples, iter_examples, natural, read_jsonl,
-    split_of, validate_example, write_jsonl,
+    ATTENTION_EXAMPLES,
+    PRONOUNS,
+    Example,
+    corpus_text,
+    examples,
+    iter_examples,
+    natural,
+    read_jsonl,
+    split_of,
+    validate_example,
+    write_jsonl,
 )
 from data.pronouns.generator import DEFAULT_CORPUS_BYTES, PROSE_LINES
 from data.pronouns.lexicon import AGENTS, KINDS, PRONOUN_WORDS, lexicon
@@ -21,8 +30,10 @@ from tests.helpers import ROOT
 
 WORD = re.compile(r"[A-Za-z]+")
 LEX = lexicon()
-NOUN_OF = {**{n.word: (n, False) for n in LEX.nouns},
-           **{n.plural: (n, True) for n in LEX.nouns if n.plural}}
+NOUN_OF = {
+    **{n.word: (n, False) for n in LEX.nouns},
+    **{n.plural: (n, True) for n in LEX.nouns if n.plural},
+}
 
 
 @pytest.fixture(scope="module")
@@ -36,7 +47,7 @@ def labelled():
 
 
 def span_text(example, span):
-    return example.text[span[0]:span[1]]
+    return example.text[span[0] : span[1]]
 
 
 def pronoun_words(text):
@@ -53,9 +64,17 @@ def test_corpus_is_deterministic_in_seed():
 def test_the_same_seed_gives_the_same_text_in_every_process():
     # Python randomises str hashes per process: nothing the generator draws may follow a set's order.
     code = "from data.pronouns import corpus_text, examples; print(corpus_text(n_bytes=3000) + examples('dev', n=20)[-1].text)"
-    outputs = {subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT,
-                              env={**os.environ, "PYTHONHASHSEED": str(seed)}, check=True).stdout
-               for seed in (1, 2, 3)}
+    outputs = {
+        subprocess.run(
+            [sys.executable, "-c", code],
+            capture_output=True,
+            text=True,
+            cwd=ROOT,
+            env={**os.environ, "PYTHONHASHSEED": str(seed)},
+            check=True,
+        ).stdout
+        for seed in (1, 2, 3)
+    }
     assert len(outputs) == 1
     assert outputs.pop() == corpus_text(n_bytes=3000) + examples("dev", n=20)[-1].text + "\n"
 
@@ -89,10 +108,38 @@ def test_the_lexicon_is_large_and_tagged():
 
 # Words that start a doing only of some kinds of noun: "the kettle smiled" is the mistake.
 ONLY = {
-    ("person",): {"smiled", "wrote", "read", "cooked", "taught", "phoned", "typed", "prayed",
-                  "paid", "signed", "married", "apologised", "shaved", "knitted", "ruled", "marked"},
-    ("animal",): {"meowed", "mooed", "neighed", "quacked", "oinked", "brayed", "bleated", "clucked",
-                  "hooted", "squawked", "wagged", "grazed"},
+    ("person",): {
+        "smiled",
+        "wrote",
+        "read",
+        "cooked",
+        "taught",
+        "phoned",
+        "typed",
+        "prayed",
+        "paid",
+        "signed",
+        "married",
+        "apologised",
+        "shaved",
+        "knitted",
+        "ruled",
+        "marked",
+    },
+    ("animal",): {
+        "meowed",
+        "mooed",
+        "neighed",
+        "quacked",
+        "oinked",
+        "brayed",
+        "bleated",
+        "clucked",
+        "hooted",
+        "squawked",
+        "wagged",
+        "grazed",
+    },
     ("thing", "place"): {"ticked", "leaked", "rusted", "beeped", "flickered", "boiled", "melted"},
 }
 
@@ -101,8 +148,11 @@ def test_the_doings_fit_their_nouns():
     firsts = {n.word: {d.split()[0] for d in n.doings} for n in LEX.nouns}
     kind_of = {n.word: n.kind for n in LEX.nouns}
     for kinds, words in ONLY.items():
-        wrong = [(noun, sorted(f & words)) for noun, f in firsts.items()
-                 if f & words and kind_of[noun] not in kinds]
+        wrong = [
+            (noun, sorted(f & words))
+            for noun, f in firsts.items()
+            if f & words and kind_of[noun] not in kinds
+        ]
         assert wrong == [], f"{kinds}-only doings elsewhere: {wrong[:5]}"
     assert {"wrote", "hooted", "ticked"} <= {w for f in firsts.values() for w in f}  # it bites
 
@@ -112,13 +162,17 @@ def check_label(ex):
     antecedent, plural = NOUN_OF[span_text(ex, ex.antecedent).lower()]
     assert pronoun in PRONOUNS and antecedent.pronoun(plural) == pronoun, ex.text
     # One of THIS antecedent's doings follows the pronoun (was -> were after a plural).
-    after = ex.text[ex.pronoun[1] + 1:]
-    doings = [("were " + d[4:]) if plural and d.startswith("was ") else d for d in antecedent.doings]
+    after = ex.text[ex.pronoun[1] + 1 :]
+    doings = [
+        ("were " + d[4:]) if plural and d.startswith("was ") else d for d in antecedent.doings
+    ]
     assert any(after.startswith(d) for d in doings), ex.text
     # Every candidate precedes the pronoun; every noun before it is a candidate.
     candidates = [ex.antecedent, *ex.distractors]
     assert all(span[1] < ex.pronoun[0] for span in candidates)
-    nouns_before = [m.span() for m in WORD.finditer(ex.text[:ex.pronoun[0]]) if m.group().lower() in NOUN_OF]
+    nouns_before = [
+        m.span() for m in WORD.finditer(ex.text[: ex.pronoun[0]]) if m.group().lower() in NOUN_OF
+    ]
     assert sorted(nouns_before) == sorted(candidates), ex.text
     assert pronoun_words(ex.text) == [span_text(ex, ex.pronoun)], ex.text
 
@@ -147,11 +201,12 @@ def test_agreement_role_or_meaning_decides(labelled):
             ante = combination.split("|")[1]
             others = combination.split("|")[2].split("+")
             assert all(agrees(ex, d) for d in ex.distractors), ex.text
-            before = ex.text[:ex.pronoun[0]].lower()
+            before = ex.text[: ex.pronoun[0]].lower()
             other_kinds = {kinds[o] for o in others}
-            assert any(kinds[ante] in fit and not fit & other_kinds
-                       and re.search(rf"\b{phrase}\b", before)
-                       for phrase, fit in LEX.adjectives + LEX.descriptions), ex.text
+            assert any(
+                kinds[ante] in fit and not fit & other_kinds and re.search(rf"\b{phrase}\b", before)
+                for phrase, fit in LEX.adjectives + LEX.descriptions
+            ), ex.text
         elif shape.role is None:  # agreement: nobody else takes this pronoun
             assert not any(agrees(ex, d) for d in ex.distractors), ex.text
         # Each example says what decides: agreement wherever it suffices, else its shape's kind.
@@ -205,10 +260,15 @@ def test_natural_set_is_labelled_as_its_format_says():
     exs = natural()
     assert len(exs) >= 200 and len({ex.text for ex in exs}) == len(exs)
     for ex in exs:  # read_jsonl already validated the spans; the meaning is checked here
-        assert pronoun_words(ex.text) == [span_text(ex, ex.pronoun)], ex.text  # one pronoun, no other
+        assert pronoun_words(ex.text) == [span_text(ex, ex.pronoun)], (
+            ex.text
+        )  # one pronoun, no other
         for span in [ex.antecedent, *ex.distractors]:
             assert re.fullmatch(r"[A-Za-z]+", span_text(ex, span)), ex.text  # a whole word
-            assert not ex.text[span[1]:span[1] + 1].isalpha() and not ex.text[span[0] - 1:span[0]].isalpha()
+            assert (
+                not ex.text[span[1] : span[1] + 1].isalpha()
+                and not ex.text[span[0] - 1 : span[0]].isalpha()
+            )
             assert span[1] <= ex.pronoun[0]
     pronouns = [span_text(ex, ex.pronoun).lower() for ex in exs]
     assert all(pronouns.count(p) >= 0.15 * len(exs) for p in PRONOUNS)
@@ -223,7 +283,9 @@ def test_each_natural_sentence_says_whether_agreement_decides_and_the_lexicon_ag
     known = [ex for ex in exs if all(span_text(ex, d).lower() in NOUN_OF for d in ex.distractors)]
     assert len(known) >= 0.8 * len(exs)
     for ex in known:
-        assert (ex.decided_by == "agreement") == (not any(agrees(ex, d) for d in ex.distractors)), ex.text
+        assert (ex.decided_by == "agreement") == (not any(agrees(ex, d) for d in ex.distractors)), (
+            ex.text
+        )
     assert sum(ex.decided_by == "meaning" for ex in exs) >= 0.25 * len(exs)
 
 
@@ -246,31 +308,52 @@ def test_jsonl_round_trip(tmp_path, labelled):
     assert first["pronoun"] == list(labelled["dev"][0].pronoun)
 
 
-GOOD = {"text": "The king saw the bell because it rang.", "pronoun": [30, 32],
-        "antecedent": [17, 21], "distractors": [[4, 8]]}
+GOOD = {
+    "text": "The king saw the bell because it rang.",
+    "pronoun": [30, 32],
+    "antecedent": [17, 21],
+    "distractors": [[4, 8]],
+}
 
 
-@pytest.mark.parametrize("bad_line, names", [
-    ("{not json", ("not valid JSON",)),
-    (json.dumps({k: v for k, v in GOOD.items() if k != "antecedent"}), ('"antecedent"', "missing")),
-    (json.dumps({**GOOD, "pronoun": [30, 99]}), ('"pronoun"', "[30, 99]", "outside")),
-    (json.dumps({**GOOD, "pronoun": [-1, 2]}), ('"pronoun"', "[-1, 2]", "outside")),
-    (json.dumps({**GOOD, "antecedent": [17, 17]}), ('"antecedent"', "empty")),
-    (json.dumps({**GOOD, "distractors": []}), ('"distractors"', "at least one")),
-    (json.dumps({**GOOD, "distractors": [[18, 25]]}), ('"antecedent"', '"distractors[0]"', "overlap")),
-    (json.dumps({**GOOD, "pronoun": [30.0, 32]}), ('"pronoun"', "[30.0, 32]", "integers")),
-    (json.dumps({**GOOD, "decided_by": "syntax"}), ('"decided_by"', "'syntax'", "agreement, role, meaning")),
-    (json.dumps({**GOOD, "distractors": [4, 8]}), ("[start, end] lists",)),
-    # A causal model at the pronoun sees nothing after it: such a candidate cannot be scored.
-    (json.dumps({**GOOD, "distractors": [[4, 8], [33, 37]]}), ('"distractors[1]" [33, 37]', "after", "[30, 32]")),
-    (json.dumps({**GOOD, "antecedent": [33, 37]}), ('"antecedent" [33, 37]', "after")),
-    # The pronoun is exactly one word: not part of one, not two, not with its space.
-    (json.dumps({**GOOD, "pronoun": [30, 31]}), ("[30, 31]", "'i'", "whole word")),
-    (json.dumps({**GOOD, "pronoun": [30, 37]}), ("[30, 37]", "'it rang'", "whole word")),
-    (json.dumps({**GOOD, "pronoun": [29, 32]}), ("[29, 32]", "' it'", "whole word")),
-    (json.dumps({**GOOD, "text": "The king saw the bell, then hit.", "pronoun": [29, 31]}),
-     ("[29, 31]", "'it'", "whole word")),  # the "it" of "hit"
-])
+@pytest.mark.parametrize(
+    "bad_line, names",
+    [
+        ("{not json", ("not valid JSON",)),
+        (
+            json.dumps({k: v for k, v in GOOD.items() if k != "antecedent"}),
+            ('"antecedent"', "missing"),
+        ),
+        (json.dumps({**GOOD, "pronoun": [30, 99]}), ('"pronoun"', "[30, 99]", "outside")),
+        (json.dumps({**GOOD, "pronoun": [-1, 2]}), ('"pronoun"', "[-1, 2]", "outside")),
+        (json.dumps({**GOOD, "antecedent": [17, 17]}), ('"antecedent"', "empty")),
+        (json.dumps({**GOOD, "distractors": []}), ('"distractors"', "at least one")),
+        (
+            json.dumps({**GOOD, "distractors": [[18, 25]]}),
+            ('"antecedent"', '"distractors[0]"', "overlap"),
+        ),
+        (json.dumps({**GOOD, "pronoun": [30.0, 32]}), ('"pronoun"', "[30.0, 32]", "integers")),
+        (
+            json.dumps({**GOOD, "decided_by": "syntax"}),
+            ('"decided_by"', "'syntax'", "agreement, role, meaning"),
+        ),
+        (json.dumps({**GOOD, "distractors": [4, 8]}), ("[start, end] lists",)),
+        # A causal model at the pronoun sees nothing after it: such a candidate cannot be scored.
+        (
+            json.dumps({**GOOD, "distractors": [[4, 8], [33, 37]]}),
+            ('"distractors[1]" [33, 37]', "after", "[30, 32]"),
+        ),
+        (json.dumps({**GOOD, "antecedent": [33, 37]}), ('"antecedent" [33, 37]', "after")),
+        # The pronoun is exactly one word: not part of one, not two, not with its space.
+        (json.dumps({**GOOD, "pronoun": [30, 31]}), ("[30, 31]", "'i'", "whole word")),
+        (json.dumps({**GOOD, "pronoun": [30, 37]}), ("[30, 37]", "'it rang'", "whole word")),
+        (json.dumps({**GOOD, "pronoun": [29, 32]}), ("[29, 32]", "' it'", "whole word")),
+        (
+            json.dumps({**GOOD, "text": "The king saw the bell, then hit.", "pronoun": [29, 31]}),
+            ("[29, 31]", "'it'", "whole word"),
+        ),  # the "it" of "hit"
+    ],
+)
 def test_read_jsonl_errors_name_file_and_line(tmp_path, bad_line, names):
     path = tmp_path / "mine.jsonl"
     path.write_text(json.dumps(GOOD) + "\n" + bad_line + "\n")
@@ -300,8 +383,12 @@ def test_every_built_in_example_passes_validation(labelled):
 def test_a_query_word_that_is_not_a_pronoun_is_allowed(tmp_path):
     # The probe's report notes it (tests/test_probe.py); refusing it would stop --word studies.
     path = tmp_path / "mine.jsonl"
-    path.write_text(json.dumps({**GOOD, "pronoun": [22, 29]}) + "\n"  # "because"
-                    + json.dumps({**GOOD, "text": "The king saw the bell because It rang."}) + "\n")
+    path.write_text(
+        json.dumps({**GOOD, "pronoun": [22, 29]})
+        + "\n"  # "because"
+        + json.dumps({**GOOD, "text": "The king saw the bell because It rang."})
+        + "\n"
+    )
     assert [span_text(ex, ex.pronoun) for ex in read_jsonl(path)] == ["because", "It"]
 
 
@@ -311,7 +398,9 @@ def test_read_jsonl_accepts_a_hand_written_file(tmp_path):
     [ex] = read_jsonl(path)
     assert (span_text(ex, ex.pronoun), span_text(ex, ex.antecedent)) == ("it", "bell")
     assert ex == Example(GOOD["text"], (30, 32), (17, 21), [(4, 8)]) and ex.decided_by is None
-    write_jsonl([ex], tmp_path / "back.jsonl")  # a file that did not say what decides still does not
+    write_jsonl(
+        [ex], tmp_path / "back.jsonl"
+    )  # a file that did not say what decides still does not
     assert json.loads((tmp_path / "back.jsonl").read_text()) == GOOD
     with pytest.raises(FileNotFoundError):
         read_jsonl(tmp_path / "missing.jsonl")
@@ -332,10 +421,14 @@ def shape_regex(shape):
     nouns = "|".join(sorted(NOUN_OF, key=len, reverse=True))
     phrase = f"(?:(?:the|a|an) )?(?:(?:{adjectives}) )?(?:{nouns})"
     alternatives = {
-        "v": "|".join(v for v, _, _ in LEX.verbs), "act": "|".join(a for a, _ in LEX.actions),
-        "be": "was|were", "adj": "|".join(a for a, _ in LEX.adjectives),
+        "v": "|".join(v for v, _, _ in LEX.verbs),
+        "act": "|".join(a for a, _ in LEX.actions),
+        "be": "was|were",
+        "adj": "|".join(a for a, _ in LEX.adjectives),
         "desc": "|".join(d for d, _ in LEX.descriptions),
-        "pro": "|".join(PRONOUNS), "conj": "|".join(CONNECTIVES), "time": "|".join(LEX.times),
+        "pro": "|".join(PRONOUNS),
+        "conj": "|".join(CONNECTIVES),
+        "time": "|".join(LEX.times),
         "cont": ".+",
     }
 
@@ -346,13 +439,16 @@ def shape_regex(shape):
         return f"(?:{alternatives[name.rstrip('0123456789AB')]})"
 
     parts = re.split(r"(\{\w+\})", shape.pattern)
-    body = "".join(re.sub(r"\{(\w+)\}", field, p) if p.startswith("{") else re.escape(p) for p in parts)
+    body = "".join(
+        re.sub(r"\{(\w+)\}", field, p) if p.startswith("{") else re.escape(p) for p in parts
+    )
     return re.compile(body, re.IGNORECASE)
 
 
 def test_attention_examples_are_sentences_of_the_language():
     assert ATTENTION_EXAMPLES[0] == (
-        "The animal in the jungle went out on a hunt because it was hungry.")
+        "The animal in the jungle went out on a hunt because it was hungry."
+    )
     pronouns = {w for s in ATTENTION_EXAMPLES for w in WORD.findall(s) if w in PRONOUNS}
     assert pronouns == set(PRONOUNS)
     regexes = [shape_regex(s) for s in SHAPES]

@@ -34,10 +34,14 @@ def function_sources(path):
 
 def test_math_table_quotes_code_that_is_in_the_function_it_names():
     functions = function_sources(ROOT / "model" / "attention.py")
-    rows = re.findall(r"^\| .*? \| `([\w.]+)`: `([^`]+)`", (ROOT / "docs" / "math.md").read_text(), re.M)
+    rows = re.findall(
+        r"^\| .*? \| `([\w.]+)`: `([^`]+)`", (ROOT / "docs" / "math.md").read_text(), re.M
+    )
     assert len(rows) >= 6
     for name, code in rows:
-        assert name in functions, f"docs/math.md names {name}, which model/attention.py does not define"
+        assert name in functions, (
+            f"docs/math.md names {name}, which model/attention.py does not define"
+        )
         assert code in functions[name], f"docs/math.md says {name} holds {code!r}"
 
 
@@ -75,18 +79,28 @@ def test_the_from_python_block_runs_as_printed_from_another_folder(tmp_path):
     notebook = tmp_path / "notebook"
     notebook.mkdir()
     (notebook / "snippet.py").write_text(code)
-    text = "".join(f"the cat {i} sat on the mat because it was tired, and the dog ran.\n"
-                   for i in range(400))
+    text = "".join(
+        f"the cat {i} sat on the mat because it was tired, and the dog ran.\n" for i in range(400)
+    )
     (notebook / "my.txt").write_text(text)
     sha = hashlib.sha256(text.encode()).hexdigest()
     env = {k: v for k, v in os.environ.items() if k != "OMP_NUM_THREADS"}  # the block's choice
     try:
-        r = subprocess.run([sys.executable, "snippet.py"], cwd=notebook, env=env,
-                           capture_output=True, text=True, timeout=600)
+        r = subprocess.run(
+            [sys.executable, "snippet.py"],
+            cwd=notebook,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
         assert r.returncode == 0, r.stderr[-3000:]
-        said = dict(line.split(" ", 1) for line in r.stdout.splitlines()
-                    if line.split(" ", 1)[0] in ("threads", "sample", "attention", "probe",
-                                                 "knockout", "trained"))
+        said = dict(
+            line.split(" ", 1)
+            for line in r.stdout.splitlines()
+            if line.split(" ", 1)[0]
+            in ("threads", "sample", "attention", "probe", "knockout", "trained")
+        )
         assert said["threads"] == "1"  # a 32-wide model: one thread, as generate.py
         assert ast.literal_eval(said["sample"]).startswith("The owl")
         T = len(tokenizer.encode("The animal went out on a hunt because it was hungry."))
@@ -98,8 +112,11 @@ def test_the_from_python_block_runs_as_printed_from_another_folder(tmp_path):
         assert said["trained"] == "my_run" and (notebook / "my_run" / "ckpt.pt").is_file()
         assert not (notebook / ".cache").exists() and not (notebook / "out").exists()
     finally:
-        prepared = [p for p in (ROOT / ".cache" / "prepared").glob("*/meta.json")
-                    if json.loads(p.read_text()).get("source_sha256") == sha]
+        prepared = [
+            p
+            for p in (ROOT / ".cache" / "prepared").glob("*/meta.json")
+            if json.loads(p.read_text()).get("source_sha256") == sha
+        ]
         for meta in prepared:  # this test's own corpus, left in the checkout's cache
             shutil.rmtree(meta.parent)
     assert prepared

@@ -8,7 +8,9 @@ import torch
 
 from tests.helpers import ROOT
 
-SECTION = (ROOT / "docs" / "interpretability.md").read_text().split("## Looking inside from Python")[1]
+SECTION = (
+    (ROOT / "docs" / "interpretability.md").read_text().split("## Looking inside from Python")[1]
+)
 RECIPES = re.findall(r"```python\n(.*?)```", SECTION.split("\n## ")[0], re.S)
 
 
@@ -24,7 +26,9 @@ def test_there_are_three_recipes():
 
 @pytest.fixture
 def model_and_idx(tiny_gpt):
-    return tiny_gpt().eval(), torch.randint(0, 50, (1, 10), generator=torch.Generator().manual_seed(0))
+    return tiny_gpt().eval(), torch.randint(
+        0, 50, (1, 10), generator=torch.Generator().manual_seed(0)
+    )
 
 
 def test_the_pattern_recipe_gives_layer_0s_pattern(model_and_idx):

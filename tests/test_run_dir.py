@@ -16,10 +16,23 @@ from tests.helpers import ROOT, error_line
 from training.loop import train
 
 # A 2 x 2 x 32 model, char tokenizer, 4 steps: seconds, as tests/helpers.py's tiny_config.
-TINY = ["tokenizer.kind=char", "model.block_size=16", "model.n_layer=2", "model.n_head=2",
-        "model.n_embd=32", "train.batch_size=4", "train.max_iters=4", "train.warmup_iters=1",
-        "train.eval_interval=4", "train.eval_iters=1", "train.log_interval=2", "train.device=cpu",
-        "train.peak_flops=1e12", "train.probe_interval=0", "train.final_full_eval=false"]
+TINY = [
+    "tokenizer.kind=char",
+    "model.block_size=16",
+    "model.n_layer=2",
+    "model.n_head=2",
+    "model.n_embd=32",
+    "train.batch_size=4",
+    "train.max_iters=4",
+    "train.warmup_iters=1",
+    "train.eval_interval=4",
+    "train.eval_iters=1",
+    "train.log_interval=2",
+    "train.device=cpu",
+    "train.peak_flops=1e12",
+    "train.probe_interval=0",
+    "train.final_full_eval=false",
+]
 
 
 def print_config(capsys, *argv):
@@ -31,10 +44,17 @@ def print_config(capsys, *argv):
 
 
 # Each source path and the folder name it must give (run from ROOT: `..` is ROOT's parent).
-ATTACKS = [("..", ROOT.parent.name), ("../", ROOT.parent.name), ("corpora/in/..", "corpora"),
-           (".", ROOT.name), ("./", ROOT.name), ("corpora//", "corpora"),
-           ("./../", ROOT.parent.name),
-           ("hf:me/set/a/b.txt", "b"), ("hf:me/set/../x.txt", "x")]
+ATTACKS = [
+    ("..", ROOT.parent.name),
+    ("../", ROOT.parent.name),
+    ("corpora/in/..", "corpora"),
+    (".", ROOT.name),
+    ("./", ROOT.name),
+    ("corpora//", "corpora"),
+    ("./../", ROOT.parent.name),
+    ("hf:me/set/a/b.txt", "b"),
+    ("hf:me/set/../x.txt", "x"),
+]
 
 
 @pytest.mark.parametrize("source, name", ATTACKS)
@@ -46,8 +66,16 @@ def test_a_derived_run_folder_never_leaves_out(capsys, source, name, key):
     assert f"out_dir=out/{name}" in err  # the note says where the run goes
 
 
-@pytest.mark.parametrize("value", ["data.source=/", "data.source=//", "data.mix=/:1",
-                                   "data.source=hf:..", "data.source=hf:me/.."])
+@pytest.mark.parametrize(
+    "value",
+    [
+        "data.source=/",
+        "data.source=//",
+        "data.mix=/:1",
+        "data.source=hf:..",
+        "data.source=hf:me/..",
+    ],
+)
 def test_a_source_that_names_no_folder_is_a_one_line_error(capsys, value):
     code, out_dir, err = print_config(capsys, value)
     assert code == 2 and out_dir is None and err.startswith("error: ") and err.count("\n") == 1
@@ -89,9 +117,14 @@ def test_the_checkouts_configs_and_cache_are_found_from_another_folder(tmp_path,
 
 def run_train(cwd, *argv):
     """`python /path/to/checkout/train.py ARGV...` from the folder `cwd`, one thread."""
-    return subprocess.run([sys.executable, str(ROOT / "train.py"), *map(str, argv)], cwd=cwd,
-                          capture_output=True, text=True, timeout=300,
-                          env=dict(os.environ, OMP_NUM_THREADS="1"))
+    return subprocess.run(
+        [sys.executable, str(ROOT / "train.py"), *map(str, argv)],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=dict(os.environ, OMP_NUM_THREADS="1"),
+    )
 
 
 def corpus_folder(folder):
@@ -110,13 +143,17 @@ def run_folders(folder):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("config, overrides, expected", [
-    (None, ["data.source=text.txt"], "out/text"),
-    (None, ["data.source=corpora/in/.."], "out/corpora"),
-    ("own.yaml", ["data.source=other.txt"], "out/mine"),  # a config with its own out_dir
-])
-def test_train_from_python_goes_where_train_py_goes(tmp_path, monkeypatch, config, overrides,
-                                                     expected):
+@pytest.mark.parametrize(
+    "config, overrides, expected",
+    [
+        (None, ["data.source=text.txt"], "out/text"),
+        (None, ["data.source=corpora/in/.."], "out/corpora"),
+        ("own.yaml", ["data.source=other.txt"], "out/mine"),  # a config with its own out_dir
+    ],
+)
+def test_train_from_python_goes_where_train_py_goes(
+    tmp_path, monkeypatch, config, overrides, expected
+):
     cli, api = corpus_folder(tmp_path / "cli"), corpus_folder(tmp_path / "api")
     for folder in (cli, api):
         (folder / "corpora" / "in").mkdir(parents=True)  # corpora/in/.. is corpora
@@ -131,8 +168,7 @@ def test_train_from_python_goes_where_train_py_goes(tmp_path, monkeypatch, confi
 
 
 @pytest.mark.slow
-def test_the_default_config_runs_in_the_same_folder_from_python_and_train_py(tmp_path,
-                                                                             monkeypatch):
+def test_the_default_config_runs_in_the_same_folder_from_python_and_train_py(tmp_path, monkeypatch):
     # out/default is a file here, so either way the run stops at the folder it chose, before any
     # data is prepared (the default corpus is large); the refusal names that folder.
     (tmp_path / "out").mkdir()

@@ -35,11 +35,18 @@ def test_resume_takes_the_new_learning_rate_and_says_so(corpus, tmp_path, capsys
     train(tiny_config(corpus, out, "train.lr=1e-2", "train.min_lr=1e-3", "train.run_steps=5"))
     result = train(tiny_config(corpus, out, "train.lr=1e-3", "train.min_lr=1e-4"))
     assert result["step"] == 20
-    assert "from the new config: train.lr 0.01 -> 0.001, train.min_lr 0.001 -> 0.0001" in capsys.readouterr().out
+    assert (
+        "from the new config: train.lr 0.01 -> 0.001, train.min_lr 0.001 -> 0.0001"
+        in capsys.readouterr().out
+    )
     groups = load_checkpoint(out)["optimizer"]["param_groups"]
     last = lr_at(19, 1e-3, 1e-4, 2, 20)  # what the last step ran with
     assert all(g["peak_lr"] == 1e-3 and g["lr"] == pytest.approx(last) for g in groups)
-    logged = {r["step"]: r["lr"] for r in map(json.loads, (out / "metrics.jsonl").read_text().splitlines()) if "lr" in r}
+    logged = {
+        r["step"]: r["lr"]
+        for r in map(json.loads, (out / "metrics.jsonl").read_text().splitlines())
+        if "lr" in r
+    }
     assert logged[10] == pytest.approx(lr_at(9, 1e-3, 1e-4, 2, 20))
 
 
@@ -64,7 +71,9 @@ def test_another_tokenizer_is_refused_for_a_checkpoint_without_a_data_record(cor
     ckpt = load_checkpoint(out)
     del ckpt["data"]  # as checkpoints written before the record existed
     atomic_save(ckpt, out / "ckpt.pt")
-    train(tiny_config(corpus, out, "train.max_iters=6", "train.eval_interval=6"))  # meta.json and tokenizer agree
+    train(
+        tiny_config(corpus, out, "train.max_iters=6", "train.eval_interval=6")
+    )  # meta.json and tokenizer agree
     tokenizer = out / json.loads((out / "meta.json").read_text())["tokenizer_file"]
     vocab = json.loads(tokenizer.read_text())
     tokenizer.write_text(json.dumps(vocab, indent=1))  # another file: as another tokenizer would be
@@ -80,7 +89,10 @@ def test_dropout_may_change_on_resume_and_force_starts_over(corpus, tmp_path, ca
     train(tiny_config(corpus, out, "train.max_iters=5", "train.eval_interval=5"))
     assert train(tiny_config(corpus, out, "model.dropout=0.1", "train.max_iters=8"))["step"] == 8
     assert "model.dropout 0.0 -> 0.1" in capsys.readouterr().out
-    assert train(tiny_config(corpus, out, "model.n_layer=1", "train.max_iters=3"), force=True)["step"] == 3
+    assert (
+        train(tiny_config(corpus, out, "model.n_layer=1", "train.max_iters=3"), force=True)["step"]
+        == 3
+    )
     assert load_checkpoint(out)["model_config"]["n_layer"] == 1
 
 
@@ -96,7 +108,10 @@ def test_resume_with_dropout_is_exact(corpus, tmp_path):
 @pytest.mark.slow
 def test_a_second_run_on_the_same_folder_is_refused_and_kill_9_frees_it(corpus, tmp_path):
     out = tmp_path / "run"
-    cfg = write_yaml(tiny_config(corpus, out, "train.max_iters=100000", "train.log_interval=1"), tmp_path / "c.yaml")
+    cfg = write_yaml(
+        tiny_config(corpus, out, "train.max_iters=100000", "train.log_interval=1"),
+        tmp_path / "c.yaml",
+    )
     proc = start_training(cfg)
     try:
         wait_for_metrics(out, proc)
@@ -131,7 +146,9 @@ class FakeClock:
         return self.now
 
 
-def test_tokens_per_second_leave_out_evaluation_that_falls_between_log_lines(corpus, tmp_path, monkeypatch):
+def test_tokens_per_second_leave_out_evaluation_that_falls_between_log_lines(
+    corpus, tmp_path, monkeypatch
+):
     clock = FakeClock()
     real_step, real_eval = loop.train_step, loop.evaluate
 
@@ -148,7 +165,11 @@ def test_tokens_per_second_leave_out_evaluation_that_falls_between_log_lines(cor
     monkeypatch.setattr(loop, "evaluate", evaluate)
     out = tmp_path / "run"
     train(tiny_config(corpus, out, "train.log_interval=10", "train.eval_interval=5"))
-    logs = {r["step"]: r for r in map(json.loads, (out / "metrics.jsonl").read_text().splitlines()) if "tokens_per_sec" in r}
+    logs = {
+        r["step"]: r
+        for r in map(json.loads, (out / "metrics.jsonl").read_text().splitlines())
+        if "tokens_per_sec" in r
+    }
     tokens_per_step = 4 * 16  # batch_size x block_size
     assert logs[10]["tokens_per_sec"] == pytest.approx(tokens_per_step)  # 10 steps in 10 s
     assert logs[20]["tokens_per_sec"] == pytest.approx(tokens_per_step)
@@ -157,7 +178,9 @@ def test_tokens_per_second_leave_out_evaluation_that_falls_between_log_lines(cor
 
 def test_nan_before_any_checkpoint_does_not_claim_one(corpus, tmp_path, monkeypatch):
     monkeypatch.setattr(runtime, "lm_loss", lambda logits, targets: logits.sum() * float("nan"))
-    with pytest.raises(TrainingStopped, match=rf"no checkpoint.*{re.escape(str(tmp_path / 'run'))}"):
+    with pytest.raises(
+        TrainingStopped, match=rf"no checkpoint.*{re.escape(str(tmp_path / 'run'))}"
+    ):
         train(tiny_config(corpus, tmp_path / "run"))
 
 
@@ -166,7 +189,9 @@ def small_tmpfs(tmp_path):
     """A real small filesystem (tmpfs), for a full disk and a read-only folder; root only."""
     mount = tmp_path / "fs"
     mount.mkdir()
-    r = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=4m", "tmpfs", str(mount)], capture_output=True)
+    r = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=4m", "tmpfs", str(mount)], capture_output=True
+    )
     if r.returncode != 0:
         pytest.skip(f"cannot mount a tmpfs here ({r.stderr.decode().strip() or 'not root'})")
     try:
@@ -176,15 +201,23 @@ def small_tmpfs(tmp_path):
 
 
 @pytest.mark.slow
-def test_disk_full_during_a_checkpoint_is_one_line_and_keeps_the_previous_one(corpus, tmp_path, small_tmpfs):
+def test_disk_full_during_a_checkpoint_is_one_line_and_keeps_the_previous_one(
+    corpus, tmp_path, small_tmpfs
+):
     out = small_tmpfs / "run"
-    cfg = write_yaml(tiny_config(corpus, out, "train.max_iters=10", "train.eval_interval=5"), tmp_path / "c.yaml")
+    cfg = write_yaml(
+        tiny_config(corpus, out, "train.max_iters=10", "train.eval_interval=5"), tmp_path / "c.yaml"
+    )
     assert run_script("train.py", cfg).returncode == 0
     before = (out / "ckpt.pt").read_bytes()
     free = os.statvfs(small_tmpfs).f_bavail * os.statvfs(small_tmpfs).f_frsize
-    (small_tmpfs / "filler").write_bytes(b"\0" * (free - len(before) // 2))  # room for half a checkpoint
+    (small_tmpfs / "filler").write_bytes(
+        b"\0" * (free - len(before) // 2)
+    )  # room for half a checkpoint
     line = assert_one_line_error(run_script("train.py", cfg, "train.max_iters=20"), code=1)
-    assert "No space left on device" in line and "ckpt.pt" in line and "untouched" in line  # the OS's reason
+    assert (
+        "No space left on device" in line and "ckpt.pt" in line and "untouched" in line
+    )  # the OS's reason
     assert (out / "ckpt.pt").read_bytes() == before and load_checkpoint(out)["step"] == 10
     assert not [p.name for p in out.iterdir() if p.name.endswith(".tmp")]
 
@@ -197,17 +230,22 @@ def test_read_only_out_dir_and_cache_dir_are_one_line(corpus, tmp_path, small_tm
     cfg = write_yaml(tiny_config(corpus, small_tmpfs / "run"), tmp_path / "c.yaml")
     assert "Read-only file system" in assert_one_line_error(run_script("train.py", cfg))
     fresh_cache = f"data.cache_dir={small_tmpfs / 'cache'}"
-    line = assert_one_line_error(run_script("train.py", cfg, f"out_dir={tmp_path / 'run'}", fresh_cache))
+    line = assert_one_line_error(
+        run_script("train.py", cfg, f"out_dir={tmp_path / 'run'}", fresh_cache)
+    )
     assert "Read-only file system" in line
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("override, names", [
-    ("out_dir=", ("out_dir", "empty")),
-    ("train.peak_flops=0", ("train.peak_flops", "positive")),
-    ("train.lr=nan", ("train.lr", "finite")),
-    ("train.device=tpu", ("unknown device", "'tpu'")),
-])
+@pytest.mark.parametrize(
+    "override, names",
+    [
+        ("out_dir=", ("out_dir", "empty")),
+        ("train.peak_flops=0", ("train.peak_flops", "positive")),
+        ("train.lr=nan", ("train.lr", "finite")),
+        ("train.device=tpu", ("unknown device", "'tpu'")),
+    ],
+)
 def test_bad_settings_are_one_line(corpus, tmp_path, override, names):
     cfg = write_yaml(tiny_config(corpus, tmp_path / "run"), tmp_path / "c.yaml")
     line = assert_one_line_error(run_script("train.py", cfg, override))
@@ -221,7 +259,9 @@ def test_out_dir_or_cache_dir_that_is_a_file_is_one_line(corpus, tmp_path):
     a_file.write_text("not a folder")
     cfg = write_yaml(tiny_config(corpus, tmp_path / "run"), tmp_path / "c.yaml")
     assert str(a_file) in assert_one_line_error(run_script("train.py", cfg, f"out_dir={a_file}"))
-    assert str(a_file) in assert_one_line_error(run_script("train.py", cfg, f"data.cache_dir={a_file}"))
+    assert str(a_file) in assert_one_line_error(
+        run_script("train.py", cfg, f"data.cache_dir={a_file}")
+    )
     assert a_file.read_text() == "not a folder"
 
 
@@ -233,7 +273,9 @@ def test_load_run_refuses_a_tokenizer_that_does_not_fit_the_model(corpus, tmp_pa
     load_run(out)
     tokenizer = out / json.loads((out / "meta.json").read_text())["tokenizer_file"]
     saved = json.loads(tokenizer.read_text())
-    saved["chars"] = saved["chars"][:-1]  # one token fewer, as another corpus's tokenizer would have
+    saved["chars"] = saved["chars"][
+        :-1
+    ]  # one token fewer, as another corpus's tokenizer would have
     tokenizer.write_text(json.dumps(saved))
     with pytest.raises(ValueError, match="another tokenizer"):  # the recorded SHA-256
         load_run(out)

@@ -19,36 +19,44 @@ NO_GPU = Machine()
 TWO_GPUS = Machine(cuda_count=2, cuda_current=1)
 
 
-@pytest.mark.parametrize("name, machine, world, local, expected", [
-    ("auto", NO_GPU, 1, 0, "cpu"),
-    ("auto", Machine(mps=True), 1, 0, "mps"),
-    ("auto", TWO_GPUS, 1, 0, "cuda:1"),  # a bare GPU choice is the current GPU, with its index
-    ("cuda", Machine(cuda_count=1), 1, 0, "cuda:0"),
-    ("cuda", TWO_GPUS, 1, 0, "cuda:1"),
-    ("cuda:0", TWO_GPUS, 1, 0, "cuda:0"),
-    ("auto", TWO_GPUS, 2, 1, "cuda:1"),  # torchrun: each process its local rank's GPU
-    ("cuda", TWO_GPUS, 2, 0, "cuda:0"),
-    ("cpu", TWO_GPUS, 2, 1, "cpu"),
-    ("cpu:1", NO_GPU, 1, 0, "cpu"),
-])
-def test_device_resolution_always_gives_a_cuda_device_its_index(name, machine, world, local, expected):
+@pytest.mark.parametrize(
+    "name, machine, world, local, expected",
+    [
+        ("auto", NO_GPU, 1, 0, "cpu"),
+        ("auto", Machine(mps=True), 1, 0, "mps"),
+        ("auto", TWO_GPUS, 1, 0, "cuda:1"),  # a bare GPU choice is the current GPU, with its index
+        ("cuda", Machine(cuda_count=1), 1, 0, "cuda:0"),
+        ("cuda", TWO_GPUS, 1, 0, "cuda:1"),
+        ("cuda:0", TWO_GPUS, 1, 0, "cuda:0"),
+        ("auto", TWO_GPUS, 2, 1, "cuda:1"),  # torchrun: each process its local rank's GPU
+        ("cuda", TWO_GPUS, 2, 0, "cuda:0"),
+        ("cpu", TWO_GPUS, 2, 1, "cpu"),
+        ("cpu:1", NO_GPU, 1, 0, "cpu"),
+    ],
+)
+def test_device_resolution_always_gives_a_cuda_device_its_index(
+    name, machine, world, local, expected
+):
     device = resolve_device(name, machine, world, local)
     assert device == torch.device(expected)
     if device.type == "cuda":
         assert device.index is not None  # torch.cuda.set_device(torch.device("cuda")) raises
 
 
-@pytest.mark.parametrize("name, machine, world, local, message", [
-    ("cuda", NO_GPU, 1, 0, "no CUDA GPU"),
-    ("cuda:2", TWO_GPUS, 1, 0, "2 are visible"),
-    ("auto", TWO_GPUS, 4, 3, "2 are visible"),  # more processes than GPUs
-    ("cuda:1", TWO_GPUS, 2, 0, r"cuda:1.*torchrun.*\b2\b"),
-    ("mps", NO_GPU, 1, 0, "MPS.*not available"),
-    ("tpu", NO_GPU, 1, 0, "unknown device 'tpu'"),
-    ("cuda:x", NO_GPU, 1, 0, "unknown device"),
-    ("", NO_GPU, 1, 0, "unknown device"),
-    ("meta", NO_GPU, 1, 0, "unsupported device 'meta'"),
-])
+@pytest.mark.parametrize(
+    "name, machine, world, local, message",
+    [
+        ("cuda", NO_GPU, 1, 0, "no CUDA GPU"),
+        ("cuda:2", TWO_GPUS, 1, 0, "2 are visible"),
+        ("auto", TWO_GPUS, 4, 3, "2 are visible"),  # more processes than GPUs
+        ("cuda:1", TWO_GPUS, 2, 0, r"cuda:1.*torchrun.*\b2\b"),
+        ("mps", NO_GPU, 1, 0, "MPS.*not available"),
+        ("tpu", NO_GPU, 1, 0, "unknown device 'tpu'"),
+        ("cuda:x", NO_GPU, 1, 0, "unknown device"),
+        ("", NO_GPU, 1, 0, "unknown device"),
+        ("meta", NO_GPU, 1, 0, "unsupported device 'meta'"),
+    ],
+)
 def test_device_resolution_errors_are_one_line(name, machine, world, local, message):
     with pytest.raises(ValueError, match=message) as e:
         resolve_device(name, machine, world, local)
@@ -60,14 +68,22 @@ def test_torchrun_environment():
     assert torchrun_env({"RANK": "5", "LOCAL_RANK": "1", "WORLD_SIZE": "8"}) == (5, 1, 8)
 
 
-@pytest.mark.parametrize("name, device_type, native, expected", [
-    ("auto", "cuda", True, torch.bfloat16),
-    ("auto", "cuda", False, torch.float16),  # V100, T4: bf16 only emulated, so fp16 + GradScaler
-    ("auto", "cpu", False, torch.float32),
-    ("auto", "mps", False, torch.float32),
-    ("bfloat16", "cpu", False, torch.bfloat16),
-    ("float32", "cuda", True, torch.float32),
-])
+@pytest.mark.parametrize(
+    "name, device_type, native, expected",
+    [
+        ("auto", "cuda", True, torch.bfloat16),
+        (
+            "auto",
+            "cuda",
+            False,
+            torch.float16,
+        ),  # V100, T4: bf16 only emulated, so fp16 + GradScaler
+        ("auto", "cpu", False, torch.float32),
+        ("auto", "mps", False, torch.float32),
+        ("bfloat16", "cpu", False, torch.bfloat16),
+        ("float32", "cuda", True, torch.float32),
+    ],
+)
 def test_dtype_choice(name, device_type, native, expected):
     assert choose_dtype(name, device_type, native) == expected
 
@@ -80,28 +96,34 @@ SKYLAKE_X = {"avx2": True, "avx512_f": True, "avx512_bf16": False, "amx_bf16": F
 ARM = {"architecture": "aarch64"}
 
 
-@pytest.mark.parametrize("capabilities, onednn_isa, native", [
-    (AVX2_ONLY, None, False),
-    (SKYLAKE_X, None, False),  # AVX-512 without its bf16 instructions
-    (ARM, None, False),  # nothing known: float32 is never the slow choice
-    (AVX512_BF16, None, True),
-    (SAPPHIRE_RAPIDS, None, True),
-    (AVX512_BF16, "avx2", False),  # oneDNN capped below bf16: emulated again
-    (SAPPHIRE_RAPIDS, "AVX512_CORE_VNNI", False),
-    (AVX512_BF16, "AVX512_CORE_BF16", True),
-    (SAPPHIRE_RAPIDS, "AVX512_CORE_AMX", True),
-])
+@pytest.mark.parametrize(
+    "capabilities, onednn_isa, native",
+    [
+        (AVX2_ONLY, None, False),
+        (SKYLAKE_X, None, False),  # AVX-512 without its bf16 instructions
+        (ARM, None, False),  # nothing known: float32 is never the slow choice
+        (AVX512_BF16, None, True),
+        (SAPPHIRE_RAPIDS, None, True),
+        (AVX512_BF16, "avx2", False),  # oneDNN capped below bf16: emulated again
+        (SAPPHIRE_RAPIDS, "AVX512_CORE_VNNI", False),
+        (AVX512_BF16, "AVX512_CORE_BF16", True),
+        (SAPPHIRE_RAPIDS, "AVX512_CORE_AMX", True),
+    ],
+)
 def test_cpu_bf16_is_native_only_with_its_instructions(capabilities, onednn_isa, native):
     assert cpu_bf16_native(capabilities, onednn_isa) is native
 
 
-@pytest.mark.parametrize("device_type, native, expected", [
-    ("cpu", cpu_bf16_native(AVX2_ONLY), torch.float32),  # emulated bf16: 14-45x slower matmuls
-    ("cpu", cpu_bf16_native(AVX512_BF16), torch.bfloat16),
-    ("cuda", True, torch.bfloat16),  # Ampere and newer
-    ("cuda", False, torch.float32),  # a V100: bf16 emulated
-    ("mps", False, torch.float32),
-])
+@pytest.mark.parametrize(
+    "device_type, native, expected",
+    [
+        ("cpu", cpu_bf16_native(AVX2_ONLY), torch.float32),  # emulated bf16: 14-45x slower matmuls
+        ("cpu", cpu_bf16_native(AVX512_BF16), torch.bfloat16),
+        ("cuda", True, torch.bfloat16),  # Ampere and newer
+        ("cuda", False, torch.float32),  # a V100: bf16 emulated
+        ("mps", False, torch.float32),
+    ],
+)
 def test_fast_matmul_dtype_for_each_kind_of_machine(device_type, native, expected):
     assert fast_matmul_dtype(device_type, native) == expected
 
@@ -111,14 +133,27 @@ def test_float16_off_cuda_is_refused():
         choose_dtype("float16", "cpu")
 
 
-@pytest.mark.parametrize("name, tflops", [
-    ("NVIDIA H100 80GB HBM3", 989), ("NVIDIA H100 PCIe", 756), ("NVIDIA H100 NVL", 835),
-    ("NVIDIA H200", 989), ("NVIDIA H200 NVL", 835), ("NVIDIA GH200 480GB", 989),
-    ("NVIDIA A100-SXM4-80GB", 312), ("NVIDIA A100-PCIE-40GB", 312), ("NVIDIA A10G", 125),
-    ("NVIDIA L40S", 362), ("NVIDIA L40", 181), ("NVIDIA L4", 121),
-    ("NVIDIA GeForce RTX 4090", 165), ("NVIDIA GeForce RTX 3090", 71),
-    ("Tesla V100-SXM2-16GB", 125), ("Tesla T4", 65),
-])
+@pytest.mark.parametrize(
+    "name, tflops",
+    [
+        ("NVIDIA H100 80GB HBM3", 989),
+        ("NVIDIA H100 PCIe", 756),
+        ("NVIDIA H100 NVL", 835),
+        ("NVIDIA H200", 989),
+        ("NVIDIA H200 NVL", 835),
+        ("NVIDIA GH200 480GB", 989),
+        ("NVIDIA A100-SXM4-80GB", 312),
+        ("NVIDIA A100-PCIE-40GB", 312),
+        ("NVIDIA A10G", 125),
+        ("NVIDIA L40S", 362),
+        ("NVIDIA L40", 181),
+        ("NVIDIA L4", 121),
+        ("NVIDIA GeForce RTX 4090", 165),
+        ("NVIDIA GeForce RTX 3090", 71),
+        ("Tesla V100-SXM2-16GB", 125),
+        ("Tesla T4", 65),
+    ],
+)
 def test_peak_flops_lookup_takes_the_most_specific_name(name, tflops):
     assert gpu_peak_flops(name) == tflops * 1e12
 
@@ -150,8 +185,12 @@ def test_cpu_peak_is_measured_once_per_machine_and_thread_count(tmp_path, monkey
         torch.set_num_threads(threads)
     assert torch.get_num_threads() == threads  # the one-thread measurement gives the threads back
     count = len(measured)
-    assert runtime.cpu_peak_flops(tmp_path) == 1e11 * threads and len(measured) == count  # both kept
-    assert runtime.cpu_peak_flops(None) == 1e11 * threads and len(measured) > count  # no cache: measured
+    assert (
+        runtime.cpu_peak_flops(tmp_path) == 1e11 * threads and len(measured) == count
+    )  # both kept
+    assert (
+        runtime.cpu_peak_flops(None) == 1e11 * threads and len(measured) > count
+    )  # no cache: measured
 
 
 def test_a_peak_measured_on_busy_cores_is_measured_again_and_never_kept(tmp_path, monkeypatch):
@@ -159,8 +198,13 @@ def test_a_peak_measured_on_busy_cores_is_measured_again_and_never_kept(tmp_path
 
     busy = {"on": True}
     # Busy: two threads measure below one (13.6 against 52.7 GFLOP/s, as a user saw).
-    monkeypatch.setattr(runtime, "measured_matmul_flops",
-                        lambda device: (13.6e9 if busy["on"] else 100e9) if torch.get_num_threads() == 2 else 52.7e9)
+    monkeypatch.setattr(
+        runtime,
+        "measured_matmul_flops",
+        lambda device: (
+            (13.6e9 if busy["on"] else 100e9) if torch.get_num_threads() == 2 else 52.7e9
+        ),
+    )
     threads = torch.get_num_threads()
     torch.set_num_threads(2)
     try:
@@ -182,8 +226,11 @@ def test_a_damaged_peak_file_is_measured_again_and_replaced(tmp_path, monkeypatc
     monkeypatch.setattr(runtime, "measured_matmul_flops", lambda device: 5e10)
     (tmp_path / "cpu_peak_flops.json").write_text(content)
     assert runtime.cpu_peak_flops(tmp_path) == 5e10
-    assert 5e10 in [v["flops"] for v in json.loads((tmp_path / "cpu_peak_flops.json").read_text()).values()
-                    if isinstance(v, dict)]
+    assert 5e10 in [
+        v["flops"]
+        for v in json.loads((tmp_path / "cpu_peak_flops.json").read_text()).values()
+        if isinstance(v, dict)
+    ]
 
 
 def test_a_read_only_cache_still_gives_the_peak(tmp_path, monkeypatch):
@@ -218,14 +265,17 @@ def test_padded_vocabulary_is_never_scored_or_sampled(tiny_gpt):
     assert logits.shape == (2, 8, 50) and torch.equal(logits, full[..., :50])
     assert (full[..., 50:].amax(-1) > full[..., :50].amax(-1)).all()
     assert lm_loss(logits, idx).item() == pytest.approx(
-        torch.nn.functional.cross_entropy(full[..., :50].flatten(0, 1), idx.flatten()).item())
+        torch.nn.functional.cross_entropy(full[..., :50].flatten(0, 1), idx.flatten()).item()
+    )
     for temperature in (0.0, 1.0):
         out = torch.cat(list(generate(model, idx[:1, :2], 20, temperature=temperature)))
         assert int(out.max()) < 50
 
 
 def test_unpadded_config_keeps_its_table():
-    model = GPT(GPTConfig(vocab_size=65, block_size=8, n_layer=1, n_head=1, n_embd=8, vocab_multiple=1))
+    model = GPT(
+        GPTConfig(vocab_size=65, block_size=8, n_layer=1, n_head=1, n_embd=8, vocab_multiple=1)
+    )
     assert model.tok_emb.weight.shape[0] == 65
 
 
@@ -238,7 +288,9 @@ def test_fp16_resume_from_a_bf16_checkpoint_starts_a_fresh_scaler():
     trained = torch.amp.GradScaler("cpu", enabled=True, init_scale=8.0)
     trained._lazy_init_scale_growth_tracker(torch.device("cpu"))
     assert load_scaler_state(scaler, trained.state_dict()) is None and scaler.get_scale() == 8.0
-    assert load_scaler_state(torch.amp.GradScaler("cpu", enabled=False), trained.state_dict()) is None
+    assert (
+        load_scaler_state(torch.amp.GradScaler("cpu", enabled=False), trained.state_dict()) is None
+    )
 
 
 def test_dropout_seeds_differ_by_process_and_step():
@@ -246,20 +298,24 @@ def test_dropout_seeds_differ_by_process_and_step():
     assert len(seeds) == 400 and all(0 <= s < 2**63 for s in seeds)
 
 
-@pytest.mark.parametrize("device, programs, headers, says", [
-    ("cpu", {"g++"}, False, None),  # a CPU needs no Python headers
-    ("cpu", {"gcc"}, True, "no C++ compiler"),
-    ("cpu", {"clang++"}, False, None),
-    ("cuda", {"gcc"}, True, None),
-    ("cuda", set(), True, "no C compiler"),
-    ("cuda", {"cc"}, False, "no Python headers"),
-    ("mps", set(), False, None),
-])
+@pytest.mark.parametrize(
+    "device, programs, headers, says",
+    [
+        ("cpu", {"g++"}, False, None),  # a CPU needs no Python headers
+        ("cpu", {"gcc"}, True, "no C++ compiler"),
+        ("cpu", {"clang++"}, False, None),
+        ("cuda", {"gcc"}, True, None),
+        ("cuda", set(), True, "no C compiler"),
+        ("cuda", {"cc"}, False, "no Python headers"),
+        ("mps", set(), False, None),
+    ],
+)
 def test_what_torch_compile_needs_on_each_device(tmp_path, device, programs, headers, says):
     if headers:
         (tmp_path / "Python.h").write_text("")
-    problem = compile_problem(device, which=lambda name: name if name in programs else None,
-                              python_include=str(tmp_path))
+    problem = compile_problem(
+        device, which=lambda name: name if name in programs else None, python_include=str(tmp_path)
+    )
     assert problem == says if says is None else says in problem
 
 
@@ -267,22 +323,31 @@ def test_what_torch_compile_needs_on_each_device(tmp_path, device, programs, hea
 def test_compile_without_a_compiler_is_one_line_that_says_how_to_turn_it_off(corpus, tmp_path):
     import os
 
-    r = run_script("train.py", f"data.source={corpus / 'text.txt'}", "train.compile=true", "train.device=cpu",
-                   f"out_dir={tmp_path / 'run'}", env=dict(os.environ, PATH=str(tmp_path)))
+    r = run_script(
+        "train.py",
+        f"data.source={corpus / 'text.txt'}",
+        "train.compile=true",
+        "train.device=cpu",
+        f"out_dir={tmp_path / 'run'}",
+        env=dict(os.environ, PATH=str(tmp_path)),
+    )
     assert r.returncode == 2 and r.stderr.count("\n") == 1 and "Traceback" not in r.stderr, r.stderr
     assert "no C++ compiler" in r.stderr and "train.compile=false" in r.stderr
     assert not (tmp_path / "run").exists()
 
 
-@pytest.mark.parametrize("name, dtype, tflops", [
-    ("NVIDIA H100 80GB HBM3", torch.bfloat16, 989),
-    ("NVIDIA H100 80GB HBM3", torch.float16, 989),
-    ("NVIDIA H100 80GB HBM3", torch.float32, 494.5),  # TF32 tensor cores: half the bf16 rate
-    ("NVIDIA A100-SXM4-80GB", torch.float32, 156),
-    ("Tesla V100-SXM2-16GB", torch.float16, 125),
-    ("Tesla V100-SXM2-16GB", torch.float32, 15.7),  # no TF32: plain fp32
-    ("Tesla T4", torch.float32, 8.1),
-])
+@pytest.mark.parametrize(
+    "name, dtype, tflops",
+    [
+        ("NVIDIA H100 80GB HBM3", torch.bfloat16, 989),
+        ("NVIDIA H100 80GB HBM3", torch.float16, 989),
+        ("NVIDIA H100 80GB HBM3", torch.float32, 494.5),  # TF32 tensor cores: half the bf16 rate
+        ("NVIDIA A100-SXM4-80GB", torch.float32, 156),
+        ("Tesla V100-SXM2-16GB", torch.float16, 125),
+        ("Tesla V100-SXM2-16GB", torch.float32, 15.7),  # no TF32: plain fp32
+        ("Tesla T4", torch.float32, 8.1),
+    ],
+)
 def test_an_fp32_run_counts_mfu_against_the_fp32_peak(name, dtype, tflops):
     assert gpu_peak_flops(name, dtype) == pytest.approx(tflops * 1e12)
 

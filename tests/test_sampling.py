@@ -119,13 +119,16 @@ def test_tokens_stream_one_at_a_time(tiny_gpt):
     assert len(list(stream)) == 3 and calls == [4, 1, 1, 1, 1]
 
 
-@pytest.mark.parametrize("kwargs, message", [
-    (dict(temperature=-0.1), "temperature"),
-    (dict(top_k=0), "top_k"),
-    (dict(top_p=0.0), "top_p"),
-    (dict(top_p=1.5), "top_p"),
-    (dict(max_new_tokens=-1), "max_new_tokens"),
-])
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        (dict(temperature=-0.1), "temperature"),
+        (dict(top_k=0), "top_k"),
+        (dict(top_p=0.0), "top_p"),
+        (dict(top_p=1.5), "top_p"),
+        (dict(max_new_tokens=-1), "max_new_tokens"),
+    ],
+)
 def test_bad_arguments_are_refused_at_the_call(tiny_gpt, kwargs, message):
     args = dict(max_new_tokens=3) | kwargs
     with pytest.raises(ValueError, match=message):

@@ -13,8 +13,8 @@ import data.sources as sources
 from data.sources import download, open_source, pronouns_path
 from tests.helpers import one_line
 
-
 # --- files and folders --------------------------------------------------------------------------
+
 
 def test_file_source_reads_the_text(tmp_path):
     text = "First Citizen:\nBefore we proceed any further, hear me speak.\nnaïve café ✓\n"
@@ -73,11 +73,14 @@ def test_unknown_corpus_name_lists_the_names(tmp_path):
     assert "tinyshakespeare" in message and "pronouns" in message
 
 
-@pytest.mark.parametrize("data, offset", [
-    (b"hello \xff world", 6),            # a byte that never starts a character
-    ("caf\u00e9 ".encode() + b"\xc3(", 6),  # a lead byte followed by a non-continuation byte
-    (b"ab" + "\u20ac".encode()[:2], 2),   # a character cut off by the end of the file
-])
+@pytest.mark.parametrize(
+    "data, offset",
+    [
+        (b"hello \xff world", 6),  # a byte that never starts a character
+        ("caf\u00e9 ".encode() + b"\xc3(", 6),  # a lead byte followed by a non-continuation byte
+        (b"ab" + "\u20ac".encode()[:2], 2),  # a character cut off by the end of the file
+    ],
+)
 @pytest.mark.parametrize("chunk_bytes", [1 << 20, 1, 3])
 def test_invalid_utf8_names_file_and_offset(tmp_path, data, offset, chunk_bytes):
     path = tmp_path / "latin1.txt"
@@ -90,6 +93,7 @@ def test_invalid_utf8_names_file_and_offset(tmp_path, data, offset, chunk_bytes)
 
 
 # --- the pronouns corpus ------------------------------------------------------------------------
+
 
 def test_pronouns_corpus_is_materialised_once(tmp_path):
     from data.pronouns import corpus_text
@@ -105,6 +109,7 @@ def test_pronouns_corpus_is_materialised_once(tmp_path):
 
 
 # --- downloads ----------------------------------------------------------------------------------
+
 
 @pytest.fixture
 def server():
@@ -130,8 +135,9 @@ def server():
     httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
     thread = threading.Thread(target=httpd.serve_forever, args=(0.05,), daemon=True)
     thread.start()
-    yield SimpleNamespace(url=f"http://127.0.0.1:{httpd.server_address[1]}", routes=routes,
-                          hits=hits)
+    yield SimpleNamespace(
+        url=f"http://127.0.0.1:{httpd.server_address[1]}", routes=routes, hits=hits
+    )
     httpd.shutdown()
     httpd.server_close()
     thread.join()

@@ -25,8 +25,14 @@ def in_terminal(args, columns, env=None, timeout=120):
     env = {**os.environ, "OMP_NUM_THREADS": "1", "TERM": "xterm-256color", **(env or {})}
     env.pop("COLUMNS", None)
     env.pop("LINES", None)
-    proc = subprocess.Popen([sys.executable, *map(str, args)], cwd=ROOT, stdin=subprocess.DEVNULL,
-                            stdout=secondary, stderr=secondary, env=env)
+    proc = subprocess.Popen(
+        [sys.executable, *map(str, args)],
+        cwd=ROOT,
+        stdin=subprocess.DEVNULL,
+        stdout=secondary,
+        stderr=secondary,
+        env=env,
+    )
     os.close(secondary)
     chunks = []
     while True:
@@ -51,7 +57,8 @@ def drawn(text):
 @pytest.mark.slow
 @pytest.mark.parametrize("columns", [80, 120])
 def test_training_on_a_terminal_fits_its_width_dropping_bar_fields_and_wrapping_notes(
-        corpus, tmp_path, columns):
+    corpus, tmp_path, columns
+):
     # warmup_iters past max_iters: the run says so in a note longer than 80 columns.
     overrides = ["train.max_iters=30", "train.warmup_iters=40", "train.eval_interval=15"]
     cfg = write_yaml(tiny_config(corpus, tmp_path / "run", *overrides), tmp_path / "c.yaml")
@@ -68,14 +75,19 @@ def test_training_on_a_terminal_fits_its_width_dropping_bar_fields_and_wrapping_
     else:  # lr goes first, whole
         assert not any("lr " in b for b in fields) and all("loss " in b for b in fields), fields
     # The note, wrapped at spaces: put together, its words are the piped run's, none cut.
-    piped = subprocess.run([sys.executable, "train.py", cfg, "out_dir=" + str(tmp_path / "p")],
-                           cwd=ROOT, capture_output=True, text=True, timeout=120,
-                           env={**os.environ, "OMP_NUM_THREADS": "1"})
+    piped = subprocess.run(
+        [sys.executable, "train.py", cfg, "out_dir=" + str(tmp_path / "p")],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "OMP_NUM_THREADS": "1"},
+    )
     [note] = [line for line in piped.stdout.splitlines() if "warmup_iters" in line]
     assert len(note) > 80
     start = next(i for i, line in enumerate(lines) if line.startswith("note: train.warmup_iters"))
     shown = [lines[start]]
-    for line in lines[start + 1:]:
+    for line in lines[start + 1 :]:
         if not line.startswith("  "):
             break
         shown.append(line)
@@ -93,8 +105,13 @@ def test_eval_only_shows_progress_on_a_terminal_and_none_in_a_pipe(corpus, tmp_p
     code, text = in_terminal(["train.py", cfg, "--eval-only"], 80)
     assert code == 0 and "nats/token" in text
     assert re.search(r"val text\.txt: +\d+%\|", text), text[-1000:]
-    piped = subprocess.run([sys.executable, "train.py", cfg, "--eval-only"], cwd=ROOT,
-                           capture_output=True, text=True, timeout=120)
+    piped = subprocess.run(
+        [sys.executable, "train.py", cfg, "--eval-only"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert piped.returncode == 0 and piped.stderr == "" and "\r" not in piped.stdout
 
 
@@ -104,8 +121,21 @@ def test_an_empty_no_color_leaves_the_terminals_colour_on(char_run_folder, no_co
     env = {"COLORTERM": "truecolor"}
     if no_color is not None:
         env["NO_COLOR"] = no_color
-    code, text = in_terminal(["generate.py", "--ckpt", char_run_folder, "--attention",
-                              "The dog saw it.", "--layer", "0", "--head", "0"], 80, env)
+    code, text = in_terminal(
+        [
+            "generate.py",
+            "--ckpt",
+            char_run_folder,
+            "--attention",
+            "The dog saw it.",
+            "--layer",
+            "0",
+            "--head",
+            "0",
+        ],
+        80,
+        env,
+    )
     assert code == 0, text
     assert ("\x1b[48;2;" in text) == coloured
     lines = drawn(text)

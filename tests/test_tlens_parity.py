@@ -16,11 +16,25 @@ from training.loop import train
 
 SAME = dict(atol=1e-5, rtol=0)  # float32 on both sides
 # The points of one block (blocks.{l}.*), then those around the blocks: all of ours.
-BLOCK_POINTS = ["hook_resid_pre", "ln1.hook_normalized", "attn.hook_q", "attn.hook_k",
-                "attn.hook_v", "attn.hook_attn_scores", "attn.hook_pattern", "attn.hook_z",
-                "attn.hook_result", "hook_attn_out", "hook_resid_mid", "hook_mlp_in",
-                "ln2.hook_normalized", "mlp.hook_pre", "mlp.hook_post", "hook_mlp_out",
-                "hook_resid_post"]
+BLOCK_POINTS = [
+    "hook_resid_pre",
+    "ln1.hook_normalized",
+    "attn.hook_q",
+    "attn.hook_k",
+    "attn.hook_v",
+    "attn.hook_attn_scores",
+    "attn.hook_pattern",
+    "attn.hook_z",
+    "attn.hook_result",
+    "hook_attn_out",
+    "hook_resid_mid",
+    "hook_mlp_in",
+    "ln2.hook_normalized",
+    "mlp.hook_pre",
+    "mlp.hook_post",
+    "hook_mlp_out",
+    "hook_resid_post",
+]
 OUTER_POINTS = ["hook_embed", "hook_pos_embed", "ln_final.hook_normalized"]
 SPLIT_INPUTS = ["hook_q_input", "hook_k_input", "hook_v_input"]
 
@@ -33,11 +47,21 @@ def pair(corpus, tmp_path_factory):
     bridge booted with the network shut, as on a machine without a hub."""
     # Imported here, not when pytest collects the file: it takes seconds, and brings pandas,
     # datasets and more into the process, which the tests that skip this file need not pay for.
-    bridges = pytest.importorskip("transformer_lens.model_bridge", reason="the reference is "
-                                  "TransformerLens: pip install -r requirements-test.txt")
+    bridges = pytest.importorskip(
+        "transformer_lens.model_bridge",
+        reason="the reference is TransformerLens: pip install -r requirements-test.txt",
+    )
     folder = tmp_path_factory.mktemp("tlens")
-    train(tiny_config(corpus, folder / "run", "tokenizer.kind=bpe", "tokenizer.vocab_size=300",
-                      "train.max_iters=100", "train.eval_interval=50"))
+    train(
+        tiny_config(
+            corpus,
+            folder / "run",
+            "tokenizer.kind=bpe",
+            "tokenizer.vocab_size=300",
+            "train.max_iters=100",
+            "train.eval_interval=50",
+        )
+    )
     export_hf(folder / "run", folder / "hf")
     run = load_run(folder / "run")
     with pytest.MonkeyPatch.context() as patch:
@@ -77,12 +101,14 @@ def caches(pair):
 def test_every_point_of_ours_is_one_of_the_bridges_with_its_shape(pair, caches):
     layers = range(pair[0].model.config.n_layer)
     _, ours, _, theirs = caches
-    assert sorted(ours) == sorted(OUTER_POINTS + [f"blocks.{l}.{p}" for l in layers
-                                                  for p in BLOCK_POINTS])
+    assert sorted(ours) == sorted(
+        OUTER_POINTS + [f"blocks.{l}.{p}" for l in layers for p in BLOCK_POINTS]
+    )
     missing = [name for name in ours if name not in theirs]
     assert missing == [], f"TransformerLens has no point named {missing}"
     assert {name: tuple(theirs[name].shape) for name in ours} == {
-        name: tuple(value.shape) for name, value in ours.items()}
+        name: tuple(value.shape) for name, value in ours.items()
+    }
 
 
 @pytest.mark.parametrize("point", OUTER_POINTS + BLOCK_POINTS)

@@ -18,8 +18,8 @@ from data.tokenizer import gpt2_tokenizer, load_tokenizer, train_tokenizer
 TORTURE = (
     "\ufeffBOM at the start\r\n"
     "tabs\tand\t\tCRLF\r\nlone CR\rend\n"
-    "family \U0001F468\u200d\U0001F469\u200d\U0001F467\u200d\U0001F466 flag \U0001F3F3\ufe0f\u200d"
-    "\U0001F308 thumb \U0001F44D\U0001F3FD\n"
+    "family \U0001f468\u200d\U0001f469\u200d\U0001f467\u200d\U0001f466 flag \U0001f3f3\ufe0f\u200d"
+    "\U0001f308 thumb \U0001f44d\U0001f3fd\n"
     "combining: e\u0301 n\u0303 a\u0308\u0304 Z\u0351\u0334\u0353\n"
     "CJK: 日本語のテキスト 中文 한국어\n"
     "RTL: العربية שָׁלוֹם \u200fmixed\u200e 123\n"
@@ -76,7 +76,7 @@ def test_char_unknown_character_names_it_and_suggests_bpe():
     with pytest.raises(ValueError, match=r"'z'.*U\+007A.*offset 2.*'bpe'"):
         tok.encode("lozenge")
     with pytest.raises(ValueError, match=r"U\+1F600"):
-        tok.encode("hello \U0001F600")
+        tok.encode("hello \U0001f600")
 
 
 def test_char_vocab_size_is_set_by_the_corpus():
@@ -161,7 +161,7 @@ def test_offsets_hand_checked():
     assert tok.encode_with_offsets("aaabdaaabac") == ([258, 100, 258, 97, 99], [0, 4, 5, 9, 10])
     bytes_only = train_tokenizer("bpe", "", vocab_size=256)
     # a: 1 byte; é: C3 A9; 😀: F0 9F 98 80 -> continuation bytes keep their character's offset.
-    ids, starts = bytes_only.encode_with_offsets("aé\U0001F600")
+    ids, starts = bytes_only.encode_with_offsets("aé\U0001f600")
     assert ids == [0x61, 0xC3, 0xA9, 0xF0, 0x9F, 0x98, 0x80]
     assert starts == [0, 1, 1, 2, 2, 2, 2]
 

@@ -18,14 +18,28 @@ def records(out):
 
 
 def test_records_become_scalars_under_stable_names():
-    assert trackers.scalars({"step": 5, "loss": 2.5, "lr": 1e-3, "mfu": None}) == {"loss": 2.5, "lr": 1e-3}
-    assert trackers.scalars({"step": 5, "val_loss_sources": {"tinyshakespeare": 1.7, "pronouns": 0.4}}) == {
-        "val_loss_sources/tinyshakespeare": 1.7, "val_loss_sources/pronouns": 0.4}
-    probe = {"step": 9, "probe_best": 0.9, "probe_best_head": [1, 0], "probe_heads": [[0.5, 0.6], [0.9, 0.4]],
-             "probe_baselines": {"first": 0.5}}
-    assert trackers.scalars(probe) == {"probe_best": 0.9, "probe_heads/L0H0": 0.5, "probe_heads/L0H1": 0.6,
-                                       "probe_heads/L1H0": 0.9, "probe_heads/L1H1": 0.4,
-                                       "probe_baselines/first": 0.5}
+    assert trackers.scalars({"step": 5, "loss": 2.5, "lr": 1e-3, "mfu": None}) == {
+        "loss": 2.5,
+        "lr": 1e-3,
+    }
+    assert trackers.scalars(
+        {"step": 5, "val_loss_sources": {"tinyshakespeare": 1.7, "pronouns": 0.4}}
+    ) == {"val_loss_sources/tinyshakespeare": 1.7, "val_loss_sources/pronouns": 0.4}
+    probe = {
+        "step": 9,
+        "probe_best": 0.9,
+        "probe_best_head": [1, 0],
+        "probe_heads": [[0.5, 0.6], [0.9, 0.4]],
+        "probe_baselines": {"first": 0.5},
+    }
+    assert trackers.scalars(probe) == {
+        "probe_best": 0.9,
+        "probe_heads/L0H0": 0.5,
+        "probe_heads/L0H1": 0.6,
+        "probe_heads/L1H0": 0.9,
+        "probe_heads/L1H1": 0.4,
+        "probe_baselines/first": 0.5,
+    }
 
 
 def test_tensorboard_holds_the_scalars_of_metrics_jsonl(corpus, tmp_path):
@@ -33,18 +47,28 @@ def test_tensorboard_holds_the_scalars_of_metrics_jsonl(corpus, tmp_path):
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
     out = tmp_path / "run"
-    train(tiny_config(corpus, out, "train.loggers=tensorboard", "train.max_iters=10", "train.eval_interval=5"))
+    train(
+        tiny_config(
+            corpus, out, "train.loggers=tensorboard", "train.max_iters=10", "train.eval_interval=5"
+        )
+    )
     events = EventAccumulator(str(out / "tensorboard"))
     events.Reload()
     expected = {}
     for record in records(out):
         for name, value in trackers.scalars(record).items():
             expected.setdefault(name, []).append((record["step"], value))
-    assert set(events.Tags()["scalars"]) == set(expected) >= {"loss", "lr", "train_loss", "val_loss", "val_loss_full"}
+    assert (
+        set(events.Tags()["scalars"])
+        == set(expected)
+        >= {"loss", "lr", "train_loss", "val_loss", "val_loss_full"}
+    )
     for name, points in expected.items():
         got = [(e.step, e.value) for e in events.Scalars(name)]
         assert [s for s, _ in got] == [s for s, _ in points]
-        assert [v for _, v in got] == pytest.approx([v for _, v in points], rel=1e-6)  # stored as float32
+        assert [v for _, v in got] == pytest.approx(
+            [v for _, v in points], rel=1e-6
+        )  # stored as float32
 
 
 @pytest.mark.slow
@@ -53,14 +77,20 @@ def test_wandb_offline_writes_its_run_files_locally(corpus, tmp_path, monkeypatc
     monkeypatch.setenv("WANDB_MODE", "offline")
     monkeypatch.setenv("WANDB_SILENT", "true")
     out = tmp_path / "run"
-    train(tiny_config(corpus, out, "train.loggers=wandb", "train.max_iters=10", "train.eval_interval=5"))
+    train(
+        tiny_config(
+            corpus, out, "train.loggers=wandb", "train.max_iters=10", "train.eval_interval=5"
+        )
+    )
     runs = list((out / "wandb").glob("offline-run-*"))
     assert len(runs) == 1
     (data,) = runs[0].glob("run-*.wandb")
     assert data.stat().st_size > 0
 
 
-def test_a_missing_tracker_package_is_one_line_naming_the_pip_command(corpus, tmp_path, monkeypatch):
+def test_a_missing_tracker_package_is_one_line_naming_the_pip_command(
+    corpus, tmp_path, monkeypatch
+):
     monkeypatch.setitem(trackers.PACKAGES, "wandb", "no_such_tracker_package")
     with pytest.raises(ValueError, match="pip install no_such_tracker_package") as error:
         train(tiny_config(corpus, tmp_path / "run", "train.loggers=wandb"))
@@ -71,13 +101,17 @@ def test_a_missing_tracker_package_is_one_line_naming_the_pip_command(corpus, tm
 def test_an_unknown_or_repeated_logger_is_a_config_error(value, says):
     with pytest.raises(ConfigError, match=says):
         load_config(None, [f"train.loggers={value}"])
-    assert load_config(None, ["train.loggers=tensorboard, wandb"]).train.loggers == ["tensorboard", "wandb"]
+    assert load_config(None, ["train.loggers=tensorboard, wandb"]).train.loggers == [
+        "tensorboard",
+        "wandb",
+    ]
 
 
 @pytest.mark.slow
 def test_the_command_line_says_the_same(tmp_path):
-    r = run_script("train.py", "train.loggers=mlflow", f"out_dir={tmp_path / 'run'}",
-                   env=dict(os.environ))
+    r = run_script(
+        "train.py", "train.loggers=mlflow", f"out_dir={tmp_path / 'run'}", env=dict(os.environ)
+    )
     assert r.returncode == 2 and "not a logger" in r.stderr and r.stderr.count("\n") == 1
 
 

@@ -18,8 +18,15 @@ import torch
 from model.checkpoint import CKPT_NAME, atomic_save, load_checkpoint
 from model.device import cpu_bf16_native
 from model.gpt import ARCHITECTURE_KEYS, GPT, GPTConfig, lm_loss
-from tests.helpers import (ROOT, run_script, start_training, tiny_config, torchrun_two, wait_for_metrics,
-                           write_yaml)
+from tests.helpers import (
+    ROOT,
+    run_script,
+    start_training,
+    tiny_config,
+    torchrun_two,
+    wait_for_metrics,
+    write_yaml,
+)
 from training import loop, runtime
 from training.loop import TrainingStopped, train
 from training.optim import lr_at
@@ -35,7 +42,9 @@ def test_lr_schedule_warmup_then_cosine():
     assert all(a >= b for a, b in zip(values, values[1:]))
 
 
-def test_two_micro_batches_of_half_the_windows_step_like_one_batch_of_all(corpus, tmp_path, monkeypatch):
+def test_two_micro_batches_of_half_the_windows_step_like_one_batch_of_all(
+    corpus, tmp_path, monkeypatch
+):
     # Each micro-batch draws its own windows (micro_batch_generator), so the two runs would see
     # different data: the loop is given the same 8 windows, whole or as two halves in turn.
     real_get_batch, served = loop.get_mixed_batch, []
@@ -51,10 +60,21 @@ def test_two_micro_batches_of_half_the_windows_step_like_one_batch_of_all(corpus
     def one_step(name, batch_size, accum):
         served.clear()
         out = tmp_path / name
-        train(tiny_config(corpus, out, f"train.batch_size={batch_size}", f"train.grad_accum_steps={accum}",
-                          "train.max_iters=1", "train.log_interval=1"))
-        loss = next(r["loss"] for r in map(json.loads, (out / "metrics.jsonl").read_text().splitlines())
-                    if "loss" in r)
+        train(
+            tiny_config(
+                corpus,
+                out,
+                f"train.batch_size={batch_size}",
+                f"train.grad_accum_steps={accum}",
+                "train.max_iters=1",
+                "train.log_interval=1",
+            )
+        )
+        loss = next(
+            r["loss"]
+            for r in map(json.loads, (out / "metrics.jsonl").read_text().splitlines())
+            if "loss" in r
+        )
         return served.copy(), loss, load_checkpoint(out)["model"]
 
     served_whole, loss_whole, whole = one_step("whole", 8, 1)
@@ -73,7 +93,14 @@ def test_end_to_end_run_writes_a_complete_run_folder(corpus, tmp_path):
     out = tmp_path / "run"
     result = train(tiny_config(corpus, out))
     assert result["step"] == 20
-    assert {"ckpt.pt", "config.yaml", "meta.json", "tokenizer.json", "metrics.jsonl", "loss.png"} <= {p.name for p in out.iterdir()}
+    assert {
+        "ckpt.pt",
+        "config.yaml",
+        "meta.json",
+        "tokenizer.json",
+        "metrics.jsonl",
+        "loss.png",
+    } <= {p.name for p in out.iterdir()}
     assert (out / "loss.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     records = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
     logs, evals = [r for r in records if "loss" in r], [r for r in records if "val_loss" in r]
@@ -85,18 +112,28 @@ def test_end_to_end_run_writes_a_complete_run_folder(corpus, tmp_path):
     vocab = json.loads((out / "meta.json").read_text())["vocab_size"]
     assert evals[-1]["val_loss"] < math.log(vocab) - 0.5  # learned something beyond uniform
     ckpt = load_checkpoint(out)
-    assert ckpt["step"] == 20 and ckpt["best_val_loss"] == pytest.approx(min(r["val_loss"] for r in evals))
+    assert ckpt["step"] == 20 and ckpt["best_val_loss"] == pytest.approx(
+        min(r["val_loss"] for r in evals)
+    )
     assert not any(k.startswith("_orig_mod.") for k in ckpt["model"])
 
 
 @pytest.mark.parametrize("onednn_isa", ["AVX2", ""])
-def test_the_start_line_says_how_muon_and_bf16_run_on_this_cpu(corpus, tmp_path, monkeypatch, capsys,
-                                                                onednn_isa):
+def test_the_start_line_says_how_muon_and_bf16_run_on_this_cpu(
+    corpus, tmp_path, monkeypatch, capsys, onednn_isa
+):
     # ONEDNN_MAX_CPU_ISA=AVX2 takes the bf16 instructions away from any CPU: emulated bf16.
     monkeypatch.setenv("ONEDNN_MAX_CPU_ISA", onednn_isa)
     native = onednn_isa == "" and cpu_bf16_native(torch.cpu.get_capabilities())
-    train(tiny_config(corpus, tmp_path / "run", "train.optimizer=muon", "train.dtype=bfloat16",
-                      "train.max_iters=2"))
+    train(
+        tiny_config(
+            corpus,
+            tmp_path / "run",
+            "train.optimizer=muon",
+            "train.dtype=bfloat16",
+            "train.max_iters=2",
+        )
+    )
     out = capsys.readouterr().out
     assert f"Muon's Newton–Schulz in {'bfloat16' if native else 'float32'}" in out
     assert ("train.dtype=bfloat16 is emulated" in out) is not native
@@ -109,13 +146,17 @@ def test_resume_continues_exactly_like_an_uninterrupted_run(corpus, tmp_path):
     train(tiny_config(corpus, tmp_path / "split"))
 
     def losses(name):
-        return [(r["step"], r.get("loss"), r.get("val_loss")) for r in
-                map(json.loads, (tmp_path / name / "metrics.jsonl").read_text().splitlines())]
+        return [
+            (r["step"], r.get("loss"), r.get("val_loss"))
+            for r in map(json.loads, (tmp_path / name / "metrics.jsonl").read_text().splitlines())
+        ]
 
     whole, split = losses("whole"), losses("split")
     assert [s for s, *_ in whole] == [s for s, *_ in split]
     for (step, a, va), (_, b, vb) in zip(whole, split):
-        assert a == pytest.approx(b, abs=1e-6) if a is not None else va == pytest.approx(vb, abs=1e-6), step
+        assert (
+            a == pytest.approx(b, abs=1e-6) if a is not None else va == pytest.approx(vb, abs=1e-6)
+        ), step
 
 
 def test_resume_never_refuses_and_changed_shape_is_clear(corpus, tmp_path):
@@ -125,18 +166,27 @@ def test_resume_never_refuses_and_changed_shape_is_clear(corpus, tmp_path):
         train(tiny_config(corpus, out, "train.resume=never"))
     with pytest.raises(ValueError, match=r"shape.*n_layer 2 -> 3"):
         train(tiny_config(corpus, out, "model.n_layer=3"))
-    with pytest.raises(ValueError, match=r"shape.*rotary False -> True.*tie_embeddings True -> False"):
+    with pytest.raises(
+        ValueError, match=r"shape.*rotary False -> True.*tie_embeddings True -> False"
+    ):
         train(tiny_config(corpus, out, "model.rotary=true", "model.tie_embeddings=false"))
     with pytest.raises(ValueError, match=r"optimizer.*train\.optimizer=adamw"):
         train(tiny_config(corpus, out, "train.optimizer=muon", "train.max_iters=6"))
-    result = train(tiny_config(corpus, out, "train.resume=never", "train.max_iters=5", "train.eval_interval=5"), force=True)
+    result = train(
+        tiny_config(
+            corpus, out, "train.resume=never", "train.max_iters=5", "train.eval_interval=5"
+        ),
+        force=True,
+    )
     assert result["step"] == 5
 
 
 def test_a_checkpoint_older_than_vocab_multiple_loads_unpadded(tmp_path):
     from model.checkpoint import model_parts
 
-    config = GPTConfig(vocab_size=50, block_size=8, n_layer=1, n_head=2, n_embd=16, vocab_multiple=1)
+    config = GPTConfig(
+        vocab_size=50, block_size=8, n_layer=1, n_head=2, n_embd=16, vocab_multiple=1
+    )
     saved = asdict(config)
     del saved["vocab_multiple"]  # written before the key existed, when the table was never padded
     atomic_save({"model": GPT(config).state_dict(), "model_config": saved}, tmp_path / "ckpt.pt")
@@ -151,7 +201,9 @@ def test_a_checkpoint_older_than_the_architecture_options_resumes_as_gpt2(corpus
     for key in ARCHITECTURE_KEYS:  # written before the options existed
         del ckpt["model_config"][key]
     torch.save(ckpt, out / CKPT_NAME)
-    assert train(tiny_config(corpus, out, "train.max_iters=7", "train.eval_interval=5"))["step"] == 7
+    assert (
+        train(tiny_config(corpus, out, "train.max_iters=7", "train.eval_interval=5"))["step"] == 7
+    )
     torch.save({**ckpt, "model_config": {**ckpt["model_config"], "qk_norm": True}}, out / CKPT_NAME)
     with pytest.raises(ValueError, match=r"shape.*qk_norm True -> False"):
         train(tiny_config(corpus, out, "train.max_iters=9"))
@@ -216,7 +268,10 @@ def test_failed_save_leaves_the_old_file_and_no_temp(tmp_path, monkeypatch):
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
 def test_ctrl_c_or_sigterm_saves_and_the_same_command_resumes(corpus, tmp_path, sig):
     out = tmp_path / "run"
-    cfg = write_yaml(tiny_config(corpus, out, "train.max_iters=100000", "train.log_interval=1"), tmp_path / "c.yaml")
+    cfg = write_yaml(
+        tiny_config(corpus, out, "train.max_iters=100000", "train.log_interval=1"),
+        tmp_path / "c.yaml",
+    )
     proc = start_training(cfg)
     wait_for_metrics(out, proc)
     proc.send_signal(sig)
@@ -235,8 +290,12 @@ def test_ctrl_c_or_sigterm_saves_and_the_same_command_resumes(corpus, tmp_path, 
 def test_two_quick_ctrl_c_quit_without_saving_and_say_so(corpus, tmp_path):
     out = tmp_path / "run"
     # Evaluating every step keeps checkpoints coming; the second Ctrl-C must not tear one.
-    cfg = write_yaml(tiny_config(corpus, out, "train.max_iters=100000", "train.log_interval=1",
-                                 "train.eval_interval=1"), tmp_path / "c.yaml")
+    cfg = write_yaml(
+        tiny_config(
+            corpus, out, "train.max_iters=100000", "train.log_interval=1", "train.eval_interval=1"
+        ),
+        tmp_path / "c.yaml",
+    )
     proc = start_training(cfg)
     wait_for_metrics(out, proc)
     proc.send_signal(signal.SIGINT)
@@ -263,23 +322,51 @@ def worker_pid(parent, rank):
     """The PID of the torchrun worker of `rank` under the process `parent` (from /proc)."""
     for stat in Path("/proc").glob("[0-9]*/stat"):
         with contextlib.suppress(OSError):
-            if int(stat.read_text().rsplit(")", 1)[1].split()[1]) == parent and \
-                    f"RANK={rank}".encode() in (stat.parent / "environ").read_bytes().split(b"\0"):
+            if int(
+                stat.read_text().rsplit(")", 1)[1].split()[1]
+            ) == parent and f"RANK={rank}".encode() in (stat.parent / "environ").read_bytes().split(
+                b"\0"
+            ):
                 return int(stat.parent.name)
     return None
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(not Path("/proc/self/environ").exists(), reason="finds torchrun's workers through /proc")
-def test_sigterm_to_one_torchrun_process_stops_both_at_the_same_step_with_a_checkpoint(corpus, tmp_path):
+@pytest.mark.skipif(
+    not Path("/proc/self/environ").exists(), reason="finds torchrun's workers through /proc"
+)
+def test_sigterm_to_one_torchrun_process_stops_both_at_the_same_step_with_a_checkpoint(
+    corpus, tmp_path
+):
     # Only rank 1 is told to stop: without agreeing, it would leave while rank 0 waits in the next
     # gradient all-reduce, and the interruption's checkpoint would never be written.
     out = tmp_path / "ddp"
-    cfg = write_yaml(tiny_config(corpus, out, "train.max_iters=100000", "train.log_interval=1",
-                                 "train.grad_accum_steps=2"), tmp_path / "ddp.yaml")
-    proc = subprocess.Popen([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
-                             "train.py", str(cfg)], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True, env=dict(os.environ, OMP_NUM_THREADS="1"))
+    cfg = write_yaml(
+        tiny_config(
+            corpus,
+            out,
+            "train.max_iters=100000",
+            "train.log_interval=1",
+            "train.grad_accum_steps=2",
+        ),
+        tmp_path / "ddp.yaml",
+    )
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "torch.distributed.run",
+            "--standalone",
+            "--nproc_per_node=2",
+            "train.py",
+            str(cfg),
+        ],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=dict(os.environ, OMP_NUM_THREADS="1"),
+    )
     wait_for_metrics(out, proc)
     rank1 = worker_pid(proc.pid, 1)
     assert rank1 is not None
@@ -294,12 +381,19 @@ def test_sigterm_to_one_torchrun_process_stops_both_at_the_same_step_with_a_chec
 @pytest.mark.slow
 def test_torchrun_two_processes_match_one_process(corpus, tmp_path):
     # Same global batch: 2 processes x 1 micro-batch vs 1 process x 2 micro-batches.
-    single = tiny_config(corpus, tmp_path / "single", "train.grad_accum_steps=2", "train.max_iters=10")
+    single = tiny_config(
+        corpus, tmp_path / "single", "train.grad_accum_steps=2", "train.max_iters=10"
+    )
     train(single)
-    cfg = write_yaml(tiny_config(corpus, tmp_path / "ddp", "train.grad_accum_steps=2", "train.max_iters=10"),
-                     tmp_path / "ddp.yaml")
+    cfg = write_yaml(
+        tiny_config(corpus, tmp_path / "ddp", "train.grad_accum_steps=2", "train.max_iters=10"),
+        tmp_path / "ddp.yaml",
+    )
     torchrun_two(cfg)
-    a = [json.loads(line) for line in (tmp_path / "single" / "metrics.jsonl").read_text().splitlines()]
+    a = [
+        json.loads(line)
+        for line in (tmp_path / "single" / "metrics.jsonl").read_text().splitlines()
+    ]
     b = [json.loads(line) for line in (tmp_path / "ddp" / "metrics.jsonl").read_text().splitlines()]
     assert [r["step"] for r in a] == [r["step"] for r in b]
     for ra, rb in zip(a, b):
@@ -313,16 +407,33 @@ def test_prepare_only_then_torchrun_with_fewer_eval_batches_than_processes(corpu
     # A fresh cache: local rank 0 prepares while rank 1 waits; then eval_iters=1 leaves rank 1
     # without an eval batch, which must not hang a collective.
     cache = tmp_path / "cache"
-    cfg = write_yaml(tiny_config(corpus, tmp_path / "ddp", f"data.cache_dir={cache}", "train.grad_accum_steps=2",
-                                 "train.max_iters=6", "train.eval_interval=3", "train.eval_iters=1"),
-                     tmp_path / "ddp.yaml")
+    cfg = write_yaml(
+        tiny_config(
+            corpus,
+            tmp_path / "ddp",
+            f"data.cache_dir={cache}",
+            "train.grad_accum_steps=2",
+            "train.max_iters=6",
+            "train.eval_interval=3",
+            "train.eval_iters=1",
+        ),
+        tmp_path / "ddp.yaml",
+    )
     torchrun_two(cfg)
-    evals = [json.loads(line) for line in (tmp_path / "ddp" / "metrics.jsonl").read_text().splitlines()]
+    evals = [
+        json.loads(line) for line in (tmp_path / "ddp" / "metrics.jsonl").read_text().splitlines()
+    ]
     assert [e["step"] for e in evals if "val_loss" in e] == [3, 6]
     assert len(list((cache / "prepared").iterdir())) == 1
 
     fresh = tmp_path / "fresh-cache"
-    r = run_script("train.py", cfg, f"data.cache_dir={fresh}", "--prepare-only", f"out_dir={tmp_path / 'unused'}")
+    r = run_script(
+        "train.py",
+        cfg,
+        f"data.cache_dir={fresh}",
+        "--prepare-only",
+        f"out_dir={tmp_path / 'unused'}",
+    )
     assert r.returncode == 0, r.stderr
     prepared = next((fresh / "prepared").iterdir())
     assert f"in {prepared}" in r.stdout and (prepared / "meta.json").exists()
@@ -342,7 +453,9 @@ def test_full_val_loss_averages_every_window_of_the_val_split(corpus, tmp_path, 
     result = train(tiny_config(corpus, out, "train.max_iters=5", "train.eval_interval=5"))
     model = load_run(out).model
     prepared = prepare(str(corpus / "text.txt"), "char", None, 0.1, corpus / "cache")
-    data = torch.from_numpy(np.fromfile(prepared.val_path, dtype=prepared.meta["dtype"]).astype(np.int64))
+    data = torch.from_numpy(
+        np.fromfile(prepared.val_path, dtype=prepared.meta["dtype"]).astype(np.int64)
+    )
     n = (len(data) - 1) // 16
     windows = torch.stack([data[i * 16 : i * 16 + 17] for i in range(n)])
     expected = lm_loss(model(windows[:, :-1]), windows[:, 1:]).item()
@@ -366,8 +479,13 @@ def test_evaluation_batches_are_cache_sized_on_a_cpu_and_never_below_the_trainin
 @pytest.mark.slow
 def test_piped_output_is_one_plain_line_per_log_and_eval(corpus, tmp_path):
     cfg = write_yaml(tiny_config(corpus, tmp_path / "run"), tmp_path / "c.yaml")
-    proc = subprocess.Popen([sys.executable, "train.py", str(cfg)], cwd=ROOT, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "train.py", str(cfg)],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     lines = [line.rstrip("\n") for line in proc.stdout]  # read as they come, line by line
     stderr = proc.stderr.read()
     assert proc.wait(timeout=120) == 0, stderr
@@ -383,20 +501,25 @@ def test_the_training_module_is_the_loss_then_ddp_then_compile(tmp_path, tiny_gp
     import torch.distributed as dist
     from torch.nn.parallel import DistributedDataParallel as DDP
 
-    from training.runtime import Runtime
-    from training.runtime import TrainingLoss, training_module
+    from training.runtime import Runtime, TrainingLoss, training_module
 
     model = tiny_gpt()
     x, y = torch.randint(0, 50, (2, 8)), torch.randint(0, 50, (2, 8))
     plain = training_module(model, Runtime(torch.device("cpu"), torch.float32), compile=False)
     assert isinstance(plain, TrainingLoss) and plain.model is model
     assert plain(x, y).item() == pytest.approx(lm_loss(model(x), y).item())
-    dist.init_process_group("gloo", init_method=f"file://{tmp_path / 'store'}", rank=0, world_size=1)
+    dist.init_process_group(
+        "gloo", init_method=f"file://{tmp_path / 'store'}", rank=0, world_size=1
+    )
     try:
         ddp_runtime = Runtime(torch.device("cpu"), torch.float32, world_size=2)  # as under torchrun
-        wrapped = training_module(model, ddp_runtime, compile=True)  # compiles lazily: no compiler run
+        wrapped = training_module(
+            model, ddp_runtime, compile=True
+        )  # compiles lazily: no compiler run
         assert isinstance(wrapped, torch._dynamo.eval_frame.OptimizedModule)
-        assert isinstance(wrapped._orig_mod, DDP) and isinstance(wrapped._orig_mod.module, TrainingLoss)
+        assert isinstance(wrapped._orig_mod, DDP) and isinstance(
+            wrapped._orig_mod.module, TrainingLoss
+        )
     finally:
         dist.destroy_process_group()
 
@@ -405,13 +528,24 @@ def test_the_training_module_is_the_loss_then_ddp_then_compile(tmp_path, tiny_gp
 def test_a_reader_that_leaves_the_pipe_neither_stops_nor_loses_the_run(corpus, tmp_path):
     # `train.py | head -3`: a real pipe whose reader closes it after three lines.
     out = tmp_path / "run"
-    cfg = write_yaml(tiny_config(corpus, out, "train.max_iters=150", "train.log_interval=1", "train.eval_interval=50"),
-                     tmp_path / "c.yaml")
-    proc = subprocess.Popen([sys.executable, "train.py", str(cfg)], cwd=ROOT, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
+    cfg = write_yaml(
+        tiny_config(
+            corpus, out, "train.max_iters=150", "train.log_interval=1", "train.eval_interval=50"
+        ),
+        tmp_path / "c.yaml",
+    )
+    proc = subprocess.Popen(
+        [sys.executable, "train.py", str(cfg)],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     for _ in range(3):
         proc.stdout.readline()
     proc.stdout.close()
     stderr = proc.communicate(timeout=120)[1]
-    assert proc.returncode == 0 and "Broken pipe" not in stderr and "Traceback" not in stderr, stderr
+    assert proc.returncode == 0 and "Broken pipe" not in stderr and "Traceback" not in stderr, (
+        stderr
+    )
     assert load_checkpoint(out)["step"] == 150

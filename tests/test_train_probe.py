@@ -7,10 +7,10 @@ import torch
 
 from data.pronouns import natural
 from tests.helpers import tiny_config
-from training.loop import train
 from training.console import Console
-from training.runtime import Runtime
 from training.live_probe import probe_examples, probe_schedule
+from training.loop import train
+from training.runtime import Runtime
 
 SENTENCES = [
     ("the dog and the cat sat while it barked.", "it", "dog", ["cat"]),
@@ -24,8 +24,16 @@ def write_probe_file(path):
     for text, pronoun, antecedent, distractors in SENTENCES:
         span = lambda word: [text.index(word), text.index(word) + len(word)]
         p = text.index(f" {pronoun} ") + 1
-        lines.append(json.dumps({"text": text, "pronoun": [p, p + len(pronoun)], "antecedent": span(antecedent),
-                                 "distractors": [span(d) for d in distractors]}))
+        lines.append(
+            json.dumps(
+                {
+                    "text": text,
+                    "pronoun": [p, p + len(pronoun)],
+                    "antecedent": span(antecedent),
+                    "distractors": [span(d) for d in distractors],
+                }
+            )
+        )
     path.write_text("\n".join(lines) + "\n")
     return path
 
@@ -42,14 +50,20 @@ def test_probe_records_appear_at_their_steps_survive_resume_and_draw_probe_png(c
     # Every 6 steps and the last, and 12 steps spaced in log(step) from 1 to 20.
     assert schedule == [1, 2, 3, 4, 6, 7, 9, 12, 16, 18, 20]
     train(tiny_config(corpus, out, *overrides, "train.run_steps=13"))
-    assert [r["step"] for r in records(out) if "probe_heads" in r] == [s for s in schedule if s <= 13]
+    assert [r["step"] for r in records(out) if "probe_heads" in r] == [
+        s for s in schedule if s <= 13
+    ]
     train(tiny_config(corpus, out, *overrides))
     probes = [r for r in records(out) if "probe_heads" in r]
     assert [r["step"] for r in probes] == schedule
     last = probes[-1]
     assert len(last["probe_heads"]) == 2 and len(last["probe_heads"][0]) == 2  # 2 layers x 2 heads
     layer, head = last["probe_best_head"]
-    assert last["probe_best"] == max(max(row) for row in last["probe_heads"]) == last["probe_heads"][layer][head]
+    assert (
+        last["probe_best"]
+        == max(max(row) for row in last["probe_heads"])
+        == last["probe_heads"][layer][head]
+    )
     assert set(last["probe_baselines"]) == {"random", "first", "nearest"}
     # The dog comes first in 2 of 3, but block_size 16 leaves the first noun of those two out of
     # the window at "it": a rule may pick only what the model reads, so "first" hits once.
@@ -64,12 +78,17 @@ def test_no_labels_means_no_probe_and_a_note(corpus, tmp_path, capsys):
     assert not any("probe_heads" in r for r in records(out)) and not (out / "probe.png").exists()
 
 
-@pytest.mark.parametrize("content, message", [
-    (None, "No such file"),
-    ("not json\n", "line 1.*JSON"),
-    ("", "holds no examples"),
-])
-def test_a_missing_or_malformed_probe_file_stops_before_training(corpus, tmp_path, content, message):
+@pytest.mark.parametrize(
+    "content, message",
+    [
+        (None, "No such file"),
+        ("not json\n", "line 1.*JSON"),
+        ("", "holds no examples"),
+    ],
+)
+def test_a_missing_or_malformed_probe_file_stops_before_training(
+    corpus, tmp_path, content, message
+):
     probe_file = tmp_path / "probe.jsonl"
     if content is not None:
         probe_file.write_text(content)
@@ -80,8 +99,13 @@ def test_a_missing_or_malformed_probe_file_stops_before_training(corpus, tmp_pat
 
 
 def test_the_probe_file_natural_means_the_built_in_natural_sentences(corpus, tmp_path):
-    config = tiny_config(corpus, tmp_path / "run", "train.probe_interval=5", "train.probe_file=natural")
-    assert probe_examples(config, Runtime(torch.device("cpu"), torch.float32), Console(True)) == natural()
+    config = tiny_config(
+        corpus, tmp_path / "run", "train.probe_interval=5", "train.probe_file=natural"
+    )
+    assert (
+        probe_examples(config, Runtime(torch.device("cpu"), torch.float32), Console(True))
+        == natural()
+    )
 
 
 def test_the_default_run_probes_at_least_12_times_most_of_them_early():
@@ -95,22 +119,38 @@ def test_the_plots_mark_where_the_best_head_first_reaches_90_percent():
     from analysis.curve import curve_section, first_pass
 
     grid = lambda v: [[0.1, v], [0.2, 0.3]]  # noqa: E731
-    probes = [{"step": s, "probe_heads": grid(v), "probe_best_head": [0, 1],
-               "probe_baselines": {"random": 0.4, "first": 0.5, "nearest": 0.4}}
-              for s, v in ((1, 0.2), (10, 0.5), (100, 0.92), (1000, 0.95))]
+    probes = [
+        {
+            "step": s,
+            "probe_heads": grid(v),
+            "probe_best_head": [0, 1],
+            "probe_baselines": {"random": 0.4, "first": 0.5, "nearest": 0.4},
+        }
+        for s, v in ((1, 0.2), (10, 0.5), (100, 0.92), (1000, 0.95))
+    ]
     assert first_pass(probes) == 100
     assert first_pass(probes[:2]) is None
     assert "reaches 90% at step 100" in curve_section(probes)
 
 
-def test_both_plots_are_written_at_each_evaluation_and_probe_png_uses_the_pages_colours(corpus, tmp_path):
+def test_both_plots_are_written_at_each_evaluation_and_probe_png_uses_the_pages_colours(
+    corpus, tmp_path
+):
     import numpy as np
     from PIL import Image
 
     probe_file = write_probe_file(tmp_path / "probe.jsonl")
     out = tmp_path / "run"
     # Stopped after its first evaluation: the plots are there already, before any finish.
-    train(tiny_config(corpus, out, f"train.probe_file={probe_file}", "train.run_steps=10", "train.eval_interval=10"))
+    train(
+        tiny_config(
+            corpus,
+            out,
+            f"train.probe_file={probe_file}",
+            "train.run_steps=10",
+            "train.eval_interval=10",
+        )
+    )
     assert (out / "loss.png").exists() and (out / "probe.png").exists()
     rgb = np.asarray(Image.open(out / "probe.png").convert("RGB")).reshape(-1, 3).astype(int)
     near = lambda colour: int((np.abs(rgb - colour).sum(1) < 30).sum())  # noqa: E731
@@ -124,8 +164,10 @@ def test_loss_png_labels_the_range_where_the_evaluations_sit(monkeypatch, tmp_pa
     drawn = []
     monkeypatch.setattr(console, "_save", lambda fig, path: drawn.append(fig))
     records = [{"step": s, "loss": 4.2 * 0.9 ** (s / 10) + 1.2} for s in range(10, 2010, 10)]
-    records += [{"step": s, "train_loss": 1.2 + 0.2 * 500 / s, "val_loss": 1.25 + 0.2 * 500 / s}
-                for s in (500, 1000, 1500, 2000)]  # 1.30 to 1.45
+    records += [
+        {"step": s, "train_loss": 1.2 + 0.2 * 500 / s, "val_loss": 1.25 + 0.2 * 500 / s}
+        for s in (500, 1000, 1500, 2000)
+    ]  # 1.30 to 1.45
     console.plot_losses(records, tmp_path / "loss.png")
     (ax,) = drawn[0].axes
     low, high = ax.get_ylim()

@@ -32,8 +32,16 @@ class Console:
         """The progress bar, from step `initial` of `total`: only on a terminal."""
         stream = stream or sys.stderr
         if self.enabled and stream.isatty():
-            self.bar = tqdm(total=total, initial=initial, desc="train", unit="step", dynamic_ncols=True,
-                            mininterval=0.5, file=stream, bar_format=BAR_FORMAT)
+            self.bar = tqdm(
+                total=total,
+                initial=initial,
+                desc="train",
+                unit="step",
+                dynamic_ncols=True,
+                mininterval=0.5,
+                file=stream,
+                bar_format=BAR_FORMAT,
+            )
 
     def say(self, message):
         if self.bar is not None:
@@ -52,12 +60,22 @@ class Console:
 
     def log(self, step, loss, lr, tokens_per_sec, mfu):
         shown = "n/a" if mfu is None else f"{mfu:.1%}"
-        fields = [f"loss {loss:.4f}", f"lr {lr:.2e}", f"{tokens_per_sec:,.0f} tok/s",
-                  f"MFU {shown}"]
+        fields = [
+            f"loss {loss:.4f}",
+            f"lr {lr:.2e}",
+            f"{tokens_per_sec:,.0f} tok/s",
+            f"MFU {shown}",
+        ]
         if self.bar is not None:
-            room = terminal_width(self.bar.fp) - len(self.bar.format_meter(
-                **{**self.bar.format_dict, "bar_format": BAR_FORMAT.replace("{bar}", ""),
-                   "postfix": None}))
+            room = terminal_width(self.bar.fp) - len(
+                self.bar.format_meter(
+                    **{
+                        **self.bar.format_dict,
+                        "bar_format": BAR_FORMAT.replace("{bar}", ""),
+                        "postfix": None,
+                    }
+                )
+            )
             self.bar.set_postfix_str(fit_fields(fields, room - MIN_BAR, BAR_DROPS))
         else:
             self.say(f"step {step}: " + ", ".join(fields))
@@ -114,8 +132,9 @@ def wrap_for(message, stream):
         if len(line) <= width:
             lines.append(line)
             continue
-        lines += textwrap.wrap(line, width, subsequent_indent="  ", break_long_words=False,
-                               break_on_hyphens=False)
+        lines += textwrap.wrap(
+            line, width, subsequent_indent="  ", break_long_words=False, break_on_hyphens=False
+        )
     return "\n".join(lines)
 
 
@@ -124,12 +143,14 @@ def eval_line(step, final, tokens_per_sec, seconds):
     of a mix, Y is the weighted mean and each source's val loss follows it."""
     bpb = f", val bpb {final['val_bpb']:.3f}" if final.get("val_bpb") is not None else ""
     speed = f", {tokens_per_sec:,.0f} tok/s" if tokens_per_sec else ""
-    return (f"step {step}: train loss {final['train_loss']:.4f}, val loss {final['val_loss']:.4f}"
-            f"{by_source(final.get('val_loss_sources'))}{bpb}{speed}, {seconds:.0f} s")
+    return (
+        f"step {step}: train loss {final['train_loss']:.4f}, val loss {final['val_loss']:.4f}"
+        f"{by_source(final.get('val_loss_sources'))}{bpb}{speed}, {seconds:.0f} s"
+    )
 
 
 def by_source(losses):
-    """", val tinyshakespeare 1.7100, pronouns 0.4100" for a mix's per-source losses; "" for none."""
+    """ ", val tinyshakespeare 1.7100, pronouns 0.4100" for a mix's per-source losses; "" for none."""
     if not losses:
         return ""
     return ", val " + ", ".join(f"{name} {loss:.4f}" for name, loss in losses.items())
@@ -146,8 +167,15 @@ class Metrics:
     def __init__(self, path, resume_step=None, trackers=None):
         self.path = Path(path)
         self.trackers = trackers  # training.trackers.Trackers: each record goes to them too
-        kept = [] if resume_step is None else [
-            record for record in read_metrics(self.path) if record.get("step", math.inf) <= resume_step]
+        kept = (
+            []
+            if resume_step is None
+            else [
+                record
+                for record in read_metrics(self.path)
+                if record.get("step", math.inf) <= resume_step
+            ]
+        )
         write_atomic(self.path, "".join(json.dumps(record) + "\n" for record in kept))
 
     def log(self, **record):
@@ -181,7 +209,26 @@ def _save(fig, png_path):
     write_atomic(png_path, lambda f: fig.savefig(f, format="png"))
 
 
-LOSS_TICKS = (1.0, 1.1, 1.2, 1.3, 1.4, 1.5, 1.7, 2.0, 2.2, 2.5, 3.0, 3.5, 4.0, 5.0, 6.0, 7.0, 8.0, 9.0)
+LOSS_TICKS = (
+    1.0,
+    1.1,
+    1.2,
+    1.3,
+    1.4,
+    1.5,
+    1.7,
+    2.0,
+    2.2,
+    2.5,
+    3.0,
+    3.5,
+    4.0,
+    5.0,
+    6.0,
+    7.0,
+    8.0,
+    9.0,
+)
 
 
 def plot_losses(records, png_path):
@@ -194,7 +241,13 @@ def plot_losses(records, png_path):
     full = [r for r in records if "val_loss_full" in r]
     fig, ax = _figure()
     if logs:
-        ax.plot([r["step"] for r in logs], [r["loss"] for r in logs], lw=1, alpha=0.5, label="train (batch)")
+        ax.plot(
+            [r["step"] for r in logs],
+            [r["loss"] for r in logs],
+            lw=1,
+            alpha=0.5,
+            label="train (batch)",
+        )
     if evals:
         # Points, not lines: at the default eval_interval there are two or three evaluations, and
         # lines between them would cross the axis and hide the batch curve they sit on.
@@ -202,8 +255,14 @@ def plot_losses(records, png_path):
         ax.plot(steps, [r["train_loss"] for r in evals], "o", label="train (eval)")
         ax.plot(steps, [r["val_loss"] for r in evals], "s", label="val")
     if full:
-        ax.plot([full[-1]["step"]], [full[-1]["val_loss_full"]], "*", ms=12, color="C3",
-                label=f"val, whole split: {full[-1]['val_loss_full']:.3f}")
+        ax.plot(
+            [full[-1]["step"]],
+            [full[-1]["val_loss_full"]],
+            "*",
+            ms=12,
+            color="C3",
+            label=f"val, whole split: {full[-1]['val_loss_full']:.3f}",
+        )
     ax.set_yscale("log")
     from matplotlib.ticker import FormatStrFormatter, LogLocator, NullFormatter
 

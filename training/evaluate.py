@@ -18,11 +18,10 @@ from configs.run_dir import resolved
 from data.loader import get_mixed_batch
 from model.device import pick_device, pick_dtype
 from runs.loading import load_run
-from training.resume import data_mismatch, data_fingerprint, recorded_fingerprint
 from training.console import perplexity
+from training.resume import data_fingerprint, data_mismatch, recorded_fingerprint
 from training.runtime import Runtime, all_sum
 from training.start import prepare_corpus
-
 
 # Evaluation has no backward pass to hold memory for, so it runs in batches of about this many
 # tokens, whatever the training batch. A GPU gains from large batches; a CPU runs fastest while a
@@ -50,8 +49,9 @@ def _token_losses(model, x, y, runtime):
     for i in range(0, len(x), step):
         with runtime.autocast():
             logits = model(x[i : i + step])
-        total += F.cross_entropy(logits.float().flatten(0, 1), y[i : i + step].flatten(),
-                                 reduction="sum").double()
+        total += F.cross_entropy(
+            logits.float().flatten(0, 1), y[i : i + step].flatten(), reduction="sum"
+        ).double()
     return total
 
 
@@ -67,7 +67,10 @@ def evaluate(model, data, config, runtime):
 
     def loss_of(files):
         def draw(g):
-            return get_mixed_batch(files, dtype, settings.batch_size, config.model.block_size, runtime.device, g)
+            return get_mixed_batch(
+                files, dtype, settings.batch_size, config.model.block_size, runtime.device, g
+            )
+
         return _fixed_batches_loss(model, draw, config, runtime)
 
     model.eval()
@@ -83,13 +86,18 @@ def evaluate(model, data, config, runtime):
 def _fixed_batches_loss(model, draw, config, runtime):
     """Mean loss over the eval_iters batches draw(generator) gives for fixed seeds."""
     settings, block_size = config.train, config.model.block_size
-    xs, ys = [torch.zeros(0, block_size, dtype=torch.long, device=runtime.device)], [torch.zeros(0, block_size, dtype=torch.long, device=runtime.device)]
+    xs, ys = (
+        [torch.zeros(0, block_size, dtype=torch.long, device=runtime.device)],
+        [torch.zeros(0, block_size, dtype=torch.long, device=runtime.device)],
+    )
     for k in range(runtime.rank, settings.eval_iters, runtime.world_size):
         # The same batches at every evaluation, so the curve shows the model change, not the data.
         x, y = draw(torch.Generator().manual_seed(config.seed + 7919 * (k + 1)))
         xs.append(x)
         ys.append(y)
-    total = _token_losses(model, torch.cat(xs), torch.cat(ys), runtime) / (settings.batch_size * block_size)
+    total = _token_losses(model, torch.cat(xs), torch.cat(ys), runtime) / (
+        settings.batch_size * block_size
+    )
     return (all_sum(total, runtime) / settings.eval_iters).item()
 
 
@@ -98,9 +106,16 @@ def windows_bar(total, what, runtime):
     rank 0 and only on a terminal (tqdm's disable=None), so logs and pipes stay plain."""
     from tqdm import tqdm
 
-    return tqdm(total=total, desc=what, unit="window", dynamic_ncols=True,
-                mininterval=0.5, leave=False, file=sys.stderr,
-                disable=None if runtime.is_main else True)
+    return tqdm(
+        total=total,
+        desc=what,
+        unit="window",
+        dynamic_ncols=True,
+        mininterval=0.5,
+        leave=False,
+        file=sys.stderr,
+        disable=None if runtime.is_main else True,
+    )
 
 
 @torch.inference_mode()
@@ -144,14 +159,16 @@ def _val_name(prepared):
 def full_val_loss(model, prepared, block_size, batch_size, runtime):
     """windows_loss over the whole val split of one prepared source."""
     data = np.memmap(prepared.val_path, dtype=np.dtype(prepared.meta["dtype"]), mode="r")
-    return windows_loss(model, data, block_size, batch_size, runtime,
-                        what=_val_name(prepared))
+    return windows_loss(model, data, block_size, batch_size, runtime, what=_val_name(prepared))
 
 
 def full_val_losses(model, data, block_size, batch_size, runtime):
     """{"val_loss_full": ...}: the whole val split's loss; of a mix, the weighted mean of each
     source's, which are in "val_loss_full_sources" ({name: loss})."""
-    per = {p.name: full_val_loss(model, p.prepared, block_size, batch_size, runtime) for p in data.parts}
+    per = {
+        p.name: full_val_loss(model, p.prepared, block_size, batch_size, runtime)
+        for p in data.parts
+    }
     out = {"val_loss_full": sum(p.weight * per[p.name] for p in data.parts)}
     if data.is_mix:
         out["val_loss_full_sources"] = per
@@ -173,7 +190,9 @@ def mix_bits_per_byte(loss, data):
     metas = [p.prepared.meta for p in data.parts]
     if not all(m.get("val_bytes") for m in metas):
         return None
-    bytes_per_token = sum(p.weight * m["val_bytes"] / m["val_tokens"] for p, m in zip(data.parts, metas))
+    bytes_per_token = sum(
+        p.weight * m["val_bytes"] / m["val_tokens"] for p, m in zip(data.parts, metas)
+    )
     return loss / math.log(2) / bytes_per_token
 
 
@@ -181,7 +200,9 @@ def evaluate_run(run, runtime, batch_size, text_path=None, data=None):
     """The loss of a loaded run (runs.loading.load_run) on a text file, or on the val split of each
     source of `data` (a data.mix.Mixture); returns one line per text for people."""
     if text_path is None:
-        return "\n".join(_evaluate_text(run, runtime, batch_size, prepared=p.prepared) for p in data.parts)
+        return "\n".join(
+            _evaluate_text(run, runtime, batch_size, prepared=p.prepared) for p in data.parts
+        )
     return _evaluate_text(run, runtime, batch_size, text_path)
 
 
@@ -190,7 +211,9 @@ def _evaluate_text(run, runtime, batch_size, text_path=None, prepared=None):
         try:
             text = Path(text_path).read_text(encoding="utf-8")
         except (OSError, UnicodeDecodeError) as e:
-            raise ValueError(f"cannot read {text_path} as UTF-8 text ({getattr(e, 'strerror', None) or e})") from None
+            raise ValueError(
+                f"cannot read {text_path} as UTF-8 text ({getattr(e, 'strerror', None) or e})"
+            ) from None
         ids = np.asarray(run.tokenizer.encode(text), dtype=np.int64)
         meta, what = {"val_tokens": len(ids), "val_bytes": len(text.encode())}, str(text_path)
         bar = Path(text_path).name
@@ -200,8 +223,11 @@ def _evaluate_text(run, runtime, batch_size, text_path=None, prepared=None):
         bar = _val_name(prepared)
     loss = windows_loss(run.model, ids, run.model.config.block_size, batch_size, runtime, bar)
     bpb = bits_per_byte(loss, meta)
-    return (f"{what}: loss {loss:.4f} nats/token, perplexity {perplexity(loss):.2f}"
-            + (f", {bpb:.3f} bits/byte" if bpb is not None else "") + f" over {len(ids):,} tokens")
+    return (
+        f"{what}: loss {loss:.4f} nats/token, perplexity {perplexity(loss):.2f}"
+        + (f", {bpb:.3f} bits/byte" if bpb is not None else "")
+        + f" over {len(ids):,} tokens"
+    )
 
 
 def evaluate_only(config, text_path=None):
@@ -215,8 +241,12 @@ def evaluate_only(config, text_path=None):
     if text_path is None:
         # A fine-tuned run was prepared with its source's tokenizer, which the run folder holds.
         data = prepare_corpus(config, run.tokenizer if config.train.init_from else None)
-        mismatch = data_mismatch(recorded_fingerprint(run.ckpt, config.out_dir), data_fingerprint(data))
+        mismatch = data_mismatch(
+            recorded_fingerprint(run.ckpt, config.out_dir), data_fingerprint(data)
+        )
         if mismatch:
-            raise ValueError(f"{config.out_dir} {mismatch}, so this config's val split is not its own; "
-                             "give the config it was trained with, or --text FILE")
+            raise ValueError(
+                f"{config.out_dir} {mismatch}, so this config's val split is not its own; "
+                "give the config it was trained with, or --text FILE"
+            )
     return evaluate_run(run, runtime, config.train.batch_size, text_path, data)

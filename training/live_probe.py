@@ -52,8 +52,10 @@ def probe_examples(config, runtime, console):
         return read_examples(settings.probe_file, named="train.probe_file ")
     if holds_pronouns(config):
         return pronoun_examples("dev")
-    console.note("note: train.probe_interval is on, but this corpus has no labelled pronouns; give "
-                 "train.probe_file (labelled JSONL, as for generate.py --probe) to watch the heads")
+    console.note(
+        "note: train.probe_interval is on, but this corpus has no labelled pronouns; give "
+        "train.probe_file (labelled JSONL, as for generate.py --probe) to watch the heads"
+    )
     return None
 
 
@@ -68,9 +70,16 @@ def probe_heads(job, progress):
         scores = head_scores(job.raw_model, job.data.tokenizer, job.probe_examples)
     job.raw_model.train()
     layer, head = scores["best_head"]
-    job.metrics.log(step=progress.step, probe_best=scores["best"], probe_best_head=scores["best_head"],
-                    probe_heads=scores["heads"], probe_baselines=scores["baselines"])
+    job.metrics.log(
+        step=progress.step,
+        probe_best=scores["best"],
+        probe_best_head=scores["best_head"],
+        probe_heads=scores["heads"],
+        probe_baselines=scores["baselines"],
+    )
     b = scores["baselines"]
-    job.console.say(f"step {progress.step}: probe best head L{layer} H{head} {scores['best']:.1%} "
-                    f"(baselines: first {b['first']:.1%}, nearest {b['nearest']:.1%})")
+    job.console.say(
+        f"step {progress.step}: probe best head L{layer} H{head} {scores['best']:.1%} "
+        f"(baselines: first {b['first']:.1%}, nearest {b['nearest']:.1%})"
+    )
     progress.paused += time.perf_counter() - started

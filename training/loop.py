@@ -26,10 +26,10 @@ from model.checkpoint import CKPT_NAME, atomic_save
 from runs.folder import LOSS_PLOT, METRICS_FILE, PROBE_PLOT
 from runs.restart import written_aside
 from storage.lock import folder_lock
-from training.evaluate import evaluate, full_val_losses, mix_bits_per_byte
-from training.optim import lr_at
 from training.console import Console, eval_line, perplexity, plot_losses, plot_probe, summary
+from training.evaluate import evaluate, full_val_losses, mix_bits_per_byte
 from training.live_probe import probe_examples, probe_heads
+from training.optim import lr_at
 from training.runtime import all_sum, any_process, compile_problem, mfu, setup_runtime, teardown
 from training.start import build, how_it_starts, prepare_data, pretrained_start
 from training.trackers import check_installed
@@ -73,11 +73,17 @@ def train(config, force=False):
     problem = config.train.compile and compile_problem(runtime.device.type)
     if problem:
         teardown(runtime)
-        raise ValueError(f"train.compile=true cannot build kernels here: {problem}; install it, "
-                         "or set train.compile=false")
+        raise ValueError(
+            f"train.compile=true cannot build kernels here: {problem}; install it, "
+            "or set train.compile=false"
+        )
     try:
         # Rank 0 alone writes the run folder, so it alone holds the folder's lock.
-        with folder_lock(config.out_dir, "training run") if runtime.is_main else contextlib.nullcontext():
+        with (
+            folder_lock(config.out_dir, "training run")
+            if runtime.is_main
+            else contextlib.nullcontext()
+        ):
             return _train(config, runtime, force)
     finally:
         teardown(runtime)
@@ -88,7 +94,8 @@ def _train(config, runtime, force):
     if settings.grad_accum_steps % runtime.world_size:
         raise ValueError(
             f"train.grad_accum_steps ({settings.grad_accum_steps}) must be a multiple of the number of "
-            f"processes ({runtime.world_size}): each process runs an equal share of the micro-batches")
+            f"processes ({runtime.world_size}): each process runs an equal share of the micro-batches"
+        )
     console = Console(runtime.is_main)
     pretrained = pretrained_start(config)
     data = prepare_data(config, runtime, pretrained)
@@ -118,13 +125,21 @@ def _loop(job, progress):
                 torch.manual_seed(dropout_seed(config.seed, progress.step, runtime.rank))
                 train_step(job, progress)
                 console.step()
-                if progress.step % settings.log_interval == 0 or progress.step == settings.max_iters:
+                if (
+                    progress.step % settings.log_interval == 0
+                    or progress.step == settings.max_iters
+                ):
                     log_progress(job, progress)
-                if progress.step % settings.eval_interval == 0 or progress.step == settings.max_iters:
+                if (
+                    progress.step % settings.eval_interval == 0
+                    or progress.step == settings.max_iters
+                ):
                     evaluate_and_save(job, progress)
                 if job.probe_examples and progress.step in job.probe_steps:
                     probe_heads(job, progress)
-                stopping = settings.run_steps and progress.step - progress.start_step >= settings.run_steps
+                stopping = (
+                    settings.run_steps and progress.step - progress.start_step >= settings.run_steps
+                )
                 # Under torchrun each process gets the signal on its own, maybe a step apart: all
                 # stop after the step in which any one got it, or the others would wait forever.
                 requested = any_process(stop.signal, runtime)
@@ -140,21 +155,27 @@ def _loop(job, progress):
         finally:
             console.close()  # before any message or error, so none lands inside the bar
     if requested and progress.step < settings.max_iters:
-        console.say(f"\ninterrupted ({stop.signal or 'on another process'}): checkpoint of step {progress.step} "
-                    f"saved in {job.out_dir}; run the same command to resume")
+        console.say(
+            f"\ninterrupted ({stop.signal or 'on another process'}): checkpoint of step {progress.step} "
+            f"saved in {job.out_dir}; run the same command to resume"
+        )
         raise KeyboardInterrupt
     if progress.step < settings.max_iters:  # train.run_steps is done
-        console.say(f"stopped after train.run_steps={settings.run_steps} steps, at step "
-                    f"{progress.step} of {settings.max_iters}: checkpoint saved in {job.out_dir}; "
-                    "run the same command to go on")
+        console.say(
+            f"stopped after train.run_steps={settings.run_steps} steps, at step "
+            f"{progress.step} of {settings.max_iters}: checkpoint saved in {job.out_dir}; "
+            "run the same command to go on"
+        )
         return {"step": progress.step, "stopped": True}
     return finish(job, progress)
 
 
 def _checkpoint_state(job, progress):
     if job.aside and not job.aside.published:
-        return (f"no checkpoint was written; {job.out_dir} still holds the old run, untouched "
-                "(--force replaces it only at the new run's first checkpoint)")
+        return (
+            f"no checkpoint was written; {job.out_dir} still holds the old run, untouched "
+            "(--force replaces it only at the new run's first checkpoint)"
+        )
     if progress.saved_step is None:
         return f"no checkpoint was written to {job.out_dir}"
     return f"the checkpoint of step {progress.saved_step} in {job.out_dir} is intact"
@@ -172,8 +193,11 @@ class StopRequests:
         if self.signal:
             raise KeyboardInterrupt
         self.signal = signal.Signals(signum).name
-        print(f"\n{self.signal}: saving a checkpoint after this step (again to quit without saving)",
-              file=sys.stderr, flush=True)
+        print(
+            f"\n{self.signal}: saving a checkpoint after this step (again to quit without saving)",
+            file=sys.stderr,
+            flush=True,
+        )
 
     def __enter__(self):
         if threading.current_thread() is threading.main_thread():
@@ -190,15 +214,23 @@ class StopRequests:
 def train_step(job, progress):
     """One optimizer step: the process's share of the micro-batches, clipping, the update."""
     config, runtime, settings = job.config, job.runtime, job.config.train
-    lr = lr_at(progress.step, settings.lr, settings.min_lr, settings.warmup_iters, settings.max_iters)
+    lr = lr_at(
+        progress.step, settings.lr, settings.min_lr, settings.warmup_iters, settings.max_iters
+    )
     for group in job.optimizer.param_groups:  # every group follows the schedule's shape
         group["lr"] = group["peak_lr"] * lr / settings.lr
     accum = settings.grad_accum_steps // runtime.world_size
     files = job.data.train_files(progress.step / settings.max_iters)  # a curriculum's weights now
     for a in range(accum):
         g = micro_batch_generator(config.seed, progress.step, runtime.rank * accum + a)
-        x, y = get_mixed_batch(files, job.data.meta["dtype"], settings.batch_size, config.model.block_size,
-                               runtime.device, g)
+        x, y = get_mixed_batch(
+            files,
+            job.data.meta["dtype"],
+            settings.batch_size,
+            config.model.block_size,
+            runtime.device,
+            g,
+        )
         # Under DDP, gradients are all-reduced only on the last micro-batch of a step.
         sync = not runtime.ddp or a == accum - 1
         with contextlib.nullcontext() if sync else job.model.no_sync():
@@ -222,13 +254,17 @@ def log_progress(job, progress):
     loss = (all_sum(progress.loss_sum, runtime) / (runtime.world_size * steps)).item()
     progress.loss_sum.zero_()
     if not math.isfinite(loss):
-        raise TrainingStopped(f"loss is {loss} at step {step}; stopped, "
-                              f"{_checkpoint_state(job, progress)} (try a lower train.lr)")
+        raise TrainingStopped(
+            f"loss is {loss} at step {step}; stopped, "
+            f"{_checkpoint_state(job, progress)} (try a lower train.lr)"
+        )
     now = time.perf_counter()
     tok_s = job.tokens_per_step * steps / max(now - progress.last_log_time - progress.paused, 1e-9)
     progress.last_log_step, progress.last_log_time, progress.paused = step, now, 0.0
     if runtime.is_main:
-        lr = lr_at(step - 1, settings.lr, settings.min_lr, settings.warmup_iters, settings.max_iters)
+        lr = lr_at(
+            step - 1, settings.lr, settings.min_lr, settings.warmup_iters, settings.max_iters
+        )
         util = mfu(job.raw_model.flops_per_token(), tok_s, job.peak, runtime.world_size)
         job.metrics.log(step=step, loss=loss, lr=lr, tokens_per_sec=tok_s, mfu=util)
         job.console.log(step, loss, lr, tok_s, util)
@@ -241,16 +277,26 @@ def evaluate_and_save(job, progress):
     final = evaluate(job.raw_model, job.data, job.config, job.runtime)
     losses = [final["train_loss"], final["val_loss"], *final.get("val_loss_sources", {}).values()]
     if not all(math.isfinite(v) for v in losses):
-        raise TrainingStopped(f"eval loss is not finite at step {progress.step}; stopped, "
-                              f"{_checkpoint_state(job, progress)} (try a lower train.lr)")
+        raise TrainingStopped(
+            f"eval loss is not finite at step {progress.step}; stopped, "
+            f"{_checkpoint_state(job, progress)} (try a lower train.lr)"
+        )
     progress.best_val = min(progress.best_val, final["val_loss"])
-    final.update(val_ppl=perplexity(final["val_loss"]),
-                 val_bpb=mix_bits_per_byte(final["val_loss"], job.data))
+    final.update(
+        val_ppl=perplexity(final["val_loss"]),
+        val_bpb=mix_bits_per_byte(final["val_loss"], job.data),
+    )
     progress.final = final
     if job.runtime.is_main:
         job.metrics.log(step=progress.step, **final)
-        job.console.say(eval_line(progress.step, final, progress.tokens_per_sec,
-                                  time.perf_counter() - progress.started))
+        job.console.say(
+            eval_line(
+                progress.step,
+                final,
+                progress.tokens_per_sec,
+                time.perf_counter() - progress.started,
+            )
+        )
         records = job.metrics.records()  # both plots at every evaluation: a long run can be watched
         plot_losses(records, job.folder / LOSS_PLOT)
         plot_probe(records, job.folder / PROBE_PLOT)
@@ -263,15 +309,23 @@ def save(job, progress):
     if not job.runtime.is_main:
         return
     if not all(torch.isfinite(p).all() for p in job.raw_model.parameters()):
-        raise TrainingStopped(f"weights are not finite at step {progress.step}; "
-                              f"{_checkpoint_state(job, progress)}")
+        raise TrainingStopped(
+            f"weights are not finite at step {progress.step}; {_checkpoint_state(job, progress)}"
+        )
     try:
-        atomic_save({
-            "model": job.raw_model.state_dict(), "optimizer": job.optimizer.state_dict(),
-            "scaler": job.scaler.state_dict(), "step": progress.step, "best_val_loss": progress.best_val,
-            "model_config": asdict(job.raw_model.config), "config": asdict(job.config),
-            "data": job.fingerprint,
-        }, job.folder / CKPT_NAME)
+        atomic_save(
+            {
+                "model": job.raw_model.state_dict(),
+                "optimizer": job.optimizer.state_dict(),
+                "scaler": job.scaler.state_dict(),
+                "step": progress.step,
+                "best_val_loss": progress.best_val,
+                "model_config": asdict(job.raw_model.config),
+                "config": asdict(job.config),
+                "data": job.fingerprint,
+            },
+            job.folder / CKPT_NAME,
+        )
     except ValueError as e:  # the disk is full, the folder went read-only, ...
         raise TrainingStopped(f"{e}") from None
     progress.saved_step = progress.step
@@ -279,8 +333,10 @@ def save(job, progress):
         kept = job.aside.publish()
         job.metrics.path = job.folder / METRICS_FILE  # Metrics appends by path
         kept = f"; kept from the old folder: {', '.join(kept)}" if kept else ""
-        job.console.say(f"{job.out_dir}: the old run is replaced by this one at its first "
-                        f"checkpoint (step {progress.step}){kept}")
+        job.console.say(
+            f"{job.out_dir}: the old run is replaced by this one at its first "
+            f"checkpoint (step {progress.step}){kept}"
+        )
 
 
 def finish(job, progress):
@@ -289,17 +345,26 @@ def finish(job, progress):
     seconds = time.perf_counter() - progress.started
     tokens = job.tokens_per_step * (progress.step - progress.start_step)
     if final is not None and settings.final_full_eval:
-        full = full_val_losses(job.raw_model, job.data, job.config.model.block_size, settings.batch_size, runtime)
+        full = full_val_losses(
+            job.raw_model, job.data, job.config.model.block_size, settings.batch_size, runtime
+        )
         final.update(full, val_bpb_full=mix_bits_per_byte(full["val_loss_full"], job.data))
         if runtime.is_main:
             job.metrics.log(step=progress.step, **full, val_bpb_full=final["val_bpb_full"])
     if progress.start_step >= settings.max_iters:
-        job.console.say(f"{job.out_dir} is already trained to train.max_iters={settings.max_iters}; raise it to train on")
+        job.console.say(
+            f"{job.out_dir} is already trained to train.max_iters={settings.max_iters}; raise it to train on"
+        )
     if runtime.is_main:
         records = job.metrics.records()
         plot_probe(records, job.folder / PROBE_PLOT)
         if final is not None:
             plot_losses(records, job.folder / LOSS_PLOT)
             job.console.say(summary(final, tokens, seconds, job.out_dir))
-    return {"step": progress.step, "final": final, "tokens": tokens, "seconds": seconds,
-            "tokens_per_sec": tokens / max(seconds, 1e-9)}
+    return {
+        "step": progress.step,
+        "final": final,
+        "tokens": tokens,
+        "seconds": seconds,
+        "tokens_per_sec": tokens / max(seconds, 1e-9),
+    }

@@ -75,8 +75,13 @@ class Muon(torch.optim.Muon):
             for p, grad, buf in zip(params, grads, buffers):
                 buf.lerp_(grad, 1 - momentum)
                 update = grad.lerp(buf, momentum) if group["nesterov"] else buf
-                update = newton_schulz(update, group["ns_coefficients"], group["ns_steps"],
-                                       group["eps"], self.orth_dtype)
+                update = newton_schulz(
+                    update,
+                    group["ns_coefficients"],
+                    group["ns_steps"],
+                    group["eps"],
+                    self.orth_dtype,
+                )
                 p.mul_(1 - lr * group["weight_decay"])
                 p.add_(update, alpha=-_adjust_lr(lr, group["adjust_lr_fn"], p.shape))
         return loss

@@ -18,8 +18,17 @@ def lr_at(step, lr, min_lr, warmup_iters, max_iters):
     return min_lr + 0.5 * (1.0 + math.cos(math.pi * progress)) * (lr - min_lr)
 
 
-def make_optimizer(model, kind, lr, weight_decay, betas, device_type, muon_lr=0.02, muon_momentum=0.95,
-                   orth_dtype=torch.float32):
+def make_optimizer(
+    model,
+    kind,
+    lr,
+    weight_decay,
+    betas,
+    device_type,
+    muon_lr=0.02,
+    muon_momentum=0.95,
+    orth_dtype=torch.float32,
+):
     """The optimizer named `kind`; every param group carries its peak learning rate in
     "peak_lr", which the schedule scales.
 
@@ -43,10 +52,21 @@ def make_optimizer(model, kind, lr, weight_decay, betas, device_type, muon_lr=0.
     if kind == "muon":
         hidden = {id(p) for block in model.blocks for p in block.parameters() if p.dim() >= 2}
         groups = [
-            {"params": [p for p in matrices if id(p) in hidden], "use_muon": True,
-             "lr": muon_lr, "peak_lr": muon_lr, "momentum": muon_momentum, "weight_decay": 0.0},
-            {"params": [p for p in matrices if id(p) not in hidden], "weight_decay": weight_decay,
-             "lr": lr, "peak_lr": lr, "betas": betas},
+            {
+                "params": [p for p in matrices if id(p) in hidden],
+                "use_muon": True,
+                "lr": muon_lr,
+                "peak_lr": muon_lr,
+                "momentum": muon_momentum,
+                "weight_decay": 0.0,
+            },
+            {
+                "params": [p for p in matrices if id(p) not in hidden],
+                "weight_decay": weight_decay,
+                "lr": lr,
+                "peak_lr": lr,
+                "betas": betas,
+            },
             {"params": others, "weight_decay": 0.0, "lr": lr, "peak_lr": lr, "betas": betas},
         ]
         return MuonWithAdamW(groups, fused=device_type in ("cuda", "cpu"), orth_dtype=orth_dtype)

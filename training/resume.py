@@ -27,15 +27,21 @@ from model.nanogpt_import import is_nanogpt
 from runs.folder import META_FILE
 
 VAL_SPLIT = "was trained on {} with another val split (data.val_fraction has changed)"
-FORCE_HINT = "use another out_dir, or pass --force to start over in this one (its checkpoint is replaced)"
+FORCE_HINT = (
+    "use another out_dir, or pass --force to start over in this one (its checkpoint is replaced)"
+)
 
 
 def _fingerprint(meta, folder):
     """The corpus, where val starts, and the tokenizer file, from a meta.json and its folder."""
     tokenizer_bytes = (Path(folder) / meta["tokenizer_file"]).read_bytes()
-    return {"source": meta.get("source"), "source_sha256": meta.get("source_sha256"),
-            "split_char": meta.get("split_char"), "tokenizer_kind": meta.get("tokenizer_kind"),
-            "tokenizer_sha256": hashlib.sha256(tokenizer_bytes).hexdigest()}
+    return {
+        "source": meta.get("source"),
+        "source_sha256": meta.get("source_sha256"),
+        "split_char": meta.get("split_char"),
+        "tokenizer_kind": meta.get("tokenizer_kind"),
+        "tokenizer_sha256": hashlib.sha256(tokenizer_bytes).hexdigest(),
+    }
 
 
 def data_fingerprint(data):
@@ -44,12 +50,24 @@ def data_fingerprint(data):
     if not data.is_mix:
         part = data.parts[0].prepared
         return _fingerprint(part.meta, part.dir)
-    mix = [{"name": p.name, "weight": p.weight, "start_weight": p.start_weight,
-            "source_sha256": p.prepared.meta["source_sha256"], "split_char": p.prepared.meta["split_char"]}
-           for p in data.parts]
-    return {"source": data.label, "source_sha256": hashlib.sha256(json.dumps(mix).encode()).hexdigest(),
-            "split_char": None, "tokenizer_kind": data.meta["tokenizer_kind"],
-            "tokenizer_sha256": hashlib.sha256(data.tokenizer_path.read_bytes()).hexdigest(), "mix": mix}
+    mix = [
+        {
+            "name": p.name,
+            "weight": p.weight,
+            "start_weight": p.start_weight,
+            "source_sha256": p.prepared.meta["source_sha256"],
+            "split_char": p.prepared.meta["split_char"],
+        }
+        for p in data.parts
+    ]
+    return {
+        "source": data.label,
+        "source_sha256": hashlib.sha256(json.dumps(mix).encode()).hexdigest(),
+        "split_char": None,
+        "tokenizer_kind": data.meta["tokenizer_kind"],
+        "tokenizer_sha256": hashlib.sha256(data.tokenizer_path.read_bytes()).hexdigest(),
+        "mix": mix,
+    }
 
 
 def recorded_fingerprint(ckpt, out_dir):
@@ -60,8 +78,10 @@ def recorded_fingerprint(ckpt, out_dir):
     try:
         return _fingerprint(json.loads((Path(out_dir) / META_FILE).read_text()), out_dir)
     except (OSError, ValueError, KeyError, TypeError):
-        raise ValueError(f"{out_dir} has a checkpoint but no readable meta.json or tokenizer file, so "
-                         f"what it was trained on is unknown; {FORCE_HINT}") from None
+        raise ValueError(
+            f"{out_dir} has a checkpoint but no readable meta.json or tokenizer file, so "
+            f"what it was trained on is unknown; {FORCE_HINT}"
+        ) from None
 
 
 def data_mismatch(old, new):
@@ -72,18 +92,25 @@ def data_mismatch(old, new):
         return VAL_SPLIT.format(old["source"])
     if old["source_sha256"] != new["source_sha256"] or old["split_char"] != new["split_char"]:
         if old["source"] == new["source"]:
-            return (f"was trained on other data ({old['source']} as it was then: its text has "
-                    "changed since, or the val split)")
-        return (f"was trained on other data ({old['source']}, not {new['source']} as now, "
-                "or another val split)")
+            return (
+                f"was trained on other data ({old['source']} as it was then: its text has "
+                "changed since, or the val split)"
+            )
+        return (
+            f"was trained on other data ({old['source']}, not {new['source']} as now, "
+            "or another val split)"
+        )
     if old["tokenizer_sha256"] != new["tokenizer_sha256"]:
-        return (f"was trained with another tokenizer ({old['tokenizer_kind']}, now "
-                f"{new['tokenizer_kind']}: the files differ)")
+        return (
+            f"was trained with another tokenizer ({old['tokenizer_kind']}, now "
+            f"{new['tokenizer_kind']}: the files differ)"
+        )
     return None
 
 
 def _mix_mismatch(old, new):
     """How two mixes' fingerprints differ, in the words data_mismatch returns."""
+
     def texts(fingerprint, keys=("name", "source_sha256", "split_char")):
         return [tuple(m[k] for k in keys) for m in fingerprint.get("mix", [])]
 
@@ -94,8 +121,10 @@ def _mix_mismatch(old, new):
         what = "the same sources with other weights"
     elif sorted(weighted(old)) == sorted(weighted(new)):
         order = ", ".join(m["name"] for m in old["mix"])
-        return (f"was trained on the same mix in another order ({order}); give its sources in "
-                "that order (the order draws the batches)")
+        return (
+            f"was trained on the same mix in another order ({order}); give its sources in "
+            "that order (the order draws the batches)"
+        )
     elif texts(old, ("name", "source_sha256")) == texts(new, ("name", "source_sha256")):
         return VAL_SPLIT.format(old["source"])
     else:
@@ -107,15 +136,19 @@ def check_written_by_train(ckpt, path):
     """ValueError naming `path` unless `ckpt` is a checkpoint train.py wrote: a model this code
     can build (finite weights), its optimizer's state, the step and the best val loss."""
     if is_nanogpt(ckpt):
-        raise ValueError(f"{path} is a nanoGPT checkpoint, which train.py does not resume; start "
-                         f"from its weights with train.init_from={Path(path).parent} and another "
-                         f"out_dir, or {FORCE_HINT}")
+        raise ValueError(
+            f"{path} is a nanoGPT checkpoint, which train.py does not resume; start "
+            f"from its weights with train.init_from={Path(path).parent} and another "
+            f"out_dir, or {FORCE_HINT}"
+        )
     model_parts(ckpt, path, FORCE_HINT)
     kinds = {"optimizer": dict, "step": int, "best_val_loss": float}
     wrong = [key for key, kind in kinds.items() if not isinstance(ckpt.get(key), kind)]
     if wrong:
-        raise ValueError(f"{path} is not a checkpoint train.py wrote: it has no "
-                         f"{' or '.join(wrong)} to resume from; {FORCE_HINT}")
+        raise ValueError(
+            f"{path} is not a checkpoint train.py wrote: it has no "
+            f"{' or '.join(wrong)} to resume from; {FORCE_HINT}"
+        )
 
 
 def check_resume(ckpt, config_dict, model_config_dict, fingerprint, out_dir):
@@ -131,38 +164,61 @@ def check_resume(ckpt, config_dict, model_config_dict, fingerprint, out_dir):
         diff = [f"{k} {old_model.get(k)} -> {new_model[k]}" for k in shape]
         if old_vocab != new_vocab:
             diff.append(f"vocabulary {old_vocab} -> {new_vocab}")
-        raise ValueError(f"{out_dir} holds a model of another shape ({', '.join(diff)}); {FORCE_HINT}")
+        raise ValueError(
+            f"{out_dir} holds a model of another shape ({', '.join(diff)}); {FORCE_HINT}"
+        )
     problem = weights_problem(old_config, ckpt["model"])
     if problem:
-        raise ValueError(f"{Path(out_dir) / CKPT_NAME} is not a checkpoint train.py wrote: its "
-                         f"weights do not fit its model_config ({problem}); {FORCE_HINT}")
+        raise ValueError(
+            f"{Path(out_dir) / CKPT_NAME} is not a checkpoint train.py wrote: its "
+            f"weights do not fit its model_config ({problem}); {FORCE_HINT}"
+        )
     mismatch = data_mismatch(recorded_fingerprint(ckpt, out_dir), fingerprint)
     if mismatch:
         raise ValueError(f"{out_dir} {mismatch}; {FORCE_HINT}")
     old_cfg, new_cfg = flatten(ckpt.get("config", {})), flatten(config_dict)
     if old_cfg.get("train.init_from", "") != new_cfg["train.init_from"]:
-        raise ValueError(f"{out_dir} holds a run started from {old_cfg.get('train.init_from') or 'scratch'!r}; "
-                         f"train.init_from={new_cfg['train.init_from'] or '(none)'} would be another run, not this "
-                         f"one resumed; {FORCE_HINT}")
+        raise ValueError(
+            f"{out_dir} holds a run started from {old_cfg.get('train.init_from') or 'scratch'!r}; "
+            f"train.init_from={new_cfg['train.init_from'] or '(none)'} would be another run, not this "
+            f"one resumed; {FORCE_HINT}"
+        )
     if old_cfg.get("train.optimizer", new_cfg["train.optimizer"]) != new_cfg["train.optimizer"]:
-        raise ValueError(f"{out_dir} was trained with another optimizer (train.optimizer="
-                         f"{old_cfg['train.optimizer']}); resume with that one, or {FORCE_HINT}")
-    skip = {"out_dir", "train.resume", "train.run_steps", "data.source", "data.mix", "tokenizer.kind", "tokenizer.vocab_size",
-            "data.val_fraction"} | {f"model.{k}" for k in SHAPE_KEYS}
-    return [f"{key} {old_cfg[key]!r} -> {value!r}" for key, value in new_cfg.items()
-            if key not in skip and key in old_cfg and old_cfg[key] != value]
+        raise ValueError(
+            f"{out_dir} was trained with another optimizer (train.optimizer="
+            f"{old_cfg['train.optimizer']}); resume with that one, or {FORCE_HINT}"
+        )
+    skip = {
+        "out_dir",
+        "train.resume",
+        "train.run_steps",
+        "data.source",
+        "data.mix",
+        "tokenizer.kind",
+        "tokenizer.vocab_size",
+        "data.val_fraction",
+    } | {f"model.{k}" for k in SHAPE_KEYS}
+    return [
+        f"{key} {old_cfg[key]!r} -> {value!r}"
+        for key, value in new_cfg.items()
+        if key not in skip and key in old_cfg and old_cfg[key] != value
+    ]
 
 
 def load_optimizer_state(optimizer, state):
     """Load a checkpoint's optimizer state (moments, step counts) but keep the hyperparameters
     (peak_lr, weight decay, betas, momentum...) the optimizer was built with from the new config:
     load_state_dict would otherwise bring back the old ones."""
-    current = [{k: v for k, v in group.items() if k != "params"} for group in optimizer.param_groups]
+    current = [
+        {k: v for k, v in group.items() if k != "params"} for group in optimizer.param_groups
+    ]
     try:
         optimizer.load_state_dict(state)
     except (ValueError, KeyError, TypeError) as e:
-        raise ValueError(f"the checkpoint's optimizer state does not fit this optimizer ({e}); it was "
-                         f"written by another optimizer or an older version of this one; {FORCE_HINT}") from None
+        raise ValueError(
+            f"the checkpoint's optimizer state does not fit this optimizer ({e}); it was "
+            f"written by another optimizer or an older version of this one; {FORCE_HINT}"
+        ) from None
     for group, hyper in zip(optimizer.param_groups, current):
         group.update(hyper)
 

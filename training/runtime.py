@@ -25,11 +25,27 @@ from storage.atomic import write_atomic
 # column). Matched against torch.cuda.get_device_name() as whole words, longest name first,
 # so "L40S" is not taken for "L4" and "H100 PCIe" not for "H100" (the SXM part).
 GPU_BF16_PEAK = {
-    "B200": 2250e12, "H200 NVL": 835e12, "H200": 989e12, "GH200": 989e12,
-    "H100 NVL": 835e12, "H100 PCIe": 756e12, "H100": 989e12, "H800": 989e12,
-    "A100": 312e12, "A800": 312e12, "A10G": 125e12, "A10": 125e12,
-    "L40S": 362e12, "L40": 181e12, "L4": 121e12, "RTX 6000 Ada": 364e12, "RTX A6000": 155e12,
-    "RTX 4090": 165e12, "RTX 3090": 71e12, "V100": 125e12, "T4": 65e12,  # V100/T4: fp16
+    "B200": 2250e12,
+    "H200 NVL": 835e12,
+    "H200": 989e12,
+    "GH200": 989e12,
+    "H100 NVL": 835e12,
+    "H100 PCIe": 756e12,
+    "H100": 989e12,
+    "H800": 989e12,
+    "A100": 312e12,
+    "A800": 312e12,
+    "A10G": 125e12,
+    "A10": 125e12,
+    "L40S": 362e12,
+    "L40": 181e12,
+    "L4": 121e12,
+    "RTX 6000 Ada": 364e12,
+    "RTX A6000": 155e12,
+    "RTX 4090": 165e12,
+    "RTX 3090": 71e12,
+    "V100": 125e12,
+    "T4": 65e12,  # V100/T4: fp16
 }
 
 # GPUs without TF32 tensor cores: their plain fp32 peak (data sheets).
@@ -75,7 +91,11 @@ def compile_problem(device_type, which=shutil.which, python_include=None):
     if device_type == "cuda":
         if not any(which(c) for c in ("cc", "gcc", "clang")):
             return "no C compiler (install gcc)"
-        include = python_include if python_include is not None else sysconfig.get_paths().get("include", "")
+        include = (
+            python_include
+            if python_include is not None
+            else sysconfig.get_paths().get("include", "")
+        )
         if not Path(include, "Python.h").exists():
             return f"no Python headers ({Path(include, 'Python.h')}; install python3-dev)"
     return None
@@ -83,8 +103,11 @@ def compile_problem(device_type, which=shutil.which, python_include=None):
 
 def torchrun_env(environ=os.environ):
     """(rank, local_rank, world_size) as torchrun sets them; (0, 0, 1) for a plain process."""
-    return (int(environ.get("RANK", "0")), int(environ.get("LOCAL_RANK", "0")),
-            int(environ.get("WORLD_SIZE", "1")))
+    return (
+        int(environ.get("RANK", "0")),
+        int(environ.get("LOCAL_RANK", "0")),
+        int(environ.get("WORLD_SIZE", "1")),
+    )
 
 
 def setup_runtime(device_name, dtype_name):
@@ -102,8 +125,11 @@ def setup_runtime(device_name, dtype_name):
     if not dist.is_initialized():
         # device_id binds NCCL's communicator to this process's GPU (and silences its
         # "devices unknown" warning).
-        dist.init_process_group(backend="nccl" if device.type == "cuda" else "gloo", timeout=PROCESS_GROUP_TIMEOUT,
-                                device_id=device if device.type == "cuda" else None)
+        dist.init_process_group(
+            backend="nccl" if device.type == "cuda" else "gloo",
+            timeout=PROCESS_GROUP_TIMEOUT,
+            device_id=device if device.type == "cuda" else None,
+        )
     # CPU-side groups: a flag or a barrier on the host never waits for the GPU's queue.
     control = dist.new_group(backend="gloo")
     preparing = dist.new_group(backend="gloo", timeout=PREPARE_TIMEOUT)
@@ -183,8 +209,13 @@ def cpu_peak_flops(cache_dir=None):
             break
         flops = max(flops, _peaks(threads)[0])
     if path is not None and plausible_peak(flops, one):
-        with contextlib.suppress(ValueError):  # write_atomic's one-line error: measured again next run
-            write_atomic(path, json.dumps({**known, key: {"flops": flops, "one_thread": one}}, indent=1) + "\n")
+        with contextlib.suppress(
+            ValueError
+        ):  # write_atomic's one-line error: measured again next run
+            write_atomic(
+                path,
+                json.dumps({**known, key: {"flops": flops, "one_thread": one}}, indent=1) + "\n",
+            )
     return max(flops, one)
 
 
@@ -265,6 +296,9 @@ def training_module(raw_model, runtime, compile):
     model = TrainingLoss(raw_model)
     if runtime.ddp:
         # The only buffer (positions) is a constant: syncing it every forward would be waste.
-        model = DDP(model, device_ids=[runtime.device.index] if runtime.device.type == "cuda" else None,
-                    forward_sync_buffers=False)
+        model = DDP(
+            model,
+            device_ids=[runtime.device.index] if runtime.device.type == "cuda" else None,
+            forward_sync_buffers=False,
+        )
     return torch.compile(model) if compile else model

@@ -22,12 +22,17 @@ from runs.folder import CONFIG_FILE, META_FILE, METRICS_FILE
 from runs.loading import load_pretrained
 from runs.restart import Aside, clean_stale_asides
 from storage.atomic import clean_stale_temps, write_atomic
-from training.optim import lr_at, make_optimizer
 from training.console import Console, Metrics
-from training.resume import (FORCE_HINT, check_resume, data_fingerprint, load_optimizer_state,
-                             load_scaler_state)
-from training.runtime import Runtime, peak_flops, training_module
 from training.live_probe import probe_interval, probe_schedule
+from training.optim import lr_at, make_optimizer
+from training.resume import (
+    FORCE_HINT,
+    check_resume,
+    data_fingerprint,
+    load_optimizer_state,
+    load_scaler_state,
+)
+from training.runtime import Runtime, peak_flops, training_module
 from training.trackers import Trackers
 
 # Shape keys a fine-tuning config must share with its source (block_size may be smaller: the
@@ -71,16 +76,28 @@ def pretrained_start(config):
         model_config, state_dict, tokenizer = load_pretrained(source)
     except FileNotFoundError as e:
         raise FileNotFoundError(f"train.init_from={source}: {e}") from None
-    diff = [f"model.{k} is {getattr(m, k)!r}, {source} has {getattr(model_config, k)!r}"
-            for k in SHARED_SHAPE if getattr(m, k) != getattr(model_config, k)]
+    diff = [
+        f"model.{k} is {getattr(m, k)!r}, {source} has {getattr(model_config, k)!r}"
+        for k in SHARED_SHAPE
+        if getattr(m, k) != getattr(model_config, k)
+    ]
     if m.block_size > model_config.block_size:
-        diff.append(f"model.block_size {m.block_size} is longer than {source}'s {model_config.block_size} positions")
+        diff.append(
+            f"model.block_size {m.block_size} is longer than {source}'s {model_config.block_size} positions"
+        )
     if diff:
-        raise ValueError(f"train.init_from: {'; '.join(diff)}; the model keys must match the source's shape "
-                         "(block_size may be smaller, dropout may differ)")
+        raise ValueError(
+            f"train.init_from: {'; '.join(diff)}; the model keys must match the source's shape "
+            "(block_size may be smaller, dropout may differ)"
+        )
     if "pos_emb.weight" in state_dict:  # a rotary model has no position table to crop
         state_dict = {**state_dict, "pos_emb.weight": state_dict["pos_emb.weight"][: m.block_size]}
-    return Pretrained(source, replace(model_config, block_size=m.block_size, dropout=m.dropout), state_dict, tokenizer)
+    return Pretrained(
+        source,
+        replace(model_config, block_size=m.block_size, dropout=m.dropout),
+        state_dict,
+        tokenizer,
+    )
 
 
 @dataclass
@@ -143,8 +160,15 @@ def prepare_corpus(config, tokenizer=None) -> Mixture:
     fine-tuning source's) when given."""
     kind, data = config.tokenizer.kind, config.data
     vocab_size = config.tokenizer.vocab_size if kind == "bpe" and tokenizer is None else None
-    return prepare_mix(mix_entries(data.mix, data.source), kind, vocab_size, data.val_fraction,
-                       data.cache_path, config.model.block_size, tokenizer=tokenizer)
+    return prepare_mix(
+        mix_entries(data.mix, data.source),
+        kind,
+        vocab_size,
+        data.val_fraction,
+        data.cache_path,
+        config.model.block_size,
+        tokenizer=tokenizer,
+    )
 
 
 def prepare_data(config, runtime, pretrained=None):
@@ -164,15 +188,20 @@ def how_it_starts(config, data, pretrained, force):
     (and not `force`), else fine-tuned when train.init_from gave `pretrained`, else fresh."""
     fingerprint = data_fingerprint(data)
     # A fine-tuned run trains its source's shape, also when it is resumed.
-    model_config = pretrained.config if pretrained else GPTConfig(vocab_size=data.tokenizer.vocab_size,
-                                                                  **asdict(config.model))
+    model_config = (
+        pretrained.config
+        if pretrained
+        else GPTConfig(vocab_size=data.tokenizer.vocab_size, **asdict(config.model))
+    )
     ckpt_path = Path(config.out_dir) / CKPT_NAME
     if not force and ckpt_path.exists():
         if config.train.resume == "never":
             raise ValueError(f"{ckpt_path} exists and train.resume=never; {FORCE_HINT}")
         # On the CPU: build() copies what it needs to the device, and the rest is freed with it.
         ckpt = load_checkpoint(ckpt_path, map_location="cpu", fix=FORCE_HINT)
-        changes = check_resume(ckpt, asdict(config), asdict(model_config), fingerprint, config.out_dir)
+        changes = check_resume(
+            ckpt, asdict(config), asdict(model_config), fingerprint, config.out_dir
+        )
         return Start("resumed", model_config, fingerprint, checkpoint=ckpt, changes=tuple(changes))
     aside = force and ckpt_path.exists()  # an old run stays whole until this one's first checkpoint
     if pretrained:
@@ -189,11 +218,22 @@ def build(config, runtime, data, start, console, labelled=None, aside=None):
     torch.manual_seed(config.seed)  # the same initial weights on every process
     raw_model = GPT(start.model_config).to(runtime.device)
     orth_dtype = fast_matmul_dtype(runtime.device.type, bf16_native(runtime.device))
-    optimizer = make_optimizer(raw_model, settings.optimizer, settings.lr, settings.weight_decay, (settings.beta1, settings.beta2),
-                               runtime.device.type, settings.muon_lr, settings.muon_momentum, orth_dtype)
+    optimizer = make_optimizer(
+        raw_model,
+        settings.optimizer,
+        settings.lr,
+        settings.weight_decay,
+        (settings.beta1, settings.beta2),
+        runtime.device.type,
+        settings.muon_lr,
+        settings.muon_momentum,
+        orth_dtype,
+    )
     scaler = torch.amp.GradScaler(runtime.device.type, enabled=runtime.dtype == torch.float16)
     progress = load_start(start, raw_model, optimizer, scaler, config.out_dir, console)
-    progress.loss_sum = torch.zeros((), device=runtime.device)  # summed on the device: no sync per step
+    progress.loss_sum = torch.zeros(
+        (), device=runtime.device
+    )  # summed on the device: no sync per step
     model = training_module(raw_model, runtime, settings.compile)
     metrics, peak = None, None
     folder = aside.folder if aside else Path(config.out_dir)
@@ -201,22 +241,44 @@ def build(config, runtime, data, start, console, labelled=None, aside=None):
         clean_stale_temps(config.out_dir)  # a killed writer's; the lock keeps live ones away
         clean_stale_asides(config.out_dir)
         if aside:
-            console.say(f"--force: this run is written aside in {aside.folder} and replaces "
-                        f"{config.out_dir} whole at its first checkpoint; until then the old run "
-                        "stays as it is")
+            console.say(
+                f"--force: this run is written aside in {aside.folder} and replaces "
+                f"{config.out_dir} whole at its first checkpoint; until then the old run "
+                "stays as it is"
+            )
         if progress.step < settings.max_iters:
             write_run_files(config, data, folder)
         trackers = Trackers(settings.loggers, folder, config) if settings.loggers else None
-        metrics = Metrics(folder / METRICS_FILE, trackers=trackers,
-                          resume_step=progress.step if start.how == "resumed" else None)
-        peak = peak_flops(runtime.device, settings.peak_flops, config.data.cache_path,
-                          runtime.dtype)
+        metrics = Metrics(
+            folder / METRICS_FILE,
+            trackers=trackers,
+            resume_step=progress.step if start.how == "resumed" else None,
+        )
+        peak = peak_flops(
+            runtime.device, settings.peak_flops, config.data.cache_path, runtime.dtype
+        )
         if peak is None:
-            console.note(f"note: no peak FLOP/s known for {runtime.device}; MFU is shown as n/a until you set "
-                         "train.peak_flops")
+            console.note(
+                f"note: no peak FLOP/s known for {runtime.device}; MFU is shown as n/a until you set "
+                "train.peak_flops"
+            )
     say_setup(config, runtime, data, raw_model, orth_dtype, progress, console)
-    job = Job(config, runtime, data, raw_model, model, optimizer, scaler, start.fingerprint, metrics, peak,
-              console, labelled, probe_schedule(settings.max_iters, probe_interval(config)), aside)
+    job = Job(
+        config,
+        runtime,
+        data,
+        raw_model,
+        model,
+        optimizer,
+        scaler,
+        start.fingerprint,
+        metrics,
+        peak,
+        console,
+        labelled,
+        probe_schedule(settings.max_iters, probe_interval(config)),
+        aside,
+    )
     return job, progress
 
 
@@ -225,19 +287,28 @@ def load_start(start, raw_model, optimizer, scaler, out_dir, console):
     counters the run goes on from."""
     if start.how == "resumed":
         ckpt = start.checkpoint
-        console.say(f"resuming from step {ckpt['step']} of {Path(out_dir) / CKPT_NAME}"
-                    + (f"; from the new config: {', '.join(start.changes)}" if start.changes else ""))
+        console.say(
+            f"resuming from step {ckpt['step']} of {Path(out_dir) / CKPT_NAME}"
+            + (f"; from the new config: {', '.join(start.changes)}" if start.changes else "")
+        )
         raw_model.load_state_dict(ckpt["model"])
         load_optimizer_state(optimizer, ckpt["optimizer"])
         note = load_scaler_state(scaler, ckpt.get("scaler", {}))
         if note:
             console.say(f"note: {note}")
-        return Progress(step=ckpt["step"], start_step=ckpt["step"], best_val=ckpt["best_val_loss"],
-                        saved_step=ckpt["step"], last_log_step=ckpt["step"])
+        return Progress(
+            step=ckpt["step"],
+            start_step=ckpt["step"],
+            best_val=ckpt["best_val_loss"],
+            saved_step=ckpt["step"],
+            last_log_step=ckpt["step"],
+        )
     if start.how == "fine-tuned":
         raw_model.load_state_dict(start.pretrained.state_dict)
-        console.say(f"starting from the weights of {start.pretrained.source} into {out_dir}; its tokenizer is "
-                    "used, not the config's tokenizer section")
+        console.say(
+            f"starting from the weights of {start.pretrained.source} into {out_dir}; its tokenizer is "
+            "used, not the config's tokenizer section"
+        )
     else:
         console.say(f"training from scratch into {out_dir}")
     return Progress(step=0, start_step=0)
@@ -246,20 +317,44 @@ def load_start(start, raw_model, optimizer, scaler, out_dir, console):
 def say_setup(config, runtime, data, raw_model, orth_dtype, progress, console):
     """The model's size, the data, the device; and a note for a set-up that will disappoint."""
     settings = config.train
-    shares = [f"{p.name} {p.weight:.0%}" if p.start_weight is None else f"{p.name} {p.start_weight:.0%} → {p.weight:.0%}"
-              for p in data.parts]
+    shares = [
+        f"{p.name} {p.weight:.0%}"
+        if p.start_weight is None
+        else f"{p.name} {p.start_weight:.0%} → {p.weight:.0%}"
+        for p in data.parts
+    ]
     mix = f" ({', '.join(shares)} of the windows)" if data.is_mix else ""
-    console.say(f"{raw_model.num_params():,} parameters; {data.meta['train_tokens']:,} train tokens{mix}; "
-                f"device {runtime.device}, {dtype_name(runtime.dtype)}, {runtime.world_size} process(es)"
-                + (f"; Muon's Newton–Schulz in {dtype_name(orth_dtype)}" if settings.optimizer == "muon" else ""))
+    console.say(
+        f"{raw_model.num_params():,} parameters; {data.meta['train_tokens']:,} train tokens{mix}; "
+        f"device {runtime.device}, {dtype_name(runtime.dtype)}, {runtime.world_size} process(es)"
+        + (
+            f"; Muon's Newton–Schulz in {dtype_name(orth_dtype)}"
+            if settings.optimizer == "muon"
+            else ""
+        )
+    )
     if settings.warmup_iters >= settings.max_iters and progress.step < settings.max_iters:
-        last = lr_at(settings.max_iters - 1, settings.lr, settings.min_lr, settings.warmup_iters, settings.max_iters)
-        console.say(f"note: train.warmup_iters={settings.warmup_iters} is not below train.max_iters="
-                    f"{settings.max_iters}: the learning rate rises to {last / settings.lr:.0%} of train.lr and "
-                    "never decays; set warmup_iters below max_iters for the full schedule")
-    if runtime.dtype == torch.bfloat16 and not bf16_native(runtime.device) and runtime.device.type in ("cpu", "cuda"):
-        console.say(f"note: {runtime.device.type} has no bf16 in hardware, so train.dtype=bfloat16 is emulated "
-                    "and many times slower than float32; use train.dtype=auto")
+        last = lr_at(
+            settings.max_iters - 1,
+            settings.lr,
+            settings.min_lr,
+            settings.warmup_iters,
+            settings.max_iters,
+        )
+        console.say(
+            f"note: train.warmup_iters={settings.warmup_iters} is not below train.max_iters="
+            f"{settings.max_iters}: the learning rate rises to {last / settings.lr:.0%} of train.lr and "
+            "never decays; set warmup_iters below max_iters for the full schedule"
+        )
+    if (
+        runtime.dtype == torch.bfloat16
+        and not bf16_native(runtime.device)
+        and runtime.device.type in ("cpu", "cuda")
+    ):
+        console.say(
+            f"note: {runtime.device.type} has no bf16 in hardware, so train.dtype=bfloat16 is emulated "
+            "and many times slower than float32; use train.dtype=auto"
+        )
 
 
 def dtype_name(dtype):
@@ -271,5 +366,3 @@ def write_run_files(config, data, out_dir):
     write_atomic(out_dir / CONFIG_FILE, to_yaml(config))
     write_atomic(out_dir / META_FILE, json.dumps(data.meta, indent=2) + "\n")
     write_atomic(out_dir / data.meta["tokenizer_file"], data.tokenizer_path.read_bytes())
-
-

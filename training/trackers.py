@@ -27,15 +27,19 @@ def check_installed(names):
     for name in names:
         package = PACKAGES[name]
         if importlib.util.find_spec(package) is None:
-            raise ValueError(f"train.loggers={name} needs the {package} package: "
-                             f"pip install {package} (or drop {name} from train.loggers)")
+            raise ValueError(
+                f"train.loggers={name} needs the {package} package: "
+                f"pip install {package} (or drop {name} from train.loggers)"
+            )
         try:
             importlib.import_module(MODULES[name])
         except Exception as e:  # noqa: BLE001 - a broken install fails in any way
             what = " ".join(f"{type(e).__name__}: {e}".split())[:200]
-            raise ValueError(f"train.loggers={name}: the {package} package is installed but does "
-                             f"not import ({what}); reinstall it (pip install --force-reinstall "
-                             f"{package}) or drop {name} from train.loggers") from None
+            raise ValueError(
+                f"train.loggers={name}: the {package} package is installed but does "
+                f"not import ({what}); reinstall it (pip install --force-reinstall "
+                f"{package}) or drop {name} from train.loggers"
+            ) from None
 
 
 def scalars(record):
@@ -48,7 +52,13 @@ def scalars(record):
         if isinstance(value, dict):
             out.update({f"{key}/{k}": v for k, v in value.items() if _number(v)})
         elif key == "probe_heads":
-            out.update({f"{key}/L{layer}H{head}": v for layer, row in enumerate(value) for head, v in enumerate(row)})
+            out.update(
+                {
+                    f"{key}/L{layer}H{head}": v
+                    for layer, row in enumerate(value)
+                    for head, v in enumerate(row)
+                }
+            )
         elif _number(value):
             out[key] = value
     return out
@@ -68,12 +78,18 @@ class Trackers:
             from torch.utils.tensorboard import SummaryWriter
 
             writer = SummaryWriter(log_dir=str(Path(out_dir) / "tensorboard"))
-            self.writers.append((lambda values, step: [writer.add_scalar(k, v, step) for k, v in values.items()],
-                                 writer.close))
+            self.writers.append(
+                (
+                    lambda values, step: [writer.add_scalar(k, v, step) for k, v in values.items()],
+                    writer.close,
+                )
+            )
         if "wandb" in names:
             import wandb
 
-            run = wandb.init(project="tinygpt", name=Path(out_dir).name, dir=str(out_dir), config=asdict(config))
+            run = wandb.init(
+                project="tinygpt", name=Path(out_dir).name, dir=str(out_dir), config=asdict(config)
+            )
             self.writers.append((lambda values, step: run.log(values, step=step), run.finish))
 
     def log(self, record):

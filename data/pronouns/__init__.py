@@ -10,13 +10,47 @@ named corpus `pronouns` (data/sources.py), and the probe's examples.
 """
 
 from data.pronouns.generator import (
-    ATTENTION_EXAMPLES, DEFAULT_CORPUS_BYTES, DEFAULT_COUNT, NATURAL, NATURAL_FILE, PRONOUNS, SPLITS,
-    corpus_text, corpus_version, examples, iter_examples, natural, split_of,
+    ATTENTION_EXAMPLES,
+    DEFAULT_CORPUS_BYTES,
+    DEFAULT_COUNT,
+    NATURAL,
+    NATURAL_FILE,
+    PRONOUNS,
+    SPLITS,
+    corpus_text,
+    corpus_version,
+    examples,
+    iter_examples,
+    natural,
+    split_of,
 )
-from data.pronouns.jsonl import DECIDED_BY, Example, read_examples, read_jsonl, validate_example, write_jsonl
+from data.pronouns.jsonl import (
+    DECIDED_BY,
+    Example,
+    read_examples,
+    read_jsonl,
+    validate_example,
+    write_jsonl,
+)
 
 __all__ = [
-    "ATTENTION_EXAMPLES", "DECIDED_BY", "DEFAULT_CORPUS_BYTES", "DEFAULT_COUNT", "NATURAL", "NATURAL_FILE",
-    "PRONOUNS", "SPLITS", "Example", "corpus_text", "corpus_version", "examples", "iter_examples", "natural",
-    "read_examples", "read_jsonl", "split_of", "validate_example", "write_jsonl",
+    "ATTENTION_EXAMPLES",
+    "DECIDED_BY",
+    "DEFAULT_CORPUS_BYTES",
+    "DEFAULT_COUNT",
+    "NATURAL",
+    "NATURAL_FILE",
+    "PRONOUNS",
+    "SPLITS",
+    "Example",
+    "corpus_text",
+    "corpus_version",
+    "examples",
+    "iter_examples",
+    "natural",
+    "read_examples",
+    "read_jsonl",
+    "split_of",
+    "validate_example",
+    "write_jsonl",
 ]

@@ -27,14 +27,25 @@ def tables() -> Tables:
     # Before the pronoun only candidates may name things: actions, verbs and descriptions that
     # name one ("waited by the door", "wrote a letter to") are left out.
     actions = [(a, kinds) for a, kinds in lex.actions if not noun_words.intersection(a.split())]
-    verbs = {(s, o): [v for v, subj, obj in lex.verbs
-                      if s in subj and o in obj and not noun_words.intersection(v.split())]
-             for s in AGENTS for o in SLOT_KINDS["any"]}
+    verbs = {
+        (s, o): [
+            v
+            for v, subj, obj in lex.verbs
+            if s in subj and o in obj and not noun_words.intersection(v.split())
+        ]
+        for s in AGENTS
+        for o in SLOT_KINDS["any"]
+    }
     describing = {}
     for field, table in (("adj", lex.adjectives), ("desc", lex.descriptions)):
-        describing[field] = {k: [(d, kinds) for d, kinds in table if k in kinds
-                                 and not noun_words.intersection(d.split())]
-                             for k in SLOT_KINDS["any"]}
+        describing[field] = {
+            k: [
+                (d, kinds)
+                for d, kinds in table
+                if k in kinds and not noun_words.intersection(d.split())
+            ]
+            for k in SLOT_KINDS["any"]
+        }
     # After a pronoun, a doing whose first word few nouns share is drawn more often: that word,
     # the next token, then says which noun the pronoun meant ("whistled", not "smelled").
     sharing = Counter(first for n in lex.nouns for first in {d.split()[0] for d in n.doings})
@@ -65,7 +76,9 @@ def phrase(rng, mention, adjectives):
     fitting = adjectives[mention.noun.kind]
     if fitting and rng.random() < 0.15:
         adjective, _ = rng.choice(fitting)
-        article = article if article in ("the ", "") else ("an " if adjective[0] in "aeio" else "a ")
+        article = (
+            article if article in ("the ", "") else ("an " if adjective[0] in "aeio" else "a ")
+        )
         article += adjective + " "
     return article + mention.form, len(article)
 

@@ -77,8 +77,11 @@ def _check_split(split: str) -> None:
 
 
 def _pick_pronoun(rng, shape):
-    names = [p for p in PRONOUN_WEIGHTS if (shape.they_ok or p != "they")
-             and (not shape.meaning or p in ("it", "they"))]
+    names = [
+        p
+        for p in PRONOUN_WEIGHTS
+        if (shape.they_ok or p != "they") and (not shape.meaning or p in ("it", "they"))
+    ]
     return rng.choices(names, [PRONOUN_WEIGHTS[p] for p in names])[0]
 
 
@@ -97,13 +100,17 @@ def _choose(rng, shape):
     nouns = draw.tables().nouns
     slot = rng.randrange(len(shape.slots)) if shape.role is None else shape.role
     pronoun = _pick_pronoun(rng, shape)
-    antecedent = _pick(rng, nouns, SLOT_KINDS[shape.slots[slot]], lambda m: m.pronoun == pronoun, set())
+    antecedent = _pick(
+        rng, nouns, SLOT_KINDS[shape.slots[slot]], lambda m: m.pronoun == pronoun, set()
+    )
     if antecedent is None:
         return None
     if shape.meaning:  # the others agree, but are another kind of noun
+
         def accept(m):
             return m.pronoun == pronoun and m.noun.kind != antecedent.noun.kind
     elif shape.role is None:  # agreement: every other candidate takes a pronoun of its own
+
         def accept(m):
             return m.pronoun != pronoun and (m.pronoun is not None or pronoun == "it")
     else:  # role: most others agree with the pronoun, so that only the role can decide
@@ -111,6 +118,7 @@ def _choose(rng, shape):
 
         def accept(m):
             return m.pronoun == pronoun if agree else m.pronoun is not None
+
     mentions, used = [], {antecedent.noun.word}
     for i, kind in enumerate(shape.slots):
         if i == slot:
@@ -141,7 +149,9 @@ def _fill(rng, shape, mentions, slot):
             fills[name] = ("were" if mentions[int(name[2:])].plural else "was", None)
         elif name.startswith(("adj", "desc")):
             chosen = {value for value, _ in fills.values()}  # "hungry and hungry" would not do
-            fits = [a for a in _describing(name, mentions, slot, tables.describing) if a not in chosen]
+            fits = [
+                a for a in _describing(name, mentions, slot, tables.describing) if a not in chosen
+            ]
             if not fits:
                 return None
             fills[name] = (rng.choice(fits), None)
@@ -152,7 +162,10 @@ def _fill(rng, shape, mentions, slot):
                 return None
             fills[name] = (rng.choice(choices), None)
     fills["pro"] = (mentions[slot].pronoun, None)
-    fills["cont"] = (draw.doing(rng, mentions[slot], tables.distinct[mentions[slot].noun.word]), None)
+    fills["cont"] = (
+        draw.doing(rng, mentions[slot], tables.distinct[mentions[slot].noun.word]),
+        None,
+    )
     fills["conj"] = (rng.choice(CONNECTIVES), None)
     fills["time"] = (rng.choice(lexicon().times), None)
     return fills
@@ -281,6 +294,11 @@ def corpus_version() -> str:
     """A hash of the generator's source files and word tables: a corpus written by another
     version of them is another corpus (data.sources keeps one file per version)."""
     here = Path(__file__).parent
-    files = [here / "generator.py", here / "draw.py", here / "shapes.py", here / "lexicon.py",
-             *sorted((here / "lexicon").glob("*.tsv"))]
+    files = [
+        here / "generator.py",
+        here / "draw.py",
+        here / "shapes.py",
+        here / "lexicon.py",
+        *sorted((here / "lexicon").glob("*.tsv")),
+    ]
     return hashlib.sha256(b"".join(p.read_bytes() for p in files)).hexdigest()[:12]

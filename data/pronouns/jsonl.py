@@ -66,16 +66,21 @@ def validate_example(example: Example) -> None:
     ordered = sorted(named, key=lambda item: item[1])
     for (name_a, a), (name_b, b) in zip(ordered, ordered[1:]):
         if b[0] < a[1]:
-            raise ValueError(f'"{name_a}" {list(a)} and "{name_b}" {list(b)} overlap; '
-                             "make the spans disjoint")
+            raise ValueError(
+                f'"{name_a}" {list(a)} and "{name_b}" {list(b)} overlap; make the spans disjoint'
+            )
     if example.decided_by is not None and example.decided_by not in DECIDED_BY:
-        raise ValueError(f'"decided_by" is {example.decided_by!r}; use one of '
-                         f'{", ".join(DECIDED_BY)}, or leave the key out')
+        raise ValueError(
+            f'"decided_by" is {example.decided_by!r}; use one of '
+            f"{', '.join(DECIDED_BY)}, or leave the key out"
+        )
     start, end = example.pronoun
     beside = text[start - 1 : start] + text[end : end + 1]
     if not _WORD.fullmatch(text[start:end]) or _LETTER_OR_DIGIT.search(beside):
-        raise ValueError(f'"pronoun" {[start, end]} covers {text[start:end]!r}, which is not one '
-                         "whole word of the text; point it at exactly one word, such as \"it\"")
+        raise ValueError(
+            f'"pronoun" {[start, end]} covers {text[start:end]!r}, which is not one '
+            'whole word of the text; point it at exactly one word, such as "it"'
+        )
     for name, span in named[1:]:
         if span[1] > start:
             raise ValueError(
@@ -87,11 +92,19 @@ def validate_example(example: Example) -> None:
 def write_jsonl(examples: list[Example], path) -> None:
     """Write examples to `path` atomically (storage.atomic), one JSON object per line (format in
     the module docstring)."""
-    lines = (json.dumps({"text": ex.text, "pronoun": list(ex.pronoun),
-                         "antecedent": list(ex.antecedent),
-                         "distractors": [list(d) for d in ex.distractors],
-                         **({"decided_by": ex.decided_by} if ex.decided_by else {})}) + "\n"
-             for ex in examples)
+    lines = (
+        json.dumps(
+            {
+                "text": ex.text,
+                "pronoun": list(ex.pronoun),
+                "antecedent": list(ex.antecedent),
+                "distractors": [list(d) for d in ex.distractors],
+                **({"decided_by": ex.decided_by} if ex.decided_by else {}),
+            }
+        )
+        + "\n"
+        for ex in examples
+    )
     write_atomic(path, "".join(lines))
 
 
@@ -103,9 +116,12 @@ def _parse_line(line: str) -> Example:
     keys = ("text", "pronoun", "antecedent", "distractors")
     if not isinstance(record, dict):
         what = {list: "an array", str: "a string", bool: "true or false", type(None): "null"}.get(
-            type(record), "a number")
-        raise ValueError(f"the line is {what}, not a JSON object; write one object per line "
-                         f"with the keys {', '.join(keys)}")
+            type(record), "a number"
+        )
+        raise ValueError(
+            f"the line is {what}, not a JSON object; write one object per line "
+            f"with the keys {', '.join(keys)}"
+        )
     missing = [k for k in keys if k not in record]
     if missing:
         raise ValueError(f'missing key "{missing[0]}"; each line needs {", ".join(keys)}')

@@ -29,7 +29,8 @@ AGENTS = ("person", "animal")  # kinds that can do things to other things
 # Words no table may hold: every pronoun in a generated line is the labelled one.
 PRONOUN_WORDS = frozenset(
     "he she it they him her them his its their hers theirs himself herself itself themselves "
-    "i me my we us our you your".split())
+    "i me my we us our you your".split()
+)
 
 
 @dataclass(frozen=True)
@@ -82,10 +83,14 @@ def _rows(name, columns):
         cells = [c.strip() for c in line.split("\t")]
         if len(cells) != len(columns) or not all(cells):
             raise ValueError(f"{path}, line {lineno}: expected {len(columns)} non-empty cells")
-        bad = PRONOUN_WORDS.intersection(" ".join(cells).replace("|", " ").replace(",", " ").split())
+        bad = PRONOUN_WORDS.intersection(
+            " ".join(cells).replace("|", " ").replace(",", " ").split()
+        )
         if bad:
-            raise ValueError(f"{path}, line {lineno}: {sorted(bad)[0]!r} is a pronoun; the "
-                             "lexicon holds none, so that every pronoun in a line is labelled")
+            raise ValueError(
+                f"{path}, line {lineno}: {sorted(bad)[0]!r} is a pronoun; the "
+                "lexicon holds none, so that every pronoun in a line is labelled"
+            )
         rows.append(tuple(cells))
     return rows
 
@@ -101,21 +106,42 @@ def _kinds(text, where):
 def lexicon():
     """The tables, read and checked once (ValueError says what is wrong and where)."""
     nouns = []
-    for word, plural, kind, gender, doings in _rows("nouns.tsv", ("word", "plural", "kind", "gender", "doings")):
-        if kind not in KINDS or gender not in ("m", "f", "-") or (gender != "-" and kind != "person"):
+    for word, plural, kind, gender, doings in _rows(
+        "nouns.tsv", ("word", "plural", "kind", "gender", "doings")
+    ):
+        if (
+            kind not in KINDS
+            or gender not in ("m", "f", "-")
+            or (gender != "-" and kind != "person")
+        ):
             raise ValueError(f"nouns.tsv, {word}: kind {kind!r} / gender {gender!r} not allowed")
-        nouns.append(Noun(word, None if plural == "-" else plural, kind, gender,
-                          tuple(d.strip() for d in doings.split("|"))))
+        nouns.append(
+            Noun(
+                word,
+                None if plural == "-" else plural,
+                kind,
+                gender,
+                tuple(d.strip() for d in doings.split("|")),
+            )
+        )
     forms = [n.word for n in nouns] + [n.plural for n in nouns if n.plural]
     if len(set(forms)) != len(forms):
         twice = sorted({f for f in forms if forms.count(f) > 1})
         raise ValueError(f"nouns.tsv: {twice[0]!r} is written twice (as a word or a plural)")
-    verbs = tuple((v, _kinds(s, f"verbs.tsv, {v}"), _kinds(o, f"verbs.tsv, {v}"))
-                  for v, s, o in _rows("verbs.tsv", ("verb", "subject", "object")))
-    adjectives = tuple((a, _kinds(k, f"adjectives.tsv, {a}"))
-                       for a, k in _rows("adjectives.tsv", ("word", "kinds")))
-    actions = tuple((a, _kinds(k, f"actions.tsv, {a}")) for a, k in _rows("actions.tsv", ("phrase", "kinds")))
-    descriptions = tuple((d, _kinds(k, f"descriptions.tsv, {d}"))
-                         for d, k in _rows("descriptions.tsv", ("phrase", "kinds")))
+    verbs = tuple(
+        (v, _kinds(s, f"verbs.tsv, {v}"), _kinds(o, f"verbs.tsv, {v}"))
+        for v, s, o in _rows("verbs.tsv", ("verb", "subject", "object"))
+    )
+    adjectives = tuple(
+        (a, _kinds(k, f"adjectives.tsv, {a}"))
+        for a, k in _rows("adjectives.tsv", ("word", "kinds"))
+    )
+    actions = tuple(
+        (a, _kinds(k, f"actions.tsv, {a}")) for a, k in _rows("actions.tsv", ("phrase", "kinds"))
+    )
+    descriptions = tuple(
+        (d, _kinds(k, f"descriptions.tsv, {d}"))
+        for d, k in _rows("descriptions.tsv", ("phrase", "kinds"))
+    )
     times = tuple(t for (t,) in _rows("times.tsv", ("phrase",)))
     return Lexicon(tuple(nouns), verbs, adjectives, actions, descriptions, times)

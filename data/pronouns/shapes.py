@@ -35,8 +35,18 @@ SLOT_KINDS = {
     "entity": ("person", "animal", "thing"),
     "any": ("person", "animal", "thing", "place"),
 }
-CONNECTIVES = ("because", "so", "and then", "and soon", "until", "before", "but later", "and later",
-               "after that", "while")
+CONNECTIVES = (
+    "because",
+    "so",
+    "and then",
+    "and soon",
+    "until",
+    "before",
+    "but later",
+    "and later",
+    "after that",
+    "while",
+)
 
 
 class Shape(NamedTuple):
@@ -62,7 +72,12 @@ SHAPES = (
     Shape("time2", "{time}, {0} {v01} {1}. Soon {pro} {cont}.", ("agent", "entity")),
     Shape("next2", "{0} {v01} {1}. The next day {pro} {cont}.", ("agent", "entity")),
     Shape("and", "{0} and {1} {act01} {conj} {pro} {cont}.", ("agent", "agent"), they_ok=False),
-    Shape("home2", "{0} and {1} stayed at home. Later {pro} {cont}.", ("agent", "agent"), they_ok=False),
+    Shape(
+        "home2",
+        "{0} and {1} stayed at home. Later {pro} {cont}.",
+        ("agent", "agent"),
+        they_ok=False,
+    ),
     Shape("acts2", "{0} {act0}. {1} {act1}. Then {pro} {cont}.", ("agent", "entity")),
     Shape("watched", "{0} watched as {1} {act1}, and then {pro} {cont}.", ("agent", "agent")),
     Shape("wanted", "{0} wanted {1}, so {pro} {cont}.", ("person", "entity")),
@@ -71,29 +86,62 @@ SHAPES = (
     # Relative clauses.
     Shape("that", "{0} that {v01} {1} {act0}, and {pro} {cont}.", ("agent", "entity")),
     Shape("who", "{0} who {v01} {1} {act0}, so {pro} {cont}.", ("person", "entity")),
-    Shape("saw_that", "{0} {v01} {1} that {v12} {2}, and {pro} {cont}.", ("agent", "agent", "entity")),
+    Shape(
+        "saw_that", "{0} {v01} {1} that {v12} {2}, and {pro} {cont}.", ("agent", "agent", "entity")
+    ),
     Shape("who_obj", "{0} {v01} {1}, who {act1}. Afterwards {pro} {cont}.", ("agent", "person")),
     # Places as candidates.
     Shape("found_in", "{0} found {1} in {2}, and {pro} {cont}.", ("agent", "entity", "place")),
     Shape("at", "{0} {v01} {1} at {2}. Later {pro} {cont}.", ("agent", "entity", "place")),
     Shape("in3", "In {0}, {1} {v12} {2}, and {pro} {cont}.", ("place", "agent", "entity")),
     Shape("from", "{0} from {1} {v02} {2}, and {pro} {cont}.", ("agent", "place", "entity")),
-    Shape("went_to", "{0} went to {1} with {2}, {conj} {pro} {cont}.", ("agent", "place", "entity")),
+    Shape(
+        "went_to", "{0} went to {1} with {2}, {conj} {pro} {cont}.", ("agent", "place", "entity")
+    ),
     # Three candidates.
-    Shape("list3", "{0}, {1} and {2} {act012} {conj} {pro} {cont}.", ("agent", "agent", "agent"), they_ok=False),
-    Shape("pair3", "{0} {v01} {1} and {2}, {conj} {pro} {cont}.", ("agent", "entity", "entity"), they_ok=False),
-    Shape("while3", "While {0} {v01} {1}, {2} {act2} {conj} {pro} {cont}.", ("agent", "entity", "agent")),
+    Shape(
+        "list3",
+        "{0}, {1} and {2} {act012} {conj} {pro} {cont}.",
+        ("agent", "agent", "agent"),
+        they_ok=False,
+    ),
+    Shape(
+        "pair3",
+        "{0} {v01} {1} and {2}, {conj} {pro} {cont}.",
+        ("agent", "entity", "entity"),
+        they_ok=False,
+    ),
+    Shape(
+        "while3",
+        "While {0} {v01} {1}, {2} {act2} {conj} {pro} {cont}.",
+        ("agent", "entity", "agent"),
+    ),
     Shape("story3", "{0} {v01} {1}. {2} {act2}. Soon {pro} {cont}.", ("agent", "entity", "agent")),
     Shape("near3", "When {0} {v01} {1} near {2}, {pro} {cont}.", ("agent", "entity", "entity")),
-    Shape("both3", "{0} and {1} {v02} {2}, and {pro} {cont}.", ("agent", "agent", "entity"), they_ok=False),
-    Shape("then3", "{0} {v01} {1}, and {2} {act2}. Then {pro} {cont}.", ("agent", "entity", "agent")),
-    Shape("every3", "Every morning {0} {v01} {1} while {2} {act2}, and {pro} {cont}.",
-          ("agent", "entity", "agent")),
+    Shape(
+        "both3",
+        "{0} and {1} {v02} {2}, and {pro} {cont}.",
+        ("agent", "agent", "entity"),
+        they_ok=False,
+    ),
+    Shape(
+        "then3", "{0} {v01} {1}, and {2} {act2}. Then {pro} {cont}.", ("agent", "entity", "agent")
+    ),
+    Shape(
+        "every3",
+        "Every morning {0} {v01} {1} while {2} {act2}, and {pro} {cont}.",
+        ("agent", "entity", "agent"),
+    ),
     # The pronoun opening a sentence ("It", "They"), as English mostly writes a second sentence.
     Shape("open2", "{0} {v01} {1}. {pro} {cont}.", ("agent", "entity")),
     Shape("open_time", "{time}, {0} {v01} {1}. {pro} {cont}.", ("agent", "entity")),
     Shape("open_at", "{0} {v01} {1} at {2}. {pro} {cont}.", ("agent", "entity", "place")),
-    Shape("open3", "{0} {v01} {1} and {2}. {pro} {cont}.", ("agent", "entity", "entity"), they_ok=False),
+    Shape(
+        "open3",
+        "{0} {v01} {1} and {2}. {pro} {cont}.",
+        ("agent", "entity", "entity"),
+        they_ok=False,
+    ),
     Shape("open_acts", "{0} {act0} while {1} {act1}. {pro} {cont}.", ("agent", "agent")),
     # A candidate described with "was" / "were".
     Shape("was", "{0} {be0} {adj0} when {1} {act1}, and {pro} {cont}.", ("entity", "agent")),
@@ -105,25 +153,59 @@ SHAPES = (
     Shape("desc_open", "{0} {v01} {1}. {desc}, {pro} {cont}.", ("agent", "entity")),
     # Meaning: a description before the pronoun fits only the antecedent's kind.
     Shape("m_and", "{0} {v01} {1}, and, {adjA}, {pro} {cont}.", ("agent", "entity"), meaning=True),
-    Shape("m_desc", "{0} {v01} {1}, and, {descA}, {pro} {cont}.", ("agent", "entity"), meaning=True),
-    Shape("m_desc_open", "{0} {v01} {1}. {descA}, {pro} {cont}.", ("agent", "entity"), meaning=True),
-    Shape("m_but", "{0} {v01} {1} near {2}, but, {descA}, {pro} {cont}.", ("agent", "entity", "any"),
-          meaning=True),
-    Shape("m_open", "{0} {v01} {1}. {adjA} and {adjB}, {pro} {cont}.", ("agent", "entity"), meaning=True),
+    Shape(
+        "m_desc", "{0} {v01} {1}, and, {descA}, {pro} {cont}.", ("agent", "entity"), meaning=True
+    ),
+    Shape(
+        "m_desc_open", "{0} {v01} {1}. {descA}, {pro} {cont}.", ("agent", "entity"), meaning=True
+    ),
+    Shape(
+        "m_but",
+        "{0} {v01} {1} near {2}, but, {descA}, {pro} {cont}.",
+        ("agent", "entity", "any"),
+        meaning=True,
+    ),
+    Shape(
+        "m_open",
+        "{0} {v01} {1}. {adjA} and {adjB}, {pro} {cont}.",
+        ("agent", "entity"),
+        meaning=True,
+    ),
     Shape("m_still", "{0} {v01} {1}. Still {adjA}, {pro} {cont}.", ("agent", "any"), meaning=True),
-    Shape("m_when", "When {0} {v01} {1}, {adjA} as ever, {pro} {cont}.", ("agent", "entity"), meaning=True),
-    Shape("m_three", "{0} {v01} {1} near {2}, and, {adjA}, {pro} {cont}.", ("agent", "entity", "any"),
-          meaning=True),
+    Shape(
+        "m_when",
+        "When {0} {v01} {1}, {adjA} as ever, {pro} {cont}.",
+        ("agent", "entity"),
+        meaning=True,
+    ),
+    Shape(
+        "m_three",
+        "{0} {v01} {1} near {2}, and, {adjA}, {pro} {cont}.",
+        ("agent", "entity", "any"),
+        meaning=True,
+    ),
     # Syntactic role: the subject, first ...
-    Shape("hunt", "{0} in {1} went out on a hunt because {pro} {cont}.", ("animal", "place"), role=0),
+    Shape(
+        "hunt", "{0} in {1} went out on a hunt because {pro} {cont}.", ("animal", "place"), role=0
+    ),
     Shape("near", "{0} near {1} {act0} {conj} {pro} {cont}.", ("agent", "entity"), role=0),
-    Shape("with_role", "{0} with {1} came home, and then {pro} {cont}.", ("agent", "entity"), role=0),
-    Shape("that_role", "{0} that {v01} {1} {act0} because {pro} {cont}.", ("agent", "agent"), role=0),
+    Shape(
+        "with_role", "{0} with {1} came home, and then {pro} {cont}.", ("agent", "entity"), role=0
+    ),
+    Shape(
+        "that_role", "{0} that {v01} {1} {act0} because {pro} {cont}.", ("agent", "agent"), role=0
+    ),
     Shape("reached", "When {0} reached {1}, {pro} {cont}.", ("agent", "place"), role=0),
     # ... or last.
-    Shape("in", "In {0}, {1} went out on a hunt because {pro} {cont}.", ("place", "animal"), role=1),
+    Shape(
+        "in", "In {0}, {1} went out on a hunt because {pro} {cont}.", ("place", "animal"), role=1
+    ),
     Shape("beside", "Beside {0}, {1} {act1} {conj} {pro} {cont}.", ("entity", "agent"), role=1),
     Shape("far", "Far from {0}, {1} woke up. Soon {pro} {cont}.", ("place", "agent"), role=1),
-    Shape("past", "Past {0} and {1}, {2} {act2}, and then {pro} {cont}.", ("entity", "entity", "agent"),
-          role=2),
+    Shape(
+        "past",
+        "Past {0} and {1}, {2} {act2}, and then {pro} {cont}.",
+        ("entity", "entity", "agent"),
+        role=2,
+    ),
 )
