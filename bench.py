@@ -2,12 +2,14 @@
 
     python bench.py                      # every CPU benchmark, a table
     python bench.py --json               # the same, one JSON object
-    python bench.py train --nanogpt DIR  # our loop against a nanoGPT checkout, same recipe, same run
+    python bench.py train --nanogpt DIR  # our loop against a nanoGPT checkout, same recipe,
+                                         # same run
     python bench.py profile              # where one training step's time goes (torch.profiler)
     python bench.py load                 # a 124M GPT-2 folder: our loader against transformers'
     python bench.py speedrun --nanogpt DIR   # the CPU speedrun config against nanoGPT's 2000 steps
     python bench.py optimizers           # a step of the Muon recipe against one of the AdamW recipe
-    python bench.py causal               # the probe's causal tests on 300 sentences, 1 thread vs default
+    python bench.py causal               # the probe's causal tests on 300 sentences, 1 thread
+                                         # vs default
     python bench.py hooks --before DIR   # a step with no hook installed: this tree against DIR's
     python bench.py circuit [--run DIR]  # --probe --circuit's computation: default and GPT-2 shapes
     python bench.py gpu-check            # `make gpu-check`: the GPU table (needs one CUDA GPU)
@@ -63,7 +65,8 @@ def build_parser():
         "what",
         nargs="*",
         default=[],
-        help="train, generate, tokenizer, prepare, mix, load, loss-memory, causal, profile, speedrun, optimizers, hooks, circuit, gpu-check",
+        help="train, generate, tokenizer, prepare, mix, load, loss-memory, causal, profile, "
+        "speedrun, optimizers, hooks, circuit, gpu-check",
     )
     p.add_argument("--json", action="store_true")
     p.add_argument(

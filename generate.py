@@ -61,13 +61,14 @@ def build_parser():
     add(
         "--ckpt",
         metavar="DIR",
-        help="run folder written by train.py (default: out_dir of configs/default.yaml), a Hugging Face "
-        "GPT-2 folder, hf:OWNER/NAME, or a nanoGPT run folder",
+        help="run folder written by train.py (default: out_dir of configs/default.yaml), a "
+        "Hugging Face GPT-2 folder, hf:OWNER/NAME, or a nanoGPT run folder",
     )
     add(
         "--meta",
         metavar="FILE",
-        help="a nanoGPT run's meta.pkl (its character vocabulary), where it is not beside its ckpt.pt",
+        help="a nanoGPT run's meta.pkl (its character vocabulary), where it is not beside its "
+        "ckpt.pt",
     )
     add(
         "--device",

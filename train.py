@@ -26,8 +26,8 @@ def build_parser(keys_help):
         hint=flag_hint,
         fallback="keys are set as key.path=value",
         description="Train a GPT as a YAML config says. Keys can be overridden as key.path=value.",
-        epilog="config keys (type, built-in default, meaning; [the value configs/default.yaml sets, "
-        "where it differs]):\n" + keys_help,
+        epilog="config keys (type, built-in default, meaning; [the value configs/default.yaml "
+        "sets, where it differs]):\n" + keys_help,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument(
@@ -118,7 +118,8 @@ def run(args):
         for part in prepare_corpus(config, pretrained.tokenizer if pretrained else None).parts:
             meta = part.prepared.meta
             print(
-                f"prepared {meta['train_tokens']:,} train and {meta['val_tokens']:,} val tokens in {part.prepared.dir}"
+                f"prepared {meta['train_tokens']:,} train and {meta['val_tokens']:,} val tokens "
+                f"in {part.prepared.dir}"
             )
         return 0
     if args.eval_only:
@@ -205,8 +206,8 @@ def main(argv=None):
         where = f" {e.filename}" if e.filename else ""
         if e.errno == errno.ENOSPC:
             print(
-                f"error: the disk is full (writing{where or ' data'}); free some space, or choose another "
-                "out_dir / data.cache_dir on a disk that has it",
+                f"error: the disk is full (writing{where or ' data'}); free some space, or choose "
+                "another out_dir / data.cache_dir on a disk that has it",
                 file=sys.stderr,
             )
         else:

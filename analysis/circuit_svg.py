@@ -12,10 +12,8 @@ carry the model's preference; orange ones work against it.
 from html import escape
 
 WIDTH, ROW, NODE_W, NODE_H, MARGIN = 640, 80, 104, 26, 24
-PORTS = {"q": -0.3, "k": 0.0, "v": 0.3}
-BOW = (
-    0.6 * NODE_W
-)  # how far right an edge bows for each row it skips  # where on a head's lower side an edge meets it
+PORTS = {"q": -0.3, "k": 0.0, "v": 0.3}  # where on a head's lower side an edge meets it
+BOW = 0.6 * NODE_W  # how far right an edge bows for each row it skips
 CARRIES, AGAINST = "#1f5fa8", "#d9822b"
 
 

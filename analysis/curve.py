@@ -245,7 +245,8 @@ def curve_svg(lines):
     from matplotlib import rc_context
 
     buffer = io.StringIO()
-    # Text as text, one font named, and ids that do not change: the same page twice is the same file.
+    # Text as text, one font named, and ids that do not change: the same page twice is the
+    # same file.
     with rc_context(
         {"svg.fonttype": "none", "font.sans-serif": ["DejaVu Sans"], "svg.hashsalt": "probe-curve"}
     ):
@@ -306,8 +307,8 @@ def curve_section(records):
         f'<section class="training"><h2>The head forming during training</h2>'
         f'<p class="help">Each line is one head: how often, on the probe\'s dev sentences, it '
         f"gives the antecedent more attention than any other noun (cand@1), at each step "
-        f"where training ran the probe (train.probe_interval, and steps spaced evenly in log(step)); "
-        f"steps on a log scale.</p>"
+        f"where training ran the probe (train.probe_interval, and steps spaced evenly in "
+        f"log(step)); steps on a log scale.</p>"
         f"{curve_svg(lines)}"
         f'<div class="curve-legend">{legend}</div></section>'
     )

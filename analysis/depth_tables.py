@@ -78,7 +78,8 @@ def patching_section(patching):
 <div class="scroll"><table><caption>Each MLP's output, by place in the sentence</caption>
 <tr><th></th>{stream_top}</tr>{mlp_rows}</table></div>"""
     return f"""<section class="patching"><h2>What carries the antecedent to the pronoun?</h2>
-<p class="help">Activation patching on {patching["n"]} sentence pairs ({patching["skipped"]} without a twin):
+<p class="help">Activation patching on {patching["n"]} sentence pairs \
+({patching["skipped"]} without a twin):
 each twin swaps the antecedent for another noun of its kind with other doings; one part of the
 clean run is copied into the twin's run, and the cell says how much of the clean preference for
 its own next word comes back (1 = all, 0 = none; 95% bootstrap intervals where there are enough

@@ -143,8 +143,8 @@ def heads_section(sentences, best):
         tables.append(table)
     tables = "".join(tables)
     how = (
-        f"with {heads} heads, each word before the pronoun and the {DEFAULT_TOP} heads that give it the "
-        f"most attention"
+        f"with {heads} heads, each word before the pronoun and the {DEFAULT_TOP} heads that give "
+        f"it the most attention"
         if draw is _compact
         else f"rows are heads; {MARK} marks each head's most attended word"
     )

@@ -90,8 +90,8 @@ def significance(result: dict) -> str:
     used = list(result["counts"].values())[-1]["used"]  # the examples the head is scored on
     if result["p_value"] is None or used < MIN_FOR_STATS:
         return (
-            f"with {used} examples the set is too small for a p-value (at least {MIN_FOR_STATS} are "
-            "needed): the scores above are point values only."
+            f"with {used} examples the set is too small for a p-value (at least {MIN_FOR_STATS} "
+            "are needed): the scores above are point values only."
         )
     return (
         f"permutation test p = {result['p_value']:.4f} ({result['permutations']} shuffles of "
@@ -274,8 +274,9 @@ def format_lens(lens: dict) -> str:
     ex = lens["example"]
     lines = [
         "Logit lens at the pronoun: the residual stream read through the final LayerNorm and the "
-        f"unembedding ({lens['n']} examples, {lens['skipped']} skipped: no token after the pronoun); "
-        f"the top tokens are those of the first, “{lens_example_text(ex)}” -> {ex['next']!r}:",
+        f"unembedding ({lens['n']} examples, {lens['skipped']} skipped: no token after the "
+        f"pronoun); the top tokens are those of the first, “{lens_example_text(ex)}” -> "
+        f"{ex['next']!r}:",
         f"  {'point':<10} {'p(next)':>7} {'median rank':>11} {'rank 1':>6}   top tokens",
     ]
     for i, point in enumerate(lens["points"]):
@@ -317,8 +318,8 @@ def intervals_said(result):
     """How the heads-together rows are given: with 95% bootstrap intervals, or why without."""
     if result["n"] < MIN_FOR_STATS:
         return (
-            f"means only: {result['n']} examples are too few for intervals (at least {MIN_FOR_STATS} "
-            "are needed)"
+            f"means only: {result['n']} examples are too few for intervals (at least "
+            f"{MIN_FOR_STATS} are needed)"
         )
     return f"with 95% bootstrap intervals ({result['resamples']} resamples)"
 
@@ -406,14 +407,15 @@ def format_patching(result: dict) -> str:
     intervals = (
         "recovered fraction [95% bootstrap interval]"
         if "recovered_ci" in heads[0][0]
-        else f"recovered fraction (no intervals: {result['n']} pairs are too few, at least {MIN_FOR_STATS} are needed)"
+        else f"recovered fraction (no intervals: {result['n']} pairs are too few, at least "
+        f"{MIN_FOR_STATS} are needed)"
     )
     lines = [
-        "Activation patching at the pronoun: clean run -> corrupted twin (the antecedent swapped for "
-        "another noun of its kind),",
-        f"{result['n']} pairs ({result['skipped']} skipped); logit difference clean next - twin's next: "
-        f"clean {signed(result['clean_ld'])}, corrupted {signed(result['corrupt_ld'])}; "
-        f"{intervals}:",
+        "Activation patching at the pronoun: clean run -> corrupted twin (the antecedent swapped "
+        "for another noun of its kind),",
+        f"{result['n']} pairs ({result['skipped']} skipped); logit difference clean next - "
+        f"twin's next: clean {signed(result['clean_ld'])}, "
+        f"corrupted {signed(result['corrupt_ld'])}; {intervals}:",
         "",
         "each head's output at the pronoun patched:",
         "     " + "".join(f"{'H' + str(h):>7}" for h in range(H)),

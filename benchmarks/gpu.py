@@ -48,15 +48,16 @@ def gpu_check(args, show):
             )
         sys.exit(
             f"error: torch {torch.__version__} is built for CUDA {torch.version.cuda}, which this "
-            "NVIDIA driver cannot run (CUDA 13 builds need driver 580 or newer); update the driver, "
-            "or install the torch build for an older CUDA as PyTorch's install selector shows, "
-            "e.g. CUDA 12.6"
+            "NVIDIA driver cannot run (CUDA 13 builds need driver 580 or newer); update the "
+            "driver, or install the torch build for an older CUDA as PyTorch's install selector "
+            "shows, e.g. CUDA 12.6"
         )
     problem = compile_problem("cuda")
     if problem:
         show(
             "note",
-            f"torch.compile needs a C compiler and Python headers: {problem}; compiling is left off",
+            f"torch.compile needs a C compiler and Python headers: {problem}; "
+            "compiling is left off",
         )
     device = torch.device("cuda", torch.cuda.current_device())
     peak = peak_flops(device)

@@ -89,7 +89,8 @@ def bench_load(args):
         import transformers
     except ImportError:
         sys.exit(
-            "error: `bench.py load` compares with transformers: pip install -r requirements-test.txt"
+            "error: `bench.py load` compares with transformers: "
+            "pip install -r requirements-test.txt"
         )
     from model.checkpoint import build_gpt
     from model.gpt2_import import read_gpt2

@@ -86,7 +86,8 @@ def run_or_explain(cmd, cwd):
 def run_nanogpt(path, iters):
     """nanoGPT's train.py from a checkout (data/shakespeare_char prepared there); ms per
     iteration of each window of WINDOW iterations after the first (windows holding an evaluation
-    left out, as ours leaves evaluations out), its last val loss, and the whole process's seconds."""
+    left out, as ours leaves evaluations out), its last val loss, and the whole process's
+    seconds."""
     cmd = [
         sys.executable,
         "train.py",

@@ -19,7 +19,8 @@ from model.gpt import GPT, GPTConfig, lm_loss
 from training.runtime import TrainingLoss
 variant = sys.argv[1]
 torch.manual_seed(0)
-raw = GPT(GPTConfig(vocab_size=50257, vocab_multiple=64, block_size=512, n_layer=2, n_head=4, n_embd=256))
+raw = GPT(GPTConfig(vocab_size=50257, vocab_multiple=64, block_size=512, n_layer=2, \
+n_head=4, n_embd=256))
 loss_of = TrainingLoss(raw)
 if variant == "compiled model, eager loss":
     compiled = torch.compile(raw)

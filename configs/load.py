@@ -137,7 +137,8 @@ def _set_override(raw, override):
         if _is_section(tp):
             if last:
                 raise ConfigError(
-                    f"{where}: {key!r} is a section; set one of its keys, e.g. {key}.{fields(tp)[0].name}=..."
+                    f"{where}: {key!r} is a section; set one of its keys, e.g. "
+                    f"{key}.{fields(tp)[0].name}=..."
                 )
             if not isinstance(node.get(key), dict):
                 node[key] = {}

@@ -58,12 +58,15 @@ def logger_list(value):
 class DataConfig:
     source: str = setting(
         "pronouns",
-        "a .txt file, a folder of .txt files, hf:OWNER/DATASET/PATH (a text file of a Hugging Face dataset), or a named corpus: pronouns, tinyshakespeare",
+        "a .txt file, a folder of .txt files, hf:OWNER/DATASET/PATH (a text file of a Hugging "
+        "Face dataset), or a named corpus: pronouns, tinyshakespeare",
     )
     mix: list = setting(
         [],
         parse=mix_list,
-        help=f"several sources in one run, each window drawn from one of them by weight, one tokenizer for all: {MIX_FORM}, or in YAML a list of {{source, weight}}; replaces data.source",
+        help=f"several sources in one run, each window drawn from one of them by weight, one "
+        f"tokenizer for all: {MIX_FORM}, or in YAML a list of {{source, weight}}; replaces "
+        "data.source",
     )
     val_fraction: float = setting(
         0.1, "share of the text, cut on a line boundary at the end, held out for validation"
@@ -84,7 +87,8 @@ class DataConfig:
 class TokenizerConfig:
     kind: str = setting(
         "bpe",
-        "char, bpe (trained on the corpus) or gpt2 (GPT-2's: from a Hugging Face folder in the hub cache, else tiktoken's)",
+        "char, bpe (trained on the corpus) or gpt2 (GPT-2's: from a Hugging Face folder in the "
+        "hub cache, else tiktoken's)",
         ("char", "bpe", "gpt2"),
     )
     vocab_size: typing.Optional[int] = setting(
@@ -107,7 +111,8 @@ class ModelConfig:
     bias: bool = setting(MODEL_DEFAULTS["bias"], "biases in linear layers and LayerNorms")
     vocab_multiple: int = setting(
         MODEL_DEFAULTS["vocab_multiple"],
-        "pad the embedding table to a multiple of this (faster GPU matmuls); padded ids are never scored or sampled",
+        "pad the embedding table to a multiple of this (faster GPU matmuls); padded ids are "
+        "never scored or sampled",
     )
     mlp_activation: str = setting(
         MODEL_DEFAULTS["mlp_activation"],
@@ -116,11 +121,13 @@ class ModelConfig:
     )
     qk_norm: bool = setting(
         MODEL_DEFAULTS["qk_norm"],
-        "RMS-normalise every head's queries and keys before the scores (stabler at high learning rates)",
+        "RMS-normalise every head's queries and keys before the scores (stabler at high "
+        "learning rates)",
     )
     rotary: bool = setting(
         MODEL_DEFAULTS["rotary"],
-        "rotary position embeddings: rotate queries and keys by position instead of adding a learned position table",
+        "rotary position embeddings: rotate queries and keys by position instead of adding a "
+        "learned position table",
     )
     tie_embeddings: bool = setting(
         MODEL_DEFAULTS["tie_embeddings"],
@@ -137,7 +144,8 @@ class TrainConfig:
     max_iters: int = setting(1000, "optimizer steps in the whole run")
     run_steps: int = setting(
         0,
-        "stop after this many steps of this invocation, with a checkpoint; the same command goes on (a job with a time limit); 0: train to max_iters",
+        "stop after this many steps of this invocation, with a checkpoint; the same command "
+        "goes on (a job with a time limit); 0: train to max_iters",
     )
     lr: float = setting(3e-3, "peak learning rate")
     min_lr: float = setting(3e-4, "learning rate at the end of the cosine decay")
@@ -170,29 +178,40 @@ class TrainConfig:
     compile: bool = setting(False, "torch.compile the model")
     init_from: str = setting(
         "",
-        "fine-tune: start from these weights with a fresh optimizer and their tokenizer: a run folder, a Hugging Face GPT-2 folder, or hf:OWNER/NAME; the model keys must match its shape (block_size may be smaller, dropout may differ)",
+        "fine-tune: start from these weights with a fresh optimizer and their tokenizer: a run "
+        "folder, a Hugging Face GPT-2 folder, or hf:OWNER/NAME; the model keys must match its "
+        "shape (block_size may be smaller, dropout may differ)",
     )
     resume: str = setting(
         "auto",
-        "auto: continue from out_dir/ckpt.pt if there is one; never: refuse to run where a checkpoint exists (--force starts over)",
+        "auto: continue from out_dir/ckpt.pt if there is one; never: refuse to run where a "
+        "checkpoint exists (--force starts over)",
         ("auto", "never"),
     )
     probe_interval: typing.Optional[int] = setting(
         None,
-        "steps between coreference probes while training (every head's cand@1 on the pronoun corpus's dev set, or train.probe_file), logged to metrics.jsonl and drawn in probe.png; null: every eval_interval when the data holds the pronoun corpus or probe_file is set, else off; 0: off",
+        "steps between coreference probes while training (every head's cand@1 on the pronoun "
+        "corpus's dev set, or train.probe_file), logged to metrics.jsonl and drawn in probe.png; "
+        "null: every eval_interval when the data holds the pronoun corpus or probe_file is set, "
+        "else off; 0: off",
     )
     probe_file: str = setting(
         "",
-        "labelled JSONL examples for train.probe_interval instead of the pronoun corpus's dev set (needed when the corpus is not the built-in pronouns); natural: the built-in hand-written natural sentences",
+        "labelled JSONL examples for train.probe_interval instead of the pronoun corpus's dev "
+        "set (needed when the corpus is not the built-in pronouns); natural: the built-in "
+        "hand-written natural sentences",
     )
     loggers: list = setting(
         [],
         parse=logger_list,
-        help="experiment trackers that receive every record of metrics.jsonl (rank 0): tensorboard (into out_dir/tensorboard) and/or wandb (WANDB_MODE=offline and its other variables respected); each needs its package installed",
+        help="experiment trackers that receive every record of metrics.jsonl (rank 0): "
+        "tensorboard (into out_dir/tensorboard) and/or wandb (WANDB_MODE=offline and its other "
+        "variables respected); each needs its package installed",
     )
     peak_flops: typing.Optional[float] = setting(
         None,
-        "FLOP/s of one process taken as 100% MFU; default: the GPU's bf16 peak (n/a for a GPU not in the table), or the best of several CPU matmul timings",
+        "FLOP/s of one process taken as 100% MFU; default: the GPU's bf16 peak (n/a for a GPU "
+        "not in the table), or the best of several CPU matmul timings",
     )
 
 

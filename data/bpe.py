@@ -8,9 +8,9 @@ exactly as tiktoken splits before it merges.
 
 The trainer is the standard fast one: count each distinct chunk once with its frequency, keep the
 count of every adjacent pair and an index from each pair to the chunks that contain it, and after
-a merge patch the counts around each of its occurrences in the chunks it occurred in. A max-heap with lazy invalidation
-picks the most frequent pair: every count change pushes a fresh entry, and popped entries whose
-count no longer matches are dropped.
+a merge patch the counts around each of its occurrences in the chunks it occurred in. A max-heap
+with lazy invalidation picks the most frequent pair: every count change pushes a fresh entry, and
+popped entries whose count no longer matches are dropped.
 
 Pieces longer than MAX_PIECE_CHARS (text without whitespace: DNA, minified code, base64) are cut
 into fixed-size sub-pieces before counting, as production byte-level trainers bound their input

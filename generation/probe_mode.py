@@ -29,8 +29,9 @@ def add_flags(parser):
     add(
         "--patch",
         action="store_true",
-        help="with --probe: also activation patching on corrupted twins (each head's output and the "
-        "residual stream at the antecedent, between, and the pronoun, patched clean -> corrupted)",
+        help="with --probe: also activation patching on corrupted twins (each head's output and "
+        "the residual stream at the antecedent, between, and the pronoun, patched clean -> "
+        "corrupted)",
     )
     add(
         "--circuit",

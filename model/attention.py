@@ -62,7 +62,8 @@ class KVCache:
         self.length = 0
 
     def append(self, k, v):
-        """Store k, v of shape (B, H, T, D) after the filled part; return all keys and values so far."""
+        """Store k, v of shape (B, H, T, D) after the filled part; return all keys and values so
+        far."""
         start, end = self.length, self.length + k.size(2)
         if end > self.k.size(2):
             raise ValueError(

@@ -1,8 +1,8 @@
 """The decoder: token + position embeddings, a stack of pre-LayerNorm blocks, a tied LM head.
 
-That is GPT-2's architecture, and the default. GPTConfig also offers four changes from the speedrun records,
-each one switch: relu² in the MLP, QK-norm and rotary positions in attention (model.attention),
-and an LM head with its own matrix.
+That is GPT-2's architecture, and the default. GPTConfig also offers four changes from the
+speedrun records, each one switch: relu² in the MLP, QK-norm and rotary positions in attention
+(model.attention), and an LM head with its own matrix.
 
 Letters used in shape comments: B batch, T time, C channels (n_embd), V vocabulary, L layers.
 """

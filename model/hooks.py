@@ -138,8 +138,8 @@ NameOrPredicate = str | Callable[[str], bool]
 def select(model, names: NameOrPredicate | Iterable[str] | None, points=None) -> list[str]:
     """The point names that `names` means: None is every point but the split inputs (which
     change how their layer computes, so they are hooked only by name or predicate); a predicate
-    keeps the names it is true of; a name or a list of names must each be a point (a ValueError names the closest).
-    `points` is hook_points(model), where the caller has it already."""
+    keeps the names it is true of; a name or a list of names must each be a point (a ValueError
+    names the closest). `points` is hook_points(model), where the caller has it already."""
     points = hook_points(model) if points is None else points
     if names is None:
         return [n for n in points if not n.endswith(SPLIT_INPUTS)]
@@ -180,9 +180,9 @@ def run_with_cache(
     **forward_kwargs,
 ):
     """(logits, cache): the model's logits on idx and {name: tensor} for the points asked for
-    (None: all of them but the split inputs, which on a large model and a long input is a great deal of memory).
-    A point that fires several times in one pass keeps its last value. detach=False keeps
-    autograd's graph in the cached tensors."""
+    (None: all of them but the split inputs, which on a large model and a long input is a great
+    deal of memory). A point that fires several times in one pass keeps its last value.
+    detach=False keeps autograd's graph in the cached tensors."""
     cache = {}
     chosen = set(select(model, names))
 

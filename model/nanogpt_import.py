@@ -52,8 +52,8 @@ def read_nanogpt(ckpt: dict, vocab_size: int) -> tuple[GPTConfig, dict]:
         multiple = 64  # nanoGPT's GPT-2 runs: 50,257 tokens in 50,304 rows
     else:
         raise ValueError(
-            f"the nanoGPT model has {rows} token rows, which do not fit a tokenizer of {vocab_size} "
-            "tokens; give the meta.pkl of the data it was trained on"
+            f"the nanoGPT model has {rows} token rows, which do not fit a tokenizer of "
+            f"{vocab_size} tokens; give the meta.pkl of the data it was trained on"
         )
     config = GPTConfig(vocab_size=vocab_size, vocab_multiple=multiple, dropout=0.0, **args)
     state = {}

@@ -146,9 +146,9 @@ def _open_run(out_dir, device, nanogpt_meta=None):
         and hashlib.sha256(tokenizer_path.read_bytes()).hexdigest() != recorded
     ):
         raise ValueError(
-            f"{out_dir} was trained with another tokenizer ({meta.get('tokenizer_kind')}: the files "
-            f"differ): {tokenizer_path.name} is not the one its checkpoint records; put the run's own "
-            "tokenizer file back, or train again"
+            f"{out_dir} was trained with another tokenizer ({meta.get('tokenizer_kind')}: the "
+            f"files differ): {tokenizer_path.name} is not the one its checkpoint records; put the "
+            "run's own tokenizer file back, or train again"
         )
     config, state_dict = model_parts(ckpt, out_dir / CKPT_NAME)
     return config, state_dict, load_tokenizer(tokenizer_path), meta, ckpt
@@ -173,9 +173,9 @@ def _open_nanogpt(folder, ckpt, meta_pkl=None):
         tokenizer, kind = nanogpt_char_tokenizer(meta_pkl), "char"
     elif ckpt["model_args"].get("vocab_size", 0) < 50257:
         raise ValueError(
-            f"{folder} is a nanoGPT run of {ckpt['model_args'].get('vocab_size')} tokens, and there "
-            f"is no {meta_pkl}: copy the meta.pkl of its data (nanoGPT writes data/<dataset>/meta.pkl) "
-            "beside its ckpt.pt, or name it with --meta"
+            f"{folder} is a nanoGPT run of {ckpt['model_args'].get('vocab_size')} tokens, and "
+            f"there is no {meta_pkl}: copy the meta.pkl of its data (nanoGPT writes "
+            "data/<dataset>/meta.pkl) beside its ckpt.pt, or name it with --meta"
         )
     else:
         tokenizer, kind = gpt2_tokenizer(), "gpt2"

@@ -230,6 +230,7 @@ def _fsync(path: Path) -> None:
 
 
 def _fsync_folder(folder: Path) -> None:
-    """Make a finished rename durable; best effort, as some file systems refuse to fsync a folder."""
+    """Make a finished rename durable; best effort, as some file systems refuse to fsync a
+    folder."""
     with contextlib.suppress(OSError):
         _fsync(folder)

@@ -1,4 +1,5 @@
-"""Files from the Hugging Face Hub: `hf:OWNER/NAME` models and `hf:OWNER/DATASET/PATH` dataset files.
+"""Files from the Hugging Face Hub: `hf:OWNER/NAME` models and `hf:OWNER/DATASET/PATH` dataset
+files.
 
 Every download goes through huggingface_hub.hf_hub_download into the hub's usual cache
 (HF_HUB_CACHE, by default ~/.cache/huggingface/hub): it checks each transfer's size, keeps the
@@ -125,7 +126,8 @@ def _repo_id(source: str, kind: str):
         example = (
             "OWNER/NAME, e.g. hf:openai-community/gpt2"
             if kind == "model"
-            else "OWNER/DATASET/PATH/IN/REPO, e.g. hf:roneneldan/TinyStories/TinyStoriesV2-GPT4-train.txt"
+            else "OWNER/DATASET/PATH/IN/REPO, e.g. "
+            "hf:roneneldan/TinyStories/TinyStoriesV2-GPT4-train.txt"
         )
         raise ValueError(f"{source} is not a Hugging Face {kind} name: write {PREFIX}{example}")
     repo_id = "/".join(parts[:n_repo])
@@ -182,7 +184,8 @@ def _fetch(repo_id, filename, repo_type, revision, by_hand, missing_ok=False) ->
         ) from None
     except RevisionNotFoundError:  # a commit pinned by model_folder, gone meanwhile
         raise ValueError(f"{where} has no revision {revision or 'main'}; run again") from None
-    except Exception as e:  # HfHubHTTPError, OSError, and the HTTP client's own (a bad HF_ENDPOINT)
+    # HfHubHTTPError, OSError, and the HTTP client's own (a bad HF_ENDPOINT)
+    except Exception as e:  # noqa: BLE001
         reason = " ".join(str(e).split())[:200] or type(e).__name__
         raise ValueError(
             f"could not download {filename} of {where} ({reason}); {by_hand}"

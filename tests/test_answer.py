@@ -229,10 +229,10 @@ def test_a_one_example_file_prints_the_answer_without_intervals(run_folder, tmp_
 def test_the_page_shows_the_models_answer_beside_the_best_head():
     from analysis.probe_tables import answer_table
 
-    row = lambda n, s, c, h: {
+    row = lambda n, s, c, h: {  # noqa: E731
         "examples": n,
         "cand_at_1": {"substitution": s, "closeness": c, "head": h},
-    }  # noqa: E731
+    }
     answer = {
         "methods": ["substitution", "closeness"],
         "head": {"layer": 0, "head": 2},

@@ -224,9 +224,10 @@ def test_init_from_into_a_folder_that_holds_another_run_is_refused(corpus, tiny_
     out, cfg = tiny_run
     source = tmp_path / "source"
     train(tiny_config(corpus, source, "train.max_iters=2", "train.eval_interval=2"))
-    files = lambda: {
-        p.name: p.read_bytes() for p in out.iterdir() if p.name != ".lock"
-    }  # the lock names its holder
+
+    def files():  # the lock names its holder
+        return {p.name: p.read_bytes() for p in out.iterdir() if p.name != ".lock"}
+
     before = files()
     said = error_line(run_script("train.py", cfg, f"train.init_from={source}", "train.max_iters=4"))
     assert "init_from" in said and "--force" in said, said

@@ -50,7 +50,10 @@ def known_gpt(block_size=64):
 
 def example(text, antecedent, *distractors):
     """An Example whose query is the "it" of "its": each candidate word's first occurrence."""
-    span = lambda w: (text.index(w), text.index(w) + len(w))
+
+    def span(w):
+        return (text.index(w), text.index(w) + len(w))
+
     p = text.index(" its ") + 1
     return Example(text, (p, p + 2), span(antecedent), [span(d) for d in distractors])
 
@@ -107,8 +110,12 @@ def test_examples_without_a_next_token_or_that_cannot_be_encoded_are_skipped(res
 
 
 def test_antecedent_and_distractor_knockouts_give_the_deltas_worked_out_by_hand(result):
-    ante = lambda ex: tokens(ex.antecedent)
-    distr = lambda ex: tokens(ex.distractors[0])
+    def ante(ex):
+        return tokens(ex.antecedent)
+
+    def distr(ex):
+        return tokens(ex.distractors[0])
+
     for h in range(2):
         cell = result["heads"][0][h]
         expected_ante = sum(hand_loss(ex, {h: ante(ex)}) - hand_loss(ex) for ex in USED) / 3
@@ -116,7 +123,10 @@ def test_antecedent_and_distractor_knockouts_give_the_deltas_worked_out_by_hand(
         assert cell["antecedent"] == pytest.approx(expected_ante, abs=1e-5)
         assert cell["distractor"] == pytest.approx(expected_distr, abs=1e-5)
         assert expected_ante > 0.05 and expected_distr < -0.01  # opposite, as designed
-    both = lambda f: sum(hand_loss(ex, {0: f(ex), 1: f(ex)}) - hand_loss(ex) for ex in USED) / 3
+
+    def both(f):
+        return sum(hand_loss(ex, {0: f(ex), 1: f(ex)}) - hand_loss(ex) for ex in USED) / 3
+
     for together in (result["layers"][0], result["all_heads"]):  # layer 1 writes nothing
         assert together["antecedent"] == pytest.approx(both(ante), abs=1e-5)
         assert together["distractor"] == pytest.approx(both(distr), abs=1e-5)

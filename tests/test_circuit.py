@@ -64,7 +64,10 @@ def plain_ld(model, pairs, which):
 
 def test_the_graph_has_an_edge_exactly_where_the_sender_is_upstream():
     graph = build_graph(2, 2)
-    edge = lambda u, v: graph.allowed[graph.senders.index(u), graph.receivers.index(v)].item()
+
+    def edge(u, v):
+        return graph.allowed[graph.senders.index(u), graph.receivers.index(v)].item()
+
     assert edge("embed:antecedent", "L0H1.k") and edge("L0H0", "MLP0") and edge("MLP0", "L1H1.q")
     assert not edge("L0H0", "L0H1.v") and not edge("MLP0", "MLP0") and not edge("L1H0", "L1H1.q")
     assert edge("MLP1", "logits") and int(graph.allowed.sum()) == 2 * 15 + 2 * 9 + 8 + 2 * 2 + 1

@@ -251,7 +251,7 @@ def test_ctrl_c_while_sampling_stops_a_real_process_without_a_traceback(char_run
         env=env,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
-        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),  # noqa: PLW1509
     )
     try:
         assert os.read(proc.stdout.fileno(), 1)  # the prompt: main() is running

@@ -22,7 +22,8 @@ transformers = pytest.importorskip(
 )
 
 TORTURE = (
-    "\ufeffBOM first\r\nCRLF line\r\ntabs\tand\t\tmore\nfamily \U0001f468\u200d\U0001f469\u200d\U0001f467 "
+    "\ufeffBOM first\r\nCRLF line\r\ntabs\tand\t\tmore\n"
+    "family \U0001f468\u200d\U0001f469\u200d\U0001f467 "
     "thumb \U0001f44d\U0001f3fd flag \U0001f3f3\ufe0f\u200d\U0001f308\n"
     "accents: café naïve déjà vu e\u0301 n\u0303 Ångström\n"
     "CJK: 日本語のテキスト 中文 한국어 東京\n"

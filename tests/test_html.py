@@ -752,8 +752,10 @@ def test_the_patching_and_lens_sections_show_their_numbers():
 
 
 PATCH_SECTIONS = """
-const right = sel => Math.max(...[...document.querySelectorAll(sel)].map(e => e.getBoundingClientRect().right));
-out.tables = document.querySelectorAll("section.patching table").length + document.querySelectorAll("section.lens table").length;
+const right = sel => Math.max(...[...document.querySelectorAll(sel)]\
+.map(e => e.getBoundingClientRect().right));
+out.tables = document.querySelectorAll("section.patching table").length + \
+document.querySelectorAll("section.lens table").length;
 out.right = Math.max(right("section.patching .scroll"), right("section.lens .scroll"));
 out.pageWidth = document.documentElement.scrollWidth;
 out.clientWidth = document.documentElement.clientWidth;
@@ -786,7 +788,7 @@ out.bigRight = big.right; out.width = document.documentElement.clientWidth;
 
 
 @needs_browser
-def test_a_phone_reads_the_curves_labels_sees_that_a_cut_table_scrolls_and_the_map_keeps_off_the_edge(
+def test_a_phone_reads_the_curves_labels_sees_that_a_cut_table_scrolls_and_the_map_keeps_off_the_edge(  # noqa: E501
     tmp_path, gpt2_shaped_page
 ):
     facts = {

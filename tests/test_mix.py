@@ -298,7 +298,10 @@ def test_a_curriculum_moves_the_shares_from_the_start_weights_to_the_end_weights
     ]
     low, up = str(texts / "low.txt"), str(texts / "up.txt")
     mix = prepare_mix([MixEntry(low, 3, 0), MixEntry(up, 1)], "char", cache_dir=tmp_path / "c")
-    shares = lambda progress: [w for _, w in mix.train_files(progress)]
+
+    def shares(progress):
+        return [w for _, w in mix.train_files(progress)]
+
     assert (
         shares(0.0) == [0.0, 1.0] and shares(1.0) == [0.75, 0.25] and shares(0.5) == [0.375, 0.625]
     )

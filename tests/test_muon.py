@@ -60,7 +60,10 @@ def _train(model, opt, steps=40):
 
 def test_muon_in_bf16_steps_exactly_as_the_librarys(tiny_gpt):
     ours, library = tiny_gpt(), tiny_gpt()
-    matrices = lambda m: [p for b in m.blocks for p in b.parameters() if p.dim() == 2]
+
+    def matrices(m):
+        return [p for b in m.blocks for p in b.parameters() if p.dim() == 2]
+
     _train(
         ours, Muon(matrices(ours), orth_dtype=torch.bfloat16, lr=0.02, adjust_lr_fn="original"), 5
     )

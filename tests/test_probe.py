@@ -86,7 +86,10 @@ MODEL = KnownModel([[sink, caps], [pos4, uniform]])
 
 def item(text, antecedent, *distractors, pronoun="it"):
     """An Example from words: each word's first occurrence (pronoun: its last)."""
-    span = lambda w: (text.index(w), text.index(w) + len(w))
+
+    def span(w):
+        return (text.index(w), text.index(w) + len(w))
+
     p = text.rindex(f" {pronoun} ") + 1
     return Example(text, (p, p + len(pronoun)), span(antecedent), [span(d) for d in distractors])
 

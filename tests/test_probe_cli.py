@@ -86,7 +86,10 @@ def test_probe_natural_scores_the_head_chosen_on_dev_on_the_natural_set(run_fold
 
 def assert_causal_shape(causal, best, examples_given, L=2, H=2):
     """causal_tests' result with the probe's best head (analysis.causal), for an L x H model."""
-    ci = lambda d, names: all(d[f"{n}_ci"][0] <= d[n] <= d[f"{n}_ci"][1] for n in names)
+
+    def ci(d, names):
+        return all(d[f"{n}_ci"][0] <= d[n] <= d[f"{n}_ci"][1] for n in names)
+
     together = ("antecedent", "distractor")
     assert set(causal) == {
         "all_heads",

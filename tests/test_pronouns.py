@@ -62,8 +62,12 @@ def test_corpus_is_deterministic_in_seed():
 
 
 def test_the_same_seed_gives_the_same_text_in_every_process():
-    # Python randomises str hashes per process: nothing the generator draws may follow a set's order.
-    code = "from data.pronouns import corpus_text, examples; print(corpus_text(n_bytes=3000) + examples('dev', n=20)[-1].text)"
+    # Python randomises str hashes per process: nothing the generator draws may follow a set's
+    # order.
+    code = (
+        "from data.pronouns import corpus_text, examples; "
+        "print(corpus_text(n_bytes=3000) + examples('dev', n=20)[-1].text)"
+    )
     outputs = {
         subprocess.run(
             [sys.executable, "-c", code],

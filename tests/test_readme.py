@@ -53,7 +53,10 @@ def test_jsonl_example_in_readme_is_valid_and_points_at_its_words(tmp_path):
     path = tmp_path / "example.jsonl"
     path.write_text(blocks[0] + "\n")
     (example,) = read_jsonl(path)
-    word = lambda span: example.text[span[0] : span[1]]
+
+    def word(span):
+        return example.text[span[0] : span[1]]
+
     assert word(example.pronoun) == "it" and word(example.antecedent) == "dog"
     assert [word(d) for d in example.distractors] == ["bell"]
 

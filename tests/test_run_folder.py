@@ -137,7 +137,8 @@ def test_stale_temp_files_of_dead_writers_are_removed(corpus, tmp_path):
 
 
 class FakeClock:
-    """perf_counter that moves only when the test says: 1 s per training step, 100 s per evaluation."""
+    """perf_counter that moves only when the test says: 1 s per training step, 100 s per
+    evaluation."""
 
     def __init__(self):
         self.now = 1000.0

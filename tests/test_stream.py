@@ -1,4 +1,5 @@
-"""runs/stream.py: a sample's text as it streams, whole characters only, cut before a stop string."""
+"""runs/stream.py: a sample's text as it streams, whole characters only, cut before a stop
+string."""
 
 from data.tokenizer import train_tokenizer
 from runs.stream import StopStrings, TextStream

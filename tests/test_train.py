@@ -1,4 +1,5 @@
-"""train.py end to end on a tiny corpus: schedule, accumulation, checkpoints, resume, faults, DDP."""
+"""train.py end to end on a tiny corpus: schedule, accumulation, checkpoints, resume, faults,
+DDP."""
 
 import contextlib
 import json

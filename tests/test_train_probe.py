@@ -22,7 +22,10 @@ SENTENCES = [
 def write_probe_file(path):
     lines = []
     for text, pronoun, antecedent, distractors in SENTENCES:
-        span = lambda word: [text.index(word), text.index(word) + len(word)]
+
+        def span(word):
+            return [text.index(word), text.index(word) + len(word)]
+
         p = text.index(f" {pronoun} ") + 1
         lines.append(
             json.dumps(

@@ -150,7 +150,8 @@ def eval_line(step, final, tokens_per_sec, seconds):
 
 
 def by_source(losses):
-    """ ", val tinyshakespeare 1.7100, pronouns 0.4100" for a mix's per-source losses; "" for none."""
+    """ ", val tinyshakespeare 1.7100, pronouns 0.4100" for a mix's per-source losses; "" for
+    none."""
     if not losses:
         return ""
     return ", val " + ", ".join(f"{name} {loss:.4f}" for name, loss in losses.items())
@@ -291,7 +292,10 @@ def summary(final, tokens_seen, seconds, out_dir):
     bpb = f", {final['val_bpb']:.3f} bits/byte" if final.get("val_bpb") is not None else ""
     full = ""
     if "val_loss_full" in final:
-        full = f"; whole val split {final['val_loss_full']:.4f}{by_source(final.get('val_loss_full_sources'))}"
+        full = (
+            f"; whole val split {final['val_loss_full']:.4f}"
+            f"{by_source(final.get('val_loss_full_sources'))}"
+        )
     return (
         f"done: train loss {final['train_loss']:.4f}, val loss {final['val_loss']:.4f} "
         f"(perplexity {ppl:.2f}{bpb}){full}; {tokens_seen:,} tokens in {seconds:.1f} s "

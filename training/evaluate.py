@@ -59,9 +59,10 @@ def _token_losses(model, x, y, runtime):
 def evaluate(model, data, config, runtime):
     """Mean loss over eval_iters fixed batches of each split of `data` (a data.mix.Mixture);
     processes share the batches out. train_loss: batches drawn as in training (from the mix by
-    weight; a curriculum's weights at its end); val_loss: of a mix, the weighted mean of each source's val loss, which are in
-    val_loss_sources ({name: loss}). The batches are run through the model in larger chunks: the
-    mean over batches of equal size is the mean over all their tokens."""
+    weight; a curriculum's weights at its end); val_loss: of a mix, the weighted mean of each
+    source's val loss, which are in val_loss_sources ({name: loss}). The batches are run through
+    the model in larger chunks: the mean over batches of equal size is the mean over all their
+    tokens."""
     settings = config.train
     dtype = data.meta["dtype"]
 

@@ -93,8 +93,9 @@ def _train(config, runtime, force):
     settings = config.train
     if settings.grad_accum_steps % runtime.world_size:
         raise ValueError(
-            f"train.grad_accum_steps ({settings.grad_accum_steps}) must be a multiple of the number of "
-            f"processes ({runtime.world_size}): each process runs an equal share of the micro-batches"
+            f"train.grad_accum_steps ({settings.grad_accum_steps}) must be a multiple of the "
+            f"number of processes ({runtime.world_size}): each process runs an equal share of the "
+            "micro-batches"
         )
     console = Console(runtime.is_main)
     pretrained = pretrained_start(config)
@@ -156,8 +157,8 @@ def _loop(job, progress):
             console.close()  # before any message or error, so none lands inside the bar
     if requested and progress.step < settings.max_iters:
         console.say(
-            f"\ninterrupted ({stop.signal or 'on another process'}): checkpoint of step {progress.step} "
-            f"saved in {job.out_dir}; run the same command to resume"
+            f"\ninterrupted ({stop.signal or 'on another process'}): checkpoint of step "
+            f"{progress.step} saved in {job.out_dir}; run the same command to resume"
         )
         raise KeyboardInterrupt
     if progress.step < settings.max_iters:  # train.run_steps is done
@@ -353,7 +354,8 @@ def finish(job, progress):
             job.metrics.log(step=progress.step, **full, val_bpb_full=final["val_bpb_full"])
     if progress.start_step >= settings.max_iters:
         job.console.say(
-            f"{job.out_dir} is already trained to train.max_iters={settings.max_iters}; raise it to train on"
+            f"{job.out_dir} is already trained to train.max_iters={settings.max_iters}; "
+            "raise it to train on"
         )
     if runtime.is_main:
         records = job.metrics.records()

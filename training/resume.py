@@ -180,8 +180,8 @@ def check_resume(ckpt, config_dict, model_config_dict, fingerprint, out_dir):
     if old_cfg.get("train.init_from", "") != new_cfg["train.init_from"]:
         raise ValueError(
             f"{out_dir} holds a run started from {old_cfg.get('train.init_from') or 'scratch'!r}; "
-            f"train.init_from={new_cfg['train.init_from'] or '(none)'} would be another run, not this "
-            f"one resumed; {FORCE_HINT}"
+            f"train.init_from={new_cfg['train.init_from'] or '(none)'} would be another run, "
+            f"not this one resumed; {FORCE_HINT}"
         )
     if old_cfg.get("train.optimizer", new_cfg["train.optimizer"]) != new_cfg["train.optimizer"]:
         raise ValueError(

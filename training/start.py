@@ -83,7 +83,8 @@ def pretrained_start(config):
     ]
     if m.block_size > model_config.block_size:
         diff.append(
-            f"model.block_size {m.block_size} is longer than {source}'s {model_config.block_size} positions"
+            f"model.block_size {m.block_size} is longer than {source}'s "
+            f"{model_config.block_size} positions"
         )
     if diff:
         raise ValueError(
@@ -259,8 +260,8 @@ def build(config, runtime, data, start, console, labelled=None, aside=None):
         )
         if peak is None:
             console.note(
-                f"note: no peak FLOP/s known for {runtime.device}; MFU is shown as n/a until you set "
-                "train.peak_flops"
+                f"note: no peak FLOP/s known for {runtime.device}; MFU is shown as n/a until you "
+                "set train.peak_flops"
             )
     say_setup(config, runtime, data, raw_model, orth_dtype, progress, console)
     job = Job(
@@ -306,8 +307,8 @@ def load_start(start, raw_model, optimizer, scaler, out_dir, console):
     if start.how == "fine-tuned":
         raw_model.load_state_dict(start.pretrained.state_dict)
         console.say(
-            f"starting from the weights of {start.pretrained.source} into {out_dir}; its tokenizer is "
-            "used, not the config's tokenizer section"
+            f"starting from the weights of {start.pretrained.source} into {out_dir}; its "
+            "tokenizer is used, not the config's tokenizer section"
         )
     else:
         console.say(f"training from scratch into {out_dir}")
@@ -343,8 +344,8 @@ def say_setup(config, runtime, data, raw_model, orth_dtype, progress, console):
         )
         console.say(
             f"note: train.warmup_iters={settings.warmup_iters} is not below train.max_iters="
-            f"{settings.max_iters}: the learning rate rises to {last / settings.lr:.0%} of train.lr and "
-            "never decays; set warmup_iters below max_iters for the full schedule"
+            f"{settings.max_iters}: the learning rate rises to {last / settings.lr:.0%} of "
+            "train.lr and never decays; set warmup_iters below max_iters for the full schedule"
         )
     if (
         runtime.dtype == torch.bfloat16
@@ -352,8 +353,8 @@ def say_setup(config, runtime, data, raw_model, orth_dtype, progress, console):
         and runtime.device.type in ("cpu", "cuda")
     ):
         console.say(
-            f"note: {runtime.device.type} has no bf16 in hardware, so train.dtype=bfloat16 is emulated "
-            "and many times slower than float32; use train.dtype=auto"
+            f"note: {runtime.device.type} has no bf16 in hardware, so train.dtype=bfloat16 is "
+            "emulated and many times slower than float32; use train.dtype=auto"
         )
 
 

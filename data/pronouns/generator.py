@@ -286,7 +286,8 @@ def corpus_text(seed: int = 0, n_bytes: int = DEFAULT_CORPUS_BYTES) -> str:
 
 
 def natural() -> list[Example]:
-    """The hand-written natural sentences (NATURAL_FILE): an evaluation set only, never trained on."""
+    """The hand-written natural sentences (NATURAL_FILE): an evaluation set only, never trained
+    on."""
     return read_jsonl(NATURAL_FILE)
 
 
