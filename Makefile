@@ -5,7 +5,7 @@ PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 TEST_STAMP := $(VENV)/.installed-test
 
-.PHONY: test test-fast demo clean gpu-check
+.PHONY: test test-fast lint demo clean gpu-check
 
 $(STAMP): requirements.txt
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 10) else "Python >= 3.10 is needed; set PYTHON=/path/to/python3.x")'
@@ -18,8 +18,14 @@ $(TEST_STAMP): $(STAMP) requirements-test.txt
 	$(PY) -m pip install --quiet -r requirements-test.txt
 	@touch $(TEST_STAMP)
 
+# The style is the tools' (pyproject.toml's [tool.ruff]): a red lint fails `make test` as a red
+# test does.
+lint: $(TEST_STAMP)
+	$(PY) -m ruff check .
+	$(PY) -m ruff format --check .
+
 # pytest exits 5 when it collected no tests: that must fail loudly, never pass.
-test: $(TEST_STAMP)
+test: lint
 	@$(PY) -m pytest -q tests; rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "make test: pytest collected no tests" >&2; exit 1; fi; exit $$rc
 

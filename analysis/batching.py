@@ -2,7 +2,9 @@
 no padding can leak into attention."""
 
 
-def by_length(lengths: list[int], batch_size: int | None = None, shortest_first: bool = False):
+def by_length(
+    lengths: list[int], batch_size: int | None = None, shortest_first: bool = False
+) -> list[list[int]]:
     """Batches of indices into `lengths` (each item's token count): every batch holds items of
     one length, at most batch_size of them (None: all of that length). Lengths come in the order
     they first appear, or from the shortest with shortest_first; items keep their order."""

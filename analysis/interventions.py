@@ -4,10 +4,14 @@ Each returns a function fn(value, name) to install on a hook point; none of them
 experiment it serves, and a new experiment needs no change to the model.
 """
 
+from collections.abc import Callable
+
 import torch
 
+Hook = Callable[[torch.Tensor, str], torch.Tensor | None]  # model.hooks: fn(value, name)
 
-def replace_where(where: torch.Tensor, value: torch.Tensor):
+
+def replace_where(where: torch.Tensor, value: torch.Tensor) -> Hook:
     """A hook that puts `value` where the bool `where` is True and keeps the activation
     elsewhere. `where` covers the leading dimensions (for hook_z (B, T, H, D): (B, T, H), or
     anything broadcastable to it); `value` broadcasts to the whole activation."""
@@ -19,7 +23,7 @@ def replace_where(where: torch.Tensor, value: torch.Tensor):
     return fn
 
 
-def block_keys(blocked: torch.Tensor):
+def block_keys(blocked: torch.Tensor) -> Hook:
     """A hook for blocks.{l}.attn.hook_attn_scores: the keys marked in the bool `blocked`
     (broadcastable to (B, H, T, S)) get score -inf, so each row of the pattern renormalises
     over the keys left (a row left with none is a ValueError of the attention module)."""

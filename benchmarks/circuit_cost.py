@@ -24,7 +24,7 @@ def bench_circuit(args):
     from analysis.circuit import trace_circuit
     from data.pronouns import examples
     from data.tokenizer import train_tokenizer
-    from generate import generation_threads
+    from model.device import generation_threads
     from model.gpt import GPT, GPTConfig
 
     test = examples("test")

@@ -17,9 +17,13 @@ import os
 import posixpath
 from dataclasses import dataclass, replace
 from pathlib import Path, PurePosixPath
+from typing import TYPE_CHECKING
 
 from data.mix import parse_mix
 from data.sources import NAMED_CORPORA, is_hub_name
+
+if TYPE_CHECKING:  # the schema reads its run_dir from here: no import at run time
+    from configs.schema import Config
 
 OUT = "out"  # the folder every derived run folder is made in
 
@@ -34,7 +38,7 @@ class Origin:
     chosen: bool  # out_dir was given as an override, or set by a file other than the default
 
 
-def run_dir(config) -> str:
+def run_dir(config: "Config") -> str:
     """The folder the run of `config` reads and writes (see the module docstring). A Config built
     directly, not by load_config, has no origin: its out_dir is taken as chosen."""
     origin = getattr(config, "origin", None)
@@ -53,7 +57,7 @@ def run_dir(config) -> str:
     return str(derived)
 
 
-def resolved(config):
+def resolved(config: "Config") -> "Config":
     """A copy of `config` whose out_dir is its run_dir: what a run works in and records in its
     config.yaml. The config given is left as it is."""
     return replace(config, out_dir=run_dir(config))

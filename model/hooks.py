@@ -48,8 +48,8 @@ ln1.hook_normalized fires three times, once for each copy, on (B, T, H, C).
 """
 
 import difflib
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
-from typing import Callable, Iterable
 
 import torch
 
@@ -82,7 +82,7 @@ def per_layer(point: str, n_layer: int) -> list[str]:
     return [f"blocks.{l}.{point}" for l in range(n_layer)]
 
 
-def hook_points(model) -> dict[str, HookPoint]:
+def hook_points(model: torch.nn.Module) -> dict[str, HookPoint]:
     """Every HookPoint of `model` and its submodules, by name, in the order they fire."""
     points = {}
     for module in model.modules():
@@ -135,7 +135,11 @@ SPLIT_INPUTS = ("hook_q_input", "hook_k_input", "hook_v_input")
 NameOrPredicate = str | Callable[[str], bool]
 
 
-def select(model, names: NameOrPredicate | Iterable[str] | None, points=None) -> list[str]:
+def select(
+    model: torch.nn.Module,
+    names: NameOrPredicate | Iterable[str] | None,
+    points: dict[str, HookPoint] | None = None,
+) -> list[str]:
     """The point names that `names` means: None is every point but the split inputs (which
     change how their layer computes, so they are hooked only by name or predicate); a predicate
     keeps the names it is true of; a name or a list of names must each be a point (a ValueError
@@ -155,7 +159,9 @@ def select(model, names: NameOrPredicate | Iterable[str] | None, points=None) ->
 
 
 @contextmanager
-def hooks(model, fns: dict[NameOrPredicate, Callable]):
+def hooks(
+    model: torch.nn.Module, fns: dict[NameOrPredicate, Callable]
+) -> Iterator[torch.nn.Module]:
     """Install hooks for the `with` block: {name or predicate: fn(value, name)}. A predicate
     installs its fn on every point whose name it is true of. Hooks stack: a point runs them in
     the order installed, and each block removes exactly what it added."""
@@ -173,12 +179,12 @@ def hooks(model, fns: dict[NameOrPredicate, Callable]):
 
 
 def run_with_cache(
-    model,
+    model: torch.nn.Module,
     idx: torch.Tensor,
     names: NameOrPredicate | Iterable[str] | None = None,
     detach: bool = True,
     **forward_kwargs,
-):
+) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
     """(logits, cache): the model's logits on idx and {name: tensor} for the points asked for
     (None: all of them but the split inputs, which on a large model and a long input is a great
     deal of memory). A point that fires several times in one pass keeps its last value.

@@ -121,6 +121,28 @@ def test_without_hooks_the_fused_kernel_runs_and_the_logits_are_the_same_bit_for
     assert 0 < (before - explicit).abs().max().item() <= 1e-5 or torch.equal(before, explicit)
 
 
+def forward_before_the_points(model, idx):
+    """The default GPT's forward pass as it was written before the hook points, op for op."""
+    B, T = idx.shape
+    x = model.tok_emb(idx) + model.pos_emb(model.positions[:T])
+    for block in model.blocks:
+        a = block.attn
+        q, k, v = a.w_qkv(block.ln_1(x)).split(C, dim=2)
+        q, k, v = (t.view(B, T, a.n_head, a.head_size).transpose(1, 2) for t in (q, k, v))
+        out = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        x = x + a.w_out(out.transpose(1, 2).contiguous().view(B, T, C))
+        x = x + block.mlp.w_out(F.gelu(block.mlp.w_in(block.ln_2(x))))
+    return model.lm_head(model.ln_f(x))
+
+
+@torch.no_grad()
+def test_with_no_hook_the_logits_are_those_of_the_forward_before_the_points_bit_for_bit(tiny_gpt):
+    model = tiny_gpt().eval()
+    assert torch.equal(model(IDX), forward_before_the_points(model, IDX))
+    with hooks(model, {"blocks.1.hook_resid_mid": lambda x, name: x + 1e-3}):
+        assert not torch.equal(model(IDX), forward_before_the_points(model, IDX))  # it can fail
+
+
 @torch.no_grad()
 def test_a_hook_that_changes_the_pattern_changes_the_logits_and_knockout_renormalises(tiny_gpt):
     model = tiny_gpt().eval()

@@ -113,6 +113,16 @@ def test_transformer_lens_is_a_reference_of_the_tests_only():
     assert importers == [], f"{importers} import transformer_lens, which only the tests install"
 
 
+def test_each_module_name_is_once_in_the_tree():
+    # grep and open-by-name land on the one file: no two modules outside tests/ share a basename.
+    names = {}
+    for path in project_modules():
+        if not path.startswith("tests/") and not path.endswith("__init__.py"):
+            names.setdefault(path.rsplit("/", 1)[-1], []).append(path)
+    shared = {name: paths for name, paths in names.items() if len(paths) > 1}
+    assert shared == {}, f"modules that share a name: {shared}"
+
+
 def layout_paths():
     """The paths named in the first column of the README's Layout table."""
     readme = (ROOT / "README.md").read_text()
