@@ -11,8 +11,8 @@ class AnalysisError(ValueError):
 
 class NoQueryWord(AnalysisError):
     """The text has no query word to read attention from. `missing`: "pronoun" (the text has
-    none), "word" (the word asked for is not in it) or "empty" (the text, or the word asked
-    for, is empty)."""
+    none), "word" (the word asked for is not in it), "empty" (the text is empty) or "empty
+    word" (the word asked for is)."""
 
     reason = "no query word"
 

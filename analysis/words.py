@@ -53,7 +53,9 @@ def find_query_span(text, word=None):
     if not text.strip():
         raise NoQueryWord("empty", "the sentence is empty; give a sentence with a pronoun in it")
     if word is not None and not word.strip():
-        raise NoQueryWord("empty", "the query word is empty; give the word whose attention to show")
+        raise NoQueryWord(
+            "empty word", "the query word is empty; give the word whose attention to show"
+        )
     targets = PRONOUNS if word is None else (word.strip(),)
     # Whole word: no letter or digit just before or after ("it" matches in "it's", not in
     # "hit"); a target that starts or ends with punctuation needs no boundary on that side.

@@ -176,8 +176,8 @@ def flagged(error):
     """An analysis error as the CLI says it: a missing query word names --word."""
     if isinstance(error, NoQueryWord) and error.missing == "pronoun":
         return f"{error} with --word"
-    if isinstance(error, NoQueryWord) and str(error).startswith("the query word is empty"):
-        return str(error).replace("the query word", "--word", 1)
+    if isinstance(error, NoQueryWord) and error.missing == "empty word":
+        return "--word is empty; give the word whose attention to show"
     return str(error)
 
 
