@@ -39,6 +39,20 @@ def run_script(script, *args, timeout=120, **kwargs):
     )
 
 
+# The tiny model and batch of every quick training, as key=value overrides: a 2 x 2 x 32 model on
+# characters, 4 sequences of 16 tokens a step, on the CPU.
+TINY_MODEL = [
+    "tokenizer.kind=char",
+    "model.block_size=16",
+    "model.n_layer=2",
+    "model.n_head=2",
+    "model.n_embd=32",
+    "train.batch_size=4",
+    "train.device=cpu",
+    "train.peak_flops=1e12",
+]
+
+
 def tiny_config(corpus, out_dir, *overrides):
     """A config that trains a 2 x 2 x 32 model on the `corpus` fixture for 20 steps, in seconds."""
     return load_config(
@@ -47,19 +61,12 @@ def tiny_config(corpus, out_dir, *overrides):
             f"out_dir={out_dir}",
             f"data.source={corpus / 'text.txt'}",
             f"data.cache_dir={corpus / 'cache'}",
-            "tokenizer.kind=char",
-            "model.block_size=16",
-            "model.n_layer=2",
-            "model.n_head=2",
-            "model.n_embd=32",
-            "train.batch_size=4",
+            *TINY_MODEL,
             "train.max_iters=20",
             "train.warmup_iters=2",
             "train.eval_interval=10",
             "train.eval_iters=2",
             "train.log_interval=5",
-            "train.device=cpu",
-            "train.peak_flops=1e12",
             *overrides,
         ],
     )

@@ -10,7 +10,14 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import error_line, run_script, start_training, tiny_config, write_yaml
+from tests.helpers import (
+    TINY_MODEL,
+    error_line,
+    run_script,
+    start_training,
+    tiny_config,
+    write_yaml,
+)
 
 pytestmark = pytest.mark.slow  # the scripts run as a user runs them
 
@@ -27,19 +34,12 @@ def tiny_args(corpus, out, *overrides, source=None):
         f"out_dir={out}",
         f"data.source={source or config.data.source}",
         f"data.cache_dir={corpus / 'cache'}",
-        "tokenizer.kind=char",
-        "model.block_size=16",
-        "model.n_layer=2",
-        "model.n_head=2",
-        "model.n_embd=32",
-        "train.batch_size=4",
+        *TINY_MODEL,
         "train.max_iters=10",
         "train.warmup_iters=2",
         "train.eval_interval=5",
         "train.eval_iters=2",
         "train.log_interval=5",
-        "train.device=cpu",
-        "train.peak_flops=1e12",
         "train.final_full_eval=false",
         "train.probe_interval=0",
         *overrides,

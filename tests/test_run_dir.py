@@ -12,24 +12,17 @@ import pytest
 import train as train_script
 from configs.load import load_config
 from configs.paths import PROJECT_ROOT
-from tests.helpers import ROOT, error_line
+from tests.helpers import ROOT, TINY_MODEL, error_line
 from training.loop import train
 
-# A 2 x 2 x 32 model, char tokenizer, 4 steps: seconds, as tests/helpers.py's tiny_config.
+# The tiny model (tests/helpers.py), 4 steps: seconds.
 TINY = [
-    "tokenizer.kind=char",
-    "model.block_size=16",
-    "model.n_layer=2",
-    "model.n_head=2",
-    "model.n_embd=32",
-    "train.batch_size=4",
+    *TINY_MODEL,
     "train.max_iters=4",
     "train.warmup_iters=1",
     "train.eval_interval=4",
     "train.eval_iters=1",
     "train.log_interval=2",
-    "train.device=cpu",
-    "train.peak_flops=1e12",
     "train.probe_interval=0",
     "train.final_full_eval=false",
 ]
