@@ -126,7 +126,7 @@ def _query_loss(model, batch, edits=None):
     """((B,) loss of the token after the query, (B, L, H, D) heads' outputs at the query), with
     the hooks `edits` installed."""
     names, outputs = per_layer("attn.hook_z", model.config.n_layer), {}
-    keep = {name: lambda z, name: outputs.__setitem__(name, z[:, -1]) for name in names}
+    keep = {name: lambda z, hook: outputs.__setitem__(hook.name, z[:, -1]) for name in names}
     with hooks(model, edits or {}), hooks(model, keep):  # kept after the edits
         logits = model(batch.query, caches=batch.caches)[:, -1]  # (B, V)
     for cache in batch.caches:

@@ -188,7 +188,7 @@ def _run(model, graph, batch, ids, twin=None, plan=None, on_grad=None):
             state["total"] = state["total"] + d.sum(0)
             delta[first : first + len(value)] = list(d)
 
-    def embed(x, name):
+    def embed(x, hook):
         if on_grad is not None:
             x = state["leaf"] = x.detach().requires_grad_(True)
         where = batch.antecedent[..., None]  # (B, T, 1)
@@ -196,16 +196,16 @@ def _run(model, graph, batch, ids, twin=None, plan=None, on_grad=None):
         return x
 
     def head_writes(first):
-        return lambda x, name: record(first, x.permute(2, 0, 1, 3))  # (B, T, H, C) -> (H, ...)
+        return lambda x, hook: record(first, x.permute(2, 0, 1, 3))  # (B, T, H, C) -> (H, ...)
 
     def mlp_write(first):
-        return lambda x, name: record(first, x[None])
+        return lambda x, hook: record(first, x[None])
 
     def receiver(group, steps):
         name, rows, up = group
         split = name.endswith(SPLIT)
 
-        def fn(x, name):
+        def fn(x, hook):
             if any(steps):
                 corr = [_correction(step, delta, state["total"], x) for step in steps]
                 corr = torch.stack(corr, 2) if split else corr[0]  # (B, T, G, C) or (B, T, C)

@@ -53,7 +53,7 @@ def bench_hooks(args):
     g = torch.Generator().manual_seed(0)
     x = torch.randint(0, SHAPE["vocab_size"], (BATCH, SHAPE["block_size"]), generator=g)
     y = torch.randint(0, SHAPE["vocab_size"], (BATCH, SHAPE["block_size"]), generator=g)
-    explicit = {lambda name: name.endswith("hook_pattern"): lambda value, name: None}
+    explicit = {lambda name: name.endswith("hook_pattern"): lambda value, hook: None}
 
     def step(model):
         logits = model(x)

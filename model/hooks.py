@@ -28,9 +28,10 @@ shape, so code written against its cache reads ours:
 
 (Letters: B batch, T query positions, S key positions, C channels, H heads, D head size.)
 
-A hook is a function fn(value, name) that may return a replacement of the same shape (None keeps
-the value); autograd's graph runs through it, so a hook can also keep a tensor to take its
-gradient. Two ways in, and only these two:
+A hook is a function fn(value, hook), as in TransformerLens: `hook` is the HookPoint and
+hook.name its name. It may return a replacement of the same shape (None keeps the value; any
+other shape is a ValueError naming the point and both shapes); autograd's graph runs through
+it, so a hook can also keep a tensor to take its gradient. Two ways in, and only these two:
 
     with hooks(model, {"blocks.0.attn.hook_pattern": fn, is_z: other_fn}):
         logits = model(idx)
@@ -67,13 +68,23 @@ class HookPoint:
 
     def __call__(self, x: torch.Tensor) -> torch.Tensor:
         for fn in self.fns:
-            out = fn(x, self.name)
+            out = fn(x, self)
             if out is not None:
+                if not isinstance(out, torch.Tensor) or out.shape != x.shape:
+                    raise ValueError(_bad_replacement(self.name, x, out))
                 x = out
         return x
 
     def __repr__(self):
         return f"HookPoint({self.name!r}, {len(self.fns)} hooks)"
+
+
+def _bad_replacement(name, x, out):
+    got = f"shape {tuple(out.shape)}" if isinstance(out, torch.Tensor) else type(out).__name__
+    return (
+        f"a hook on {name} returned {got} where the point is {tuple(x.shape)}: return a tensor "
+        "of the same shape, or None to keep the value"
+    )
 
 
 def per_layer(point: str, n_layer: int) -> list[str]:
@@ -162,7 +173,7 @@ def select(
 def hooks(
     model: torch.nn.Module, fns: dict[NameOrPredicate, Callable]
 ) -> Iterator[torch.nn.Module]:
-    """Install hooks for the `with` block: {name or predicate: fn(value, name)}. A predicate
+    """Install hooks for the `with` block: {name or predicate: fn(value, hook)}. A predicate
     installs its fn on every point whose name it is true of. Hooks stack: a point runs them in
     the order installed, and each block removes exactly what it added."""
     points = hook_points(model)
@@ -192,8 +203,8 @@ def run_with_cache(
     cache = {}
     chosen = set(select(model, names))
 
-    def keep(value, name):
-        cache[name] = value.detach() if detach else value
+    def keep(value, hook):
+        cache[hook.name] = value.detach() if detach else value
 
     with hooks(model, {lambda name: name in chosen: keep}):
         logits = model(idx, **forward_kwargs)

@@ -217,4 +217,4 @@ def explicit_path(model):
     on its pattern that changes nothing)."""
     from model.hooks import hooks
 
-    return hooks(model, {lambda name: name.endswith("hook_pattern"): lambda value, name: None})
+    return hooks(model, {lambda name: name.endswith("hook_pattern"): lambda value, hook: None})

@@ -106,8 +106,8 @@ def test_without_hooks_the_fused_kernel_runs_and_the_logits_are_the_same_bit_for
         with hooks(
             model,
             {
-                "blocks.0.hook_resid_pre": lambda x, name: None,
-                "blocks.1.attn.hook_z": lambda x, name: None,
+                "blocks.0.hook_resid_pre": lambda x, hook: None,
+                "blocks.1.attn.hook_z": lambda x, hook: None,
             },
         ):
             same = model(IDX)  # points outside the scores and pattern keep the fused kernel
@@ -139,7 +139,7 @@ def forward_before_the_points(model, idx):
 def test_with_no_hook_the_logits_are_those_of_the_forward_before_the_points_bit_for_bit(tiny_gpt):
     model = tiny_gpt().eval()
     assert torch.equal(model(IDX), forward_before_the_points(model, IDX))
-    with hooks(model, {"blocks.1.hook_resid_mid": lambda x, name: x + 1e-3}):
+    with hooks(model, {"blocks.1.hook_resid_mid": lambda x, hook: x + 1e-3}):
         assert not torch.equal(model(IDX), forward_before_the_points(model, IDX))  # it can fail
 
 
@@ -198,12 +198,12 @@ def test_patching_an_mlp_output_from_another_run_needs_no_change_to_the_model(ti
         model, other, ["blocks.1.hook_mlp_out", "blocks.1.hook_resid_mid"]
     )
     base = model(IDX)
-    mlp_out = lambda x, name: cache["blocks.1.hook_mlp_out"]  # noqa: E731
+    mlp_out = lambda x, hook: cache["blocks.1.hook_mlp_out"]  # noqa: E731
     with hooks(model, {"blocks.1.hook_mlp_out": mlp_out}):
         patched = model(IDX)
     assert (patched - base).abs().max().item() > 1e-4  # the patch moves the logits
     # With the stream before the MLP taken from the other run too, the run is the other's.
-    mid = lambda x, name: cache["blocks.1.hook_resid_mid"]  # noqa: E731
+    mid = lambda x, hook: cache["blocks.1.hook_resid_mid"]  # noqa: E731
     with hooks(model, {"blocks.1.hook_resid_mid": mid, "blocks.1.hook_mlp_out": mlp_out}):
         assert torch.equal(model(IDX), target)
 
@@ -212,9 +212,9 @@ def test_hooks_keep_the_graph_so_gradients_flow(tiny_gpt):
     model = tiny_gpt().eval()
     kept = {}
 
-    def keep(x, name):
+    def keep(x, hook):
         x.retain_grad()
-        kept[name] = x
+        kept[hook.name] = x
 
     with hooks(model, {"blocks.0.hook_resid_mid": keep, "blocks.0.attn.hook_pattern": keep}):
         model(IDX).sum().backward()
@@ -227,7 +227,7 @@ def test_hooks_keep_the_graph_so_gradients_flow(tiny_gpt):
 def test_split_inputs_give_each_head_its_own_query_key_and_value_stream(tiny_gpt):
     model = tiny_gpt().eval()
     logits = model(IDX)
-    nothing = lambda x, name: None  # noqa: E731
+    nothing = lambda x, hook: None  # noqa: E731
     with hooks(model, {lambda n: n.endswith(("q_input", "k_input", "v_input")): nothing}):
         split, cache = run_with_cache(model, IDX, ["blocks.0.hook_q_input", "blocks.0.attn.hook_q"])
     assert cache["blocks.0.hook_q_input"].shape == (2, 12, 4, 32)
@@ -237,7 +237,7 @@ def test_split_inputs_give_each_head_its_own_query_key_and_value_stream(tiny_gpt
         model, IDX, per_layer("attn.hook_q", 1) + per_layer("attn.hook_k", 1)
     )
 
-    def shift_head_1(x, name):
+    def shift_head_1(x, hook):
         x = x.clone()
         x[:, :, 1] += torch.linspace(-1, 1, 32)  # not a constant, which LayerNorm would remove
         return x
@@ -259,7 +259,7 @@ def test_unknown_names_are_value_errors_with_the_closest_and_hooks_always_uninst
     with pytest.raises(
         ValueError, match=r"hook_patern.*did you mean blocks\.0\.attn\.hook_pattern"
     ):
-        with hooks(model, {"blocks.0.attn.hook_patern": lambda x, name: None}):
+        with hooks(model, {"blocks.0.attn.hook_patern": lambda x, hook: None}):
             pass
     every = torch.ones(1, 1, 12, 12, dtype=torch.bool)
     with pytest.raises(ValueError, match=r"blocks\.0\.attn\.hook_attn_scores.*no key"):
@@ -283,3 +283,26 @@ def test_hooks_with_a_kv_cache_match_the_whole_sequence(tiny_gpt):
     assert step[name].shape == (2, 4, 1, 12)
     torch.testing.assert_close(step[name][:, :, 0], whole[name][:, :, 11], atol=1e-6, rtol=0)
     torch.testing.assert_close(last[:, 0], full[:, 11], atol=1e-5, rtol=0)
+
+
+@torch.no_grad()
+def test_a_hook_gets_its_point_and_a_replacement_of_another_shape_is_refused(tiny_gpt):
+    model = tiny_gpt().eval()
+    seen = []
+
+    def note(x, hook):
+        seen.append((hook.name, tuple(x.shape)))
+
+    with hooks(model, {"blocks.1.attn.hook_pattern": note}):
+        model(IDX)
+    assert seen == [("blocks.1.attn.hook_pattern", (2, 4, 12, 12))]
+    one_head = lambda x, hook: x[:, :1]  # noqa: E731  broadcasting it would edit every head
+    with pytest.raises(
+        ValueError, match=r"blocks\.0\.attn\.hook_pattern.*\(2, 1, 12, 12\).*\(2, 4, 12, 12\)"
+    ):
+        with hooks(model, {"blocks.0.attn.hook_pattern": one_head}):
+            model(IDX)
+    with pytest.raises(ValueError, match=r"blocks\.0\.hook_resid_pre returned float"):
+        with hooks(model, {"blocks.0.hook_resid_pre": lambda x, hook: 1.0}):
+            model(IDX)
+    assert all(not p.fns for p in hook_points(model).values())

@@ -38,14 +38,14 @@ def test_patching_the_whole_last_stream_gives_the_other_runs_logits_and_a_self_p
     last, middle = "blocks.1.hook_resid_post", "blocks.1.hook_resid_pre"
     with torch.no_grad():
         clean, seen = run_with_cache(model, a, [last])
-        with hooks(model, {last: lambda x, name: seen[last]}):
+        with hooks(model, {last: lambda x, hook: seen[last]}):
             patched = model(b)
         torch.testing.assert_close(patched, clean)
         plain, own = run_with_cache(model, b, [middle])
-        with hooks(model, {middle: lambda x, name: own[middle]}):
+        with hooks(model, {middle: lambda x, hook: own[middle]}):
             assert torch.equal(model(b), plain)
     with pytest.raises(ValueError, match="no hook point 'blocks.2.hook_resid_pre'"):
-        with hooks(model, {"blocks.2.hook_resid_pre": lambda x, name: clean}):
+        with hooks(model, {"blocks.2.hook_resid_pre": lambda x, hook: clean}):
             pass
 
 

@@ -170,7 +170,7 @@ def test_the_same_edit_moves_both_models_logits_alike(pair, point):
     edit, bridge_options = EDITS[point]
     with torch.no_grad(), options(bridge, *bridge_options):
         clean = run.model(tokens)
-        with hooks(run.model, {point: lambda value, _: edit(value)}):
+        with hooks(run.model, {point: lambda value, hook: edit(value)}):
             ours = run.model(tokens)
         theirs = bridge.run_with_hooks(tokens, fwd_hooks=[(point, lambda value, hook: edit(value))])
     assert (ours - clean).abs().max() > 1e-3  # the edit changes the logits, far beyond SAME
