@@ -1,0 +1,205 @@
+"""Which candidate wins: the choice metric, the model's choice accuracy, the heads that decide,
+and the choice circuit, on choice twins (analysis/choice_pairs.py: both candidates kept, the
+answer flipped).
+
+The choice metric at the pronoun, for an example whose antecedent is A and whose twin's is B:
+
+    CM = logit(A's continuation's first token) - logit(B's continuation's first token)
+
+above 0 where the model prefers A. Choice accuracy is the share of examples with CM > 0 on the
+example (the clean run); flip the share with CM > 0 on the example AND CM < 0 on its twin: the
+model's choice follows what decides. Chance is 1/2 for accuracy, 1/4 for flip (a coin for each).
+A set shows a preference where its accuracy is at least PREFERS and its interval lies above
+chance; only then is its circuit drawn.
+
+A head decides (Yamakoshi et al. 2023's rule) where patching it alone flips the preference in
+both directions: its output (attn.hook_z of that head, at every position: all it writes)
+taken from the twin's run makes CM < 0 on the example, and taken from the example's run makes
+CM > 0 on the twin. Read on the examples the model gets right both ways (flip); a head decides a
+set where it flips at least DECIDES of them, on a set with at least MIN_FOR_STATS such examples
+(on fewer, no head is named: one or two examples would name any head they happen to move).
+
+The choice circuit is analysis/circuit.py's on these pairs (its metric is CM, its gap the mean CM
+on the examples less the mean on their twins), pruned to keep FAITHFUL of the gap; its embedding
+node at the changed tokens is named CHANGED here (in the identity circuit it is the antecedent's).
+
+Intervals: 95% percentile bootstrap over examples (analysis/bootstrap.py), none below
+analysis.probe.MIN_FOR_STATS examples.
+"""
+
+import torch
+
+from analysis.batching import by_length
+from analysis.bootstrap import means_with_intervals, resample
+from analysis.choice_pairs import Choices, choice_pairs
+from analysis.circuit import circuit_of_pairs
+from analysis.errors import NothingToMeasure
+from analysis.interventions import replace_where
+from analysis.probe import MIN_FOR_STATS
+from data.pronouns import DECIDED_BY
+from model.hooks import hooks, per_layer, run_with_cache
+
+PREFERS = 0.65  # choice accuracy from which a set counts as preferring the antecedent
+DECIDES = 0.5  # the share of right-both-ways examples a deciding head must flip
+FAITHFUL = 0.8  # the share of the gap the choice circuit keeps
+CHANGED = "embed:changed"
+
+
+def _cm(logits, pairs):
+    """(B,) choice metric at the last position."""
+    last = logits[:, -1].double()
+    b = torch.arange(len(pairs))
+    nexts = torch.tensor([[p.clean_next, p.corrupt_next] for p in pairs], device=last.device)
+    return (last[b, nexts[:, 0]] - last[b, nexts[:, 1]]).cpu()
+
+
+@torch.no_grad()
+def _group(model, pairs):
+    """(clean CM, twin CM, (L, H, 2, B) CM with one head's output patched: [.., 0] the twin's
+    into the example's run, [.., 1] the example's into the twin's) for pairs of one length."""
+    device = next(model.parameters()).device
+    clean = torch.tensor([p.clean for p in pairs], device=device)
+    twin = torch.tensor([p.corrupt for p in pairs], device=device)
+    L, H = model.config.n_layer, model.config.n_head
+    names = per_layer("attn.hook_z", L)
+    logits, clean_cache = run_with_cache(model, clean, names)
+    cm_clean = _cm(logits, pairs)
+    logits, twin_cache = run_with_cache(model, twin, names)
+    cm_twin = _cm(logits, pairs)
+    heads = torch.zeros(L, H, 2, len(pairs), dtype=torch.float64)
+    for l, name in enumerate(names):
+        for h in range(H):
+            where = torch.zeros(1, 1, H, dtype=torch.bool, device=device)
+            where[..., h] = True  # (1, 1, H): head h at every example and position
+            for d, (run, source) in enumerate(((clean, twin_cache), (twin, clean_cache))):
+                with hooks(model, {name: replace_where(where, source[name])}):
+                    heads[l, h, d] = _cm(model(run), pairs)
+    return cm_clean, cm_twin, heads
+
+
+def choice_metrics(model, pairs) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(N,) CM on the examples, (N,) CM on their twins, and (L, H, 2, N) CM with one head patched
+    (see _group), in the order of `pairs`."""
+    N = len(pairs)
+    L, H = model.config.n_layer, model.config.n_head
+    clean, twin = torch.zeros(N, dtype=torch.float64), torch.zeros(N, dtype=torch.float64)
+    heads = torch.zeros(L, H, 2, N, dtype=torch.float64)
+    for group in by_length([len(p.clean) for p in pairs]):
+        c, t, h = _group(model, [pairs[i] for i in group])
+        clean[group], twin[group], heads[..., group] = c, t, h
+    return clean, twin, heads
+
+
+def choice_accuracy(clean: torch.Tensor, twin: torch.Tensor, seed: int, resamples: int) -> dict:
+    """{n, accuracy, flip, clean_cm, twin_cm, each with "_ci" on at least MIN_FOR_STATS
+    examples; prefers} for one set's (N,) CMs (see the module docstring)."""
+    values = {
+        "accuracy": (clean > 0).double(),
+        "flip": ((clean > 0) & (twin < 0)).double(),
+        "clean_cm": clean,
+        "twin_cm": twin,
+    }
+    n = len(clean)
+    if n >= MIN_FOR_STATS:
+        out = means_with_intervals(values, resample(n, resamples, seed))
+    else:
+        out = {k: v.mean().item() for k, v in values.items()}
+        out.update({f"{k}_ci": None for k in values})
+    ci = out["accuracy_ci"]
+    out["prefers"] = out["accuracy"] >= PREFERS and (ci is None or ci[0] > 0.5)
+    return {"n": n, **out}
+
+
+def deciding(heads: torch.Tensor, clean: torch.Tensor, twin: torch.Tensor) -> dict:
+    """{flip_share: [layer][head], deciding: ["L{l}H{h}", ...], right: examples right both
+    ways} for one set: (L, H, 2, N) patched CMs and (N,) CMs (see the module docstring)."""
+    right = (clean > 0) & (twin < 0)
+    flips = (heads[:, :, 0] < 0) & (heads[:, :, 1] > 0) & right  # (L, H, N)
+    n = int(right.sum())
+    share = flips.sum(-1).double() / max(n, 1)  # (L, H)
+    names = [
+        f"L{l}H{h}"
+        for l in range(share.size(0))
+        for h in range(share.size(1))
+        if n >= MIN_FOR_STATS and share[l, h] >= DECIDES
+    ]
+    return {"right": n, "flip_share": share.tolist(), "deciding": names}
+
+
+def _circuit(part: dict, prefers: bool) -> dict:
+    """One set's circuit from circuit_of_pairs, its embedding node renamed; no edges where the
+    set shows no preference."""
+    keep = ("gap", "gap_ci", "size", "faithfulness", "faithfulness_ci", "agreement")
+    out = {k: part.get(k) for k in keep}
+    out["drawn"] = prefers and part["preference"]
+    rename = {"embed:antecedent": CHANGED}
+    out["edges"] = [
+        {**e, "from": rename.get(e["from"], e["from"])} for e in part["edges"] if out["drawn"]
+    ]
+    if not out["drawn"]:
+        out.update(faithfulness=None, faithfulness_ci=None, size=None)
+    return out
+
+
+def choice_study(model, tokenizer, examples, seed: int = 0, resamples: int = 1000) -> dict:
+    """JSON-ready: the whole set's {n, accuracy, flip, ..., prefers, deciding, circuit} at the top
+    level and each kind's under "by_kind", with the twins found and skipped (see the module
+    docstring). NothingToMeasure("choice") where no example has a token-aligned twin."""
+    made = choice_pairs(tokenizer, examples, model.config.block_size)
+    if not made.pairs:
+        raise NothingToMeasure(
+            "choice",
+            f"none of the {len(examples)} examples has a choice twin of its token length under "
+            "this model's tokenizer",
+        )
+    clean, twin, heads = choice_metrics(model, made.pairs)
+    circuit = circuit_of_pairs(
+        model, made.pairs, made.kinds, seed=seed, resamples=resamples, faithful=FAITHFUL
+    )
+    sets = {None: list(range(len(made.pairs)))}
+    for kind in DECIDED_BY:
+        sets[kind] = [i for i, k in enumerate(made.kinds) if k == kind]
+    out = {}
+    for kind, rows in sets.items():
+        if not rows:
+            continue
+        part = choice_accuracy(clean[rows], twin[rows], seed, resamples)
+        part.update(deciding(heads[..., rows], clean[rows], twin[rows]))
+        found = circuit if kind is None else circuit["by_kind"][kind]
+        part["circuit"] = _circuit(found, part["prefers"])
+        out[kind] = part
+    result = out.pop(None)
+    result["by_kind"] = out
+    result.update(_twins(made), threshold=FAITHFUL, prefers_from=PREFERS, decides_from=DECIDES)
+    result.update(n_edges=circuit["n_edges"], seed=seed, resamples=resamples)
+    return result
+
+
+def _twins(made: Choices) -> dict:
+    return {"twins": {"found": made.found, "tried": made.tried, "skipped": made.skipped}}
+
+
+def shared_edges(identity: dict, choice: dict) -> list[str]:
+    """The edges ("from -> to") in both circuits of one set (identity: analysis/circuit.py's
+    result for it, choice: choice_study's)."""
+
+    def names(edges):
+        return {f"{e['from']} -> {e['to']}" for e in edges if e["in_circuit"]}
+
+    return sorted(names(identity.get("edges", [])) & names(choice["circuit"]["edges"]))
+
+
+def with_shared(result: dict, model, tokenizer, examples) -> None:
+    """Put choice_study's result under result["choice"] (or why not under "choice_skipped"),
+    each set's edges shared with the identity circuit (result["circuit"]) in "shared_edges"."""
+    try:
+        choice = choice_study(model, tokenizer, examples)
+    except NothingToMeasure as e:
+        result["choice_skipped"] = {"reason": e.reason, "message": str(e)}
+        return
+    identity = result.get("circuit")
+    if identity is not None:
+        choice["shared_edges"] = shared_edges(identity, choice)
+        for kind, part in choice["by_kind"].items():
+            part["shared_edges"] = shared_edges(identity["by_kind"].get(kind, {}), part)
+    result["choice"] = choice

@@ -1,0 +1,126 @@
+"""Both circuits in plain text, as `generate.py --probe --circuit` prints them, each named by the
+question it answers: the identity circuit (analysis/circuit_report.py: how the antecedent's noun
+reaches the prediction) and then the choice (analysis/choice.py: which candidate wins): the
+twins found, the choice accuracy and flip beside the substitution answer, the deciding heads,
+each set's choice circuit and the edges it shares with the identity circuit."""
+
+from analysis.circuit_report import format_circuit, with_interval
+from analysis.probe import MIN_FOR_STATS
+
+LISTED = 12  # edges listed per set at most
+
+
+def _pct(x, ci=None):
+    text = "-" if x is None else f"{100 * x:.1f}%"
+    return text + ("" if ci is None else f" [{100 * ci[0]:.1f}, {100 * ci[1]:.1f}]")
+
+
+def format_circuits(result: dict) -> str:
+    """The identity circuit's report (where the result has one) and the choice's."""
+    parts = []
+    if "circuit" in result:
+        parts.append(
+            "Question 1, identity: how does the antecedent's noun reach the prediction? "
+            "(twins swap the antecedent's noun for another of its kind; the same candidate "
+            "wins in both runs)\n" + format_circuit(result["circuit"])
+        )
+    if "choice" in result:
+        parts.append(format_choice(result["choice"], result.get("model_answer")))
+    elif "choice_skipped" in result:
+        parts.append(f"The choice circuit skipped: {result['choice_skipped']['message']}")
+    return "\n\n".join(parts)
+
+
+def _twins_line(twins):
+    found = ", ".join(
+        f"{kind} {twins['found'].get(kind, 0)}/{n}" for kind, n in twins["tried"].items()
+    )
+    skipped = ", ".join(f"{n} {why}" for why, n in sorted(twins["skipped"].items()))
+    return f"Choice twins found: {found}" + (f"; skipped: {skipped}" if skipped else "")
+
+
+def _substitution(answer, kind):
+    if not answer:
+        return None
+    row = answer["all"] if kind is None else answer.get("decided_by", {}).get(kind)
+    return None if row is None else row["cand_at_1"]["substitution"]
+
+
+def format_choice(choice: dict, answer: dict | None = None) -> str:
+    """The choice part (choice_study's result), with the substitution answer's cand@1 (the
+    study's model_answer, on all the set's items) beside the accuracy where given."""
+    from analysis.choice_pairs import SKIPS
+
+    twins = {
+        **choice["twins"],
+        "skipped": {SKIPS[k]: n for k, n in choice["twins"]["skipped"].items()},
+    }
+    lines = [
+        "Question 2, choice: which candidate wins? (choice twins keep both candidates and "
+        "change what decides, so that the other candidate is the answer; CM = logit(the "
+        "antecedent's next word) - logit(the other candidate's), at the pronoun)",
+        _twins_line(twins),
+        f"  {'set':<10} {'n':>4}  {'accuracy':<20} {'flip (both runs)':<20} "
+        f"{'substitution':>12}  {'CM clean':>8} {'CM twin':>8}  deciding heads",
+    ]
+    sets = [("all", None, choice), *((k, k, p) for k, p in choice["by_kind"].items())]
+    for name, kind, part in sets:
+        heads = ", ".join(_head(h, part) for h in part["deciding"]) or "none"
+        heads = heads if part["right"] >= MIN_FOR_STATS else f"({part['right']} right both ways)"
+        lines.append(
+            f"  {name:<10} {part['n']:>4}  {_pct(part['accuracy'], part['accuracy_ci']):<20} "
+            f"{_pct(part['flip'], part['flip_ci']):<20} {_pct(_substitution(answer, kind)):>12}  "
+            f"{part['clean_cm']:>8.2f} {part['twin_cm']:>8.2f}  {heads}"
+        )
+    lines.append(
+        f"  (chance: accuracy 50%, flip 25%; a head decides where patching its output alone "
+        f"flips the preference both ways on at least {100 * choice['decides_from']:.0f}% of "
+        f"the examples the model gets right both ways, of which a set needs {MIN_FOR_STATS})"
+    )
+    for name, _, part in sets:
+        lines += [""] + _circuit_lines(name, part, choice)
+    return "\n".join(lines)
+
+
+def _head(name, part):
+    l, h = int(name[1 : name.index("H")]), int(name[name.index("H") + 1 :])
+    return f"{name} ({100 * part['flip_share'][l][h]:.0f}%)"
+
+
+def _circuit_lines(name, part, top):
+    circuit = part["circuit"]
+    gap = (
+        "-"
+        if circuit["gap"] is None
+        else with_interval(circuit["gap"], circuit["gap_ci"], "{:.2f}")
+    )
+    lines = [f"choice circuit, {name} ({part['n']} examples): CM gap {gap}"]
+    if not part["prefers"]:
+        lines.append(
+            f"  no preference: accuracy {_pct(part['accuracy'], part['accuracy_ci'])} is under "
+            f"{100 * top['prefers_from']:.0f}% or its interval reaches chance; no circuit"
+        )
+        return lines
+    if not circuit["drawn"]:
+        lines.append(
+            f"  the model prefers the antecedent on the example ({_pct(part['accuracy'])}), but "
+            f"the twin hardly moves it (flip {_pct(part['flip'])}; the gap is under 0.5 or its "
+            "interval reaches 0): the preference does not follow what decides; no circuit"
+        )
+        return lines
+    size = circuit["size"]
+    for rank, e in enumerate(circuit["edges"][: max(5, min(size, LISTED))], 1):
+        mark = "*" if e["in_circuit"] else " "
+        lines.append(
+            f"  {rank:>3}{mark}  {e['from'] + ' -> ' + e['to']:<28} "
+            f"{_pct(e['share'], e.get('share_ci'))}"
+        )
+    lines.append(
+        f"  * the circuit: {size} of {top['n_edges']} edges keep "
+        f"{_pct(circuit['faithfulness'], circuit['faithfulness_ci'])} of the gap (the target "
+        f"is {100 * top['threshold']:.0f}%)"
+    )
+    if "shared_edges" in part:
+        shared = ", ".join(part["shared_edges"]) or "none"
+        lines.append(f"  shared with the identity circuit: {shared}")
+    return lines
