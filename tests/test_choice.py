@@ -226,23 +226,23 @@ def test_flipping_the_cue_flips_the_metric_and_the_known_head_decides():
     assert all("L0H0" not in e and "L1" not in e for edge in kept for e in edge)
 
 
-def test_the_studys_choice_object_has_the_keys_of_the_issue(tmp_path):
-    from analysis.coreference import study
+def test_the_choice_object_has_the_keys_of_the_issue(tmp_path):
+    from analysis.choice import with_shared
 
     model, tokenizer = make_run(tmp_path / "run", "bpe", 64)
-    result = study(model, tokenizer, permutations=5, causal=False, circuit=True)
+    result = {"circuit": {"edges": [], "by_kind": {}}}  # an identity circuit with no edges
+    with_shared(result, model, tokenizer, examples("test")[:100])
     choice = result["choice"]
     keys = {"n", "accuracy", "flip", "circuit"}
     assert keys <= set(choice) and set(choice["by_kind"]) == {"agreement", "role", "meaning"}
     for part in [choice, *choice["by_kind"].values()]:
         assert keys <= set(part) and {"edges", "faithfulness"} <= set(part["circuit"])
-        assert isinstance(part["circuit"]["edges"], list)
+        assert isinstance(part["circuit"]["edges"], list) and part["shared_edges"] == []
         if not part["prefers"]:  # no preference: no circuit drawn
             assert part["circuit"]["edges"] == [] and part["circuit"]["faithfulness"] is None
     twins = choice["twins"]
     assert sum(twins["found"].values()) == choice["n"]
-    assert choice["n"] + sum(twins["skipped"].values()) == sum(twins["tried"].values())
-    assert "circuit" in result  # the identity circuit stays
+    assert choice["n"] + sum(twins["skipped"].values()) == sum(twins["tried"].values()) == 100
 
 
 def test_choice_study_on_examples_without_twins_is_nothing_to_measure(bpe):
@@ -253,3 +253,53 @@ def test_choice_study_on_examples_without_twins_is_nothing_to_measure(bpe):
     with pytest.raises(NothingToMeasure) as e:
         choice_study(GPT(cfg).eval(), bpe, [ex])
     assert e.value.analysis == "choice"
+
+
+def test_the_page_shows_both_circuits_side_by_side_each_named_by_its_question():
+    from analysis.html import render_html
+    from tests.test_html import SENTENCES
+
+    edge = {"from": "embed:changed", "to": "L0H2.q", "share": 0.42, "in_circuit": True}
+    drawn = {"drawn": True, "size": 1, "faithfulness": 0.91, "edges": [edge]}
+    none = {"drawn": False, "size": None, "faithfulness": None, "edges": []}
+
+    def part(prefers, circuit, right):
+        return {
+            "n": 30,
+            "accuracy": 0.9 if prefers else 0.5,
+            "accuracy_ci": [0.8, 0.97],
+            "flip": 0.8,
+            "flip_ci": [0.7, 0.9],
+            "clean_cm": 3.0,
+            "twin_cm": -2.0,
+            "prefers": prefers,
+            "deciding": ["L0H2"] if right >= 20 else [],
+            "right": right,
+            "circuit": circuit,
+            "shared_edges": ["L0H2 -> MLP0"],
+        }
+
+    choice = {
+        **part(True, drawn, 25),
+        "by_kind": {"role": part(False, none, 3)},
+        "twins": {"found": {"role": 30}, "tried": {"role": 41}, "skipped": {}},
+        "n_edges": 137,
+    }
+    identity_edge = {"from": "embed:antecedent", "to": "L0H2.v", "share": 0.6, "in_circuit": True}
+    identity = {
+        "edges": [identity_edge],
+        "faithfulness": 0.97,
+        "size": 1,
+        "n_edges": 137,
+        "by_kind": {"role": {"edges": [identity_edge], "faithfulness": 0.96, "size": 1}},
+    }
+    page = render_html(SENTENCES, best_head=(0, 2), circuit=identity, choice=choice)
+    section = page[page.index('<section class="circuit choice">') :]
+    section = section[: section.index("</section>")]
+    assert section.count("identity (does the antecedent") == 2
+    assert section.count("choice (which candidate wins?)") == 2
+    assert "1 of 137 edges keep 91.0% of the choice gap" in section and "42%" in section
+    assert "role, choice (which candidate wins?): no preference" in section
+    assert "too few right both ways (3)" in section and "30/41" in section
+    assert section.count('<div class="side-by-side">') == 2 and "shared: L0H2 -&gt; MLP0" in section
+    assert render_html(SENTENCES, best_head=(0, 2)).count("circuit choice") == 0
