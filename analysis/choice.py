@@ -150,7 +150,8 @@ def choice_study(model, tokenizer, examples, seed: int = 0, resamples: int = 100
         raise NothingToMeasure(
             "choice",
             f"none of the {len(examples)} examples has a choice twin of its token length under "
-            "this model's tokenizer",
+            'this model\'s tokenizer (a JSONL line gives its own as "twin"; the lexicon makes '
+            'them for lines with a "decided_by" whose candidates are its nouns)',
         )
     clean, twin, heads = choice_metrics(model, made.pairs)
     circuit = circuit_of_pairs(

@@ -48,7 +48,7 @@ class Choices(NamedTuple):
     pairs: list[Pair]
     kinds: list[str | None]  # each pair's example's decided_by
     examples: list[Example]  # each pair's example, its twin in .twin
-    found: dict[str, int]  # kind -> pairs made ("any" for examples of no kind)
+    found: dict[str, int]  # kind -> pairs made ("unlabelled" for examples of no kind)
     tried: dict[str, int]  # kind -> examples tried
     skipped: dict[str, int]  # SKIPS key -> examples left out for it
 
@@ -102,7 +102,7 @@ def choice_pairs(tokenizer, examples: list[Example], block_size: int) -> Choices
     """Every example's first token-aligned choice twin as a Pair, and what was left out why."""
     out = Choices([], [], [], {}, {}, {})
     for example in examples:
-        kind = example.decided_by or "any"
+        kind = example.decided_by or "unlabelled"
         out.tried[kind] = out.tried.get(kind, 0) + 1
         tries, why = choice_twins(example)
         made, pair = _first_pair(tokenizer, tries, block_size) if tries else (None, why)

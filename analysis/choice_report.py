@@ -108,6 +108,11 @@ def _circuit_lines(name, part, top):
             "interval reaches 0): the preference does not follow what decides; no circuit"
         )
         return lines
+    if part["flip"] < 0.25:  # under chance's flips: the cue shifts the metric, seldom flips it
+        lines.append(
+            f"  (flip {_pct(part['flip'])}: what decides moves the preference but seldom "
+            "flips it; the circuit below carries that move)"
+        )
     size = circuit["size"]
     for rank, e in enumerate(circuit["edges"][: max(5, min(size, LISTED))], 1):
         mark = "*" if e["in_circuit"] else " "
@@ -115,6 +120,8 @@ def _circuit_lines(name, part, top):
             f"  {rank:>3}{mark}  {e['from'] + ' -> ' + e['to']:<28} "
             f"{_pct(e['share'], e.get('share_ci'))}"
         )
+    if size > LISTED:
+        lines.append(f"  ... and {size - LISTED} more edges in the circuit")
     lines.append(
         f"  * the circuit: {size} of {top['n_edges']} edges keep "
         f"{_pct(circuit['faithfulness'], circuit['faithfulness_ci'])} of the gap (the target "
