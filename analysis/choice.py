@@ -35,6 +35,7 @@ from analysis.choice_pairs import Choices, choice_pairs
 from analysis.circuit import circuit_of_pairs
 from analysis.errors import NothingToMeasure
 from analysis.interventions import replace_where
+from analysis.patching import patch_pairs
 from analysis.probe import MIN_FOR_STATS
 from data.pronouns import DECIDED_BY
 from model.hooks import hooks, per_layer, run_with_cache
@@ -141,10 +142,14 @@ def _circuit(part: dict, prefers: bool) -> dict:
     return out
 
 
-def choice_study(model, tokenizer, examples, seed: int = 0, resamples: int = 1000) -> dict:
+def choice_study(
+    model, tokenizer, examples, seed: int = 0, resamples: int = 1000, patch: bool = False
+) -> dict:
     """JSON-ready: the whole set's {n, accuracy, flip, ..., prefers, deciding, circuit} at the top
     level and each kind's under "by_kind", with the twins found and skipped (see the module
-    docstring). NothingToMeasure("choice") where no example has a token-aligned twin."""
+    docstring); with `patch`, activation patching (analysis.patching.patch_pairs: the example's
+    run patched into the twin's) on the whole set under "patching", its first column the changed
+    tokens. NothingToMeasure("choice") where no example has a token-aligned twin."""
     made = choice_pairs(tokenizer, examples, model.config.block_size)
     if not made.pairs:
         raise NothingToMeasure(
@@ -173,6 +178,9 @@ def choice_study(model, tokenizer, examples, seed: int = 0, resamples: int = 100
     result["by_kind"] = out
     result.update(_twins(made), threshold=FAITHFUL, prefers_from=PREFERS, decides_from=DECIDES)
     result.update(n_edges=circuit["n_edges"], seed=seed, resamples=resamples)
+    if patch:
+        patched = patch_pairs(model, made.pairs, seed, resamples)
+        result["patching"] = {**patched, "columns": ["changed", *patched["columns"][1:]]}
     return result
 
 
@@ -190,11 +198,12 @@ def shared_edges(identity: dict, choice: dict) -> list[str]:
     return sorted(names(identity.get("edges", [])) & names(choice["circuit"]["edges"]))
 
 
-def with_shared(result: dict, model, tokenizer, examples) -> None:
-    """Put choice_study's result under result["choice"] (or why not under "choice_skipped"),
-    each set's edges shared with the identity circuit (result["circuit"]) in "shared_edges"."""
+def with_shared(result: dict, model, tokenizer, examples, patch: bool = False) -> None:
+    """Put choice_study's result (with `patch`, its patching too) under result["choice"] (or why
+    not under "choice_skipped"), each set's edges shared with the identity circuit
+    (result["circuit"]) in "shared_edges"."""
     try:
-        choice = choice_study(model, tokenizer, examples)
+        choice = choice_study(model, tokenizer, examples, patch=patch)
     except NothingToMeasure as e:
         result["choice_skipped"] = {"reason": e.reason, "message": str(e)}
         return

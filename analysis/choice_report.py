@@ -12,7 +12,7 @@ LISTED = 12  # edges listed per set at most
 
 def _pct(x, ci=None):
     text = "-" if x is None else f"{100 * x:.1f}%"
-    return text + ("" if ci is None else f" [{100 * ci[0]:.1f}, {100 * ci[1]:.1f}]")
+    return text + ("" if ci is None else f" [{100 * ci[0]:.1f},{100 * ci[1]:.1f}]")
 
 
 def format_circuits(result: dict) -> str:
@@ -60,26 +60,58 @@ def format_choice(choice: dict, answer: dict | None = None) -> str:
         "change what decides, so that the other candidate is the answer; CM = logit(the "
         "antecedent's next word) - logit(the other candidate's), at the pronoun)",
         _twins_line(twins),
-        f"  {'set':<10} {'n':>4}  {'accuracy':<20} {'flip (both runs)':<20} "
-        f"{'substitution':>12}  {'CM clean':>8} {'CM twin':>8}  deciding heads",
+        f"  {'set':<10} {'n':>4}  {'accuracy':<18} {'flip (both runs)':<18} "
+        f"{'subst.':>6}  {'CM sent/twin':>13}",
     ]
     sets = [("all", None, choice), *((k, k, p) for k, p in choice["by_kind"].items())]
+    deciders = []
     for name, kind, part in sets:
         heads = ", ".join(_head(h, part) for h in part["deciding"]) or "none"
         heads = heads if part["right"] >= MIN_FOR_STATS else f"({part['right']} right both ways)"
+        deciders.append(f"{name} {heads}")
+        cm = f"{part['clean_cm']:.2f} / {part['twin_cm']:.2f}"
         lines.append(
-            f"  {name:<10} {part['n']:>4}  {_pct(part['accuracy'], part['accuracy_ci']):<20} "
-            f"{_pct(part['flip'], part['flip_ci']):<20} {_pct(_substitution(answer, kind)):>12}  "
-            f"{part['clean_cm']:>8.2f} {part['twin_cm']:>8.2f}  {heads}"
+            f"  {name:<10} {part['n']:>4}  {_pct(part['accuracy'], part['accuracy_ci']):<18} "
+            f"{_pct(part['flip'], part['flip_ci']):<18} {_pct(_substitution(answer, kind)):>6}  "
+            f"{cm:>13}"
         )
+    lines.append("Deciding heads: " + "; ".join(deciders))
     lines.append(
         f"  (chance: accuracy 50%, flip 25%; a head decides where patching its output alone "
         f"flips the preference both ways on at least {100 * choice['decides_from']:.0f}% of "
         f"the examples the model gets right both ways, of which a set needs {MIN_FOR_STATS})"
     )
+    if "patching" in choice:
+        lines += [""] + _patching_lines(choice["patching"])
     for name, _, part in sets:
         lines += [""] + _circuit_lines(name, part, choice)
     return "\n".join(lines)
+
+
+def _patching_lines(patching):
+    """Activation patching on the choice twins: the example's run patched into the twin's."""
+    cell = lambda c: _pct(c["recovered"])  # noqa: E731
+    H = len(patching["heads"][0])
+    lines = [
+        f"Activation patching on the choice twins ({patching['n']} pairs): the sentence's run "
+        "patched into its twin's, the share of the CM gap recovered (intervals in --json); "
+        "each head's output at the pronoun:",
+        "        " + "".join(f"{'H' + str(h):>8}" for h in range(H)),
+    ]
+    lines += [
+        f"  L{l:<4} " + "".join(f"{cell(c):>8}" for c in row)
+        for l, row in enumerate(patching["heads"])
+    ]
+    lines += [
+        "  the residual stream patched (columns: where in the sentence; in agreement's twins "
+        "the changed token is the pronoun itself):",
+        f"  {'':<10}" + "".join(f"{c:>10}" for c in patching["columns"]),
+    ]
+    lines += [
+        f"  {point:<10}" + "".join(f"{cell(c):>10}" for c in row)
+        for point, row in zip(patching["points"], patching["stream"])
+    ]
+    return lines
 
 
 def _head(name, part):

@@ -34,8 +34,9 @@ def study(
     "causal"; the logit lens at the pronoun (analysis/lens.py) on the same set under
     "logit_lens"; with `patch`, activation patching (analysis/patching.py) under "patching"; with
     `circuit`, the circuit (analysis/circuit.py) under "circuit" and the choice circuit
-    (analysis/choice.py: which candidate wins, on choice twins) under "choice". ValueError (one
-    line) for a file that cannot be read or holds no examples."""
+    (analysis/choice.py: which candidate wins, on choice twins; with `patch` too, its activation
+    patching) under "choice". ValueError (one line) for a file that cannot be read or holds no
+    examples."""
     test_set = "test"
     if path == NATURAL:
         dev, test, test_set = examples("dev"), natural(), NATURAL
@@ -67,7 +68,7 @@ def study(
             result["circuit"] = trace_circuit(model, tokenizer, test or dev)
         except NoTwins as e:  # as for patching: the twins are the same
             result["circuit_skipped"] = {"reason": e.reason, "tokenizer": e.tokenizer}
-        with_shared(result, model, tokenizer, test or dev)
+        with_shared(result, model, tokenizer, test or dev, patch=patch)
     if causal:  # NothingToMeasure("causal") where no example can be tested
         tested = causal_tests(model, tokenizer, test or dev)
         result["causal"] = with_best_head(tested, best["layer"], best["head"])

@@ -12,7 +12,7 @@ import torch
 from analysis.choice import choice_accuracy, choice_metrics, choice_study, deciding
 from analysis.choice_pairs import NotTokenAligned, choice_pair, choice_pairs
 from analysis.circuit import circuit_of_pairs
-from analysis.patching import Pair
+from analysis.patching import Pair, patch_pairs
 from data.pronouns import Example, examples, read_jsonl, write_jsonl
 from data.pronouns.choice_twins import REASONS, choice_twins
 from data.pronouns.lexicon import lexicon
@@ -220,6 +220,9 @@ def test_flipping_the_cue_flips_the_metric_and_the_known_head_decides():
     swapped = [p._replace(clean_next=7, corrupt_next=6) for p in pairs]  # the other answer
     clean, twin, _ = choice_metrics(model, swapped)
     assert (clean < 0).all() and choice_accuracy(clean, twin, 0, 100)["accuracy"] == 0.0
+    heads = patch_pairs(model, pairs, resamples=100)["heads"]  # the sentence's run into the twin's
+    assert heads[0][1]["recovered"] == pytest.approx(1.0)
+    assert all(abs(c["recovered"]) < 1e-9 for row in heads for c in row if c is not heads[0][1])
     circuit = circuit_of_pairs(model, pairs, [None] * len(pairs), resamples=100, faithful=0.8)
     kept = {(e["from"], e["to"]) for e in circuit["edges"] if e["in_circuit"]}
     assert ("embed:antecedent", "L0H1.q") in kept and ("L0H1", "logits") in kept
@@ -231,8 +234,10 @@ def test_the_choice_object_has_the_keys_of_the_issue(tmp_path):
 
     model, tokenizer = make_run(tmp_path / "run", "bpe", 64)
     result = {"circuit": {"edges": [], "by_kind": {}}}  # an identity circuit with no edges
-    with_shared(result, model, tokenizer, examples("test")[:100])
+    with_shared(result, model, tokenizer, examples("test")[:100], patch=True)
     choice = result["choice"]
+    assert choice["patching"]["columns"] == ["changed", "between", "pronoun"]
+    assert choice["patching"]["n"] == choice["n"]
     keys = {"n", "accuracy", "flip", "circuit"}
     assert keys <= set(choice) and set(choice["by_kind"]) == {"agreement", "role", "meaning"}
     for part in [choice, *choice["by_kind"].values()]:
