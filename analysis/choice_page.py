@@ -15,7 +15,7 @@ def _pct(x, ci=None):
     return text if ci is None else f"{text} [{100 * ci[0]:.1f}, {100 * ci[1]:.1f}]"
 
 
-def _row(name, part, found, tried):
+def _row(name, part, found, tried, substitution):
     heads = ", ".join(part["deciding"]) or "none"
     if part["right"] < MIN_FOR_STATS:
         heads = f"too few right both ways ({part['right']})"
@@ -24,6 +24,7 @@ def _row(name, part, found, tried):
         f"{found}/{tried}",
         _pct(part["accuracy"], part["accuracy_ci"]),
         _pct(part["flip"], part["flip_ci"]),
+        _pct(substitution),
         f"{part['clean_cm']:.2f} / {part['twin_cm']:.2f}",
         heads,
     ]
@@ -67,9 +68,19 @@ def _figures(name, part, identity, choice):
     return f'<div class="side-by-side">{"".join(figures)}</div>{note}'
 
 
-def choice_section(choice: dict | None, identity: dict | None = None) -> str:
+def _substitution(probe, kind):
+    """The substitution answer's cand@1 on the probe result's items of `kind` (None: all)."""
+    answer = (probe or {}).get("model_answer")
+    row = None if not answer else answer["all"] if kind is None else answer["decided_by"].get(kind)
+    return None if row is None else row["cand_at_1"]["substitution"]
+
+
+def choice_section(
+    choice: dict | None, identity: dict | None = None, probe: dict | None = None
+) -> str:
     """The section (see the module docstring) of choice_study's result, beside the identity
-    circuit's result (analysis.circuit's trace_circuit) where given; "" without a choice."""
+    circuit's result (analysis.circuit's trace_circuit) and the substitution answer of the probe
+    result's model_answer where given; "" without a choice."""
     if not choice:
         return ""
     twins = choice["twins"]
@@ -80,6 +91,7 @@ def choice_section(choice: dict | None, identity: dict | None = None) -> str:
             part,
             part["n"],
             sum(twins["tried"].values()) if kind is None else twins["tried"].get(kind, 0),
+            _substitution(probe, kind),
         )
         for name, kind, part in sets
     ]
@@ -98,7 +110,8 @@ def choice_section(choice: dict | None, identity: dict | None = None) -> str:
         "another question: how the antecedent's noun reaches the prediction, the same candidate "
         "winning in both of its runs.</p>"
         '<div class="scroll"><table><tr><th>set</th><th>twins</th><th>accuracy</th>'
-        "<th>flip</th><th>metric sentence / twin</th><th>deciding heads</th></tr>"
+        "<th>flip</th><th>substitution answer</th><th>metric sentence / twin</th>"
+        "<th>deciding heads</th></tr>"
         + "".join(rows)
         + "</table></div>"
         + "".join(figures)

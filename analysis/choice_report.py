@@ -77,7 +77,8 @@ def format_choice(choice: dict, answer: dict | None = None) -> str:
         )
     lines.append("Deciding heads: " + "; ".join(deciders))
     lines.append(
-        f"  (chance: accuracy 50%, flip 25%; a head decides where patching its output alone "
+        f"  (subst.: the substitution answer's cand@1 on all the set's items; "
+        f"chance: accuracy 50%, flip 25%; a head decides where patching its output alone "
         f"flips the preference both ways on at least {100 * choice['decides_from']:.0f}% of "
         f"the examples the model gets right both ways, of which a set needs {MIN_FOR_STATS})"
     )

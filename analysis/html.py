@@ -278,7 +278,7 @@ def render_html(
         causal_section(causal),
         patching_section(patching),
         circuit_section(circuit),
-        choice_section(choice, circuit),
+        choice_section(choice, circuit, probe),
         lens_section(lens),
         curve_section(records),
         maps_section(best),
