@@ -35,9 +35,11 @@ from analysis.choice_pairs import Choices, choice_pairs
 from analysis.circuit import circuit_of_pairs
 from analysis.errors import NothingToMeasure
 from analysis.interventions import replace_where
-from analysis.patching import patch_pairs
+from analysis.patching import Pair, patch_pairs
 from analysis.probe import MIN_FOR_STATS
-from data.pronouns import DECIDED_BY
+from data.pronouns import DECIDED_BY, Example
+from data.tokenizer import Tokenizer
+from model.gpt import GPT
 from model.hooks import hooks, per_layer, run_with_cache
 
 PREFERS = 0.65  # choice accuracy from which a set counts as preferring the antecedent
@@ -78,7 +80,9 @@ def _group(model, pairs):
     return cm_clean, cm_twin, heads
 
 
-def choice_metrics(model, pairs) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+def choice_metrics(
+    model: GPT, pairs: list[Pair]
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """(N,) CM on the examples, (N,) CM on their twins, and (L, H, 2, N) CM with one head patched
     (see _group), in the order of `pairs`."""
     N = len(pairs)
@@ -143,7 +147,12 @@ def _circuit(part: dict, prefers: bool) -> dict:
 
 
 def choice_study(
-    model, tokenizer, examples, seed: int = 0, resamples: int = 1000, patch: bool = False
+    model: GPT,
+    tokenizer: Tokenizer,
+    examples: list[Example],
+    seed: int = 0,
+    resamples: int = 1000,
+    patch: bool = False,
 ) -> dict:
     """JSON-ready: the whole set's {n, accuracy, flip, ..., prefers, deciding, circuit} at the top
     level and each kind's under "by_kind", with the twins found and skipped (see the module
@@ -198,7 +207,9 @@ def shared_edges(identity: dict, choice: dict) -> list[str]:
     return sorted(names(identity.get("edges", [])) & names(choice["circuit"]["edges"]))
 
 
-def with_shared(result: dict, model, tokenizer, examples, patch: bool = False) -> None:
+def with_shared(
+    result: dict, model: GPT, tokenizer: Tokenizer, examples: list[Example], patch: bool = False
+) -> None:
     """Put choice_study's result (with `patch`, its patching too) under result["choice"] (or why
     not under "choice_skipped"), each set's edges shared with the identity circuit
     (result["circuit"]) in "shared_edges"."""

@@ -21,6 +21,7 @@ from analysis.patching import Pair
 from analysis.words import query_token, token_spans, without_clitic
 from data.pronouns import Example
 from data.pronouns.choice_twins import REASONS, choice_twins
+from data.tokenizer import Tokenizer
 
 SKIPS = {
     **REASONS,
@@ -60,7 +61,7 @@ def _upto_pronoun(tokenizer, text, pronoun):
     return ids[: at + 1], ids[at + 1] if at + 1 < len(ids) else None
 
 
-def choice_pair(tokenizer, example: Example, block_size: int) -> Pair:
+def choice_pair(tokenizer: Tokenizer, example: Example, block_size: int) -> Pair:
     """The Pair of an example that carries a twin (example.twin). NotTokenAligned where the twin
     has another token count up to its pronoun; ValueError where either text cannot be encoded
     or does not go on after its pronoun, or both go on with the same token."""
@@ -98,7 +99,7 @@ def _first_pair(tokenizer, tries, block_size):
     return None, why
 
 
-def choice_pairs(tokenizer, examples: list[Example], block_size: int) -> Choices:
+def choice_pairs(tokenizer: Tokenizer, examples: list[Example], block_size: int) -> Choices:
     """Every example's first token-aligned choice twin as a Pair, and what was left out why."""
     out = Choices([], [], [], {}, {}, {})
     for example in examples:

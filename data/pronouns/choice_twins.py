@@ -2,8 +2,9 @@
 with what decides changed so that another candidate (B) is the answer instead of the antecedent
 (A). The twin (data/pronouns/twin_field.py) goes on after its pronoun with one of B's doings.
 
-    agreement  the pronoun flipped to B's, where B's number or gender gives it a pronoun no other
-               candidate takes ("the doorman ... the seals ... They" -> "He");
+    agreement  the pronoun flipped to B's, where B's number or gender gives it one that A does not
+               take ("the doorman ... the seals ... They" -> "He"); a B whose pronoun no third
+               candidate takes is tried first (the metric compares A and B only);
     meaning    the describing words between the last candidate and the pronoun (adjectives and
                descriptions of the lexicon that fit A's kind) replaced by ones that fit B's kind
                and no other candidate's ("Busy and greedy, it" -> "Bright and fragrant, it");
@@ -41,7 +42,6 @@ REASONS = {
 }
 GLUE = {"and", "but", "still", "as", "ever", "so", "then", "yet", "again"}
 ALTERNATIVES = 40  # twins offered per example at most (the analysis keeps the first aligned)
-_PRONOUNS = ("he", "she", "it", "they")
 
 
 def _noun(word):
@@ -105,7 +105,7 @@ def _agreement(example, nouns):
     # B's pronoun rules A out and B in; a third candidate that takes it too is allowed (the
     # metric compares A and B only), but a B whose pronoun no other takes is tried first.
     order = sorted(range(1, len(nouns)), key=lambda i: taken.count(taken[i]) > 1)
-    out = []
+    out, why = [], "no other pronoun"
     for i in order:
         other = taken[i]
         if other is None or other == said.lower():
@@ -113,8 +113,8 @@ def _agreement(example, nouns):
         word = _cased(other, said)
         prefix = example.text[:s] + word
         twin = _twin(example, nouns[0], nouns[i], prefix, (s, s + len(word)), _spans(example)[i])
-        out += [twin] if twin else []
-    return out, "no other pronoun"
+        out, why = (out + [twin], why) if twin else (out, "no distinct doing")
+    return out, why
 
 
 def _spans(example):
@@ -133,7 +133,7 @@ def _with_article(before, form):
 
 def _role(example, nouns):
     said = example.text[slice(*example.pronoun)].lower()
-    spans, out = _spans(example), []
+    spans, out, why = _spans(example), [], "no same-kind candidate"
     a_noun, a_plural = nouns[0]
     prefix = example.text[: example.pronoun[1]]
     for i, (noun, plural) in enumerate(nouns[1:], start=1):
@@ -152,8 +152,8 @@ def _role(example, nouns):
         at = at or (len(head + middle), len(head + middle) + len(forms[1]))
         pronoun_at = (len(text) - len(said), len(text))
         twin = _twin(example, nouns[0], nouns[i], text, pronoun_at, at)
-        out += [twin] if twin else []
-    return out, "no same-kind candidate"
+        out, why = (out + [twin], why) if twin else (out, "no distinct doing")
+    return out, why
 
 
 def _words_before(example, kind):
@@ -190,7 +190,7 @@ def _meaning(example, nouns, rng):
         return [], "no describing words"
     if not _only_describing(example, phrases, region_start):
         return [], "other words"
-    out, kinds = [], [noun.kind for noun, _ in nouns]
+    out, kinds, why = [], [noun.kind for noun, _ in nouns], "no fitting words"
     for i in range(1, len(nouns)):
         others = set(kinds[:i] + kinds[i + 1 :])
         if kinds[i] in others or nouns[i][0].pronoun(nouns[i][1]) != nouns[0][0].pronoun(
@@ -214,9 +214,11 @@ def _meaning(example, nouns, rng):
                 shift += len(put) - (e - s)
             start = example.pronoun[0] + shift
             twin = _twin(example, nouns[0], nouns[i], text, (start, len(text)), _spans(example)[i])
-            if twin and twin not in out:
+            if twin is None:
+                why = "no distinct doing"
+            elif twin not in out:
                 out.append(twin)
-    return out, "no fitting words"
+    return out, why
 
 
 def choice_twins(example: Example) -> tuple[list[Example], str | None]:
