@@ -313,3 +313,26 @@ def test_the_page_shows_both_circuits_side_by_side_each_named_by_its_question():
     answer = {"all": {"cand_at_1": {"substitution": 0.893}}, "decided_by": {}}
     section = choice_section(choice, identity, {"model_answer": answer})
     assert "<td>89.3%</td>" in section and section.count("<td>-</td>") == 1  # role: none given
+
+
+def test_every_generated_twin_keeps_the_candidates_and_its_pronoun_fits_its_answer():
+    from data.pronouns.choice_twins import _noun
+
+    found, tried = {}, {}
+    for ex in examples("test"):
+        tried[ex.decided_by] = tried.get(ex.decided_by, 0) + 1
+        tries, why = choice_twins(ex)
+        assert (why is None) == bool(tries) and (why is None or why in REASONS)
+        found[ex.decided_by] = found.get(ex.decided_by, 0) + bool(tries)
+        words = sorted(ex.text[s:e].lower() for s, e in [ex.antecedent, *ex.distractors])
+        for t in tries:
+            twin = t.twin
+            prefix = twin.text[: twin.pronoun[1]].lower()
+            assert all(re.search(rf"\b{w}\b", prefix) for w in words)  # both candidates kept
+            answer = twin.text[slice(*twin.antecedent)].lower()
+            assert answer in words and answer != ex.text[slice(*ex.antecedent)].lower()
+            noun, plural = _noun(answer)
+            assert twin.text[slice(*twin.pronoun)].lower() == noun.pronoun(plural)
+            assert t.text[: t.pronoun[1]] == ex.text[: ex.pronoun[1]]  # the example, unchanged
+    assert found["agreement"] / tried["agreement"] >= 0.9
+    assert found["meaning"] / tried["meaning"] >= 0.8
