@@ -17,7 +17,9 @@ both directions: its output (attn.hook_z of that head, at every position: all it
 taken from the twin's run makes CM < 0 on the example, and taken from the example's run makes
 CM > 0 on the twin. Read on the examples the model gets right both ways (flip); a head decides a
 set where it flips at least DECIDES of them, on a set with at least MIN_FOR_STATS such examples
-(on fewer, no head is named: one or two examples would name any head they happen to move).
+(on fewer, no head is named: one or two examples would name any head they happen to move). For
+each deciding head, the same rule on its query, key and value inputs apart (hook_q_input, ...:
+the stream it reads, at every position) says through which it decides.
 
 The choice circuit is analysis/circuit.py's on these pairs (its metric is CM, its gap the mean CM
 on the examples less the mean on their twins), pruned to keep FAITHFUL of the gap; its embedding
@@ -29,7 +31,6 @@ analysis.probe.MIN_FOR_STATS examples.
 
 import torch
 
-from analysis.batching import by_length
 from analysis.bootstrap import means_with_intervals, resample
 from analysis.choice_pairs import Choices, choice_pairs
 from analysis.circuit import circuit_of_pairs
@@ -40,59 +41,83 @@ from analysis.probe import MIN_FOR_STATS
 from data.pronouns import DECIDED_BY, Example
 from data.tokenizer import Tokenizer
 from model.gpt import GPT
-from model.hooks import hooks, per_layer, run_with_cache
+from model.hooks import hooks, run_with_cache
 
 PREFERS = 0.65  # choice accuracy from which a set counts as preferring the antecedent
 DECIDES = 0.5  # the share of right-both-ways examples a deciding head must flip
 FAITHFUL = 0.8  # the share of the gap the choice circuit keeps
+BATCH_SIZE = 64
 CHANGED = "embed:changed"
 
 
 def _cm(logits, pairs):
-    """(B,) choice metric at the last position."""
-    last = logits[:, -1].double()
+    """(B,) choice metric at each pair's pronoun (its last real position)."""
     b = torch.arange(len(pairs))
+    last = logits[b, [len(p.clean) - 1 for p in pairs]].double()  # (B, V)
     nexts = torch.tensor([[p.clean_next, p.corrupt_next] for p in pairs], device=last.device)
     return (last[b, nexts[:, 0]] - last[b, nexts[:, 1]]).cpu()
 
 
+def _padded(pairs, which, device):
+    """(B, T) ids, padded on the right: a causal model's positions up to each pronoun never see
+    what follows, so the padding changes nothing that is read."""
+    T = max(len(p.clean) for p in pairs)
+    return torch.tensor(
+        [getattr(p, which) + [0] * (T - len(p.clean)) for p in pairs], device=device
+    )
+
+
 @torch.no_grad()
-def _group(model, pairs):
-    """(clean CM, twin CM, (L, H, 2, B) CM with one head's output patched: [.., 0] the twin's
-    into the example's run, [.., 1] the example's into the twin's) for pairs of one length."""
+def _batch(model, pairs, points):
+    """(clean CM, twin CM, (P, 2, B) CM with one point patched: [:, 0] from the twin's run into
+    the example's, [:, 1] from the example's into the twin's) for a batch of pairs; `points`
+    are (hook name, head) pairs of points whose activation has a head dimension third."""
     device = next(model.parameters()).device
-    clean = torch.tensor([p.clean for p in pairs], device=device)
-    twin = torch.tensor([p.corrupt for p in pairs], device=device)
-    L, H = model.config.n_layer, model.config.n_head
-    names = per_layer("attn.hook_z", L)
+    clean, twin = _padded(pairs, "clean", device), _padded(pairs, "corrupt", device)
+    names = sorted({name for name, _ in points})
     logits, clean_cache = run_with_cache(model, clean, names)
     cm_clean = _cm(logits, pairs)
     logits, twin_cache = run_with_cache(model, twin, names)
     cm_twin = _cm(logits, pairs)
-    heads = torch.zeros(L, H, 2, len(pairs), dtype=torch.float64)
-    for l, name in enumerate(names):
-        for h in range(H):
-            where = torch.zeros(1, 1, H, dtype=torch.bool, device=device)
-            where[..., h] = True  # (1, 1, H): head h at every example and position
-            for d, (run, source) in enumerate(((clean, twin_cache), (twin, clean_cache))):
-                with hooks(model, {name: replace_where(where, source[name])}):
-                    heads[l, h, d] = _cm(model(run), pairs)
-    return cm_clean, cm_twin, heads
+    patched = torch.zeros(len(points), 2, len(pairs), dtype=torch.float64)
+    H = model.config.n_head
+    for i, (name, h) in enumerate(points):
+        where = torch.zeros(1, 1, H, dtype=torch.bool, device=device)
+        where[..., h] = True  # (1, 1, H): head h at every example and position
+        for d, (run, source) in enumerate(((clean, twin_cache), (twin, clean_cache))):
+            with hooks(model, {name: replace_where(where, source[name])}):
+                patched[i, d] = _cm(model(run), pairs)
+    return cm_clean, cm_twin, patched
+
+
+def _patched(model, pairs, points):
+    """_batch over all pairs, BATCH_SIZE at a time: (N,), (N,), (P, 2, N)."""
+    parts = [
+        _batch(model, pairs[i : i + BATCH_SIZE], points) for i in range(0, len(pairs), BATCH_SIZE)
+    ]
+    return tuple(torch.cat(values, -1) for values in zip(*parts))
 
 
 def choice_metrics(
     model: GPT, pairs: list[Pair]
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """(N,) CM on the examples, (N,) CM on their twins, and (L, H, 2, N) CM with one head patched
-    (see _group), in the order of `pairs`."""
-    N = len(pairs)
+    """(N,) CM on the examples, (N,) CM on their twins, and (L, H, 2, N) CM with one head's
+    output patched (attn.hook_z; [..., 0] the twin's into the example's run, [..., 1] the other
+    way), in the order of `pairs`."""
     L, H = model.config.n_layer, model.config.n_head
-    clean, twin = torch.zeros(N, dtype=torch.float64), torch.zeros(N, dtype=torch.float64)
-    heads = torch.zeros(L, H, 2, N, dtype=torch.float64)
-    for group in by_length([len(p.clean) for p in pairs]):
-        c, t, h = _group(model, [pairs[i] for i in group])
-        clean[group], twin[group], heads[..., group] = c, t, h
-    return clean, twin, heads
+    points = [(f"blocks.{l}.attn.hook_z", h) for l in range(L) for h in range(H)]
+    clean, twin, heads = _patched(model, pairs, points)
+    return clean, twin, heads.view(L, H, 2, -1)
+
+
+def head_inputs(model: GPT, pairs: list[Pair], heads: list[str]) -> torch.Tensor:
+    """(len(heads), 3, 2, N) CM with one input of one head ("L{l}H{h}") patched, its query, key
+    or value input (hook_q_input, ...; the stream it reads, at every position), both ways."""
+    points = []
+    for name in heads:
+        l, h = int(name[1 : name.index("H")]), int(name[name.index("H") + 1 :])
+        points += [(f"blocks.{l}.hook_{part}_input", h) for part in "qkv"]
+    return _patched(model, pairs, points)[2].view(len(heads), 3, 2, -1)
 
 
 def choice_accuracy(clean: torch.Tensor, twin: torch.Tensor, seed: int, resamples: int) -> dict:
@@ -129,6 +154,15 @@ def deciding(heads: torch.Tensor, clean: torch.Tensor, twin: torch.Tensor) -> di
         if n >= MIN_FOR_STATS and share[l, h] >= DECIDES
     ]
     return {"right": n, "flip_share": share.tolist(), "deciding": names}
+
+
+def _through(inputs: torch.Tensor, clean: torch.Tensor, twin: torch.Tensor) -> dict:
+    """{q, k, v: the share of the right-both-ways examples whose preference patching that input
+    alone flips both ways} for one head's (3, 2, N) patched CMs."""
+    right = (clean > 0) & (twin < 0)
+    flips = (inputs[:, 0] < 0) & (inputs[:, 1] > 0) & right  # (3, N)
+    shares = (flips.sum(-1).double() / max(int(right.sum()), 1)).tolist()
+    return dict(zip("qkv", shares))
 
 
 def _circuit(part: dict, prefers: bool) -> dict:
@@ -183,6 +217,14 @@ def choice_study(
         found = circuit if kind is None else circuit["by_kind"][kind]
         part["circuit"] = _circuit(found, part["prefers"])
         out[kind] = part
+    named = sorted({h for part in out.values() for h in part["deciding"]})
+    inputs = head_inputs(model, made.pairs, named) if named else None
+    for kind, part in out.items():
+        rows = sets[kind]
+        part["inputs"] = {
+            h: _through(inputs[named.index(h)][..., rows], clean[rows], twin[rows])
+            for h in part["deciding"]
+        }
     result = out.pop(None)
     result["by_kind"] = out
     result.update(_twins(made), threshold=FAITHFUL, prefers_from=PREFERS, decides_from=DECIDES)

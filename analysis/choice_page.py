@@ -15,8 +15,15 @@ def _pct(x, ci=None):
     return text if ci is None else f"{text} [{100 * ci[0]:.1f}, {100 * ci[1]:.1f}]"
 
 
+def _through(head, inputs):
+    if not inputs:
+        return head
+    return f"{head} (" + ", ".join(f"{x} {100 * v:.0f}%" for x, v in inputs.items()) + ")"
+
+
 def _row(name, part, found, tried, substitution):
-    heads = ", ".join(part["deciding"]) or "none"
+    heads = ", ".join(_through(h, part.get("inputs", {}).get(h)) for h in part["deciding"])
+    heads = heads or "none"
     if part["right"] < MIN_FOR_STATS:
         heads = f"too few right both ways ({part['right']})"
     cells = [
@@ -106,7 +113,8 @@ def choice_section(
         "is the answer. The choice metric at the pronoun is logit(the antecedent's next word) - "
         "logit(the other's); accuracy: the share above 0 on the sentence; flip: above 0 on the "
         "sentence and below 0 on its twin (chance 50% and 25%). A head decides where patching "
-        "its output alone flips the preference both ways. The identity circuit (left) answers "
+        "its output alone flips the preference both ways (q, k, v: its query, key or value "
+        "input alone). The identity circuit (left) answers "
         "another question: how the antecedent's noun reaches the prediction, the same candidate "
         "winning in both of its runs.</p>"
         '<div class="scroll"><table><tr><th>set</th><th>twins</th><th>accuracy</th>'

@@ -80,7 +80,8 @@ def format_choice(choice: dict, answer: dict | None = None) -> str:
         f"  (subst.: the substitution answer's cand@1 on all the set's items; "
         f"chance: accuracy 50%, flip 25%; a head decides where patching its output alone "
         f"flips the preference both ways on at least {100 * choice['decides_from']:.0f}% of "
-        f"the examples the model gets right both ways, of which a set needs {MIN_FOR_STATS})"
+        f"the examples the model gets right both ways, of which a set needs {MIN_FOR_STATS}; "
+        "q, k, v: the same for its query, key and value inputs alone)"
     )
     if "patching" in choice:
         lines += [""] + _patching_lines(choice["patching"])
@@ -117,7 +118,9 @@ def _patching_lines(patching):
 
 def _head(name, part):
     l, h = int(name[1 : name.index("H")]), int(name[name.index("H") + 1 :])
-    return f"{name} ({100 * part['flip_share'][l][h]:.0f}%)"
+    through = part.get("inputs", {}).get(name)
+    how = "" if not through else "; " + ", ".join(f"{x} {100 * v:.0f}%" for x, v in through.items())
+    return f"{name} ({100 * part['flip_share'][l][h]:.0f}%{how})"
 
 
 def _circuit_lines(name, part, top):

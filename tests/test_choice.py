@@ -9,7 +9,13 @@ import re
 import pytest
 import torch
 
-from analysis.choice import choice_accuracy, choice_metrics, choice_study, deciding
+from analysis.choice import (
+    choice_accuracy,
+    choice_metrics,
+    choice_study,
+    deciding,
+    head_inputs,
+)
 from analysis.choice_pairs import NotTokenAligned, choice_pair, choice_pairs
 from analysis.circuit import circuit_of_pairs
 from analysis.patching import Pair, patch_pairs
@@ -215,6 +221,9 @@ def test_flipping_the_cue_flips_the_metric_and_the_known_head_decides():
     found = deciding(heads, clean, twin)
     assert found["deciding"] == ["L0H1"] and found["right"] == len(pairs)
     assert found["flip_share"][0][1] == 1.0 and found["flip_share"][0][0] == 0.0
+    (through,) = head_inputs(model, pairs, ["L0H1"])  # (3, 2, N): q, k, v, both ways
+    assert (through[0, 0] < 0).all() and (through[0, 1] > 0).all()  # the query decides
+    assert (through[1:, 0] > 0).all() and (through[1:, 1] < 0).all()  # key, value: no flip
     accuracy = choice_accuracy(clean, twin, seed=0, resamples=100)
     assert accuracy["accuracy"] == 1.0 and accuracy["flip"] == 1.0 and accuracy["prefers"]
     swapped = [p._replace(clean_next=7, corrupt_next=6) for p in pairs]  # the other answer
