@@ -47,6 +47,9 @@ PREFERS = 0.65  # choice accuracy from which a set counts as preferring the ante
 DECIDES = 0.5  # the share of right-both-ways examples a deciding head must flip
 FAITHFUL = 0.8  # the share of the gap the choice circuit keeps
 BATCH_SIZE = 64
+# Heads patched for real, both ways, to find the deciding ones: those with the largest
+# first-order estimate of what patching them does (GPT-2 small has 144; each costs 2 passes).
+CANDIDATES = 8
 CHANGED = "embed:changed"
 
 
@@ -98,15 +101,49 @@ def _patched(model, pairs, points):
     return tuple(torch.cat(values, -1) for values in zip(*parts))
 
 
+def _estimate(model, pairs):
+    """(L, H) first-order estimate of |CM patched - CM| for each head's output patched, both
+    ways, summed over the pairs: (z_other - z) . dCM/dz, the gradient taken on each run."""
+    device = next(model.parameters()).device
+    L, H = model.config.n_layer, model.config.n_head
+    names = [f"blocks.{l}.attn.hook_z" for l in range(L)]
+    total = torch.zeros(L, H, dtype=torch.float64)
+    for i in range(0, len(pairs), BATCH_SIZE):
+        part = pairs[i : i + BATCH_SIZE]
+        runs = [_padded(part, which, device) for which in ("clean", "corrupt")]
+        with torch.no_grad():
+            caches = [run_with_cache(model, ids, names)[1] for ids in runs]
+        for ids, other in ((runs[0], caches[1]), (runs[1], caches[0])):
+            kept = {}
+            keep = lambda x, hook: kept.setdefault(hook.name, x)  # noqa: E731
+            start = lambda x, hook: x.detach().requires_grad_()  # noqa: E731
+            with (
+                torch.enable_grad(),
+                hooks(model, {"hook_embed": start, **dict.fromkeys(names, keep)}),
+            ):
+                cm = _cm(model(ids), part)
+                grads = torch.autograd.grad(cm.sum(), [kept[n] for n in names])
+            for l, (n, g) in enumerate(zip(names, grads)):  # (B, T, H, D) each
+                total[l] += ((other[n] - kept[n].detach()) * g).sum((1, 3)).abs().sum(0).cpu()
+    return total
+
+
 def choice_metrics(
     model: GPT, pairs: list[Pair]
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """(N,) CM on the examples, (N,) CM on their twins, and (L, H, 2, N) CM with one head's
     output patched (attn.hook_z; [..., 0] the twin's into the example's run, [..., 1] the other
-    way), in the order of `pairs`."""
+    way), in the order of `pairs`. Only the CANDIDATES heads with the largest first-order
+    estimate (_estimate) are patched for real (all of them in a model of as many heads); the
+    others' rows are NaN: not tested."""
     L, H = model.config.n_layer, model.config.n_head
-    points = [(f"blocks.{l}.attn.hook_z", h) for l in range(L) for h in range(H)]
-    clean, twin, heads = _patched(model, pairs, points)
+    tested = list(range(L * H))
+    if L * H > CANDIDATES:
+        tested = _estimate(model, pairs).flatten().argsort(descending=True)[:CANDIDATES].tolist()
+    points = [(f"blocks.{i // H}.attn.hook_z", i % H) for i in tested]
+    clean, twin, patched = _patched(model, pairs, points)
+    heads = torch.full((L * H, 2, len(pairs)), float("nan"), dtype=torch.float64)
+    heads[tested] = patched
     return clean, twin, heads.view(L, H, 2, -1)
 
 
@@ -147,13 +184,15 @@ def deciding(heads: torch.Tensor, clean: torch.Tensor, twin: torch.Tensor) -> di
     flips = (heads[:, :, 0] < 0) & (heads[:, :, 1] > 0) & right  # (L, H, N)
     n = int(right.sum())
     share = flips.sum(-1).double() / max(n, 1)  # (L, H)
+    share[heads[:, :, 0, :1].isnan().squeeze(-1)] = float("nan")  # not tested
     names = [
         f"L{l}H{h}"
         for l in range(share.size(0))
         for h in range(share.size(1))
         if n >= MIN_FOR_STATS and share[l, h] >= DECIDES
     ]
-    return {"right": n, "flip_share": share.tolist(), "deciding": names}
+    flip_share = [[None if x != x else x for x in row] for row in share.tolist()]  # NaN -> None
+    return {"right": n, "flip_share": flip_share, "deciding": names}
 
 
 def _through(inputs: torch.Tensor, clean: torch.Tensor, twin: torch.Tensor) -> dict:

@@ -345,3 +345,17 @@ def test_every_generated_twin_keeps_the_candidates_and_its_pronoun_fits_its_answ
             assert t.text[: t.pronoun[1]] == ex.text[: ex.pronoun[1]]  # the example, unchanged
     assert found["agreement"] / tried["agreement"] >= 0.9
     assert found["meaning"] / tried["meaning"] >= 0.8
+
+
+def test_on_a_model_of_more_heads_than_candidates_the_estimate_picks_the_head_to_patch(
+    monkeypatch,
+):
+    import analysis.choice
+
+    monkeypatch.setattr(analysis.choice, "CANDIDATES", 1)
+    model, pairs = hand_built(), hand_pairs()
+    clean, twin, heads = choice_metrics(model, pairs)
+    found = deciding(heads, clean, twin)
+    assert found["deciding"] == ["L0H1"]  # the one head patched for real is the one that decides
+    assert found["flip_share"][0][1] == 1.0
+    assert [found["flip_share"][l][h] for l, h in ((0, 0), (1, 0), (1, 1))] == [None] * 3
