@@ -10,7 +10,8 @@ above 0 where the model prefers A. Choice accuracy is the share of examples with
 example (the clean run); flip the share with CM > 0 on the example AND CM < 0 on its twin: the
 model's choice follows what decides. Chance is 1/2 for accuracy, 1/4 for flip (a coin for each).
 A set shows a preference where its accuracy is at least PREFERS and its interval lies above
-chance; only then is its circuit drawn.
+chance; only then, and where its twins move CM enough (analysis.circuit's MIN_GAP), is its
+circuit drawn.
 
 A head decides (Yamakoshi et al. 2023's rule) where patching it alone flips the preference in
 both directions: its output (attn.hook_z of that head, at every position: all it writes)
