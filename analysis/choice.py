@@ -95,11 +95,15 @@ def _batch(model, pairs, points):
 
 
 def _patched(model, pairs, points):
-    """_batch over all pairs, BATCH_SIZE at a time: (N,), (N,), (P, 2, N)."""
+    """_batch over all pairs, BATCH_SIZE at a time, by length (the least padding): (N,), (N,),
+    (P, 2, N) in the order of `pairs`."""
+    order = sorted(range(len(pairs)), key=lambda i: len(pairs[i].clean))
     parts = [
-        _batch(model, pairs[i : i + BATCH_SIZE], points) for i in range(0, len(pairs), BATCH_SIZE)
+        _batch(model, [pairs[i] for i in order[j : j + BATCH_SIZE]], points)
+        for j in range(0, len(pairs), BATCH_SIZE)
     ]
-    return tuple(torch.cat(values, -1) for values in zip(*parts))
+    back = torch.tensor(order).argsort()  # sorted position of each pair
+    return tuple(torch.cat(values, -1)[..., back] for values in zip(*parts))
 
 
 def _estimate(model, pairs):
