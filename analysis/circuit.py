@@ -76,9 +76,17 @@ def trace_circuit(
 
 
 def circuit_of_pairs(
-    model, pairs, kinds, seed=0, resamples=1000, checked=CHECKED, min_gap: float | None = MIN_GAP
+    model,
+    pairs,
+    kinds,
+    seed=0,
+    resamples=1000,
+    checked=CHECKED,
+    min_gap: float | None = MIN_GAP,
+    faithful: float = FAITHFUL,
 ) -> dict:
-    """trace_circuit's result for Pairs of analysis.patching and each one's kind (or None)."""
+    """trace_circuit's result for Pairs of analysis.patching and each one's kind (or None), the
+    circuit keeping at least `faithful` of the gap."""
     cfg, device = model.config, next(model.parameters()).device
     graph = build_graph(cfg.n_layer, cfg.n_head)
     batches = make_batches(pairs, kinds, len(graph.senders), cfg.n_embd, device)
@@ -96,7 +104,7 @@ def circuit_of_pairs(
     # them with its own examples' attributions.
     singles = {int(e): patched(e) for e in ranked(scores.mean(0), graph)[:checked]}
     context = (batches, scores, clean, corrupt, singles, graph, patched)
-    options = dict(seed=seed, resamples=resamples, min_gap=min_gap)
+    options = dict(seed=seed, resamples=resamples, min_gap=min_gap, faithful=faithful)
     result = one_set(context, range(len(batches)), **options)
     result["by_kind"] = {}
     for kind in DECIDED_BY:
@@ -105,7 +113,7 @@ def circuit_of_pairs(
             result["by_kind"][kind] = one_set(context, chosen, **options)
     result.update(
         n_edges=int(graph.allowed.sum()),
-        threshold=FAITHFUL,
+        threshold=faithful,
         min_gap=min_gap,
         checked=len(singles),
         seed=seed,
@@ -120,7 +128,7 @@ def ranked(mean, graph) -> torch.Tensor:
     return flat[mean.flatten()[flat].abs().argsort(descending=True, stable=True)]
 
 
-def one_set(context, chosen, seed, resamples, min_gap) -> dict:
+def one_set(context, chosen, seed, resamples, min_gap, faithful=FAITHFUL) -> dict:
     """The circuit of the examples in batches `chosen`."""
     batches, scores, clean, corrupt, singles, graph, patched = context
     chosen = set(chosen)
@@ -162,7 +170,7 @@ def one_set(context, chosen, seed, resamples, min_gap) -> dict:
 
     eap = scores[rows]  # (n, S, R)
     order = ranked(eap.mean(0), graph)
-    size, lds = prune(lambda k: patched(order[k:], chosen)[rows], len(order), z, c)
+    size, lds = prune(lambda k: patched(order[k:], chosen)[rows], len(order), z, c, faithful)
     faith, faith_ci = recovered(lds)
     R = eap.size(2)
     edges = []
@@ -202,18 +210,18 @@ def sizes(n_edges) -> list[int]:
     return out
 
 
-def prune(kept, n_edges, corrupt, clean) -> tuple[int, torch.Tensor]:
-    """(k, LDs) for the smallest k of sizes(n_edges) whose faithfulness is >= FAITHFUL, by
+def prune(kept, n_edges, corrupt, clean, faithful=FAITHFUL) -> tuple[int, torch.Tensor]:
+    """(k, LDs) for the smallest k of sizes(n_edges) whose faithfulness is >= `faithful`, by
     binary search, where kept(k) gives the LDs with the top k edges kept; the whole graph (the
     clean run) if no smaller size is."""
     gap = clean.mean() - corrupt.mean()
-    faithful = lambda lds: ((lds.mean() - corrupt.mean()) / gap).item() >= FAITHFUL  # noqa: E731
+    enough = lambda lds: ((lds.mean() - corrupt.mean()) / gap).item() >= faithful  # noqa: E731
     grid = sizes(n_edges)
     lo, hi, best = 0, len(grid) - 1, clean
     while lo < hi:
         mid = (lo + hi) // 2
         lds = kept(grid[mid])
-        if faithful(lds):
+        if enough(lds):
             hi, best = mid, lds
         else:
             lo = mid + 1

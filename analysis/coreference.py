@@ -6,6 +6,7 @@ analysis/text_reports.py's study_report."""
 
 from analysis.answer import model_answer
 from analysis.causal import causal_tests, with_best_head
+from analysis.choice import with_shared
 from analysis.circuit import trace_circuit
 from analysis.errors import NothingToMeasure
 from analysis.lens import logit_lens
@@ -32,8 +33,10 @@ def study(
     with `causal`, also the causal tests (with_best_head) on the test set (or the file) under
     "causal"; the logit lens at the pronoun (analysis/lens.py) on the same set under
     "logit_lens"; with `patch`, activation patching (analysis/patching.py) under "patching"; with
-    `circuit`, the circuit (analysis/circuit.py) under "circuit". ValueError (one line) for a
-    file that cannot be read or holds no examples."""
+    `circuit`, the circuit (analysis/circuit.py) under "circuit" and the choice circuit
+    (analysis/choice.py: which candidate wins, on choice twins; with `patch` too, its activation
+    patching) under "choice". ValueError (one line) for a file that cannot be read or holds no
+    examples."""
     test_set = "test"
     if path == NATURAL:
         dev, test, test_set = examples("dev"), natural(), NATURAL
@@ -65,6 +68,7 @@ def study(
             result["circuit"] = trace_circuit(model, tokenizer, test or dev)
         except NoTwins as e:  # as for patching: the twins are the same
             result["circuit_skipped"] = {"reason": e.reason, "tokenizer": e.tokenizer}
+        with_shared(result, model, tokenizer, test or dev, patch=patch)
     if causal:  # NothingToMeasure("causal") where no example can be tested
         tested = causal_tests(model, tokenizer, test or dev)
         result["causal"] = with_best_head(tested, best["layer"], best["head"])

@@ -41,6 +41,7 @@ from string import Template
 import torch
 
 from analysis.causal_tables import causal_section
+from analysis.choice_page import choice_section
 from analysis.circuit_svg import circuit_section
 from analysis.curve import curve_section
 from analysis.depth_tables import lens_section, patching_section
@@ -248,6 +249,7 @@ def render_html(
     decided_by=None,
     probe=None,
     circuit=None,
+    choice=None,
 ) -> str:
     """The page as a string (see write_html)."""
     best = _best(best_head)
@@ -276,6 +278,7 @@ def render_html(
         causal_section(causal),
         patching_section(patching),
         circuit_section(circuit),
+        choice_section(choice, circuit, probe),
         lens_section(lens),
         curve_section(records),
         maps_section(best),
@@ -305,6 +308,7 @@ def write_html(
     decided_by=None,
     probe=None,
     circuit=None,
+    choice=None,
 ) -> None:
     """Write the page to `path` with storage.atomic.write_atomic: a reader never sees half a
     page, and a path that cannot take it (a folder, a read-only place) is a one-line ValueError.
@@ -325,7 +329,8 @@ def write_html(
     beside it, or None. probe: the whole probe result (analysis.probe's run_probe, as saved by
     generate.py --probe), its every head's cand@1, baselines and p-value drawn as tables, and
     its "natural" part too when it has one; or None. circuit: analysis.circuit's trace_circuit
-    result, each set's circuit drawn as a graph; or None."""
+    result, each set's circuit drawn as a graph; or None. choice: the probe result's "choice"
+    (analysis.choice), beside the circuit; or None."""
     write_atomic(
         path,
         render_html(
@@ -342,5 +347,6 @@ def write_html(
             decided_by,
             probe,
             circuit,
+            choice,
         ),
     )

@@ -222,6 +222,15 @@ def activation_patching(model, tokenizer, examples, seed=0, resamples=1000) -> d
             "(an antecedent from the lexicon, a same-kind noun of its token length, "
             "and another continuation); activation patching needs some",
         )
+    return {
+        **patch_pairs(model, pairs, seed, resamples),
+        "skipped": len(examples) - len(pairs),
+    }
+
+
+def patch_pairs(model, pairs, seed=0, resamples=1000) -> dict:
+    """activation_patching's result (but "skipped") for Pairs made elsewhere (such as the
+    choice twins of analysis/choice_pairs.py)."""
     parts = [
         patch_group(model, [pairs[i] for i in group])
         for group in by_length([len(p.clean) for p in pairs])
@@ -250,7 +259,6 @@ def activation_patching(model, tokenizer, examples, seed=0, resamples=1000) -> d
         "clean_ld": clean.mean().item(),
         "corrupt_ld": corrupt.mean().item(),
         "n": len(pairs),
-        "skipped": len(examples) - len(pairs),
         "seed": seed,
         "resamples": resamples,
     }

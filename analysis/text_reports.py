@@ -6,7 +6,7 @@ reports do, through the helpers here."""
 
 import re
 
-from analysis.circuit_report import format_circuit
+from analysis.choice_report import format_circuits
 from analysis.probe import MIN_FOR_STATS, ONE_SET
 
 PUBLISHED = (
@@ -44,8 +44,8 @@ def study_report(result):
         parts.append(f"Activation patching skipped: {patching_skipped(result['patching_skipped'])}")
     if "circuit_skipped" in result:
         parts.append(f"The circuit skipped: {patching_skipped(result['circuit_skipped'])}")
-    if "circuit" in result:
-        parts.append(format_circuit(result["circuit"]))
+    if "circuit" in result or "choice" in result or "choice_skipped" in result:
+        parts.append(format_circuits(result))
     return "\n\n".join(parts)
 
 

@@ -229,6 +229,7 @@ def write_page(run, args, analysed, ckpt, out, err):
         decided_by=found.get("decided_by"),
         probe=found or None,
         circuit=found.get("circuit"),
+        choice=found.get("choice"),
     )
     outlined = f"layer {best['layer']} head {best['head']}" if best else "none (--no-probe)"
     out.write(f"wrote {args.html} (outlined, the probe's best head: {outlined})\n")

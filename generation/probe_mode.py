@@ -39,7 +39,9 @@ def add_flags(parser):
         help="with --probe: also the circuit: every edge between the embeddings, heads (query, "
         "key, value apart), MLPs and the logits scored by edge attribution patching on "
         "corrupted twins, checked by real patching, pruned to the fewest that keep 90%% of "
-        "the logit difference; for the whole set and each kind of sentence",
+        "the logit difference; for the whole set and each kind of sentence; and beside it the "
+        "choice circuit on choice twins (both candidates kept, the answer flipped): choice "
+        "accuracy, the deciding heads, the fewest edges that keep 80%%",
     )
     add(
         "--no-causal",

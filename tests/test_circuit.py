@@ -207,13 +207,15 @@ def test_probe_circuit_json_and_report(tmp_path):
         "--ckpt", folder, "--probe", "--circuit", "--json", "--no-causal", "--permutations", "5"
     )
     assert code == 0, err
-    circuit = json.loads(out)["circuit"]
+    circuit, choice = json.loads(out)["circuit"], json.loads(out)["choice"]
+    assert {"n", "accuracy", "flip", "circuit", "by_kind"} <= set(choice)
     assert {"edges", "faithfulness", "by_kind", "size", "gap", "n"} <= set(circuit)
     assert set(circuit["by_kind"]) == {"agreement", "role", "meaning"}
     code, out, err = run_generate(
         "--ckpt", folder, "--probe", "--circuit", "--no-causal", "--permutations", "5"
     )
     assert code == 0 and "Circuit at the pronoun" in out and "meaning (" in out
+    assert "Question 1, identity" in out and "Question 2, choice" in out
     code, _, err = run_generate("--ckpt", folder, "--circuit")
     assert code == 2 and "--circuit" in err
 

@@ -7,13 +7,15 @@ One object per line, character offsets with end exclusive:
 and, optionally, "decided_by": what tells the antecedent apart (DECIDED_BY): "agreement" (no
 distractor can take the pronoun: the king / the kettle), "role" (all can, and the syntax decides:
 the subject of the clause the pronoun continues) or "meaning" (what the words say decides). The
-probe reports its heads on each kind apart.
+probe reports its heads on each kind apart. Also optional, "twin": the example's choice twin,
+the same sentence with another candidate the answer (data/pronouns/twin_field.py).
 """
 
 import json
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
+from data.pronouns.twin_field import Twin, parse_twin
 from storage.atomic import write_atomic
 
 DECIDED_BY = ("agreement", "role", "meaning")
@@ -30,6 +32,7 @@ class Example:
     antecedent: tuple[int, int]
     distractors: tuple[tuple[int, int], ...]
     decided_by: str | None = None  # one of DECIDED_BY, or None: not said
+    twin: Twin | None = None  # its choice twin (data/pronouns/twin_field.py), or None
 
     def __post_init__(self):
         object.__setattr__(self, "pronoun", tuple(self.pronoun))
@@ -100,6 +103,7 @@ def write_jsonl(examples: list[Example], path) -> None:
                 "antecedent": list(ex.antecedent),
                 "distractors": [list(d) for d in ex.distractors],
                 **({"decided_by": ex.decided_by} if ex.decided_by else {}),
+                **({"twin": ex.twin.record()} if ex.twin else {}),
             }
         )
         + "\n"
@@ -132,6 +136,9 @@ def _parse_line(line: str) -> Example:
         raise ValueError("spans must be [start, end] lists and distractors a list of them")
     example = Example(record["text"], spans[0], spans[1], spans[2:], record.get("decided_by"))
     validate_example(example)
+    if "twin" in record:
+        twin = parse_twin(record["twin"], example.text, example.pronoun)
+        example = replace(example, twin=twin)
     return example
 
 

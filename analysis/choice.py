@@ -1,0 +1,312 @@
+"""Which candidate wins: the choice metric, the model's choice accuracy, the heads that decide,
+and the choice circuit, on choice twins (analysis/choice_pairs.py: both candidates kept, the
+answer flipped).
+
+The choice metric at the pronoun, for an example whose antecedent is A and whose twin's is B:
+
+    CM = logit(A's continuation's first token) - logit(B's continuation's first token)
+
+above 0 where the model prefers A. Choice accuracy is the share of examples with CM > 0 on the
+example (the clean run); flip the share with CM > 0 on the example AND CM < 0 on its twin: the
+model's choice follows what decides. Chance is 1/2 for accuracy, 1/4 for flip (a coin for each).
+A set shows a preference where its accuracy is at least PREFERS and its interval lies above
+chance; only then, and where its twins move CM enough (analysis.circuit's MIN_GAP), is its
+circuit drawn.
+
+A head decides (Yamakoshi et al. 2023's rule) where patching it alone flips the preference in
+both directions: its output (attn.hook_z of that head, at every position: all it writes)
+taken from the twin's run makes CM < 0 on the example, and taken from the example's run makes
+CM > 0 on the twin. Read on the examples the model gets right both ways (flip); a head decides a
+set where it flips at least DECIDES of them, on a set with at least MIN_FOR_STATS such examples
+(on fewer, no head is named: one or two examples would name any head they happen to move). For
+each deciding head, the same rule on its query, key and value inputs apart (hook_q_input, ...:
+the stream it reads, at every position) says through which it decides.
+
+The choice circuit is analysis/circuit.py's on these pairs (its metric is CM, its gap the mean CM
+on the examples less the mean on their twins), pruned to keep FAITHFUL of the gap; its embedding
+node at the changed tokens is named CHANGED here (in the identity circuit it is the antecedent's).
+
+Intervals: 95% percentile bootstrap over examples (analysis/bootstrap.py), none below
+analysis.probe.MIN_FOR_STATS examples.
+"""
+
+import torch
+
+from analysis.bootstrap import means_with_intervals, resample
+from analysis.choice_pairs import Choices, choice_pairs
+from analysis.circuit import circuit_of_pairs
+from analysis.errors import NothingToMeasure
+from analysis.interventions import replace_where
+from analysis.patching import Pair, patch_pairs
+from analysis.probe import MIN_FOR_STATS
+from data.pronouns import DECIDED_BY, Example
+from data.tokenizer import Tokenizer
+from model.gpt import GPT
+from model.hooks import hooks, run_with_cache
+
+PREFERS = 0.65  # choice accuracy from which a set counts as preferring the antecedent
+DECIDES = 0.5  # the share of right-both-ways examples a deciding head must flip
+FAITHFUL = 0.8  # the share of the gap the choice circuit keeps
+BATCH_SIZE = 64
+# Heads patched for real, both ways, to find the deciding ones: those with the largest
+# first-order estimate of what patching them does (GPT-2 small has 144; each costs 2 passes).
+CANDIDATES = 8
+CHANGED = "embed:changed"
+
+
+def _cm(logits, pairs):
+    """(B,) choice metric at each pair's pronoun (its last real position)."""
+    b = torch.arange(len(pairs))
+    last = logits[b, [len(p.clean) - 1 for p in pairs]].double()  # (B, V)
+    nexts = torch.tensor([[p.clean_next, p.corrupt_next] for p in pairs], device=last.device)
+    return (last[b, nexts[:, 0]] - last[b, nexts[:, 1]]).cpu()
+
+
+def _padded(pairs, which, device):
+    """(B, T) ids, padded on the right: a causal model's positions up to each pronoun never see
+    what follows, so the padding changes nothing that is read."""
+    T = max(len(p.clean) for p in pairs)
+    return torch.tensor(
+        [getattr(p, which) + [0] * (T - len(p.clean)) for p in pairs], device=device
+    )
+
+
+@torch.no_grad()
+def _batch(model, pairs, points):
+    """(clean CM, twin CM, (P, 2, B) CM with one point patched: [:, 0] from the twin's run into
+    the example's, [:, 1] from the example's into the twin's) for a batch of pairs; `points`
+    are (hook name, head) pairs of points whose activation has a head dimension third."""
+    device = next(model.parameters()).device
+    clean, twin = _padded(pairs, "clean", device), _padded(pairs, "corrupt", device)
+    names = sorted({name for name, _ in points})
+    logits, clean_cache = run_with_cache(model, clean, names)
+    cm_clean = _cm(logits, pairs)
+    logits, twin_cache = run_with_cache(model, twin, names)
+    cm_twin = _cm(logits, pairs)
+    patched = torch.zeros(len(points), 2, len(pairs), dtype=torch.float64)
+    H = model.config.n_head
+    for i, (name, h) in enumerate(points):
+        where = torch.zeros(1, 1, H, dtype=torch.bool, device=device)
+        where[..., h] = True  # (1, 1, H): head h at every example and position
+        for d, (run, source) in enumerate(((clean, twin_cache), (twin, clean_cache))):
+            with hooks(model, {name: replace_where(where, source[name])}):
+                patched[i, d] = _cm(model(run), pairs)
+    return cm_clean, cm_twin, patched
+
+
+def _patched(model, pairs, points):
+    """_batch over all pairs, BATCH_SIZE at a time, by length (the least padding): (N,), (N,),
+    (P, 2, N) in the order of `pairs`."""
+    order = sorted(range(len(pairs)), key=lambda i: len(pairs[i].clean))
+    parts = [
+        _batch(model, [pairs[i] for i in order[j : j + BATCH_SIZE]], points)
+        for j in range(0, len(pairs), BATCH_SIZE)
+    ]
+    back = torch.tensor(order).argsort()  # sorted position of each pair
+    return tuple(torch.cat(values, -1)[..., back] for values in zip(*parts))
+
+
+def _estimate(model, pairs):
+    """(L, H) first-order estimate of |CM patched - CM| for each head's output patched, both
+    ways, summed over the pairs: (z_other - z) . dCM/dz, the gradient taken on each run."""
+    device = next(model.parameters()).device
+    L, H = model.config.n_layer, model.config.n_head
+    names = [f"blocks.{l}.attn.hook_z" for l in range(L)]
+    total = torch.zeros(L, H, dtype=torch.float64)
+    for i in range(0, len(pairs), BATCH_SIZE):
+        part = pairs[i : i + BATCH_SIZE]
+        runs = [_padded(part, which, device) for which in ("clean", "corrupt")]
+        with torch.no_grad():
+            caches = [run_with_cache(model, ids, names)[1] for ids in runs]
+        for ids, other in ((runs[0], caches[1]), (runs[1], caches[0])):
+            kept = {}
+            keep = lambda x, hook: kept.setdefault(hook.name, x)  # noqa: E731
+            start = lambda x, hook: x.detach().requires_grad_()  # noqa: E731
+            with (
+                torch.enable_grad(),
+                hooks(model, {"hook_embed": start, **dict.fromkeys(names, keep)}),
+            ):
+                cm = _cm(model(ids), part)
+                grads = torch.autograd.grad(cm.sum(), [kept[n] for n in names])
+            for l, (n, g) in enumerate(zip(names, grads)):  # (B, T, H, D) each
+                total[l] += ((other[n] - kept[n].detach()) * g).sum((1, 3)).abs().sum(0).cpu()
+    return total
+
+
+def choice_metrics(
+    model: GPT, pairs: list[Pair]
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(N,) CM on the examples, (N,) CM on their twins, and (L, H, 2, N) CM with one head's
+    output patched (attn.hook_z; [..., 0] the twin's into the example's run, [..., 1] the other
+    way), in the order of `pairs`. Only the CANDIDATES heads with the largest first-order
+    estimate (_estimate) are patched for real (all of them in a model of as many heads); the
+    others' rows are NaN: not tested."""
+    L, H = model.config.n_layer, model.config.n_head
+    tested = list(range(L * H))
+    if L * H > CANDIDATES:
+        tested = _estimate(model, pairs).flatten().argsort(descending=True)[:CANDIDATES].tolist()
+    points = [(f"blocks.{i // H}.attn.hook_z", i % H) for i in tested]
+    clean, twin, patched = _patched(model, pairs, points)
+    heads = torch.full((L * H, 2, len(pairs)), float("nan"), dtype=torch.float64)
+    heads[tested] = patched
+    return clean, twin, heads.view(L, H, 2, -1)
+
+
+def head_inputs(model: GPT, pairs: list[Pair], heads: list[str]) -> torch.Tensor:
+    """(len(heads), 3, 2, N) CM with one input of one head ("L{l}H{h}") patched, its query, key
+    or value input (hook_q_input, ...; the stream it reads, at every position), both ways."""
+    points = []
+    for name in heads:
+        l, h = int(name[1 : name.index("H")]), int(name[name.index("H") + 1 :])
+        points += [(f"blocks.{l}.hook_{part}_input", h) for part in "qkv"]
+    return _patched(model, pairs, points)[2].view(len(heads), 3, 2, -1)
+
+
+def choice_accuracy(clean: torch.Tensor, twin: torch.Tensor, seed: int, resamples: int) -> dict:
+    """{n, accuracy, flip, clean_cm, twin_cm, each with "_ci" on at least MIN_FOR_STATS
+    examples; prefers} for one set's (N,) CMs (see the module docstring)."""
+    values = {
+        "accuracy": (clean > 0).double(),
+        "flip": ((clean > 0) & (twin < 0)).double(),
+        "clean_cm": clean,
+        "twin_cm": twin,
+    }
+    n = len(clean)
+    if n >= MIN_FOR_STATS:
+        out = means_with_intervals(values, resample(n, resamples, seed))
+    else:
+        out = {k: v.mean().item() for k, v in values.items()}
+        out.update({f"{k}_ci": None for k in values})
+    ci = out["accuracy_ci"]
+    out["prefers"] = out["accuracy"] >= PREFERS and (ci is None or ci[0] > 0.5)
+    return {"n": n, **out}
+
+
+def deciding(heads: torch.Tensor, clean: torch.Tensor, twin: torch.Tensor) -> dict:
+    """{flip_share: [layer][head], deciding: ["L{l}H{h}", ...], right: examples right both
+    ways} for one set: (L, H, 2, N) patched CMs and (N,) CMs (see the module docstring)."""
+    right = (clean > 0) & (twin < 0)
+    flips = (heads[:, :, 0] < 0) & (heads[:, :, 1] > 0) & right  # (L, H, N)
+    n = int(right.sum())
+    share = flips.sum(-1).double() / max(n, 1)  # (L, H)
+    share[heads[:, :, 0, :1].isnan().squeeze(-1)] = float("nan")  # not tested
+    names = [
+        f"L{l}H{h}"
+        for l in range(share.size(0))
+        for h in range(share.size(1))
+        if n >= MIN_FOR_STATS and share[l, h] >= DECIDES
+    ]
+    flip_share = [[None if x != x else x for x in row] for row in share.tolist()]  # NaN -> None
+    return {"right": n, "flip_share": flip_share, "deciding": names}
+
+
+def _through(inputs: torch.Tensor, clean: torch.Tensor, twin: torch.Tensor) -> dict:
+    """{q, k, v: the share of the right-both-ways examples whose preference patching that input
+    alone flips both ways} for one head's (3, 2, N) patched CMs."""
+    right = (clean > 0) & (twin < 0)
+    flips = (inputs[:, 0] < 0) & (inputs[:, 1] > 0) & right  # (3, N)
+    shares = (flips.sum(-1).double() / max(int(right.sum()), 1)).tolist()
+    return dict(zip("qkv", shares))
+
+
+def _circuit(part: dict, prefers: bool) -> dict:
+    """One set's circuit from circuit_of_pairs, its embedding node renamed; no edges where the
+    set shows no preference."""
+    keep = ("gap", "gap_ci", "size", "faithfulness", "faithfulness_ci", "agreement")
+    out = {k: part.get(k) for k in keep}
+    out["drawn"] = prefers and part["preference"]
+    rename = {"embed:antecedent": CHANGED}
+    out["edges"] = [
+        {**e, "from": rename.get(e["from"], e["from"])} for e in part["edges"] if out["drawn"]
+    ]
+    if not out["drawn"]:
+        out.update(faithfulness=None, faithfulness_ci=None, size=None)
+    return out
+
+
+def choice_study(
+    model: GPT,
+    tokenizer: Tokenizer,
+    examples: list[Example],
+    seed: int = 0,
+    resamples: int = 1000,
+    patch: bool = False,
+) -> dict:
+    """JSON-ready: the whole set's {n, accuracy, flip, ..., prefers, deciding, circuit} at the top
+    level and each kind's under "by_kind", with the twins found and skipped (see the module
+    docstring); with `patch`, activation patching (analysis.patching.patch_pairs: the example's
+    run patched into the twin's) on the whole set under "patching", its first column the changed
+    tokens. NothingToMeasure("choice") where no example has a token-aligned twin."""
+    made = choice_pairs(tokenizer, examples, model.config.block_size)
+    if not made.pairs:
+        raise NothingToMeasure(
+            "choice",
+            f"none of the {len(examples)} examples has a choice twin of its token length under "
+            'this model\'s tokenizer (a JSONL line gives its own as "twin"; the lexicon makes '
+            'them for lines with a "decided_by" whose candidates are its nouns)',
+        )
+    clean, twin, heads = choice_metrics(model, made.pairs)
+    circuit = circuit_of_pairs(
+        model, made.pairs, made.kinds, seed=seed, resamples=resamples, faithful=FAITHFUL
+    )
+    sets = {None: list(range(len(made.pairs)))}
+    for kind in DECIDED_BY:
+        sets[kind] = [i for i, k in enumerate(made.kinds) if k == kind]
+    out = {}
+    for kind, rows in sets.items():
+        if not rows:
+            continue
+        part = choice_accuracy(clean[rows], twin[rows], seed, resamples)
+        part.update(deciding(heads[..., rows], clean[rows], twin[rows]))
+        found = circuit if kind is None else circuit["by_kind"][kind]
+        part["circuit"] = _circuit(found, part["prefers"])
+        out[kind] = part
+    named = sorted({h for part in out.values() for h in part["deciding"]})
+    inputs = head_inputs(model, made.pairs, named) if named else None
+    for kind, part in out.items():
+        rows = sets[kind]
+        part["inputs"] = {
+            h: _through(inputs[named.index(h)][..., rows], clean[rows], twin[rows])
+            for h in part["deciding"]
+        }
+    result = out.pop(None)
+    result["by_kind"] = out
+    result.update(_twins(made), threshold=FAITHFUL, prefers_from=PREFERS, decides_from=DECIDES)
+    result.update(n_edges=circuit["n_edges"], seed=seed, resamples=resamples)
+    if patch:
+        patched = patch_pairs(model, made.pairs, seed, resamples)
+        result["patching"] = {**patched, "columns": ["changed", *patched["columns"][1:]]}
+    return result
+
+
+def _twins(made: Choices) -> dict:
+    return {"twins": {"found": made.found, "tried": made.tried, "skipped": made.skipped}}
+
+
+def shared_edges(identity: dict, choice: dict) -> list[str]:
+    """The edges ("from -> to") in both circuits of one set (identity: analysis/circuit.py's
+    result for it, choice: choice_study's)."""
+
+    def names(edges):
+        return {f"{e['from']} -> {e['to']}" for e in edges if e["in_circuit"]}
+
+    return sorted(names(identity.get("edges", [])) & names(choice["circuit"]["edges"]))
+
+
+def with_shared(
+    result: dict, model: GPT, tokenizer: Tokenizer, examples: list[Example], patch: bool = False
+) -> None:
+    """Put choice_study's result (with `patch`, its patching too) under result["choice"] (or why
+    not under "choice_skipped"), each set's edges shared with the identity circuit
+    (result["circuit"]) in "shared_edges"."""
+    try:
+        choice = choice_study(model, tokenizer, examples, patch=patch)
+    except NothingToMeasure as e:
+        result["choice_skipped"] = {"reason": e.reason, "message": str(e)}
+        return
+    identity = result.get("circuit")
+    if identity is not None:
+        choice["shared_edges"] = shared_edges(identity, choice)
+        for kind, part in choice["by_kind"].items():
+            part["shared_edges"] = shared_edges(identity["by_kind"].get(kind, {}), part)
+    result["choice"] = choice
