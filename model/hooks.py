@@ -37,6 +37,9 @@ it, so a hook can also keep a tensor to take its gradient. Two ways in, and only
         logits = model(idx)
     logits, cache = run_with_cache(model, idx, names=["blocks.0.attn.hook_pattern"])
 
+(and TransformerLens's spelling of the same two on the model, model.hooked: model.hooks(...),
+model.run_with_hooks(...), model.run_with_cache(...)).
+
 What costs something runs only when asked for: with no hook installed the model runs exactly
 as it did before the points existed (PyTorch's fused attention kernel, the same logits bit for
 bit). A hook on hook_attn_scores or hook_pattern makes that layer take the explicit path built
@@ -53,6 +56,8 @@ from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 
 import torch
+
+from model.cache import ActivationCache
 
 
 class HookPoint:
@@ -162,31 +167,53 @@ def select(
         return [n for n in points if names(n)]
     names = [names] if isinstance(names, str) else list(names)
     for name in names:
+        if not isinstance(name, str):
+            raise TypeError(f"a hook point is named by a str, got {type(name).__name__} {name!r}")
         if name not in points:
-            close = difflib.get_close_matches(name, points, n=1)
-            hint = f"; did you mean {close[0]}?" if close else "; see model.hooks for the names"
+            close = difflib.get_close_matches(name, points, n=3)
+            hint = (
+                f"; did you mean {' or '.join(close)}?"
+                if close
+                else "; see model.hooks for the names"
+            )
             raise ValueError(f"{type(model).__name__} has no hook point {name!r}{hint}")
     return names
 
 
+Hooks = dict[NameOrPredicate, Callable] | Iterable[tuple[NameOrPredicate, Callable]]
+
+
 @contextmanager
-def hooks(
-    model: torch.nn.Module, fns: dict[NameOrPredicate, Callable]
-) -> Iterator[torch.nn.Module]:
-    """Install hooks for the `with` block: {name or predicate: fn(value, hook)}. A predicate
-    installs its fn on every point whose name it is true of. Hooks stack: a point runs them in
-    the order installed, and each block removes exactly what it added."""
+def hooks(model: torch.nn.Module, fns: Hooks, keep: bool = False) -> Iterator[torch.nn.Module]:
+    """Install hooks for the `with` block: {name or predicate: fn(value, hook)}, or a list of
+    (name or predicate, fn) pairs (TransformerLens's fwd_hooks, where one name may come twice).
+    A predicate installs its fn on every point whose name it is true of. Hooks stack: a point
+    runs them in the order installed, and each block removes exactly what it added, on any
+    exception too; keep=True leaves them installed after a block that ends without one (until
+    remove_hooks(model))."""
     points = hook_points(model)
     added = []
+    done = False
     try:
-        for key, fn in fns.items():
+        for key, fn in fns.items() if isinstance(fns, dict) else fns:
+            if not callable(fn):
+                raise TypeError(f"the hook for {key!r} is a {type(fn).__name__}, not a function")
             for name in select(model, key, points):
                 points[name].fns.append(fn)
                 added.append((points[name], fn))
         yield model
+        done = True
     finally:
-        for point, fn in reversed(added):
-            point.fns.remove(fn)
+        if not (keep and done):
+            for point, fn in reversed(added):
+                if fn in point.fns:  # remove_hooks inside the block may have taken it already
+                    point.fns.remove(fn)
+
+
+def remove_hooks(model: torch.nn.Module) -> None:
+    """Take every hook off every point of `model` (TransformerLens's reset_hooks)."""
+    for point in hook_points(model).values():
+        point.fns.clear()
 
 
 def run_with_cache(
@@ -195,12 +222,13 @@ def run_with_cache(
     names: NameOrPredicate | Iterable[str] | None = None,
     detach: bool = True,
     **forward_kwargs,
-) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
-    """(logits, cache): the model's logits on idx and {name: tensor} for the points asked for
-    (None: all of them but the split inputs, which on a large model and a long input is a great
-    deal of memory). A point that fires several times in one pass keeps its last value.
-    detach=False keeps autograd's graph in the cached tensors."""
-    cache = {}
+) -> tuple[torch.Tensor, ActivationCache]:
+    """(logits, cache): the model's logits on idx and an ActivationCache {name: tensor}
+    (model.cache) of the points asked for (None: all of them but the split inputs, which on a
+    large model and a long input is a great deal of memory). A point that fires several times in
+    one pass keeps its last value. detach=False keeps autograd's graph in the cached tensors."""
+    config = getattr(model, "config", None)
+    cache = ActivationCache(n_layers=getattr(config, "n_layer", None))
     chosen = set(select(model, names))
 
     def keep(value, hook):

@@ -1,0 +1,264 @@
+"""TransformerLens's calling conventions on our GPT, so that code written for its models runs on
+ours unchanged (GPT inherits HookedMixin):
+
+    model.cfg                                  its config names: n_layers, n_heads, d_model, ...
+    model.to_tokens(text), to_str_tokens(text) with the tokenizer attached (set_tokenizer)
+    logits, cache = model.run_with_cache(tokens, names_filter=...)   cache["pattern", 0]
+    logits = model.run_with_hooks(tokens, fwd_hooks=[(name or predicate, fn)])
+    with model.hooks(fwd_hooks=[...]): ...
+
+They are model.hooks's two ways in, spelled as TransformerLens spells them; a hook is
+fn(value, hook) in both. Tokens are (B, T) ids; (T,) ids are a batch of one, as TransformerLens
+makes them (the logits are (1, T, V)); a string, or a list of strings of one token length, is
+tokenized by the attached tokenizer. model/ knows no tokenizer: runs.loading attaches the run's,
+and anything with encode(text) -> ids and decode(ids) -> text will do.
+
+prepend_bos: our tokenizers have no BOS token, and a run learns from windows that start anywhere
+in its text, so nothing is prepended by default (cfg.default_prepend_bos is False; TransformerLens
+prepends <|endoftext|> to GPT-2's input). prepend_bos=True prepends the tokenizer's end-of-text
+token, which is GPT-2's BOS, and is a ValueError for a tokenizer that has none.
+"""
+
+import difflib
+import inspect
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+
+from model.cache import ActivationCache
+from model.hooks import NameOrPredicate, hooks, remove_hooks, run_with_cache
+
+FwdHooks = Sequence[tuple[NameOrPredicate, Callable]]
+RETURN_TYPES = ("logits", "loss", "both", None)
+
+
+@dataclass(frozen=True)
+class LensConfig:
+    """model.cfg: the model's sizes in TransformerLens's names (read-only; our own names are
+    model.config). n_key_value_heads None: every head has its own keys and values."""
+
+    n_layers: int
+    n_heads: int
+    d_model: int
+    d_head: int
+    d_mlp: int
+    d_vocab: int
+    d_vocab_out: int
+    n_ctx: int
+    device: torch.device
+    dtype: torch.dtype
+    act_fn: str
+    positional_embedding_type: str
+    normalization_type: str = "LN"
+    n_key_value_heads: int | None = None
+    default_prepend_bos: bool = False
+    tokenizer_prepends_bos: bool = False
+    model_name: str = "tinygpt"
+
+
+def _tokens_of(texts, tokenizer, prepend_bos):
+    if tokenizer is None:
+        raise ValueError(
+            "this model has no tokenizer to turn text into tokens: load it with "
+            "runs.loading.load_run, or call model.set_tokenizer(tokenizer), or give token ids"
+        )
+    if prepend_bos and getattr(tokenizer, "eot_id", None) is None:
+        raise ValueError(
+            "prepend_bos=True, but this tokenizer has no BOS (end-of-text) token to prepend; "
+            "leave prepend_bos unset"
+        )
+    ids = [([tokenizer.eot_id] if prepend_bos else []) + tokenizer.encode(t) for t in texts]
+    if len({len(row) for row in ids}) > 1:
+        raise ValueError(
+            f"the texts are {sorted({len(row) for row in ids})} tokens long and this model has "
+            "no padding token: give texts of one token length, or one text at a time"
+        )
+    return ids
+
+
+class HookedMixin:
+    """The methods of the module docstring, for a module with `config` (model.gpt.GPTConfig)."""
+
+    tokenizer = None  # set_tokenizer's; runs.loading attaches the run's
+
+    def set_tokenizer(self, tokenizer) -> None:
+        """Attach the tokenizer that to_tokens and string inputs use: anything with
+        encode(text) -> list of ids and decode(ids) -> text."""
+        if not (callable(getattr(tokenizer, "encode", None)) and callable(tokenizer.decode)):
+            raise TypeError(f"a tokenizer needs encode and decode; got {type(tokenizer).__name__}")
+        self.tokenizer = tokenizer
+
+    @property
+    def cfg(self) -> LensConfig:
+        c, p = self.config, self.tok_emb.weight
+        act = {"none": "gelu", "tanh": "gelu_new"}[c.gelu_approximate]
+        return LensConfig(
+            n_layers=c.n_layer,
+            n_heads=c.n_head,
+            d_model=c.n_embd,
+            d_head=c.n_embd // c.n_head,
+            d_mlp=4 * c.n_embd,
+            d_vocab=c.vocab_size,
+            d_vocab_out=c.vocab_size,
+            n_ctx=c.block_size,
+            device=p.device,
+            dtype=p.dtype,
+            act_fn=act if c.mlp_activation == "gelu" else c.mlp_activation,
+            positional_embedding_type="rotary" if c.rotary else "standard",
+        )
+
+    def to_tokens(
+        self,
+        input: str | list[str],
+        prepend_bos: bool | None = None,
+        move_to_device: bool = True,
+        truncate: bool = True,
+    ) -> torch.Tensor:
+        """(B, T) token ids of a text (B = 1) or a list of texts of one token length, cut to
+        the first n_ctx tokens unless truncate=False; see the module docstring for
+        prepend_bos."""
+        texts = [input] if isinstance(input, str) else list(input)
+        if not texts or not all(isinstance(t, str) for t in texts):
+            raise TypeError("to_tokens takes a text or a list of texts")
+        tokens = torch.tensor(_tokens_of(texts, self.tokenizer, prepend_bos), dtype=torch.long)
+        if truncate:
+            tokens = tokens[:, : self.config.block_size]
+        return tokens.to(self.tok_emb.weight.device) if move_to_device else tokens
+
+    def to_str_tokens(self, input, prepend_bos: bool | None = None) -> list[str] | list[list[str]]:
+        """Each token's text: of a text, of ids ((T,), (1, T) or a list of ints), or, for a
+        list of texts, one list per text."""
+        if isinstance(input, list) and input and isinstance(input[0], str):
+            return [self.to_str_tokens(text, prepend_bos) for text in input]
+        if isinstance(input, str):
+            input = self.to_tokens(input, prepend_bos, move_to_device=False)
+        ids = torch.as_tensor(input)
+        if ids.dim() == 2 and ids.size(0) == 1:
+            ids = ids[0]
+        if ids.dim() != 1:
+            raise ValueError(f"to_str_tokens takes one sequence; got shape {tuple(ids.shape)}")
+        if self.tokenizer is None:
+            _tokens_of([], None, False)  # the no-tokenizer error
+        return [self.tokenizer.decode([i]) for i in ids.tolist()]
+
+    def to_string(self, tokens) -> str | list[str]:
+        """The text of (T,) ids, or one text per row of (B, T)."""
+        ids = torch.as_tensor(tokens)
+        if ids.dim() == 2:
+            return [self.to_string(row) for row in ids]
+        if self.tokenizer is None:
+            _tokens_of([], None, False)
+        return self.tokenizer.decode(ids.tolist())
+
+    def input_tokens(self, input, prepend_bos: bool | None = None) -> torch.Tensor:
+        """(B, T) ids of what forward and run_with_* take (the module docstring)."""
+        if isinstance(input, torch.Tensor):
+            if input.dim() == 2:
+                return input
+            if input.dim() == 1:
+                return input[None]
+            raise ValueError(
+                f"tokens are (batch, position) ids or (position,) ids; got shape "
+                f"{tuple(input.shape)}"
+            )
+        if isinstance(input, (str, list)):
+            return self.to_tokens(input, prepend_bos)
+        raise TypeError(f"the model takes token ids or text, not {type(input).__name__}")
+
+    def returned(self, logits: torch.Tensor, idx: torch.Tensor, return_type: str | None):
+        """forward's return_type: "logits", "loss" (mean next-token loss on idx), "both"
+        (logits, loss) or None."""
+        if return_type not in RETURN_TYPES:
+            raise ValueError(f"return_type must be one of {RETURN_TYPES}, got {return_type!r}")
+        if return_type == "logits" or return_type is None:
+            return logits if return_type else None
+        if idx.size(1) < 2:
+            raise ValueError("a loss needs at least two tokens: one to read and one to predict")
+        loss = F.cross_entropy(logits[:, :-1].flatten(0, 1), idx[:, 1:].flatten())
+        return (logits, loss) if return_type == "both" else loss
+
+    @contextmanager
+    def hooks(
+        self,
+        fwd_hooks: FwdHooks = (),
+        bwd_hooks: FwdHooks = (),
+        reset_hooks_end: bool = True,
+        clear_contexts: bool = False,
+    ) -> Iterator["HookedMixin"]:
+        """TransformerLens's `with model.hooks(fwd_hooks=[(name or predicate, fn)])`: the hooks
+        are on for the block and off after it, on any exception too. bwd_hooks' fn(grad, hook)
+        sees the gradient of the point's value (and may return a replacement), in the next
+        backward through the values of this block. reset_hooks_end=False keeps them installed
+        until model.reset_hooks(). clear_contexts is accepted and does nothing: our points
+        keep no context."""
+        pairs = list(fwd_hooks) + [(key, _on_gradient(fn)) for key, fn in bwd_hooks]
+        with hooks(self, pairs, keep=not reset_hooks_end):
+            yield self
+
+    def reset_hooks(self, *args, **kwargs) -> None:
+        """Take every hook off every point (whatever TransformerLens's arguments say)."""
+        remove_hooks(self)
+
+    def run_with_hooks(
+        self,
+        *model_args,
+        fwd_hooks: FwdHooks = (),
+        bwd_hooks: FwdHooks = (),
+        reset_hooks_end: bool = True,
+        clear_contexts: bool = False,
+        **model_kwargs,
+    ):
+        """The model's output on the input with the hooks on (model.hooks's fwd_hooks)."""
+        idx, kwargs = self._forward_args("run_with_hooks", model_args, model_kwargs)
+        with self.hooks(fwd_hooks, bwd_hooks, reset_hooks_end, clear_contexts):
+            return self(idx, **kwargs)
+
+    def run_with_cache(
+        self,
+        *model_args,
+        names_filter: NameOrPredicate | list[str] | None = None,
+        return_cache_object: bool = True,
+        device: str | torch.device | None = None,
+        remove_batch_dim: bool = False,
+        **model_kwargs,
+    ) -> tuple[torch.Tensor, ActivationCache | dict]:
+        """(output, cache) of the points names_filter asks for (None: every point but the split
+        q/k/v inputs, which change how a layer computes), detached, on `device` if given; a
+        plain dict with return_cache_object=False."""
+        idx, kwargs = self._forward_args("run_with_cache", model_args, model_kwargs)
+        out, cache = run_with_cache(self, idx, names_filter, **kwargs)
+        if device is not None:
+            cache.to(device)
+        if remove_batch_dim:
+            cache = cache.remove_batch_dim()
+        return out, cache if return_cache_object else dict(cache)
+
+    def _forward_args(self, method, args, kwargs):
+        """(ids, forward's keyword arguments) of a run_with_* call; unknown keywords are a
+        TypeError naming the nearest ones."""
+        if len(args) != 1:
+            raise TypeError(f"{method}() takes the tokens as its one positional argument")
+        method_keys = inspect.signature(getattr(type(self), method)).parameters
+        known = [k for k in inspect.signature(self.forward).parameters if k != "idx"]
+        for key in kwargs:
+            if key not in known and key != "prepend_bos":
+                everything = [k for k in [*known, "prepend_bos", *method_keys] if "model_" not in k]
+                close = difflib.get_close_matches(key, everything, n=3)
+                hint = f"did you mean {', '.join(close)}?" if close else f"it takes {everything}"
+                raise TypeError(f"{method}() got an unknown keyword argument {key!r}; {hint}")
+        idx = self.input_tokens(args[0], kwargs.pop("prepend_bos", None))
+        return idx, kwargs
+
+
+def _on_gradient(fn):
+    """A forward hook that has `fn(grad, hook)` called with the gradient of the point's value
+    when a backward pass reaches it."""
+
+    def hook(value, point):
+        if value.requires_grad:
+            value.register_hook(lambda grad: fn(grad, point))
+
+    return hook
