@@ -87,7 +87,7 @@ class HookedMixin:
     def set_tokenizer(self, tokenizer) -> None:
         """Attach the tokenizer that to_tokens and string inputs use: anything with
         encode(text) -> list of ids and decode(ids) -> text."""
-        if not (callable(getattr(tokenizer, "encode", None)) and callable(tokenizer.decode)):
+        if not all(callable(getattr(tokenizer, f, None)) for f in ("encode", "decode")):
             raise TypeError(f"a tokenizer needs encode and decode; got {type(tokenizer).__name__}")
         self.tokenizer = tokenizer
 
