@@ -73,6 +73,11 @@ class HookPoint:
 
     def __call__(self, x: torch.Tensor) -> torch.Tensor:
         for fn in self.fns:
+            if x.requires_grad and x._base is not None:
+                # A view (q, k, v are slices of one matmul) that autograd forbids editing in
+                # place, as TransformerLens's hooks do (value[:, :, h] = 0): a copy, the same
+                # values and the same graph.
+                x = x.clone()
             out = fn(x, self)
             if out is not None:
                 if not isinstance(out, torch.Tensor) or out.shape != x.shape:

@@ -259,3 +259,77 @@ def test_a_bare_model_says_how_to_get_a_tokenizer(tiny_gpt):
         one_line(e, "load_run", "set_tokenizer")
     with pytest.raises(TypeError):
         model.set_tokenizer("not a tokenizer")
+
+
+# TransformerLens's Main Demo (its "Hooks" and "Caching all activations" cells), as written but
+# for three things: the model is ours (`model`, given), TransformerLens 4 calls utils
+# `utilities`, and the head ablated is 1 (this model has 2 heads, the demo's GPT-2 12).
+MAIN_DEMO = """
+import torch
+from jaxtyping import Float
+from transformer_lens import utilities as utils
+from transformer_lens.hook_points import HookPoint
+
+gpt2_text = "Natural language processing tasks, such as question answering, machine translation, reading comprehension, and summarization, are typically approached with supervised learning on taskspecific datasets."
+gpt2_tokens = model.to_tokens(gpt2_text)
+print(gpt2_tokens.device)
+gpt2_logits, gpt2_cache = model.run_with_cache(gpt2_tokens, remove_batch_dim=True)
+attention_pattern = gpt2_cache["pattern", 0, "attn"]
+print(attention_pattern.shape)
+gpt2_str_tokens = model.to_str_tokens(gpt2_text)
+
+layer_to_ablate = 0
+head_index_to_ablate = 1
+
+# We define a head ablation hook
+# The type annotations are NOT necessary, they're just a useful guide to the reader
+#
+def head_ablation_hook(
+    value: Float[torch.Tensor, "batch pos head_index d_head"],
+    hook: HookPoint
+) -> Float[torch.Tensor, "batch pos head_index d_head"]:
+    print(f"Shape of the value tensor: {value.shape}")
+    value[:, :, head_index_to_ablate, :] = 0.
+    return value
+
+original_loss = model(gpt2_tokens, return_type="loss")
+ablated_loss = model.run_with_hooks(
+    gpt2_tokens,
+    return_type="loss",
+    fwd_hooks=[(
+        utils.get_act_name("v", layer_to_ablate),
+        head_ablation_hook
+        )]
+    )
+print(f"Original Loss: {original_loss.item():.3f}")
+print(f"Ablated Loss: {ablated_loss.item():.3f}")
+"""  # noqa: E501
+
+
+def test_transformerlens_main_demo_runs_as_written(run, capsys):
+    pytest.importorskip("transformer_lens", reason="pip install -r requirements-test.txt")
+    model = run.model
+    scope = {"model": model}
+    exec(compile(MAIN_DEMO, "TransformerLens Main Demo", "exec"), scope)
+    tokens = scope["gpt2_tokens"]
+    assert tokens.shape == (1, 64)  # the text is longer than n_ctx: cut, as TransformerLens does
+    pattern = scope["attention_pattern"]
+    assert pattern.shape == (2, 64, 64)  # remove_batch_dim: (heads, T, T)
+    torch.testing.assert_close(pattern.sum(-1), torch.ones(2, 64))
+    assert len(scope["gpt2_str_tokens"]) == 64
+    with torch.no_grad():
+        logits = model(tokens)
+        assert scope["original_loss"].item() == pytest.approx(
+            lm_loss(logits[:, :-1], tokens[:, 1:]).item(), abs=1e-6
+        )
+
+        def zero_v_of_head_1(value, hook):
+            return value.index_fill(2, torch.tensor([1]), 0.0)
+
+        with hooks(model, {"blocks.0.attn.hook_v": zero_v_of_head_1}):
+            ablated = model(tokens, return_type="loss")
+    assert scope["ablated_loss"].item() == pytest.approx(ablated.item(), abs=1e-6)
+    assert abs(ablated.item() - scope["original_loss"].item()) > 1e-4
+    out = capsys.readouterr().out
+    assert "torch.Size([1, 64, 2, 16])" in out and "Ablated Loss" in out
+    assert no_hooks_left(model)
