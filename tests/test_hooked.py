@@ -333,3 +333,58 @@ def test_transformerlens_main_demo_runs_as_written(run, capsys):
     out = capsys.readouterr().out
     assert "torch.Size([1, 64, 2, 16])" in out and "Ablated Loss" in out
     assert no_hooks_left(model)
+
+
+# Issue 42's snippet, the TransformerLens way, as a notebook outside the checkout would run it.
+ISSUE_SNIPPET = """
+import json
+import sys
+
+sys.path.insert(0, CHECKOUT)
+import torch
+from runs.loading import load_run
+
+run = load_run(RUN)
+tokens = run.model.to_tokens("The animal in the jungle went out on a hunt because it was hungry.")
+logits, cache = run.model.run_with_cache(tokens)
+pattern = cache["pattern", 0]
+seen = []
+with run.model.hooks(fwd_hooks=[("blocks.0.attn.hook_z", lambda z, hook: seen.append(hook.name))]):
+    run.model(tokens)
+_, zs = run.model.run_with_cache(tokens, names_filter=lambda name: name.endswith("hook_z"))
+print(json.dumps({
+    "tokens": list(tokens.shape),
+    "pattern": list(pattern.shape),
+    "rows": pattern.sum(-1).flatten().tolist(),
+    "seen": seen,
+    "zs": list(zs),
+    "str_tokens": run.model.to_str_tokens(tokens),
+}))
+"""
+
+
+@pytest.mark.slow
+def test_the_issues_snippet_runs_on_a_loaded_run_from_another_folder(tmp_path):
+    import json
+    import subprocess
+    import sys
+
+    from tests.helpers import ROOT
+
+    _, tokenizer = make_run(tmp_path / "run", "bpe", 64)
+    notebook = tmp_path / "notebook"
+    notebook.mkdir()
+    code = f"CHECKOUT, RUN = {str(ROOT)!r}, {str(tmp_path / 'run')!r}\n" + ISSUE_SNIPPET
+    (notebook / "snippet.py").write_text(code)
+    r = subprocess.run(
+        [sys.executable, "snippet.py"], cwd=notebook, capture_output=True, text=True, timeout=120
+    )
+    assert r.returncode == 0, r.stderr[-2000:]
+    out = json.loads(r.stdout)
+    sentence = "The animal in the jungle went out on a hunt because it was hungry."
+    T = len(tokenizer.encode(sentence))
+    assert out["tokens"] == [1, T] and out["pattern"] == [1, 2, T, T]
+    assert all(abs(row - 1) < 1e-5 for row in out["rows"])
+    assert out["seen"] == ["blocks.0.attn.hook_z"]
+    assert out["zs"] == ["blocks.0.attn.hook_z", "blocks.1.attn.hook_z"]
+    assert "".join(out["str_tokens"]) == sentence
