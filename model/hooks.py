@@ -85,6 +85,12 @@ class HookPoint:
                 x = out
         return x
 
+    def layer(self) -> int:
+        """The block the point is in (blocks.{layer}.*), as TransformerLens's hook.layer()."""
+        if not self.name.startswith("blocks."):
+            raise ValueError(f"{self.name} is in no block: it has no layer")
+        return int(self.name.split(".")[1])
+
     def __repr__(self):
         return f"HookPoint({self.name!r}, {len(self.fns)} hooks)"
 

@@ -104,6 +104,7 @@ def test_run_with_hooks_zero_ablates_and_every_hook_comes_off(tiny_gpt):
 
     def zero_head_1(z, hook):
         seen.append(hook.name)
+        assert hook.layer() == int(hook.name.split(".")[1])
         z[:, :, 1] = 0
         return z
 
