@@ -54,6 +54,7 @@ class LensConfig:
     positional_embedding_type: str
     normalization_type: str = "LN"
     n_key_value_heads: int | None = None
+    attn_only: bool = False
     default_prepend_bos: bool = False
     tokenizer_prepends_bos: bool = False
     model_name: str = "tinygpt"
@@ -145,10 +146,11 @@ class HookedMixin:
         return [self.tokenizer.decode([i]) for i in ids.tolist()]
 
     def to_string(self, tokens) -> str | list[str]:
-        """The text of (T,) ids, or one text per row of (B, T)."""
+        """The text of one id, of (T,) ids, or one text per row of (B, T)."""
         ids = torch.as_tensor(tokens)
         if ids.dim() == 2:
             return [self.to_string(row) for row in ids]
+        ids = ids.reshape(-1)
         if self.tokenizer is None:
             _tokens_of([], None, False)
         return self.tokenizer.decode(ids.tolist())
@@ -197,6 +199,11 @@ class HookedMixin:
         pairs = list(fwd_hooks) + [(key, _on_gradient(fn)) for key, fn in bwd_hooks]
         with hooks(self, pairs, keep=not reset_hooks_end):
             yield self
+
+    def set_use_attn_result(self, use: bool) -> None:
+        """Accepted and not needed: hook_result is computed whenever it is hooked."""
+
+    set_use_split_qkv_input = set_use_hook_mlp_in = set_use_attn_in = set_use_attn_result
 
     def reset_hooks(self, *args, **kwargs) -> None:
         """Take every hook off every point (whatever TransformerLens's arguments say)."""

@@ -389,3 +389,24 @@ def test_the_issues_snippet_runs_on_a_loaded_run_from_another_folder(tmp_path):
     assert out["seen"] == ["blocks.0.attn.hook_z"]
     assert out["zs"] == ["blocks.0.attn.hook_z", "blocks.1.attn.hook_z"]
     assert "".join(out["str_tokens"]) == sentence
+
+
+@torch.no_grad()
+def test_transformerlens_tools_read_our_model_and_cache(run, capsys):
+    """Its test_prompt (to_tokens, to_str_tokens, to_string, the logits) and its own
+    ActivationCache wrapped around ours (accumulated_resid reads cfg and the names)."""
+    tl = pytest.importorskip("transformer_lens", reason="pip install -r requirements-test.txt")
+    from transformer_lens import utilities
+
+    model = run.model
+    prompt = "The cat sat on the mat because"
+    utilities.test_prompt(prompt, " it", model)
+    top = model(prompt)[0, -1].argmax().item()
+    out = capsys.readouterr().out
+    assert "Ranks of the answer tokens" in out
+    assert f"Top 0th token. Logit: {model(prompt)[0, -1, top].item():5.2f}" in out
+    assert f"|{model.to_string(top)}|" in out
+    _, ours = model.run_with_cache(prompt)
+    stack = tl.ActivationCache(dict(ours), model).accumulated_resid()
+    want = torch.stack([ours["resid_pre", 0], ours["resid_pre", 1], ours["resid_post", -1]])
+    assert torch.equal(stack, want)
