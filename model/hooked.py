@@ -8,15 +8,8 @@ ours unchanged (GPT inherits HookedMixin):
     with model.hooks(fwd_hooks=[...]): ...
 
 They are model.hooks's two ways in, spelled as TransformerLens spells them; a hook is
-fn(value, hook) in both. Tokens are (B, T) ids; (T,) ids are a batch of one, as TransformerLens
-makes them (the logits are (1, T, V)); a string, or a list of strings of one token length, is
-tokenized by the attached tokenizer. model/ knows no tokenizer: runs.loading attaches the run's,
-and anything with encode(text) -> ids and decode(ids) -> text will do.
-
-prepend_bos: our tokenizers have no BOS token, and a run learns from windows that start anywhere
-in its text, so nothing is prepended by default (cfg.default_prepend_bos is False; TransformerLens
-prepends <|endoftext|> to GPT-2's input). prepend_bos=True prepends the tokenizer's end-of-text
-token, which is GPT-2's BOS, and is a ValueError for a tokenizer that has none.
+fn(value, hook) in both. Tokens are (B, T) ids; (T,) ids are a batch of one, and text is
+tokenized by the attached tokenizer (model.text, which also says what prepend_bos means here).
 """
 
 import difflib
@@ -30,6 +23,7 @@ import torch.nn.functional as F
 
 from model.cache import ActivationCache
 from model.hooks import NameOrPredicate, hooks, remove_hooks, run_with_cache
+from model.text import TextMixin
 
 FwdHooks = Sequence[tuple[NameOrPredicate, Callable]]
 RETURN_TYPES = ("logits", "loss", "both", None)
@@ -60,37 +54,9 @@ class LensConfig:
     model_name: str = "tinygpt"
 
 
-def _tokens_of(texts, tokenizer, prepend_bos):
-    if tokenizer is None:
-        raise ValueError(
-            "this model has no tokenizer to turn text into tokens: load it with "
-            "runs.loading.load_run, or call model.set_tokenizer(tokenizer), or give token ids"
-        )
-    if prepend_bos and getattr(tokenizer, "eot_id", None) is None:
-        raise ValueError(
-            "prepend_bos=True, but this tokenizer has no BOS (end-of-text) token to prepend; "
-            "leave prepend_bos unset"
-        )
-    ids = [([tokenizer.eot_id] if prepend_bos else []) + tokenizer.encode(t) for t in texts]
-    if len({len(row) for row in ids}) > 1:
-        raise ValueError(
-            f"the texts are {sorted({len(row) for row in ids})} tokens long and this model has "
-            "no padding token: give texts of one token length, or one text at a time"
-        )
-    return ids
-
-
-class HookedMixin:
-    """The methods of the module docstring, for a module with `config` (model.gpt.GPTConfig)."""
-
-    tokenizer = None  # set_tokenizer's; runs.loading attaches the run's
-
-    def set_tokenizer(self, tokenizer) -> None:
-        """Attach the tokenizer that to_tokens and string inputs use: anything with
-        encode(text) -> list of ids and decode(ids) -> text."""
-        if not all(callable(getattr(tokenizer, f, None)) for f in ("encode", "decode")):
-            raise TypeError(f"a tokenizer needs encode and decode; got {type(tokenizer).__name__}")
-        self.tokenizer = tokenizer
+class HookedMixin(TextMixin):
+    """The methods of the module docstring, for a module with `config` (model.gpt.GPTConfig);
+    those that take text come from TextMixin (model.text)."""
 
     @property
     def cfg(self) -> LensConfig:
@@ -110,65 +76,6 @@ class HookedMixin:
             act_fn=act if c.mlp_activation == "gelu" else c.mlp_activation,
             positional_embedding_type="rotary" if c.rotary else "standard",
         )
-
-    def to_tokens(
-        self,
-        input: str | list[str],
-        prepend_bos: bool | None = None,
-        move_to_device: bool = True,
-        truncate: bool = True,
-    ) -> torch.Tensor:
-        """(B, T) token ids of a text (B = 1) or a list of texts of one token length, cut to
-        the first n_ctx tokens unless truncate=False; see the module docstring for
-        prepend_bos."""
-        texts = [input] if isinstance(input, str) else list(input)
-        if not texts or not all(isinstance(t, str) for t in texts):
-            raise TypeError("to_tokens takes a text or a list of texts")
-        tokens = torch.tensor(_tokens_of(texts, self.tokenizer, prepend_bos), dtype=torch.long)
-        if truncate:
-            tokens = tokens[:, : self.config.block_size]
-        return tokens.to(self.tok_emb.weight.device) if move_to_device else tokens
-
-    def to_str_tokens(self, input, prepend_bos: bool | None = None) -> list[str] | list[list[str]]:
-        """Each token's text: of a text, of ids ((T,), (1, T) or a list of ints), or, for a
-        list of texts, one list per text."""
-        if isinstance(input, list) and input and isinstance(input[0], str):
-            return [self.to_str_tokens(text, prepend_bos) for text in input]
-        if isinstance(input, str):
-            input = self.to_tokens(input, prepend_bos, move_to_device=False)
-        ids = torch.as_tensor(input)
-        if ids.dim() == 2 and ids.size(0) == 1:
-            ids = ids[0]
-        if ids.dim() != 1:
-            raise ValueError(f"to_str_tokens takes one sequence; got shape {tuple(ids.shape)}")
-        if self.tokenizer is None:
-            _tokens_of([], None, False)  # the no-tokenizer error
-        return [self.tokenizer.decode([i]) for i in ids.tolist()]
-
-    def to_string(self, tokens) -> str | list[str]:
-        """The text of one id, of (T,) ids, or one text per row of (B, T)."""
-        ids = torch.as_tensor(tokens)
-        if ids.dim() == 2:
-            return [self.to_string(row) for row in ids]
-        ids = ids.reshape(-1)
-        if self.tokenizer is None:
-            _tokens_of([], None, False)
-        return self.tokenizer.decode(ids.tolist())
-
-    def input_tokens(self, input, prepend_bos: bool | None = None) -> torch.Tensor:
-        """(B, T) ids of what forward and run_with_* take (the module docstring)."""
-        if isinstance(input, torch.Tensor):
-            if input.dim() == 2:
-                return input
-            if input.dim() == 1:
-                return input[None]
-            raise ValueError(
-                f"tokens are (batch, position) ids or (position,) ids; got shape "
-                f"{tuple(input.shape)}"
-            )
-        if isinstance(input, (str, list)):
-            return self.to_tokens(input, prepend_bos)
-        raise TypeError(f"the model takes token ids or text, not {type(input).__name__}")
 
     def returned(self, logits: torch.Tensor, idx: torch.Tensor, return_type: str | None):
         """forward's return_type: "logits", "loss" (mean next-token loss on idx), "both"

@@ -252,6 +252,33 @@ def test_a_loaded_run_turns_text_into_tokens_with_its_tokenizer(run):
     assert long.shape == (1, 64) and model.to_tokens(TEXT * 20, truncate=False).size(1) > 64
 
 
+@torch.no_grad()
+def test_generate_continues_text_as_our_sampler_does(run):
+    from model.sampling import generate
+
+    model = run.model
+    tokens = model.to_tokens(TEXT)
+    greedy = torch.cat(
+        [tokens, *(t[:, None] for t in generate(model, tokens, 5, temperature=0))], 1
+    )
+    assert torch.equal(model.generate(tokens, 5, do_sample=False), greedy)
+    assert model.generate(TEXT, 5, do_sample=False) == model.to_string(greedy[0])
+    assert model.generate([TEXT], 5, do_sample=False, return_type="tokens").tolist() == (
+        greedy.tolist()
+    )
+    first = greedy[0, tokens.size(1)].item()  # stops once every row has written "eos"
+    assert model.generate(tokens, 5, do_sample=False, eos_token_id=first).size(1) == (
+        tokens.size(1) + 1
+    )
+    assert model.to_single_token(model.to_string(first)) == first
+    with pytest.raises(ValueError) as e:
+        model.to_single_token(TEXT)
+    one_line(e, "not one")
+    with pytest.raises(ValueError) as e:
+        model.generate("")
+    one_line(e, "prompt")
+
+
 def test_a_bare_model_says_how_to_get_a_tokenizer(tiny_gpt):
     model = tiny_gpt()
     for call in (lambda: model.to_tokens(TEXT), lambda: model.to_str_tokens(IDX[0])):
