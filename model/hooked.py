@@ -159,7 +159,8 @@ class HookedMixin(TextMixin):
         known = [k for k in inspect.signature(self.forward).parameters if k != "idx"]
         for key in kwargs:
             if key not in known and key != "prepend_bos":
-                everything = [k for k in [*known, "prepend_bos", *method_keys] if "model_" not in k]
+                takes = [*known, "prepend_bos", *method_keys]
+                everything = [k for k in takes if k != "self" and not k.startswith("model_")]
                 close = difflib.get_close_matches(key, everything, n=3)
                 hint = f"did you mean {', '.join(close)}?" if close else f"it takes {everything}"
                 raise TypeError(f"{method}() got an unknown keyword argument {key!r}; {hint}")
