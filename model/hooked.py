@@ -12,7 +12,6 @@ fn(value, hook) in both. Tokens are (B, T) ids; (T,) ids are a batch of one, and
 tokenized by the attached tokenizer (model.text, which also says what prepend_bos means here).
 """
 
-import difflib
 import inspect
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -23,6 +22,7 @@ import torch.nn.functional as F
 
 from model.cache import ActivationCache
 from model.hooks import NameOrPredicate, hooks, remove_hooks, run_with_cache
+from model.keywords import keywords_checked, unknown_keyword
 from model.text import TextMixin
 
 FwdHooks = Sequence[tuple[NameOrPredicate, Callable]]
@@ -89,6 +89,7 @@ class HookedMixin(TextMixin):
         loss = F.cross_entropy(logits[:, :-1].flatten(0, 1), idx[:, 1:].flatten())
         return (logits, loss) if return_type == "both" else loss
 
+    @keywords_checked
     @contextmanager
     def hooks(
         self,
@@ -160,10 +161,8 @@ class HookedMixin(TextMixin):
         for key in kwargs:
             if key not in known and key != "prepend_bos":
                 takes = [*known, "prepend_bos", *method_keys]
-                everything = [k for k in takes if k != "self" and not k.startswith("model_")]
-                close = difflib.get_close_matches(key, everything, n=3)
-                hint = f"did you mean {', '.join(close)}?" if close else f"it takes {everything}"
-                raise TypeError(f"{method}() got an unknown keyword argument {key!r}; {hint}")
+                takes = [k for k in takes if k != "self" and not k.startswith("model_")]
+                raise TypeError(unknown_keyword(method, key, takes))
         idx = self.input_tokens(args[0], kwargs.pop("prepend_bos", None))
         return idx, kwargs
 

@@ -15,6 +15,8 @@ token, which is GPT-2's BOS, and is a ValueError for a tokenizer that has none.
 
 import torch
 
+from model.keywords import keywords_checked
+
 
 def _tokens_of(texts, tokenizer, prepend_bos):
     if tokenizer is None:
@@ -48,6 +50,7 @@ class TextMixin:
             raise TypeError(f"a tokenizer needs encode and decode; got {type(tokenizer).__name__}")
         self.tokenizer = tokenizer
 
+    @keywords_checked
     def to_tokens(
         self,
         input: str | list[str],
@@ -66,6 +69,7 @@ class TextMixin:
             tokens = tokens[:, : self.config.block_size]
         return tokens.to(self.tok_emb.weight.device) if move_to_device else tokens
 
+    @keywords_checked
     def to_str_tokens(self, input, prepend_bos: bool | None = None) -> list[str] | list[list[str]]:
         """Each token's text: of a text, of ids ((T,), (1, T) or a list of ints), or, for a
         list of texts, one list per text."""
@@ -115,6 +119,7 @@ class TextMixin:
         return int(ids.item())
 
     @torch.no_grad()
+    @keywords_checked
     def generate(
         self,
         input: str | list[str] | torch.Tensor,

@@ -155,6 +155,9 @@ def test_unknown_keywords_and_names_are_one_line_errors_naming_the_nearest(tiny_
     with pytest.raises(TypeError) as e:
         model.run_with_hooks(IDX, stop_at_layer=1)
     one_line(e, "stop_at_layer", "return_type")  # nothing near: what it takes
+    with pytest.raises(TypeError) as e, model.hooks(fwd_hook=[("hook_embed", print)]):
+        pass
+    one_line(e, "fwd_hook", "fwd_hooks")
     with pytest.raises(ValueError) as e:
         model.run_with_cache(IDX, names_filter=["blocks.0.attn.hook_patern"])
     one_line(e, "hook_patern", "blocks.0.attn.hook_pattern")
@@ -271,6 +274,12 @@ def test_generate_continues_text_as_our_sampler_does(run):
         tokens.size(1) + 1
     )
     assert model.to_single_token(model.to_string(first)) == first
+    with pytest.raises(TypeError) as e:
+        model.generate(TEXT, max_tokens=5)
+    one_line(e, "max_tokens", "max_new_tokens")
+    with pytest.raises(TypeError) as e:
+        model.to_tokens(TEXT, prepend=False)
+    one_line(e, "prepend", "prepend_bos")
     with pytest.raises(ValueError) as e:
         model.to_single_token(TEXT)
     one_line(e, "not one")
