@@ -21,7 +21,7 @@ import torch
 import torch.nn.functional as F
 
 from model.cache import ActivationCache
-from model.hooks import NameOrPredicate, hooks, remove_hooks, run_with_cache
+from model.hooks import NameOrPredicate, hooks, remove_hooks, run_with_cache, select
 from model.keywords import keywords_checked, unknown_keyword
 from model.text import TextMixin
 
@@ -113,6 +113,18 @@ class HookedMixin(TextMixin):
 
     set_use_split_qkv_input = set_use_hook_mlp_in = set_use_attn_in = set_use_attn_result
 
+    @keywords_checked
+    def add_hook(
+        self, name: NameOrPredicate, hook: Callable, dir: str = "fwd", is_permanent: bool = False
+    ) -> None:
+        """TransformerLens's model.add_hook: `hook` stays installed until model.reset_hooks()
+        (is_permanent is accepted; reset_hooks takes every hook off). dir "bwd": a backward
+        hook, as bwd_hooks are."""
+        if dir not in ("fwd", "bwd"):
+            raise ValueError(f"dir must be 'fwd' or 'bwd', got {dir!r}")
+        with hooks(self, [(name, hook if dir == "fwd" else _on_gradient(hook))], keep=True):
+            pass
+
     def reset_hooks(self, *args, **kwargs) -> None:
         """Take every hook off every point (whatever TransformerLens's arguments say)."""
         remove_hooks(self)
@@ -138,13 +150,27 @@ class HookedMixin(TextMixin):
         return_cache_object: bool = True,
         device: str | torch.device | None = None,
         remove_batch_dim: bool = False,
+        incl_bwd: bool = False,
         **model_kwargs,
     ) -> tuple[torch.Tensor, ActivationCache | dict]:
         """(output, cache) of the points names_filter asks for (None: every point but the split
         q/k/v inputs, which change how a layer computes), detached, on `device` if given; a
-        plain dict with return_cache_object=False."""
+        plain dict with return_cache_object=False. incl_bwd=True calls backward on the output
+        (a scalar: return_type="loss") and caches each point's gradient as NAME_grad."""
         idx, kwargs = self._forward_args("run_with_cache", model_args, model_kwargs)
-        out, cache = run_with_cache(self, idx, names_filter, **kwargs)
+        grads = {}
+        keep = _on_gradient(lambda grad, hook: grads.__setitem__(f"{hook.name}_grad", grad))
+        chosen = set(select(self, names_filter)) if incl_bwd else set()
+        with hooks(self, [(lambda name: name in chosen, keep)]):
+            out, cache = run_with_cache(self, idx, names_filter, **kwargs)
+        if incl_bwd:
+            if not (isinstance(out, torch.Tensor) and out.dim() == 0 and out.requires_grad):
+                raise ValueError(
+                    "incl_bwd=True needs a scalar output with gradients: pass "
+                    'return_type="loss", outside torch.no_grad()'
+                )
+            out.backward()
+            cache.update({name: grad.detach() for name, grad in grads.items()})
         if device is not None:
             cache.to(device)
         if remove_batch_dim:

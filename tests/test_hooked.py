@@ -228,6 +228,28 @@ def test_a_backward_hook_sees_the_gradient_of_its_point(tiny_gpt):
     torch.testing.assert_close(grads[0], expected, atol=1e-7, rtol=0)
 
 
+def test_incl_bwd_caches_each_points_gradient_and_add_hook_keeps_a_hook(tiny_gpt):
+    model = tiny_gpt().eval()
+    names = ["blocks.0.hook_resid_post", "blocks.1.attn.hook_v"]
+    loss, cache = model.run_with_cache(IDX, names_filter=names, incl_bwd=True, return_type="loss")
+    assert sorted(cache) == sorted(names + [f"{n}_grad" for n in names]) and no_hooks_left(model)
+    logits, kept = run_with_cache(model, IDX, names, detach=False)
+    want = torch.autograd.grad(lm_loss(logits[:, :-1], IDX[:, 1:]), [kept[n] for n in names])
+    for name, grad in zip(names, want):
+        torch.testing.assert_close(cache[f"{name}_grad"], grad, atol=1e-7, rtol=0)
+    with pytest.raises(ValueError) as e:
+        model.run_with_cache(IDX, names_filter=names, incl_bwd=True)  # logits: not a scalar
+    one_line(e, "return_type")
+    seen = []
+    model.add_hook("hook_embed", lambda value, hook: seen.append("fwd"))
+    model.add_hook("hook_embed", lambda grad, hook: seen.append("bwd"), dir="bwd")
+    model(IDX, return_type="loss").backward()
+    model(IDX)
+    assert seen == ["fwd", "bwd", "fwd"]  # both stay on: each pass, and its backward
+    model.reset_hooks()
+    assert no_hooks_left(model)
+
+
 @pytest.fixture(scope="module")
 def run(tmp_path_factory):
     folder = tmp_path_factory.mktemp("hooked") / "run"
