@@ -52,6 +52,7 @@ ln1.hook_normalized fires three times, once for each copy, on (B, T, H, C).
 """
 
 import difflib
+import re
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 
@@ -159,6 +160,9 @@ _ORDER = {
 }
 
 SPLIT_INPUTS = ("hook_q_input", "hook_k_input", "hook_v_input")
+# TransformerLens 4's bridge calls the split inputs blocks.{l}.attn.hook_q_input (and so does its
+# direct path patching); HookedTransformer, and we, blocks.{l}.hook_q_input. Both are accepted.
+_SPLIT_ALIAS = re.compile(r"^(blocks\.\d+)\.attn\.(hook_[qkv]_input)$")
 NameOrPredicate = str | Callable[[str], bool]
 
 
@@ -170,7 +174,9 @@ def select(
     """The point names that `names` means: None is every point but the split inputs (which
     change how their layer computes, so they are hooked only by name or predicate); a predicate
     keeps the names it is true of; a name or a list of names must each be a point (a ValueError
-    names the closest). `points` is hook_points(model), where the caller has it already."""
+    names the closest; blocks.{l}.attn.hook_q_input is blocks.{l}.hook_q_input, as in
+    TransformerLens 4, and so for k and v). `points` is hook_points(model), where the caller
+    has it already."""
     points = hook_points(model) if points is None else points
     if names is None:
         return [n for n in points if not n.endswith(SPLIT_INPUTS)]
@@ -180,6 +186,8 @@ def select(
     for name in names:
         if not isinstance(name, str):
             raise TypeError(f"a hook point is named by a str, got {type(name).__name__} {name!r}")
+    names = [_SPLIT_ALIAS.sub(r"\1.\2", name) for name in names]
+    for name in names:
         if name not in points:
             close = difflib.get_close_matches(name, points, n=3)
             hint = (

@@ -177,3 +177,33 @@ def test_the_scalar_form_is_the_mean_of_the_examples(setup):
         run.model, corrupt, clean_cache, lambda logits: metric(logits).mean()
     )
     torch.testing.assert_close(scalar, per_example.mean(-1), **SAME)
+
+
+def test_direct_path_patching_is_the_bridges(setup):
+    """TransformerLens's path patching from one head into each later head's query, key or value
+    alone: on our GPT it reads W_O and our split q/k/v inputs; on the bridge its own."""
+    patching, run, bridge, pairs, clean, corrupt = setup
+    metric = logit_difference(pairs)
+
+    def direct(model, component):
+        with torch.no_grad():
+            _, clean_cache = model.run_with_cache(clean)
+            _, corrupt_cache = model.run_with_cache(corrupt)
+            return patching.get_act_patch_direct_path(
+                model,
+                corrupt,
+                clean_cache,
+                corrupt_cache,
+                lambda logits: metric(logits).mean(),
+                src_layer=0,
+                src_head=1,
+                component=component,
+            )
+
+    for component in ("q", "k", "v"):
+        ours = direct(run.model, component)
+        assert ours.shape == (2, 2)
+        torch.testing.assert_close(direct(bridge, component), ours, **SAME)
+    with torch.no_grad():
+        corrupt_ld = metric(run.model(corrupt)).mean()
+    assert (ours[1] - corrupt_ld).abs().max() > 1e-3  # the value path moves the metric
