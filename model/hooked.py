@@ -125,8 +125,17 @@ class HookedMixin(TextMixin):
         with hooks(self, [(name, hook if dir == "fwd" else _on_gradient(hook))], keep=True):
             pass
 
-    def reset_hooks(self, *args, **kwargs) -> None:
-        """Take every hook off every point (whatever TransformerLens's arguments say)."""
+    @keywords_checked
+    def reset_hooks(
+        self,
+        clear_contexts: bool = True,
+        direction: str = "both",
+        including_permanent: bool = False,
+        level: int | None = None,
+    ) -> None:
+        """Take every hook off every point. TransformerLens's arguments are accepted and change
+        nothing: our points keep no context, a backward hook is a forward hook that registers
+        on the value, and no hook is permanent or of a level."""
         remove_hooks(self)
 
     def run_with_hooks(
