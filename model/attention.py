@@ -141,6 +141,12 @@ class CausalSelfAttention(nn.Module):
         for point in ("q", "k", "v", "attn_scores", "pattern", "z", "result"):
             setattr(self, f"hook_{point}", HookPoint(f"{name}.hook_{point}"))
 
+    @property
+    def W_O(self):
+        """Each head's rows of the output projection, TransformerLens's W_O (H, D, C): head h
+        writes z[:, :, h] @ W_O[h] into the stream (w_out's bias apart)."""
+        return self.w_out.weight.T.reshape(self.n_head, self.head_size, -1)
+
     def project(self, x):
         """Q = xW_Q, K = xW_K, V = xW_V, each (B, H, T, D). x is (B, T, C), or a triple of
         (B, T, H, C) inputs, one copy of the stream per head for each of q, k and v (the split

@@ -16,6 +16,7 @@ import torch.nn.functional as F
 
 from checks import positive_int
 from model.attention import CausalSelfAttention, KVCache
+from model.hooked import HookedMixin
 from model.hooks import HookPoint
 
 
@@ -170,7 +171,9 @@ class Block(nn.Module):
         return self.hook_resid_post(x)
 
 
-class GPT(nn.Module):
+class GPT(HookedMixin, nn.Module):
+    """The decoder; TransformerLens's methods (run_with_cache, cfg, ...) come from HookedMixin."""
+
     def __init__(self, config):
         super().__init__()
         self.config = config
@@ -203,13 +206,15 @@ class GPT(nn.Module):
             nn.init.normal_(block.attn.w_out.weight, mean=0.0, std=residual_std)
             nn.init.normal_(block.mlp.w_out.weight, mean=0.0, std=residual_std)
 
-    def forward(self, idx, caches=None):
-        """idx (B, T) token ids -> logits (B, T, V) for every position.
+    def forward(self, idx, caches=None, return_type="logits"):
+        """idx (B, T) token ids -> logits (B, T, V) for every position ((T,) ids or text: see
+        model.hooked, as return_type is).
 
         `caches` (one KVCache per layer, from `new_caches`) makes idx the continuation of the
         positions already cached. To see or change what it computes inside, install hooks
         on its named points (model.hooks).
         """
+        idx = idx if isinstance(idx, torch.Tensor) and idx.dim() == 2 else self.input_tokens(idx)
         B, T = idx.shape
         start = caches[0].length if caches is not None else 0
         if start + T > self.config.block_size:
@@ -229,7 +234,7 @@ class GPT(nn.Module):
         logits = self.lm_head(layer_norm(self.ln_f, self.hook_ln_final, x))  # (B, T, padded V)
         if self.config.padded_vocab_size != self.config.vocab_size:
             logits = logits[..., : self.config.vocab_size]  # padding rows are no tokens: (B, T, V)
-        return logits
+        return logits if return_type == "logits" else self.returned(logits, idx, return_type)
 
     def new_caches(self, batch_size):
         """One empty KVCache per layer, on the model's device, in the dtype keys and values are

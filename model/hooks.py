@@ -37,6 +37,9 @@ it, so a hook can also keep a tensor to take its gradient. Two ways in, and only
         logits = model(idx)
     logits, cache = run_with_cache(model, idx, names=["blocks.0.attn.hook_pattern"])
 
+(and TransformerLens's spelling of the same two on the model, model.hooked: model.hooks(...),
+model.run_with_hooks(...), model.run_with_cache(...)).
+
 What costs something runs only when asked for: with no hook installed the model runs exactly
 as it did before the points existed (PyTorch's fused attention kernel, the same logits bit for
 bit). A hook on hook_attn_scores or hook_pattern makes that layer take the explicit path built
@@ -49,10 +52,13 @@ ln1.hook_normalized fires three times, once for each copy, on (B, T, H, C).
 """
 
 import difflib
+import re
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 
 import torch
+
+from model.cache import ActivationCache
 
 
 class HookPoint:
@@ -68,12 +74,23 @@ class HookPoint:
 
     def __call__(self, x: torch.Tensor) -> torch.Tensor:
         for fn in self.fns:
+            if x.requires_grad and x._base is not None:
+                # A view (q, k, v are slices of one matmul) that autograd forbids editing in
+                # place, as TransformerLens's hooks do (value[:, :, h] = 0): a copy, the same
+                # values and the same graph.
+                x = x.clone()
             out = fn(x, self)
             if out is not None:
                 if not isinstance(out, torch.Tensor) or out.shape != x.shape:
                     raise ValueError(_bad_replacement(self.name, x, out))
                 x = out
         return x
+
+    def layer(self) -> int:
+        """The block the point is in (blocks.{layer}.*), as TransformerLens's hook.layer()."""
+        if not self.name.startswith("blocks."):
+            raise ValueError(f"{self.name} is in no block: it has no layer")
+        return int(self.name.split(".")[1])
 
     def __repr__(self):
         return f"HookPoint({self.name!r}, {len(self.fns)} hooks)"
@@ -143,6 +160,9 @@ _ORDER = {
 }
 
 SPLIT_INPUTS = ("hook_q_input", "hook_k_input", "hook_v_input")
+# TransformerLens 4's bridge calls the split inputs blocks.{l}.attn.hook_q_input (and so does its
+# direct path patching); HookedTransformer, and we, blocks.{l}.hook_q_input. Both are accepted.
+_SPLIT_ALIAS = re.compile(r"^(blocks\.\d+)\.attn\.(hook_[qkv]_input)$")
 NameOrPredicate = str | Callable[[str], bool]
 
 
@@ -154,7 +174,9 @@ def select(
     """The point names that `names` means: None is every point but the split inputs (which
     change how their layer computes, so they are hooked only by name or predicate); a predicate
     keeps the names it is true of; a name or a list of names must each be a point (a ValueError
-    names the closest). `points` is hook_points(model), where the caller has it already."""
+    names the closest; blocks.{l}.attn.hook_q_input is blocks.{l}.hook_q_input, as in
+    TransformerLens 4, and so for k and v). `points` is hook_points(model), where the caller
+    has it already."""
     points = hook_points(model) if points is None else points
     if names is None:
         return [n for n in points if not n.endswith(SPLIT_INPUTS)]
@@ -162,31 +184,55 @@ def select(
         return [n for n in points if names(n)]
     names = [names] if isinstance(names, str) else list(names)
     for name in names:
+        if not isinstance(name, str):
+            raise TypeError(f"a hook point is named by a str, got {type(name).__name__} {name!r}")
+    names = [_SPLIT_ALIAS.sub(r"\1.\2", name) for name in names]
+    for name in names:
         if name not in points:
-            close = difflib.get_close_matches(name, points, n=1)
-            hint = f"; did you mean {close[0]}?" if close else "; see model.hooks for the names"
+            close = difflib.get_close_matches(name, points, n=3)
+            hint = (
+                f"; did you mean {' or '.join(close)}?"
+                if close
+                else "; see model.hooks for the names"
+            )
             raise ValueError(f"{type(model).__name__} has no hook point {name!r}{hint}")
     return names
 
 
+Hooks = dict[NameOrPredicate, Callable] | Iterable[tuple[NameOrPredicate, Callable]]
+
+
 @contextmanager
-def hooks(
-    model: torch.nn.Module, fns: dict[NameOrPredicate, Callable]
-) -> Iterator[torch.nn.Module]:
-    """Install hooks for the `with` block: {name or predicate: fn(value, hook)}. A predicate
-    installs its fn on every point whose name it is true of. Hooks stack: a point runs them in
-    the order installed, and each block removes exactly what it added."""
+def hooks(model: torch.nn.Module, fns: Hooks, keep: bool = False) -> Iterator[torch.nn.Module]:
+    """Install hooks for the `with` block: {name or predicate: fn(value, hook)}, or a list of
+    (name or predicate, fn) pairs (TransformerLens's fwd_hooks, where one name may come twice).
+    A predicate installs its fn on every point whose name it is true of. Hooks stack: a point
+    runs them in the order installed, and each block removes exactly what it added, on any
+    exception too; keep=True leaves them installed after a block that ends without one (until
+    remove_hooks(model))."""
     points = hook_points(model)
     added = []
+    done = False
     try:
-        for key, fn in fns.items():
+        for key, fn in fns.items() if isinstance(fns, dict) else fns:
+            if not callable(fn):
+                raise TypeError(f"the hook for {key!r} is a {type(fn).__name__}, not a function")
             for name in select(model, key, points):
                 points[name].fns.append(fn)
                 added.append((points[name], fn))
         yield model
+        done = True
     finally:
-        for point, fn in reversed(added):
-            point.fns.remove(fn)
+        if not (keep and done):
+            for point, fn in reversed(added):
+                if fn in point.fns:  # remove_hooks inside the block may have taken it already
+                    point.fns.remove(fn)
+
+
+def remove_hooks(model: torch.nn.Module) -> None:
+    """Take every hook off every point of `model` (TransformerLens's reset_hooks)."""
+    for point in hook_points(model).values():
+        point.fns.clear()
 
 
 def run_with_cache(
@@ -195,12 +241,13 @@ def run_with_cache(
     names: NameOrPredicate | Iterable[str] | None = None,
     detach: bool = True,
     **forward_kwargs,
-) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
-    """(logits, cache): the model's logits on idx and {name: tensor} for the points asked for
-    (None: all of them but the split inputs, which on a large model and a long input is a great
-    deal of memory). A point that fires several times in one pass keeps its last value.
-    detach=False keeps autograd's graph in the cached tensors."""
-    cache = {}
+) -> tuple[torch.Tensor, ActivationCache]:
+    """(logits, cache): the model's logits on idx and an ActivationCache {name: tensor}
+    (model.cache) of the points asked for (None: all of them but the split inputs, which on a
+    large model and a long input is a great deal of memory). A point that fires several times in
+    one pass keeps its last value. detach=False keeps autograd's graph in the cached tensors."""
+    config = getattr(model, "config", None)
+    cache = ActivationCache(n_layers=getattr(config, "n_layer", None))
     chosen = set(select(model, names))
 
     def keep(value, hook):

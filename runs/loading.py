@@ -47,8 +47,10 @@ def load_run(source, device="cpu", nanogpt_meta=None):
     """Load a model to sample from or study: a run folder written by train.py, a Hugging Face
     GPT-2 folder, or hf:OWNER/NAME. The Run holds the model (eval mode), its tokenizer, the
     meta.json of a run (for GPT-2: {"source", "folder", "tokenizer_kind"}) and the checkpoint (for
-    GPT-2: only "model_config"). A GPT-2 loads unpadded (vocab_multiple 1): padding the token
-    table only speeds up training's matmuls, and copying it would slow every load.
+    GPT-2: only "model_config"); the tokenizer is attached to the model too, for its
+    TransformerLens methods (model.to_tokens, model.run_with_cache on text: model.hooked). A
+    GPT-2 loads unpadded (vocab_multiple 1): padding the token table only speeds up training's
+    matmuls, and copying it would slow every load.
     nanogpt_meta: a nanoGPT run's meta.pkl, where it is not beside its ckpt.pt."""
     config, state_dict, tokenizer, meta, ckpt = _open(
         source, device, vocab_multiple=1, nanogpt_meta=nanogpt_meta
@@ -58,6 +60,7 @@ def load_run(source, device="cpu", nanogpt_meta=None):
     except ValueError as e:  # tensors that do not fit the shape the checkpoint records
         where = Path(source) / CKPT_NAME if (Path(source) / CKPT_NAME).is_file() else source
         raise ValueError(f"{where}: {e}; give a run folder train.py wrote") from None
+    model.set_tokenizer(tokenizer)  # model.to_tokens and text inputs (model.hooked)
     return Run(model, tokenizer, meta, ckpt)
 
 
