@@ -90,7 +90,7 @@ def flag_hint(option):
 def run(args):
     from configs.load import load_config, to_yaml
     from configs.paths import DEFAULT_CONFIG as default_file
-    from configs.run_dir import resolved
+    from configs.schema import resolved
 
     path, overrides = default_file, list(args.args)
     if overrides and "=" not in overrides[0]:

@@ -5,13 +5,12 @@ Each field is documented once, here, in its `help`; `python train.py --help` pri
 """
 
 import math
-import typing
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 
 from checks import positive_int
 from configs.paths import DEFAULT_CACHE, cache_folder
-from configs.run_dir import run_dir
+from configs.run_dir import DEMO_OUT_DIR, Origin
 from data.mix import MIX_FORM, parse_mix
 from model.gpt import ACTIVATIONS, GPTConfig
 
@@ -91,9 +90,7 @@ class TokenizerConfig:
         "hub cache, else tiktoken's)",
         ("char", "bpe", "gpt2"),
     )
-    vocab_size: typing.Optional[int] = setting(
-        1024, "bpe vocabulary size (ignored by char and gpt2)"
-    )
+    vocab_size: int | None = setting(1024, "bpe vocabulary size (ignored by char and gpt2)")
 
 
 @dataclass
@@ -188,7 +185,7 @@ class TrainConfig:
         "checkpoint exists (--force starts over)",
         ("auto", "never"),
     )
-    probe_interval: typing.Optional[int] = setting(
+    probe_interval: int | None = setting(
         None,
         "steps between coreference probes while training (every head's cand@1 on the pronoun "
         "corpus's dev set, or train.probe_file), logged to metrics.jsonl and drawn in probe.png; "
@@ -208,7 +205,7 @@ class TrainConfig:
         "tensorboard (into out_dir/tensorboard) and/or wandb (WANDB_MODE=offline and its other "
         "variables respected); each needs its package installed",
     )
-    peak_flops: typing.Optional[float] = setting(
+    peak_flops: float | None = setting(
         None,
         "FLOP/s of one process taken as 100% MFU; default: the GPU's bf16 peak (n/a for a GPU "
         "not in the table), or the best of several CPU matmul timings",
@@ -218,20 +215,43 @@ class TrainConfig:
 @dataclass
 class Config:
     out_dir: str = setting(
-        "out/default", "run folder: checkpoint, config, tokenizer, metrics, loss.png"
+        DEMO_OUT_DIR, "run folder: checkpoint, config, tokenizer, metrics, loss.png"
     )
     seed: int = setting(1337, "seed for initialisation, data order and dropout")
     data: DataConfig = field(default_factory=DataConfig)
     tokenizer: TokenizerConfig = field(default_factory=TokenizerConfig)
     model: ModelConfig = field(default_factory=ModelConfig)
     train: TrainConfig = field(default_factory=TrainConfig)
-    origin = None  # not a key: what load_config read (configs.run_dir.Origin), for run_dir
+    # Not a key: what load_config read, from which run_dir is decided. A field, so that
+    # dataclasses.replace and copy keep it; left out of comparisons, repr and config_dict.
+    origin: Origin | None = field(default=None, compare=False, repr=False, metadata={"key": False})
 
     @property
     def run_dir(self) -> str:
         """Where the run goes (configs/run_dir.py): out_dir, or out/<source> for a run on other
-        data than its config file's."""
-        return run_dir(self)
+        data than its config file's. A Config built directly, not by load_config, has no
+        origin: its out_dir is taken as chosen."""
+        if self.origin is None:
+            return self.out_dir
+        return self.origin.run_dir(self.out_dir, self.data.source, self.data.mix)
+
+
+def key_fields(cls) -> list:
+    """The fields of a config dataclass that are keys of the YAML (all but Config.origin)."""
+    return [f for f in fields(cls) if f.metadata.get("key", True)]
+
+
+def config_dict(config: Config) -> dict:
+    """The config's keys as a nested dict: dataclasses.asdict without the origin."""
+    tree = asdict(config)
+    del tree["origin"]
+    return tree
+
+
+def resolved(config: Config) -> Config:
+    """A copy of `config` whose out_dir is its run_dir: what a run works in and records in its
+    config.yaml. The config given is left as it is."""
+    return replace(config, out_dir=config.run_dir)
 
 
 class ConfigError(ValueError):

@@ -1,7 +1,10 @@
 """The YAML config: strict loading, typed conversion, overrides, the CLI's error contract, and
 the shipped configs, each built, the CPU ones trained for two steps."""
 
+import copy
+import dataclasses
 import json
+import typing
 from dataclasses import asdict
 
 import pytest
@@ -9,7 +12,7 @@ import torch
 import yaml
 
 from configs.load import describe, load_config, to_yaml
-from configs.schema import ConfigError
+from configs.schema import ConfigError, TrainConfig
 from model.checkpoint import load_checkpoint
 from model.gpt import GPT, GPTConfig
 from tests.helpers import ROOT, run_script
@@ -106,6 +109,31 @@ def test_values_are_converted_by_field_type(tmp_path):
         and config.tokenizer.vocab_size is None
         and config.out_dir == "out/x"
     )
+
+
+def test_fields_typed_x_or_none_read_a_value_and_null(tmp_path):
+    # The schema writes `int | None` (docs/style.md), which the loader reads as typing.Optional.
+    assert typing.get_type_hints(TrainConfig)["probe_interval"] == (int | None)
+    path = write(tmp_path, "train:\n  probe_interval: 7\n  peak_flops: 2e9\n")
+    config = load_config(path)
+    assert config.train.probe_interval == 7 and config.train.peak_flops == 2e9
+    config = load_config(path, ["train.probe_interval=null", "train.peak_flops=None"])
+    assert config.train.probe_interval is None and config.train.peak_flops is None
+    with pytest.raises(ConfigError, match="train.probe_interval"):
+        load_config(None, ["train.probe_interval=often"])
+
+
+def test_replace_and_copy_keep_where_the_run_goes():
+    config = load_config(overrides=["data.source=my.txt"])
+    assert config.run_dir == "out/my"
+    changed = dataclasses.replace(config, seed=2)
+    assert changed.run_dir == "out/my" and changed.origin == config.origin
+    assert copy.deepcopy(config).run_dir == "out/my"
+    # The origin is no key: not compared, not printed, not written back, not settable.
+    assert changed == dataclasses.replace(config, seed=2, origin=None)
+    assert "origin" not in repr(config) and "origin" not in yaml.safe_load(to_yaml(config))
+    with pytest.raises(ConfigError, match="unknown key 'origin'"):
+        load_config(None, ["origin=x"])
 
 
 def test_unknown_key_lists_valid_keys_and_suggests(tmp_path):

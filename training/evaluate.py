@@ -14,7 +14,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from configs.run_dir import resolved
+from configs.schema import resolved
 from data.loader import get_mixed_batch
 from model.device import pick_device, pick_dtype
 from runs.loading import load_run

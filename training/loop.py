@@ -18,7 +18,7 @@ from dataclasses import asdict
 
 import torch
 
-from configs.run_dir import resolved
+from configs.schema import config_dict, resolved
 from data.loader import get_mixed_batch
 from data.mix import mix_entries
 from data.sources import check_source
@@ -322,7 +322,7 @@ def save(job, progress):
                 "step": progress.step,
                 "best_val_loss": progress.best_val,
                 "model_config": asdict(job.raw_model.config),
-                "config": asdict(job.config),
+                "config": config_dict(job.config),
                 "data": job.fingerprint,
             },
             job.folder / CKPT_NAME,

@@ -14,6 +14,7 @@ import torch
 import torch.distributed as dist
 
 from configs.load import to_yaml
+from configs.schema import config_dict
 from data.mix import Mixture, mix_entries, prepare_mix
 from model.checkpoint import CKPT_NAME, load_checkpoint
 from model.device import bf16_native, fast_matmul_dtype
@@ -201,7 +202,7 @@ def how_it_starts(config, data, pretrained, force):
         # On the CPU: build() copies what it needs to the device, and the rest is freed with it.
         ckpt = load_checkpoint(ckpt_path, map_location="cpu", fix=FORCE_HINT)
         changes = check_resume(
-            ckpt, asdict(config), asdict(model_config), fingerprint, config.out_dir
+            ckpt, config_dict(config), asdict(model_config), fingerprint, config.out_dir
         )
         return Start("resumed", model_config, fingerprint, checkpoint=ckpt, changes=tuple(changes))
     aside = force and ckpt_path.exists()  # an old run stays whole until this one's first checkpoint
