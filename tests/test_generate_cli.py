@@ -15,8 +15,10 @@ import generate
 from analysis.text_reports import signed
 from data.pronouns import ATTENTION_EXAMPLES
 from generation.sample_mode import sample
+from model.checkpoint import NoCheckpoint
 from model.device import generation_threads
 from model.sampling import generate as sample_tokens
+from runs.loading import load_run
 from tests.helpers import ROOT, error_line, make_run, run_generate, run_script
 
 
@@ -225,6 +227,14 @@ def test_a_run_folder_that_is_a_file_or_lacks_a_checkpoint_is_a_one_line_error(c
     assert err.getvalue().startswith("error: ") and "no checkpoint" in err.getvalue()
     assert str(tmp_path / "ckpt.pt") in err.getvalue()
     assert err.getvalue().count("\n") == 1
+
+
+def test_a_missing_checkpoint_is_a_typed_error_the_cli_words_with_its_command(tmp_path):
+    with pytest.raises(NoCheckpoint) as e:  # the Python call: no command-line advice
+        load_run(tmp_path)
+    assert e.value.path == tmp_path / "ckpt.pt" and "python train.py" not in str(e.value)
+    code, _, err = run_generate("--ckpt", tmp_path)
+    assert code == 2 and "python train.py" in err and err.count("\n") == 1
 
 
 def test_ctrl_c_while_loading_prints_one_line_and_exits_130(char_run, monkeypatch):
@@ -452,6 +462,7 @@ def test_html_reuses_the_probe_saved_for_this_checkpoint_and_says_when_it_runs_i
     )  # how many, and how to skip
     again = json.loads((folder / "probe.json").read_text())
     assert again["checkpoint"]["step"] == 0  # saved anew, the causal tests with it, and shown
+    assert again["permutations"] == 1000  # as --probe runs it: a p-value of 1000 shuffles
     b = again["causal"]["best_head"]
     cell = (
         rf"L{b['layer']} H{b['head']} alone</th><td[^>]*>{re.escape(signed(b['antecedent']))}<span"

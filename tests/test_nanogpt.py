@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from model.gpt import GPT, GPTConfig
-from runs.loading import load_run
+from runs.loading import NoNanogptMeta, load_run
 from tests.helpers import error_line, run_generate, run_script, tiny_config
 from training.loop import train
 
@@ -131,6 +131,10 @@ def test_meta_pkl_beside_or_named_and_a_missing_one_says_where_to_put_it(tmp_pat
         "--ckpt", tmp_path / "nano", "--prompt", "a", "--max-new-tokens", "2"
     )
     assert code == 2 and "meta.pkl" in err and "--meta" in err and err.count("\n") == 1
+    with pytest.raises(NoNanogptMeta) as e:  # the Python call: the argument, not the flag
+        load_run(tmp_path / "nano")
+    assert "nanogpt_meta" in str(e.value) and "--meta" not in str(e.value)
+    assert load_run(tmp_path / "nano", nanogpt_meta=tmp_path / "elsewhere.pkl").tokenizer
     code, out, err = run_generate(
         "--ckpt",
         tmp_path / "nano",

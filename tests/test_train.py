@@ -31,6 +31,7 @@ from tests.helpers import (
 from training import loop, runtime
 from training.loop import TrainingStopped, train
 from training.optim import lr_at
+from training.resume import CannotResume
 
 
 def test_lr_schedule_warmup_then_cosine():
@@ -163,9 +164,10 @@ def test_resume_continues_exactly_like_an_uninterrupted_run(corpus, tmp_path):
 def test_resume_never_refuses_and_changed_shape_is_clear(corpus, tmp_path):
     out = tmp_path / "run"
     train(tiny_config(corpus, out, "train.max_iters=5", "train.eval_interval=5"))
-    with pytest.raises(ValueError, match="--force"):
+    with pytest.raises(CannotResume, match="train.resume=never") as e:
         train(tiny_config(corpus, out, "train.resume=never"))
-    with pytest.raises(ValueError, match=r"shape.*n_layer 2 -> 3"):
+    assert "force=True" in str(e.value) and "--force" not in str(e.value)
+    with pytest.raises(CannotResume, match=r"shape.*n_layer 2 -> 3"):
         train(tiny_config(corpus, out, "model.n_layer=3"))
     with pytest.raises(
         ValueError, match=r"shape.*rotary False -> True.*tie_embeddings True -> False"

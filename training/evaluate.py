@@ -248,6 +248,6 @@ def evaluate_only(config, text_path=None):
         if mismatch:
             raise ValueError(
                 f"{config.out_dir} {mismatch}, so this config's val split is not its own; "
-                "give the config it was trained with, or --text FILE"
+                "give the config it was trained with, or a text file to measure it on"
             )
     return evaluate_run(run, runtime, config.train.batch_size, text_path, data)

@@ -175,7 +175,7 @@ def _checkpoint_state(job, progress):
     if job.aside and not job.aside.published:
         return (
             f"no checkpoint was written; {job.out_dir} still holds the old run, untouched "
-            "(--force replaces it only at the new run's first checkpoint)"
+            "(a forced restart replaces it only at the new run's first checkpoint)"
         )
     if progress.saved_step is None:
         return f"no checkpoint was written to {job.out_dir}"

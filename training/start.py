@@ -27,7 +27,7 @@ from training.console import Console, Metrics
 from training.live_probe import probe_interval, probe_schedule
 from training.optim import lr_at, make_optimizer
 from training.resume import (
-    FORCE_HINT,
+    CannotResume,
     check_resume,
     data_fingerprint,
     load_optimizer_state,
@@ -198,9 +198,11 @@ def how_it_starts(config, data, pretrained, force):
     ckpt_path = Path(config.out_dir) / CKPT_NAME
     if not force and ckpt_path.exists():
         if config.train.resume == "never":
-            raise ValueError(f"{ckpt_path} exists and train.resume=never; {FORCE_HINT}")
-        # On the CPU: build() copies what it needs to the device, and the rest is freed with it.
-        ckpt = load_checkpoint(ckpt_path, map_location="cpu", fix=FORCE_HINT)
+            raise CannotResume(f"{ckpt_path} exists and train.resume=never")
+        try:  # on the CPU: build() copies what it needs to the device, the rest is freed with it
+            ckpt = load_checkpoint(ckpt_path, map_location="cpu", fix="")
+        except ValueError as e:
+            raise CannotResume(str(e)) from None
         changes = check_resume(
             ckpt, config_dict(config), asdict(model_config), fingerprint, config.out_dir
         )
@@ -244,7 +246,7 @@ def build(config, runtime, data, start, console, labelled=None, aside=None):
         clean_stale_asides(config.out_dir)
         if aside:
             console.say(
-                f"--force: this run is written aside in {aside.folder} and replaces "
+                f"forced restart: this run is written aside in {aside.folder} and replaces "
                 f"{config.out_dir} whole at its first checkpoint; until then the old run "
                 "stays as it is"
             )
