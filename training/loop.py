@@ -215,9 +215,7 @@ class StopRequests:
 def train_step(job, progress):
     """One optimizer step: the process's share of the micro-batches, clipping, the update."""
     config, runtime, settings = job.config, job.runtime, job.config.train
-    lr = lr_at(
-        progress.step, settings.lr, settings.min_lr, settings.warmup_iters, settings.max_iters
-    )
+    lr = lr_at(progress.step, settings)
     for group in job.optimizer.param_groups:  # every group follows the schedule's shape
         group["lr"] = group["peak_lr"] * lr / settings.lr
     accum = settings.grad_accum_steps // runtime.world_size
@@ -263,9 +261,7 @@ def log_progress(job, progress):
     tok_s = job.tokens_per_step * steps / max(now - progress.last_log_time - progress.paused, 1e-9)
     progress.last_log_step, progress.last_log_time, progress.paused = step, now, 0.0
     if runtime.is_main:
-        lr = lr_at(
-            step - 1, settings.lr, settings.min_lr, settings.warmup_iters, settings.max_iters
-        )
+        lr = lr_at(step - 1, settings)
         util = mfu(job.raw_model.flops_per_token(), tok_s, job.peak, runtime.world_size)
         job.metrics.log(step=step, loss=loss, lr=lr, tokens_per_sec=tok_s, mfu=util)
         job.console.log(step, loss, lr, tok_s, util)

@@ -14,7 +14,7 @@ import torch
 import torch.distributed as dist
 
 from configs.load import to_yaml
-from configs.schema import config_dict
+from configs.schema import Config, config_dict
 from data.mix import Mixture, mix_entries, prepare_mix
 from model.checkpoint import CKPT_NAME, load_checkpoint
 from model.device import bf16_native, fast_matmul_dtype
@@ -102,11 +102,11 @@ def pretrained_start(config):
     )
 
 
-@dataclass
+@dataclass(kw_only=True)
 class Job:
-    """What stays fixed while a run trains."""
+    """What stays fixed while a run trains; built by keywords."""
 
-    config: object
+    config: Config
     runtime: Runtime
     data: Mixture  # the prepared sources (one, or a data.mix)
     raw_model: GPT  # the plain module: evaluation and checkpoints use it
@@ -222,17 +222,7 @@ def build(config, runtime, data, start, console, labelled=None, aside=None):
     torch.manual_seed(config.seed)  # the same initial weights on every process
     raw_model = GPT(start.model_config).to(runtime.device)
     orth_dtype = fast_matmul_dtype(runtime.device.type, bf16_native(runtime.device))
-    optimizer = make_optimizer(
-        raw_model,
-        settings.optimizer,
-        settings.lr,
-        settings.weight_decay,
-        (settings.beta1, settings.beta2),
-        runtime.device.type,
-        settings.muon_lr,
-        settings.muon_momentum,
-        orth_dtype,
-    )
+    optimizer = make_optimizer(raw_model, settings, runtime.device.type, orth_dtype)
     scaler = torch.amp.GradScaler(runtime.device.type, enabled=runtime.dtype == torch.float16)
     progress = load_start(start, raw_model, optimizer, scaler, config.out_dir, console)
     progress.loss_sum = torch.zeros(
@@ -268,20 +258,20 @@ def build(config, runtime, data, start, console, labelled=None, aside=None):
             )
     say_setup(config, runtime, data, raw_model, orth_dtype, progress, console)
     job = Job(
-        config,
-        runtime,
-        data,
-        raw_model,
-        model,
-        optimizer,
-        scaler,
-        start.fingerprint,
-        metrics,
-        peak,
-        console,
-        labelled,
-        probe_schedule(settings.max_iters, probe_interval(config)),
-        aside,
+        config=config,
+        runtime=runtime,
+        data=data,
+        raw_model=raw_model,
+        model=model,
+        optimizer=optimizer,
+        scaler=scaler,
+        fingerprint=start.fingerprint,
+        metrics=metrics,
+        peak=peak,
+        console=console,
+        probe_examples=labelled,
+        probe_steps=probe_schedule(settings.max_iters, probe_interval(config)),
+        aside=aside,
     )
     return job, progress
 
@@ -338,13 +328,7 @@ def say_setup(config, runtime, data, raw_model, orth_dtype, progress, console):
         )
     )
     if settings.warmup_iters >= settings.max_iters and progress.step < settings.max_iters:
-        last = lr_at(
-            settings.max_iters - 1,
-            settings.lr,
-            settings.min_lr,
-            settings.warmup_iters,
-            settings.max_iters,
-        )
+        last = lr_at(settings.max_iters - 1, settings)
         console.say(
             f"note: train.warmup_iters={settings.warmup_iters} is not below train.max_iters="
             f"{settings.max_iters}: the learning rate rises to {last / settings.lr:.0%} of "
