@@ -14,8 +14,9 @@ from pathlib import Path
 import yaml
 
 from configs.paths import DEFAULT_CONFIG, config_candidates, config_file, is_default_config
+from configs.ranges import check
 from configs.run_dir import Origin
-from configs.schema import Config, ConfigError, DataConfig, check, config_dict, key_fields
+from configs.schema import Config, ConfigError, DataConfig, config_dict, key_fields
 
 
 class _UniqueKeyLoader(yaml.SafeLoader):

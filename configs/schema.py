@@ -1,14 +1,13 @@
-"""The training config: typed dataclasses, one per YAML section, and the value ranges a type
-alone cannot say (check). configs.load reads a file and overrides into them strictly.
+"""The training config: typed dataclasses, one per YAML section (configs/ranges.py checks the
+value ranges a type alone cannot say). configs.load reads a file and overrides into them
+strictly.
 
 Each field is documented once, here, in its `help`; `python train.py --help` prints it.
 """
 
-import math
 from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 
-from checks import positive_int
 from configs.paths import DEFAULT_CACHE, cache_folder
 from configs.run_dir import DEMO_OUT_DIR, Origin
 from data.mix import MIX_FORM, parse_mix
@@ -256,84 +255,3 @@ def resolved(config: Config) -> Config:
 
 class ConfigError(ValueError):
     pass
-
-
-def check(config, origin, overridden=None):
-    """Value ranges that a type alone cannot say. An error is blamed on `origin` (the config
-    file), or on the override that set the key (`overridden`: key path -> "key=value")."""
-    overridden = overridden or {}
-
-    def at(*keys):
-        return next((f"override {overridden[k]}" for k in keys if k in overridden), origin)
-
-    train, data = config.train, config.data
-    for key in (
-        "batch_size",
-        "grad_accum_steps",
-        "max_iters",
-        "eval_interval",
-        "eval_iters",
-        "log_interval",
-    ):
-        try:
-            positive_int(f"train.{key}", getattr(train, key))
-        except ValueError as e:
-            raise ConfigError(f"{at(f'train.{key}')}: {e}") from None
-    for name, section in (("train", train), ("model", config.model), ("data", data)):
-        for f in fields(section):
-            value, key = getattr(section, f.name), f"{name}.{f.name}"
-            if isinstance(value, float) and not math.isfinite(value):
-                raise ConfigError(f"{at(key)}: {key}: must be a finite number, got {value}")
-    if train.run_steps < 0:
-        raise ConfigError(
-            f"{at('train.run_steps')}: train.run_steps: must be 0 (train to "
-            f"max_iters) or a number of steps, got {train.run_steps}"
-        )
-    if train.probe_interval is not None and train.probe_interval < 0:
-        raise ConfigError(
-            f"{at('train.probe_interval')}: train.probe_interval: must be 0 (off) "
-            f"or a number of steps, got {train.probe_interval}"
-        )
-    if not 0 <= config.seed < 2**63:
-        raise ConfigError(
-            f"{at('seed')}: seed: must be a whole number from 0 to 2**63 - 1, got {config.seed}"
-        )
-    if not data.source.strip() and not data.mix:
-        raise ConfigError(
-            f"{at('data.source', 'data.mix')}: data.source: must not be empty; "
-            "give a text file, a folder of .txt files, hf:OWNER/DATASET/PATH, or a "
-            "named corpus (pronouns, tinyshakespeare)"
-        )
-    if not config.out_dir.strip():
-        raise ConfigError(
-            f"{at('out_dir')}: out_dir: must not be empty; give a folder such as out/mine"
-        )
-    if train.peak_flops is not None and not train.peak_flops > 0:
-        raise ConfigError(
-            f"{at('train.peak_flops')}: train.peak_flops: must be a positive FLOP/s "
-            f"figure, got {train.peak_flops}"
-        )
-    if not 0.0 < data.val_fraction < 1.0:
-        raise ConfigError(
-            f"{at('data.val_fraction')}: data.val_fraction: must be in (0, 1), "
-            f"got {data.val_fraction}"
-        )
-    if train.lr <= 0 or train.min_lr < 0 or train.min_lr > train.lr:
-        raise ConfigError(
-            f"{at('train.lr', 'train.min_lr')}: train.lr / train.min_lr: need "
-            "0 <= min_lr <= lr and lr > 0"
-        )
-    if train.warmup_iters < 0 or train.grad_clip < 0 or train.weight_decay < 0:
-        raise ConfigError(
-            f"{at('train.warmup_iters', 'train.grad_clip', 'train.weight_decay')}: "
-            "train.warmup_iters, grad_clip and weight_decay must be >= 0"
-        )
-    if not (0 <= train.beta1 < 1 and 0 <= train.beta2 < 1):
-        raise ConfigError(
-            f"{at('train.beta1', 'train.beta2')}: train.beta1 / train.beta2: must be in [0, 1)"
-        )
-    try:  # the model's own checks, before any data is prepared
-        GPTConfig(vocab_size=1, **asdict(config.model))
-    except ValueError as e:
-        named = [k for k in overridden if k.startswith("model.") and k[len("model.") :] in str(e)]
-        raise ConfigError(f"{at(*named)}: model.{e}") from None
