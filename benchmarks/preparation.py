@@ -132,7 +132,8 @@ def bench_mix(args):
     """Preparing a mix against preparing its sources one by one, from empty caches, alternating,
     three times each, the best of each: two generated texts (10 MB and 2 MB), bpe 4096 and char.
     The mix hashes each source twice and trains one tokenizer; one by one trains one per source."""
-    from data.mix import MixEntry, prepare_mix
+    from data.mix import prepare_mix
+    from data.mix_spec import MixEntry
     from data.prepare import prepare
     from data.pronouns import corpus_text
 

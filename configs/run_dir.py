@@ -21,7 +21,7 @@ from pathlib import Path, PurePosixPath
 import yaml
 
 from configs.paths import DEFAULT_CONFIG
-from data.mix import parse_mix
+from data.mix_spec import parse_mix
 from data.sources import NAMED_CORPORA, is_hub_name
 
 OUT = "out"  # the folder every derived run folder is made in

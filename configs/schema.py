@@ -10,7 +10,7 @@ from pathlib import Path
 
 from configs.paths import DEFAULT_CACHE, cache_folder
 from configs.run_dir import DEMO_OUT_DIR, Origin
-from data.mix import MIX_FORM, parse_mix
+from data.mix_spec import MIX_FORM, parse_mix
 from model.gpt import ACTIVATIONS, GPTConfig
 
 MODEL_DEFAULTS = {f.name: f.default for f in fields(GPTConfig)}
@@ -27,7 +27,7 @@ def setting(default, help, choices=None, parse=None):
 
 
 def mix_list(value):
-    """data.mix as stored in a config: [{source, weight[, start_weight]}] (data.mix.parse_mix)."""
+    """data.mix as stored in a config: [{source, weight[, start_weight]}] (mix_spec.parse_mix)."""
     return [
         {"source": e.source, "weight": e.weight}
         | ({} if e.start_weight is None else {"start_weight": e.start_weight})

@@ -11,7 +11,8 @@ import torch
 from configs.load import load_config
 from configs.schema import ConfigError
 from data.loader import get_batch, get_mixed_batch
-from data.mix import MixEntry, parse_mix, prepare_mix, source_name
+from data.mix import prepare_mix
+from data.mix_spec import MixEntry, parse_mix, source_name
 from tests.helpers import run_script, tiny_config, torchrun_two, write_yaml
 from training.console import Console
 from training.live_probe import probe_examples, probe_interval

@@ -20,7 +20,7 @@ import torch
 
 from configs.schema import config_dict, resolved
 from data.loader import get_mixed_batch
-from data.mix import mix_entries
+from data.mix_spec import mix_entries
 from data.sources import check_source
 from model.checkpoint import CKPT_NAME, atomic_save
 from runs.folder import LOSS_PLOT, METRICS_FILE, PROBE_PLOT

@@ -15,7 +15,8 @@ import torch.distributed as dist
 
 from configs.load import to_yaml
 from configs.schema import Config, config_dict
-from data.mix import Mixture, mix_entries, prepare_mix
+from data.mix import Mixture, prepare_mix
+from data.mix_spec import mix_entries
 from model.checkpoint import CKPT_NAME, load_checkpoint
 from model.device import bf16_native, fast_matmul_dtype
 from model.gpt import GPT, SHAPE_KEYS, GPTConfig
