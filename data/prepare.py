@@ -106,18 +106,7 @@ def prepare(
     out = Path(cache_dir) / "prepared" / request.folder_name()
     if not (out / "meta.json").exists():
         clean_stale_temps(out.parent)  # folders left by builds that were killed
-        try:
-            _build(request, out, workers if request.kind in THREADED_KINDS else 1)
-        except NotInVocabulary as e:
-            if tokenizer is None:
-                raise
-            # A given tokenizer is the one fine-tuning must keep: another kind is no way out.
-            raise ValueError(
-                f"{src.name}: {e.what} of the {tokenizer.kind} tokenizer that "
-                "fine-tuning keeps (train.init_from's); leave such characters out of "
-                "the text, or fine-tune from a model whose tokenizer encodes any text "
-                "(bpe, gpt2)"
-            ) from None
+        _build_given_or_own(request, out, workers if request.kind in THREADED_KINDS else 1)
     # The cache is shared by content: its meta.json names the first path that had this text, and
     # a run records the one it was given.
     meta = {**json.loads((out / "meta.json").read_text()), "source": src.name}
@@ -188,6 +177,22 @@ def content_fingerprint(src: Source) -> tuple[str, int]:
         # Every character has exactly one byte that is not a continuation byte (0b10xxxxxx).
         n_chars += int(np.count_nonzero((np.frombuffer(chunk, np.uint8) & 0xC0) != 0x80))
     return digest.hexdigest(), n_chars
+
+
+def _build_given_or_own(request: _Request, out: Path, workers: int) -> None:
+    """_build, where text a given tokenizer cannot encode is a ValueError saying what to do."""
+    try:
+        _build(request, out, workers)
+    except NotInVocabulary as e:
+        if request.given is None:
+            raise
+        # A given tokenizer is the one fine-tuning must keep: another kind is no way out.
+        raise ValueError(
+            f"{request.src.name}: {e.what} of the {request.given.kind} tokenizer that "
+            "fine-tuning keeps (train.init_from's); leave such characters out of "
+            "the text, or fine-tune from a model whose tokenizer encodes any text "
+            "(bpe, gpt2)"
+        ) from None
 
 
 def _build(request: _Request, out: Path, workers: int) -> None:

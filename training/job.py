@@ -102,32 +102,8 @@ def build(config, runtime, data, start, console, labelled=None, aside=None):
     )  # summed on the device: no sync per step
     model = training_module(raw_model, runtime, settings.compile)
     metrics, peak = None, None
-    folder = aside.folder if aside else Path(config.out_dir)
-    if runtime.is_main:
-        clean_stale_temps(config.out_dir)  # a killed writer's; the lock keeps live ones away
-        clean_stale_asides(config.out_dir)
-        if aside:
-            console.say(
-                f"forced restart: this run is written aside in {aside.folder} and replaces "
-                f"{config.out_dir} whole at its first checkpoint; until then the old run "
-                "stays as it is"
-            )
-        if progress.step < settings.max_iters:
-            write_run_files(config, data, folder)
-        trackers = Trackers(settings.loggers, folder, config) if settings.loggers else None
-        metrics = Metrics(
-            folder / METRICS_FILE,
-            trackers=trackers,
-            resume_step=progress.step if start.how == "resumed" else None,
-        )
-        peak = peak_flops(
-            runtime.device, settings.peak_flops, config.data.cache_path, runtime.dtype
-        )
-        if peak is None:
-            console.note(
-                f"note: no peak FLOP/s known for {runtime.device}; MFU is shown as n/a until you "
-                "set train.peak_flops"
-            )
+    if runtime.is_main:  # rank 0 alone writes the run folder
+        metrics, peak = open_run_folder(config, runtime, data, start, progress, console, aside)
     say_setup(config, runtime, data, raw_model, orth_dtype, progress, console)
     job = Job(
         config=config,
@@ -146,6 +122,37 @@ def build(config, runtime, data, start, console, labelled=None, aside=None):
         aside=aside,
     )
     return job, progress
+
+
+def open_run_folder(config, runtime, data, start, progress, console, aside=None):
+    """Rank 0's part of building a run: stale temps cleaned, the run files written (into
+    `aside`'s folder for a forced restart), the metrics opened, and the peak FLOP/s found.
+    Returns (Metrics, peak FLOP/s or None)."""
+    settings = config.train
+    folder = aside.folder if aside else Path(config.out_dir)
+    clean_stale_temps(config.out_dir)  # a killed writer's; the lock keeps live ones away
+    clean_stale_asides(config.out_dir)
+    if aside:
+        console.say(
+            f"forced restart: this run is written aside in {aside.folder} and replaces "
+            f"{config.out_dir} whole at its first checkpoint; until then the old run "
+            "stays as it is"
+        )
+    if progress.step < settings.max_iters:
+        write_run_files(config, data, folder)
+    trackers = Trackers(settings.loggers, folder, config) if settings.loggers else None
+    metrics = Metrics(
+        folder / METRICS_FILE,
+        trackers=trackers,
+        resume_step=progress.step if start.how == "resumed" else None,
+    )
+    peak = peak_flops(runtime.device, settings.peak_flops, config.data.cache_path, runtime.dtype)
+    if peak is None:
+        console.note(
+            f"note: no peak FLOP/s known for {runtime.device}; MFU is shown as n/a until you "
+            "set train.peak_flops"
+        )
+    return metrics, peak
 
 
 def load_start(start, raw_model, optimizer, scaler, out_dir, console):
