@@ -5,11 +5,11 @@ import math
 from dataclasses import asdict, fields
 
 from checks import positive_int
-from configs.schema import ConfigError
+from configs.schema import Config, ConfigError
 from model.gpt import GPTConfig
 
 
-def check(config, origin, overridden=None):
+def check(config: Config, origin: str, overridden: dict | None = None) -> None:
     """Value ranges that a type alone cannot say. An error is blamed on `origin` (the config
     file), or on the override that set the key (`overridden`: key path -> "key=value")."""
     overridden = overridden or {}

@@ -5,7 +5,8 @@ strictly.
 Each field is documented once, here, in its `help`; `python train.py --help` prints it.
 """
 
-from dataclasses import asdict, dataclass, field, fields, replace
+from collections.abc import Callable
+from dataclasses import Field, asdict, dataclass, field, fields, replace
 from pathlib import Path
 
 from configs.paths import DEFAULT_CACHE, cache_folder
@@ -16,7 +17,9 @@ from model.gpt import ACTIVATIONS, GPTConfig
 MODEL_DEFAULTS = {f.name: f.default for f in fields(GPTConfig)}
 
 
-def setting(default, help, choices=None, parse=None):
+def setting(
+    default: object, help: str, choices: tuple | None = None, parse: Callable | None = None
+) -> Field:
     """A config field: its default, its --help text and, for a string, its allowed values; a
     list-valued field has `parse`, which turns what YAML or the command line gives into the list
     (ValueError, one line, for a bad value)."""
@@ -26,7 +29,7 @@ def setting(default, help, choices=None, parse=None):
     return field(default=default, metadata=metadata)
 
 
-def mix_list(value):
+def mix_list(value: object) -> list[dict]:
     """data.mix as stored in a config: [{source, weight[, start_weight]}] (mix_spec.parse_mix)."""
     return [
         {"source": e.source, "weight": e.weight}
@@ -38,7 +41,7 @@ def mix_list(value):
 LOGGERS = ("tensorboard", "wandb")
 
 
-def logger_list(value):
+def logger_list(value: object) -> list[str]:
     """train.loggers: a list of names, or "tensorboard,wandb" on the command line."""
     names = [] if value in (None, "", []) else value.split(",") if isinstance(value, str) else value
     if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
@@ -235,7 +238,7 @@ class Config:
         return self.origin.run_dir(self.out_dir, self.data.source, self.data.mix)
 
 
-def key_fields(cls) -> list:
+def key_fields(cls: type) -> list[Field]:
     """The fields of a config dataclass that are keys of the YAML (all but Config.origin)."""
     return [f for f in fields(cls) if f.metadata.get("key", True)]
 

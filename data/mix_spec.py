@@ -21,7 +21,7 @@ class MixEntry:
     start_weight: float | None = None  # at the first step; None: the same as weight
 
 
-def parse_mix(value) -> list[MixEntry]:
+def parse_mix(value: object) -> list[MixEntry]:
     """data.mix as YAML gives it (a list of {source, weight} mappings) or as the command line
     writes it (MIX_FORM), checked: weights finite and > 0, sources named apart (source_name).
     An empty value is an empty list (no mix: data.source is the data)."""
@@ -51,7 +51,7 @@ def parse_mix(value) -> list[MixEntry]:
     return entries
 
 
-def mix_entries(mix, source) -> list[MixEntry]:
+def mix_entries(mix: object, source: str) -> list[MixEntry]:
     """A run's sources: data.mix, or else data.source as a mix of one."""
     return parse_mix(mix) or [MixEntry(source, 1.0)]
 

@@ -194,7 +194,7 @@ def run_with_cache(
     idx: torch.Tensor,
     names: NameOrPredicate | Iterable[str] | None = None,
     detach: bool = True,
-    **forward_kwargs,
+    **forward_kwargs: object,
 ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
     """(logits, cache): the model's logits on idx and {name: tensor} for the points asked for
     (None: all of them but the split inputs, which on a large model and a long input is a great

@@ -24,7 +24,7 @@ class ExportFolderError(ValueError):
         self.dest, self.why = dest, why
 
 
-def export_hf(run_folder, dest) -> list[str]:
+def export_hf(run_folder: str | Path, dest: str | Path) -> list[str]:
     """Write the run in `run_folder` to the new folder `dest` as a Hugging Face GPT-2; return
     the names written. ValueError (one line) for a model or tokenizer with no GPT-2 form, or a
     `dest` that is not an empty or missing folder; then nothing is written."""

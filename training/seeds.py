@@ -4,7 +4,7 @@ dropout depend neither on how many processes share it nor on where it was resume
 import torch
 
 
-def micro_batch_generator(seed, step, micro):
+def micro_batch_generator(seed: int, step: int, micro: int) -> torch.Generator:
     """The generator that draws micro-batch `micro` of optimizer step `step`.
 
     Every (step, micro-batch) pair has its own seed, so a run's data depends neither on how many
@@ -14,7 +14,7 @@ def micro_batch_generator(seed, step, micro):
     return torch.Generator().manual_seed((seed * 1_000_003 + step) * 65_537 + micro)
 
 
-def dropout_seed(seed, step, rank):
+def dropout_seed(seed: int, step: int, rank: int) -> int:
     """The seed of the default generators (CPU and every GPU) for step `step` on process `rank`.
 
     Reseeding every step makes dropout a function of (seed, step, rank): a resumed run draws the

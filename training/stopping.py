@@ -4,13 +4,17 @@ stop and save (StopRequests), and what a stop leaves in the run folder (checkpoi
 import signal
 import sys
 import threading
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # for the hints only: the job imports nothing from here
+    from training.job import Job, Progress
 
 
 class TrainingStopped(RuntimeError):
     """The run cannot go on (e.g. the loss stopped being finite); the message says why."""
 
 
-def checkpoint_state(job, progress) -> str:
+def checkpoint_state(job: "Job", progress: "Progress") -> str:
     """Where the run's checkpoint stands, for a message that says why the run stopped."""
     if job.aside and not job.aside.published:
         return (
