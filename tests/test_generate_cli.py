@@ -19,7 +19,7 @@ from model.checkpoint import NoCheckpoint
 from model.device import generation_threads
 from model.sampling import generate as sample_tokens
 from runs.loading import load_run
-from tests.helpers import ROOT, error_line, make_run, run_generate, run_script
+from tests.helpers import ROOT, error_line, make_run, run_generate, run_main, run_script
 
 
 @pytest.fixture(scope="module")
@@ -114,19 +114,17 @@ def test_attention_prints_one_line_per_layer_and_head_and_no_colour_into_a_pipe(
     assert "\x1b" not in proc.stdout
 
 
-@pytest.mark.slow
 def test_missing_run_folder_is_a_one_line_error(tmp_path):
-    said = error_line(run_cli("--ckpt", tmp_path / "nothing"))
+    said = error_line(run_main("generate.py", "--ckpt", tmp_path / "nothing"))
     assert "no checkpoint at" in said, said
 
 
-@pytest.mark.slow
 def test_a_truncated_checkpoint_is_a_one_line_error(tmp_path):
     folder = tmp_path / "run"
     make_run(folder, "char", 16)
     data = (folder / "ckpt.pt").read_bytes()
     (folder / "ckpt.pt").write_bytes(data[: len(data) // 2])
-    said = error_line(run_cli("--ckpt", folder))
+    said = error_line(run_main("generate.py", "--ckpt", folder))
     assert "truncated or not a checkpoint" in said, said
 
 
@@ -140,7 +138,6 @@ class WritesAMarker:
         return (open, (self.marker, "w"))
 
 
-@pytest.mark.slow
 def test_a_checkpoint_carrying_code_is_refused_and_the_code_never_runs(tmp_path):
     folder, marker = tmp_path / "run", tmp_path / "pwned"
     make_run(folder, "char", 16)
@@ -150,7 +147,7 @@ def test_a_checkpoint_carrying_code_is_refused_and_the_code_never_runs(tmp_path)
     torch.load(folder / "ckpt.pt", weights_only=False)  # the payload works when trusted...
     assert marker.exists()
     marker.unlink()
-    said = error_line(run_cli("--ckpt", folder))
+    said = error_line(run_main("generate.py", "--ckpt", folder))
     assert "not a plain-data checkpoint" in said, said
     assert not marker.exists()
 
@@ -480,21 +477,19 @@ def test_no_probe_outlines_no_head_and_runs_nothing(tmp_path):
     assert not (folder / "probe.json").exists() and "Best head" not in page.read_text()
 
 
-@pytest.mark.slow
 def test_stop_backslash_n_as_a_shell_passes_it_means_a_newline(char_run):
     # A shell passes '\n' as a backslash and an n, $'\n' as a newline: the same stop either way.
     common = ["--ckpt", char_run[0], "--prompt", "The", "--max-new-tokens", "400", "--seed", "3"]
-    free = run_script("generate.py", *common)
+    free = run_main("generate.py", *common)
     assert free.returncode == 0 and "\n" in free.stdout[len("The") : -1]  # the sample has a newline
-    escaped = run_script("generate.py", *common, "--stop", "\\n")
-    real = run_script("generate.py", *common, "--stop", "\n")
+    escaped = run_main("generate.py", *common, "--stop", "\\n")
+    real = run_main("generate.py", *common, "--stop", "\n")
     assert escaped.returncode == real.returncode == 0, escaped.stderr
     assert (
         escaped.stdout == real.stdout == free.stdout[: free.stdout.index("\n", len("The"))] + "\n"
     )
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize(
     "flag, says",
     [
@@ -504,5 +499,5 @@ def test_stop_backslash_n_as_a_shell_passes_it_means_a_newline(char_run):
     ],
 )
 def test_nanogpt_style_flags_get_what_to_type_here(flag, says):
-    r = run_script("generate.py", flag)
+    r = run_main("generate.py", flag)
     assert r.returncode == 2 and says in r.stderr and r.stderr.count("\n") == 1, r.stderr
