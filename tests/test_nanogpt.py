@@ -8,7 +8,7 @@ import torch
 
 from model.gpt import GPT, GPTConfig
 from runs.loading import NoNanogptMeta, load_run
-from tests.helpers import error_line, run_generate, run_script, tiny_config
+from tests.helpers import error_line, run_generate, run_main, tiny_config
 from training.loop import train
 
 CHARS = sorted(set("\n !'.,?abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"))
@@ -217,7 +217,7 @@ def test_a_folder_given_as_meta_pkl_is_read_inside_or_named_as_a_folder(tmp_path
     data = tmp_path / "data" / "shakespeare_char"
     data.mkdir(parents=True)
     (tmp_path / "nano" / "meta.pkl").rename(data / "meta.pkl")  # where nanoGPT writes it
-    r = run_script(
+    r = run_main(
         "generate.py",
         "--ckpt",
         tmp_path / "nano",
@@ -232,8 +232,6 @@ def test_a_folder_given_as_meta_pkl_is_read_inside_or_named_as_a_folder(tmp_path
     )
     assert r.returncode == 0, r.stderr
     said = error_line(
-        run_script(
-            "generate.py", "--ckpt", tmp_path / "nano", "--meta", data.parent, "--prompt", "a"
-        )
+        run_main("generate.py", "--ckpt", tmp_path / "nano", "--meta", data.parent, "--prompt", "a")
     )
     assert str(data.parent) in said and "is a folder" in said, said
