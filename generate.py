@@ -23,8 +23,9 @@ from cli import OneLineErrorParser
 from configs.load import load_config
 from configs.paths import DEFAULT_CONFIG
 from generation import attention_mode, probe_mode, sample_mode
+from model.checkpoint import NoCheckpoint
 from model.device import ONE_THREAD_BELOW_WIDTH, pick_device, use_generation_threads
-from runs.loading import load_run
+from runs.loading import NoNanogptMeta, load_run
 
 MODES = (
     sample_mode,
@@ -115,6 +116,15 @@ def check_run_folder(path):
         )
 
 
+def worded(error):
+    """An error's one line, the packages' typed ones with what to type here instead."""
+    if isinstance(error, NoCheckpoint):
+        return f"{error} (`python train.py` trains one)"
+    if isinstance(error, NoNanogptMeta):
+        return f"{error.problem}; give the meta.pkl file of the run's data with --meta"
+    return str(error)
+
+
 def main(argv=None, out=None, err=None):
     out = out or sys.stdout
     err = err or sys.stderr
@@ -136,7 +146,7 @@ def main(argv=None, out=None, err=None):
         sys.stdout = open(os.devnull, "w")  # so the flush at exit does not complain
         return 0
     except (ValueError, OSError) as e:  # OSError: a file or folder the user named
-        err.write(f"error: {e}\n")
+        err.write(f"error: {worded(e)}\n")
         return 2
     except KeyboardInterrupt:  # Ctrl-C while loading or sampling: no traceback
         err.write("interrupted\n")

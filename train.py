@@ -90,7 +90,7 @@ def flag_hint(option):
 def run(args):
     from configs.load import load_config, to_yaml
     from configs.paths import DEFAULT_CONFIG as default_file
-    from configs.run_dir import resolved
+    from configs.schema import resolved
 
     path, overrides = default_file, list(args.args)
     if overrides and "=" not in overrides[0]:
@@ -109,6 +109,12 @@ def run(args):
     if args.print_config:
         print(to_yaml(config), end="")
         return 0
+    with in_cli_words():
+        return work(args, config)
+
+
+def work(args, config):
+    """What the flags ask of the resolved `config`: prepare, evaluate, export or train."""
     from training.evaluate import evaluate_only
     from training.loop import TrainingStopped, train  # torch loads only when needed
     from training.start import prepare_corpus, pretrained_start
@@ -138,6 +144,31 @@ def run(args):
         print(f"error: {e}", file=sys.stderr)
         return 1
     return 0
+
+
+FORCE = (
+    "use another out_dir, or pass --force to start over in this one (its checkpoint is replaced)"
+)
+
+
+@contextlib.contextmanager
+def in_cli_words():
+    """The packages' typed errors, reworded with what to type at this script instead."""
+    from model.checkpoint import NoCheckpoint
+    from runs.export import ExportFolderError
+    from training.resume import CannotResume
+
+    try:
+        yield
+    except CannotResume as e:
+        raise ValueError(f"{e.problem}; {FORCE}") from None
+    except ExportFolderError as e:
+        raise ValueError(
+            f"cannot make {e.dest} for the export ({e.why}); give --export-hf a folder you can "
+            "write to"
+        ) from None
+    except NoCheckpoint as e:
+        raise FileNotFoundError(f"{e} (`python train.py` trains one)") from None
 
 
 class _PipeSafe:

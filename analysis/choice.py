@@ -62,6 +62,20 @@ def _cm(logits, pairs):
     return (last[b, nexts[:, 0]] - last[b, nexts[:, 1]]).cpu()
 
 
+def _leaf(x, hook):
+    """A hook that makes the embeddings a leaf of autograd's graph, so gradients start there."""
+    return x.detach().requires_grad_()
+
+
+def _keeper(kept):
+    """A hook that keeps each point's value (with its graph) in `kept`, by name."""
+
+    def keep(x, hook):
+        kept.setdefault(hook.name, x)
+
+    return keep
+
+
 def _padded(pairs, which, device):
     """(B, T) ids, padded on the right: a causal model's positions up to each pronoun never see
     what follows, so the padding changes nothing that is read."""
@@ -120,11 +134,9 @@ def _estimate(model, pairs):
             caches = [run_with_cache(model, ids, names)[1] for ids in runs]
         for ids, other in ((runs[0], caches[1]), (runs[1], caches[0])):
             kept = {}
-            keep = lambda x, hook: kept.setdefault(hook.name, x)  # noqa: E731
-            start = lambda x, hook: x.detach().requires_grad_()  # noqa: E731
             with (
                 torch.enable_grad(),
-                hooks(model, {"hook_embed": start, **dict.fromkeys(names, keep)}),
+                hooks(model, {"hook_embed": _leaf, **dict.fromkeys(names, _keeper(kept))}),
             ):
                 cm = _cm(model(ids), part)
                 grads = torch.autograd.grad(cm.sum(), [kept[n] for n in names])

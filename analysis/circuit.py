@@ -215,7 +215,10 @@ def prune(kept, n_edges, corrupt, clean, faithful=FAITHFUL) -> tuple[int, torch.
     binary search, where kept(k) gives the LDs with the top k edges kept; the whole graph (the
     clean run) if no smaller size is."""
     gap = clean.mean() - corrupt.mean()
-    enough = lambda lds: ((lds.mean() - corrupt.mean()) / gap).item() >= faithful  # noqa: E731
+
+    def enough(lds):
+        return ((lds.mean() - corrupt.mean()) / gap).item() >= faithful
+
     grid = sizes(n_edges)
     lo, hi, best = 0, len(grid) - 1, clean
     while lo < hi:
@@ -234,7 +237,10 @@ def agreement(checks) -> dict:
     if len(checks) < 2:
         return {"edges": len(checks)}
     eap, real = torch.tensor(checks, dtype=torch.float64).T
-    ranks = lambda x: x.argsort().argsort().double()  # noqa: E731
+
+    def ranks(x):
+        return x.argsort().argsort().double()
+
     a, b = ranks(eap) - ranks(eap).mean(), ranks(real) - ranks(real).mean()
     ratios = (eap / real)[real != 0]
     return {

@@ -113,8 +113,13 @@ def _batch(part, rows, T, device):
     where = torch.zeros(len(part), T, dtype=torch.bool)
     for b, p in enumerate(part):
         where[b, p.antecedent] = True
-    tensor = lambda xs: torch.tensor(xs, device=device)  # noqa: E731
-    pad = lambda ids: ids + [0] * (T - len(ids))  # noqa: E731
+
+    def tensor(xs):
+        return torch.tensor(xs, device=device)
+
+    def pad(ids):
+        return ids + [0] * (T - len(ids))
+
     return Batch(
         tensor([pad(p.clean) for p in part]),
         tensor([pad(p.corrupt) for p in part]),

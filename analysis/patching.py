@@ -98,7 +98,10 @@ def make_pair(tokenizer, example, block_size, rng):
         if example.text[s].isupper():
             form = form[0].upper() + form[1:]
         shift = len(form) - (e - s)
-        moved = lambda span: (span[0] + shift, span[1] + shift) if span[0] >= e else span  # noqa: E731
+
+        def moved(span, shift=shift, e=e):  # this pass's shift and end, bound now
+            return (span[0] + shift, span[1] + shift) if span[0] >= e else span
+
         twin = Example(
             example.text[:s] + form + example.text[e:],
             moved(example.pronoun),

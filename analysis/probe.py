@@ -135,7 +135,10 @@ def position_rules(scores: CandidateScores) -> dict[str, torch.Tensor]:
     a rule's to pick than a head's."""
     K = scores.valid.shape[1]
     visible = [torch.nonzero(row).flatten().tolist() for row in scores.seen]  # text order
-    pick = lambda at: torch.tensor([v[at] if -len(v) <= at < len(v) else -1 for v in visible])  # noqa: E731
+
+    def pick(at):
+        return torch.tensor([v[at] if -len(v) <= at < len(v) else -1 for v in visible])
+
     nearest = torch.where(
         scores.seen[torch.arange(len(visible)), scores.nearest.clamp(min=0)]
         & (scores.nearest >= 0),

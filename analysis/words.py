@@ -151,7 +151,7 @@ def group_tokens(text, starts):
     roots = sorted(set(parent))
     group_of_word = [roots.index(parent[i]) for i in range(len(spans))]
     word_spans = []
-    for g, root in enumerate(roots):
+    for g in range(len(roots)):
         members = [spans[i] for i in range(len(spans)) if group_of_word[i] == g]
         word_spans.append((members[0][0], members[-1][1]))
     words = [text[s:e] for s, e in word_spans]

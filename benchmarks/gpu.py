@@ -131,6 +131,7 @@ def gpu_baby_gpt(iters, compile):
 def gpu_gpt2_small(device, peak, compile):
     """GPT-2 small on random tokens: the model, optimizer and precision of gpt2_124m.yaml, the
     model and its loss compiled together as training does."""
+    from configs.schema import TrainConfig
     from model.gpt import GPT, GPTConfig
     from training.optim import make_optimizer
     from training.runtime import TrainingLoss, mfu
@@ -149,7 +150,7 @@ def gpu_gpt2_small(device, peak, compile):
     raw = GPT(config).to(device)
     model = TrainingLoss(raw)
     model = torch.compile(model) if compile else model
-    opt = make_optimizer(raw, "adamw", 6e-4, 0.1, (0.9, 0.95), "cuda")
+    opt = make_optimizer(raw, TrainConfig(lr=6e-4, weight_decay=0.1, beta2=0.95), "cuda")
     B = 16
     x = torch.randint(0, 50257, (B, 1024), device=device)
     y = torch.randint(0, 50257, (B, 1024), device=device)

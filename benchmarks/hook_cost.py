@@ -33,6 +33,19 @@ def _gpt_module(tree):
             del sys.modules[name]  # the next import finds the project's copy again
 
 
+def _same_models(trees):
+    """{label: the GPT of each tree's model/ code}, all with this tree's initial weights."""
+    models = {}
+    for label, tree in trees.items():
+        gpt = _gpt_module(tree)
+        torch.manual_seed(0)
+        models[label] = gpt.GPT(gpt.GPTConfig(**SHAPE))
+    state = models["this tree"].state_dict()
+    for model in models.values():
+        model.load_state_dict(state)
+    return models
+
+
 def bench_hooks(args):
     """Step time with no hook installed, this tree against --before DIR (rounds of 20 steps,
     alternating; medians), and the ratio; plus this tree with a no-op hook on every pattern (the
@@ -42,14 +55,7 @@ def bench_hooks(args):
     trees = {"this tree": ROOT}
     if args.before:
         trees[f"before ({args.before})"] = Path(args.before).resolve()
-    models = {}
-    for label, tree in trees.items():
-        gpt = _gpt_module(tree)
-        torch.manual_seed(0)
-        models[label] = gpt.GPT(gpt.GPTConfig(**SHAPE))
-    state = models["this tree"].state_dict()
-    for model in models.values():
-        model.load_state_dict(state)
+    models = _same_models(trees)
     g = torch.Generator().manual_seed(0)
     x = torch.randint(0, SHAPE["vocab_size"], (BATCH, SHAPE["block_size"]), generator=g)
     y = torch.randint(0, SHAPE["vocab_size"], (BATCH, SHAPE["block_size"]), generator=g)

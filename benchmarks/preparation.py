@@ -53,9 +53,9 @@ def bench_prepare(args):
     """Preparing a 20 MB text. char: prepare() once (one worker: threads cannot speed up its
     Python encode). bpe, one worker against every usable CPU, alternating: the whole prepare()
     from scratch (hash, scan, train the BPE on its first 10 M characters, encode on N threads),
-    five times each, the best and the median of each; then
-    the encoding pass alone (data.prepare._encode, as prepare runs it once the tokenizer is
-    trained), three times each, the best of each. Every bpe output must match the first
+    five times each, the best and the median of each; then the encoding pass alone
+    (data.token_files.encode_splits, as prepare runs it once the tokenizer is trained), three
+    times each, the best of each. Every bpe output must match the first
     one-worker files byte for byte."""
     import data.prepare as prep
     from data.parallel import usable_cpus
@@ -110,7 +110,7 @@ def time_encoding_pass(path, first, n, folder):
         out = folder / f"pass{i}"
         out.mkdir()
         start, cpu = time.perf_counter(), time.process_time()
-        prep._encode(
+        prep.encode_splits(
             open_source(str(path)),
             first.tokenizer,
             meta["split_char"],
@@ -132,7 +132,8 @@ def bench_mix(args):
     """Preparing a mix against preparing its sources one by one, from empty caches, alternating,
     three times each, the best of each: two generated texts (10 MB and 2 MB), bpe 4096 and char.
     The mix hashes each source twice and trains one tokenizer; one by one trains one per source."""
-    from data.mix import MixEntry, prepare_mix
+    from data.mix import prepare_mix
+    from data.mix_spec import MixEntry
     from data.prepare import prepare
     from data.pronouns import corpus_text
 

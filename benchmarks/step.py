@@ -85,7 +85,7 @@ def bench_profile(args):
     cfg = load_config(CPU_RECIPE)
     data = prepare(cfg.data.source, "char", None, cfg.data.val_fraction, cfg.data.cache_dir)
     model = GPT(GPTConfig(vocab_size=data.tokenizer.vocab_size, **asdict(cfg.model)))
-    opt = make_optimizer(model, "adamw", 1e-3, 0.1, (0.9, 0.99), "cpu")
+    opt = make_optimizer(model, cfg.train, "cpu")  # AdamW, lr 1e-3, as the recipe trains
     g = torch.Generator().manual_seed(0)
     spans = {"data": 0.0, "forward+backward": 0.0, "clip": 0.0, "optimizer": 0.0}
 

@@ -6,15 +6,17 @@ flattened. Every error names the file, the key path and the reason.
 
 import copy
 import difflib
+import types
 import typing
-from dataclasses import MISSING, asdict, fields
+from dataclasses import MISSING, fields
 from pathlib import Path
 
 import yaml
 
 from configs.paths import DEFAULT_CONFIG, config_candidates, config_file, is_default_config
+from configs.ranges import check
 from configs.run_dir import Origin
-from configs.schema import Config, ConfigError, DataConfig, check
+from configs.schema import Config, ConfigError, DataConfig, config_dict, key_fields
 
 
 class _UniqueKeyLoader(yaml.SafeLoader):
@@ -37,51 +39,69 @@ def _is_section(tp):
     return isinstance(tp, type) and hasattr(tp, "__dataclass_fields__")
 
 
+def _optional(tp):
+    """X for a field typed `X | None` or `typing.Optional[X]`, else None."""
+    if typing.get_origin(tp) in (typing.Union, types.UnionType):
+        args = typing.get_args(tp)
+        rest = [t for t in args if t is not type(None)]
+        if len(args) == 2 and len(rest) == 1:
+            return rest[0]
+    return None
+
+
+_TRUE, _FALSE = ("true", "yes", "on", "1"), ("false", "no", "off", "0")
+
+
+def _to_bool(value):
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, str) and value.lower() in _TRUE + _FALSE:
+        return value.lower() in _TRUE
+    raise ValueError
+
+
+def _to_int(value):
+    if isinstance(value, bool) or (isinstance(value, float) and not value.is_integer()):
+        raise ValueError
+    return int(value) if not isinstance(value, str) else int(value.replace("_", ""))
+
+
+def _to_float(value):
+    if isinstance(value, bool):
+        raise ValueError
+    return float(value)
+
+
+def _to_str(value):
+    if isinstance(value, (dict, list)) or value is None:
+        raise ValueError
+    return str(value)
+
+
+_CONVERTERS = {bool: _to_bool, int: _to_int, float: _to_float, str: _to_str}
+
+
 def _convert(value, tp, choices, where, parse=None):
     """Convert a YAML value to the field type `tp`, or raise ConfigError saying why."""
-    if typing.get_origin(tp) is typing.Union:  # Optional[X]
+    inner = _optional(tp)
+    if inner is not None:
         if value is None or (isinstance(value, str) and value.lower() in ("none", "null")):
             return None
-        tp = next(t for t in typing.get_args(tp) if t is not type(None))
+        tp = inner
     if tp is list:
         try:
             return parse(value)
         except ValueError as e:
             raise ConfigError(f"{where}: {str(e).removeprefix('data.mix: ')}") from None
+    convert = _CONVERTERS.get(tp)
+    assert convert is not None, f"unsupported field type {tp}"
     try:
-        if tp is bool:
-            if isinstance(value, bool):
-                return value
-            if isinstance(value, str) and value.lower() in (
-                "true",
-                "yes",
-                "on",
-                "1",
-                "false",
-                "no",
-                "off",
-                "0",
-            ):
-                return value.lower() in ("true", "yes", "on", "1")
-            raise ValueError
-        if tp is int:
-            if isinstance(value, bool) or (isinstance(value, float) and not value.is_integer()):
-                raise ValueError
-            return int(value) if not isinstance(value, str) else int(value.replace("_", ""))
-        if tp is float:
-            if isinstance(value, bool):
-                raise ValueError
-            return float(value)
-        if tp is str:
-            if isinstance(value, (dict, list)) or value is None:
-                raise ValueError
-            text = str(value)
+        converted = convert(value)
     except (TypeError, ValueError):
         raise ConfigError(f"{where}: expected {tp.__name__}, got {value!r}") from None
-    assert tp is str, f"unsupported field type {tp}"
-    if choices and text not in choices:
-        raise ConfigError(f"{where}: {text!r} is not one of {', '.join(choices)}")
-    return text
+    if choices and converted not in choices:
+        raise ConfigError(f"{where}: {converted!r} is not one of {', '.join(choices)}")
+    return converted
 
 
 def _unknown(key, valid, where):
@@ -96,7 +116,7 @@ def _build(cls, raw, origin, prefix="", overridden=None):
             f"{origin}: {prefix.rstrip('.') or 'top level'} must be a mapping, got {raw!r}"
         )
     hints = typing.get_type_hints(cls)
-    valid = [f.name for f in fields(cls)]
+    valid = [f.name for f in key_fields(cls)]
     overridden = overridden or {}
     kwargs = {}
     for key, value in raw.items():
@@ -123,7 +143,7 @@ def _set_override(raw, override):
     keys = path.strip().split(".")
     cls, node = Config, raw
     for i, key in enumerate(keys):
-        valid = [f.name for f in fields(cls)]
+        valid = [f.name for f in key_fields(cls)]
         where = f"override {path}"
         if key not in valid:
             meant = full_key(path) if i == 0 else None
@@ -214,7 +234,7 @@ def _own_data(raw, origin):
 
 def to_yaml(config) -> str:
     """The config as YAML, out_dir as the run's folder (Config.run_dir)."""
-    return yaml.safe_dump({**asdict(config), "out_dir": config.run_dir}, sort_keys=False)
+    return yaml.safe_dump({**config_dict(config), "out_dir": config.run_dir}, sort_keys=False)
 
 
 def key_paths(cls=None, prefix=""):
@@ -222,7 +242,7 @@ def key_paths(cls=None, prefix=""):
     cls = cls or Config
     hints = typing.get_type_hints(cls)
     out = []
-    for f in fields(cls):
+    for f in key_fields(cls):
         if _is_section(hints[f.name]):
             out += key_paths(hints[f.name], f"{prefix}{f.name}.")
         else:
@@ -245,12 +265,12 @@ def describe(shipped=None, shipped_name="configs/default.yaml"):
     `shipped` (the one train.py uses when none is given) sets another value, that too."""
     flat = {}
     if shipped is not None:
-        flat = flatten(asdict(shipped))
+        flat = flatten(config_dict(shipped))
     lines = []
     for path, f, tp in key_paths():
         name = getattr(tp, "__name__", None) or str(tp).replace("typing.", "")
-        if typing.get_origin(tp) is typing.Union:
-            name = typing.get_args(tp)[0].__name__ + " or null"
+        if _optional(tp) is not None:
+            name = _optional(tp).__name__ + " or null"
         default = f.default if f.default is not MISSING else f.default_factory()  # a list: []
         choices = f.metadata.get("choices")
         kind = "|".join(choices) if choices else name

@@ -15,17 +15,17 @@ Relative folders, like every path a user gives, are read against the current fol
 
 import os
 import posixpath
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
-from typing import TYPE_CHECKING
 
-from data.mix import parse_mix
+import yaml
+
+from configs.paths import DEFAULT_CONFIG
+from data.mix_spec import parse_mix
 from data.sources import NAMED_CORPORA, is_hub_name
 
-if TYPE_CHECKING:  # the schema reads its run_dir from here: no import at run time
-    from configs.schema import Config
-
 OUT = "out"  # the folder every derived run folder is made in
+DEMO_OUT_DIR = "out/default"  # the schema's out_dir: the demo's run folder
 
 
 @dataclass(frozen=True)
@@ -37,30 +37,20 @@ class Origin:
     out_dir: str  # out_dir as loaded
     chosen: bool  # out_dir was given as an override, or set by a file other than the default
 
-
-def run_dir(config: "Config") -> str:
-    """The folder the run of `config` reads and writes (see the module docstring). A Config built
-    directly, not by load_config, has no origin: its out_dir is taken as chosen."""
-    origin = getattr(config, "origin", None)
-    if origin is None or origin.chosen or config.out_dir != origin.out_dir:
-        return config.out_dir
-    if (config.data.source, config.data.mix) == origin.data:
-        return config.out_dir
-    if config.data.mix:
-        name = "+".join(folder_name(entry.source) for entry in parse_mix(config.data.mix))
-    else:
-        name = folder_name(config.data.source)
-    derived = Path(OUT, name)
-    assert derived.parent == Path(OUT) and name not in ("", ".", ".."), derived  # folder_name's
-    if derived == Path(_default_out_dir()):
-        derived = derived.with_name(name + "-own")  # never the demo's folder
-    return str(derived)
-
-
-def resolved(config: "Config") -> "Config":
-    """A copy of `config` whose out_dir is its run_dir: what a run works in and records in its
-    config.yaml. The config given is left as it is."""
-    return replace(config, out_dir=run_dir(config))
+    def run_dir(self, out_dir: str, source: str, mix: list) -> str:
+        """The folder of a run loaded from here whose config now says `out_dir`, `source` and
+        `mix` (data.source, data.mix): see the module docstring."""
+        if self.chosen or out_dir != self.out_dir or (source, mix) == self.data:
+            return out_dir
+        if mix:
+            name = "+".join(folder_name(entry.source) for entry in parse_mix(mix))
+        else:
+            name = folder_name(source)
+        derived = Path(OUT, name)
+        assert derived.parent == Path(OUT) and name not in ("", ".", ".."), derived  # folder_name
+        if derived == Path(_default_out_dir()):
+            derived = derived.with_name(name + "-own")  # never the demo's folder
+        return str(derived)
 
 
 def folder_name(source: str) -> str:
@@ -85,8 +75,11 @@ def folder_name(source: str) -> str:
 
 
 def _default_out_dir() -> str:
-    """configs/default.yaml's out_dir (the demo's run folder)."""
-    from configs.load import load_config  # configs.load builds Origins: imported when used
-    from configs.paths import DEFAULT_CONFIG
-
-    return load_config(DEFAULT_CONFIG).out_dir if DEFAULT_CONFIG.is_file() else ""
+    """configs/default.yaml's out_dir (the demo's run folder), read from the file alone: the
+    loader builds Origins, so it is not called from here."""
+    try:
+        raw = yaml.safe_load(DEFAULT_CONFIG.read_text(encoding="utf-8"))
+    except (OSError, yaml.YAMLError):
+        return ""
+    value = raw.get("out_dir", DEMO_OUT_DIR) if isinstance(raw, dict) else DEMO_OUT_DIR
+    return value if isinstance(value, str) else ""

@@ -1,24 +1,25 @@
-"""The training config: typed dataclasses, one per YAML section, and the value ranges a type
-alone cannot say (check). configs.load reads a file and overrides into them strictly.
+"""The training config: typed dataclasses, one per YAML section (configs/ranges.py checks the
+value ranges a type alone cannot say). configs.load reads a file and overrides into them
+strictly.
 
 Each field is documented once, here, in its `help`; `python train.py --help` prints it.
 """
 
-import math
-import typing
-from dataclasses import asdict, dataclass, field, fields
+from collections.abc import Callable
+from dataclasses import Field, asdict, dataclass, field, fields, replace
 from pathlib import Path
 
-from checks import positive_int
 from configs.paths import DEFAULT_CACHE, cache_folder
-from configs.run_dir import run_dir
-from data.mix import MIX_FORM, parse_mix
+from configs.run_dir import DEMO_OUT_DIR, Origin
+from data.mix_spec import MIX_FORM, parse_mix
 from model.gpt import ACTIVATIONS, GPTConfig
 
 MODEL_DEFAULTS = {f.name: f.default for f in fields(GPTConfig)}
 
 
-def setting(default, help, choices=None, parse=None):
+def setting(
+    default: object, help: str, choices: tuple | None = None, parse: Callable | None = None
+) -> Field:
     """A config field: its default, its --help text and, for a string, its allowed values; a
     list-valued field has `parse`, which turns what YAML or the command line gives into the list
     (ValueError, one line, for a bad value)."""
@@ -28,8 +29,8 @@ def setting(default, help, choices=None, parse=None):
     return field(default=default, metadata=metadata)
 
 
-def mix_list(value):
-    """data.mix as stored in a config: [{source, weight[, start_weight]}] (data.mix.parse_mix)."""
+def mix_list(value: object) -> list[dict]:
+    """data.mix as stored in a config: [{source, weight[, start_weight]}] (mix_spec.parse_mix)."""
     return [
         {"source": e.source, "weight": e.weight}
         | ({} if e.start_weight is None else {"start_weight": e.start_weight})
@@ -40,7 +41,7 @@ def mix_list(value):
 LOGGERS = ("tensorboard", "wandb")
 
 
-def logger_list(value):
+def logger_list(value: object) -> list[str]:
     """train.loggers: a list of names, or "tensorboard,wandb" on the command line."""
     names = [] if value in (None, "", []) else value.split(",") if isinstance(value, str) else value
     if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
@@ -91,9 +92,7 @@ class TokenizerConfig:
         "hub cache, else tiktoken's)",
         ("char", "bpe", "gpt2"),
     )
-    vocab_size: typing.Optional[int] = setting(
-        1024, "bpe vocabulary size (ignored by char and gpt2)"
-    )
+    vocab_size: int | None = setting(1024, "bpe vocabulary size (ignored by char and gpt2)")
 
 
 @dataclass
@@ -188,7 +187,7 @@ class TrainConfig:
         "checkpoint exists (--force starts over)",
         ("auto", "never"),
     )
-    probe_interval: typing.Optional[int] = setting(
+    probe_interval: int | None = setting(
         None,
         "steps between coreference probes while training (every head's cand@1 on the pronoun "
         "corpus's dev set, or train.probe_file), logged to metrics.jsonl and drawn in probe.png; "
@@ -208,7 +207,7 @@ class TrainConfig:
         "tensorboard (into out_dir/tensorboard) and/or wandb (WANDB_MODE=offline and its other "
         "variables respected); each needs its package installed",
     )
-    peak_flops: typing.Optional[float] = setting(
+    peak_flops: float | None = setting(
         None,
         "FLOP/s of one process taken as 100% MFU; default: the GPU's bf16 peak (n/a for a GPU "
         "not in the table), or the best of several CPU matmul timings",
@@ -218,102 +217,44 @@ class TrainConfig:
 @dataclass
 class Config:
     out_dir: str = setting(
-        "out/default", "run folder: checkpoint, config, tokenizer, metrics, loss.png"
+        DEMO_OUT_DIR, "run folder: checkpoint, config, tokenizer, metrics, loss.png"
     )
     seed: int = setting(1337, "seed for initialisation, data order and dropout")
     data: DataConfig = field(default_factory=DataConfig)
     tokenizer: TokenizerConfig = field(default_factory=TokenizerConfig)
     model: ModelConfig = field(default_factory=ModelConfig)
     train: TrainConfig = field(default_factory=TrainConfig)
-    origin = None  # not a key: what load_config read (configs.run_dir.Origin), for run_dir
+    # Not a key: what load_config read, from which run_dir is decided. A field, so that
+    # dataclasses.replace and copy keep it; left out of comparisons, repr and config_dict.
+    origin: Origin | None = field(default=None, compare=False, repr=False, metadata={"key": False})
 
     @property
     def run_dir(self) -> str:
         """Where the run goes (configs/run_dir.py): out_dir, or out/<source> for a run on other
-        data than its config file's."""
-        return run_dir(self)
+        data than its config file's. A Config built directly, not by load_config, has no
+        origin: its out_dir is taken as chosen."""
+        if self.origin is None:
+            return self.out_dir
+        return self.origin.run_dir(self.out_dir, self.data.source, self.data.mix)
+
+
+def key_fields(cls: type) -> list[Field]:
+    """The fields of a config dataclass that are keys of the YAML (all but Config.origin)."""
+    return [f for f in fields(cls) if f.metadata.get("key", True)]
+
+
+def config_dict(config: Config) -> dict:
+    """The config's keys as a nested dict: dataclasses.asdict without the origin."""
+    tree = asdict(config)
+    del tree["origin"]
+    return tree
+
+
+def resolved(config: Config) -> Config:
+    """A copy of `config` whose out_dir is its run_dir: what a run works in and records in its
+    config.yaml. The config given is left as it is."""
+    return replace(config, out_dir=config.run_dir)
 
 
 class ConfigError(ValueError):
     pass
-
-
-def check(config, origin, overridden=None):
-    """Value ranges that a type alone cannot say. An error is blamed on `origin` (the config
-    file), or on the override that set the key (`overridden`: key path -> "key=value")."""
-    overridden = overridden or {}
-
-    def at(*keys):
-        return next((f"override {overridden[k]}" for k in keys if k in overridden), origin)
-
-    train, data = config.train, config.data
-    for key in (
-        "batch_size",
-        "grad_accum_steps",
-        "max_iters",
-        "eval_interval",
-        "eval_iters",
-        "log_interval",
-    ):
-        try:
-            positive_int(f"train.{key}", getattr(train, key))
-        except ValueError as e:
-            raise ConfigError(f"{at(f'train.{key}')}: {e}") from None
-    for name, section in (("train", train), ("model", config.model), ("data", data)):
-        for f in fields(section):
-            value, key = getattr(section, f.name), f"{name}.{f.name}"
-            if isinstance(value, float) and not math.isfinite(value):
-                raise ConfigError(f"{at(key)}: {key}: must be a finite number, got {value}")
-    if train.run_steps < 0:
-        raise ConfigError(
-            f"{at('train.run_steps')}: train.run_steps: must be 0 (train to "
-            f"max_iters) or a number of steps, got {train.run_steps}"
-        )
-    if train.probe_interval is not None and train.probe_interval < 0:
-        raise ConfigError(
-            f"{at('train.probe_interval')}: train.probe_interval: must be 0 (off) "
-            f"or a number of steps, got {train.probe_interval}"
-        )
-    if not 0 <= config.seed < 2**63:
-        raise ConfigError(
-            f"{at('seed')}: seed: must be a whole number from 0 to 2**63 - 1, got {config.seed}"
-        )
-    if not data.source.strip() and not data.mix:
-        raise ConfigError(
-            f"{at('data.source', 'data.mix')}: data.source: must not be empty; "
-            "give a text file, a folder of .txt files, hf:OWNER/DATASET/PATH, or a "
-            "named corpus (pronouns, tinyshakespeare)"
-        )
-    if not config.out_dir.strip():
-        raise ConfigError(
-            f"{at('out_dir')}: out_dir: must not be empty; give a folder such as out/mine"
-        )
-    if train.peak_flops is not None and not train.peak_flops > 0:
-        raise ConfigError(
-            f"{at('train.peak_flops')}: train.peak_flops: must be a positive FLOP/s "
-            f"figure, got {train.peak_flops}"
-        )
-    if not 0.0 < data.val_fraction < 1.0:
-        raise ConfigError(
-            f"{at('data.val_fraction')}: data.val_fraction: must be in (0, 1), "
-            f"got {data.val_fraction}"
-        )
-    if train.lr <= 0 or train.min_lr < 0 or train.min_lr > train.lr:
-        raise ConfigError(
-            f"{at('train.lr', 'train.min_lr')}: train.lr / train.min_lr: need "
-            "0 <= min_lr <= lr and lr > 0"
-        )
-    if train.warmup_iters < 0 or train.grad_clip < 0 or train.weight_decay < 0:
-        raise ConfigError(
-            f"{at('train.warmup_iters', 'train.grad_clip', 'train.weight_decay')}: "
-            "train.warmup_iters, grad_clip and weight_decay must be >= 0"
-        )
-    if not (0 <= train.beta1 < 1 and 0 <= train.beta2 < 1):
-        raise ConfigError(
-            f"{at('train.beta1', 'train.beta2')}: train.beta1 / train.beta2: must be in [0, 1)"
-        )
-    try:  # the model's own checks, before any data is prepared
-        GPTConfig(vocab_size=1, **asdict(config.model))
-    except ValueError as e:
-        named = [k for k in overridden if k.startswith("model.") and k[len("model.") :] in str(e)]
-        raise ConfigError(f"{at(*named)}: model.{e}") from None

@@ -23,78 +23,15 @@ def hf_tokenizer_files(tokenizer, model_max_length: int) -> dict[str, str]:
             "BPE has), so this run cannot be exported; train with tokenizer.kind=bpe"
         )
     ranks = tokenizer.ranks if tokenizer.ranks is not None else tokenizer.encoding._mergeable_ranks
-    chars = gpt2_byte_chars()
-    text = lambda token: "".join(chars[b] for b in token)  # noqa: E731
-    vocab = {text(token): rank for token, rank in ranks.items()}
-    merges = [
-        f"{text(a)} {text(b)}"
-        for a, b in (
-            _parts(token, ranks)
-            for token, _ in sorted(ranks.items(), key=lambda kv: kv[1])
-            if len(token) > 1
-        )
-    ]
+    vocab, merges = _vocab_and_merges(ranks)
     added = []
     if (
         tokenizer.eot_id is not None
     ):  # GPT-2's <|endoftext|>: a special token, as in GPT-2's own files
         vocab[EOT] = tokenizer.eot_id
-        added = [
-            {
-                "id": tokenizer.eot_id,
-                "content": EOT,
-                "single_word": False,
-                "lstrip": False,
-                "rstrip": False,
-                "normalized": False,
-                "special": True,
-            }
-        ]
+        added = [_special_token(tokenizer.eot_id, EOT)]
     pattern = GPT4_SPLIT_PATTERN if tokenizer.kind == "bpe" else GPT2_SPLIT_PATTERN
-    fast = {
-        "version": "1.0",
-        "truncation": None,
-        "padding": None,
-        "added_tokens": added,
-        "normalizer": None,
-        "pre_tokenizer": {
-            "type": "Sequence",
-            "pretokenizers": [
-                {
-                    "type": "Split",
-                    "pattern": {"Regex": pattern},
-                    "behavior": "Isolated",
-                    "invert": False,
-                },
-                {
-                    "type": "ByteLevel",
-                    "add_prefix_space": False,
-                    "trim_offsets": True,
-                    "use_regex": False,
-                },
-            ],
-        },
-        "post_processor": None,
-        "decoder": {
-            "type": "ByteLevel",
-            "add_prefix_space": False,
-            "trim_offsets": True,
-            "use_regex": False,
-        },
-        # ignore_merges: a piece that is a whole token is that token, as tiktoken encodes it.
-        "model": {
-            "type": "BPE",
-            "dropout": None,
-            "unk_token": None,
-            "continuing_subword_prefix": None,
-            "end_of_word_suffix": None,
-            "fuse_unk": False,
-            "byte_fallback": False,
-            "ignore_merges": True,
-            "vocab": vocab,
-            "merges": merges,
-        },
-    }
+    fast = _tokenizer_json(pattern, vocab, merges, added)
     config = {
         "tokenizer_class": "PreTrainedTokenizerFast",
         "model_max_length": model_max_length,
@@ -108,6 +45,77 @@ def hf_tokenizer_files(tokenizer, model_max_length: int) -> dict[str, str]:
         "merges.txt": "#version: 0.2\n" + "\n".join(merges) + "\n",
         "tokenizer.json": json.dumps(fast, ensure_ascii=False),
         "tokenizer_config.json": json.dumps(config, indent=2),
+    }
+
+
+def _vocab_and_merges(ranks: dict[bytes, int]) -> tuple[dict[str, int], list[str]]:
+    """vocab.json's {token: id} and merges.txt's lines, each token in GPT-2's byte characters."""
+    chars = gpt2_byte_chars()
+
+    def text(token):
+        return "".join(chars[b] for b in token)
+
+    vocab = {text(token): rank for token, rank in ranks.items()}
+    merges = [
+        f"{text(a)} {text(b)}"
+        for a, b in (
+            _parts(token, ranks)
+            for token, _ in sorted(ranks.items(), key=lambda kv: kv[1])
+            if len(token) > 1
+        )
+    ]
+    return vocab, merges
+
+
+def _special_token(token_id: int, content: str) -> dict:
+    """tokenizer.json's entry of an added special token."""
+    return {
+        "id": token_id,
+        "content": content,
+        "single_word": False,
+        "lstrip": False,
+        "rstrip": False,
+        "normalized": False,
+        "special": True,
+    }
+
+
+def _tokenizer_json(pattern: str, vocab: dict, merges: list, added: list) -> dict:
+    """tokenizer.json: the split `pattern`, then byte-level BPE over `vocab` and `merges`."""
+    byte_level = {
+        "type": "ByteLevel",
+        "add_prefix_space": False,
+        "trim_offsets": True,
+        "use_regex": False,
+    }
+    split = {
+        "type": "Split",
+        "pattern": {"Regex": pattern},
+        "behavior": "Isolated",
+        "invert": False,
+    }
+    return {
+        "version": "1.0",
+        "truncation": None,
+        "padding": None,
+        "added_tokens": added,
+        "normalizer": None,
+        "pre_tokenizer": {"type": "Sequence", "pretokenizers": [split, byte_level]},
+        "post_processor": None,
+        "decoder": byte_level,
+        # ignore_merges: a piece that is a whole token is that token, as tiktoken encodes it.
+        "model": {
+            "type": "BPE",
+            "dropout": None,
+            "unk_token": None,
+            "continuing_subword_prefix": None,
+            "end_of_word_suffix": None,
+            "fuse_unk": False,
+            "byte_fallback": False,
+            "ignore_merges": True,
+            "vocab": vocab,
+            "merges": merges,
+        },
     }
 
 

@@ -11,7 +11,8 @@ Memory stays bounded whatever the corpus size; the text is streamed three times:
   1. hash it (SHA-256) and count its characters, to find the cache folder;
   2. on a cache miss: check it is UTF-8, find the val split, and gather what the tokenizer trains
      on: the character set (char), or the first BPE_SAMPLE_CHARS characters (bpe);
-  3. encode it in chunks of about ENCODE_CHUNK_CHARS cut at line ends, appending to the .bin files.
+  3. encode it in chunks of about ENCODE_CHUNK_CHARS cut at line ends, appending to the .bin files
+     (data/token_files.py).
      bpe and gpt2 encode on `workers` threads (tiktoken encodes outside the GIL), a few chunks
      per thread in flight, written in order: the files are the same for any worker count.
 
@@ -21,24 +22,20 @@ the cut leaves val non-empty, the split moves back to just after the last newlin
 a text without any usable newline is cut at the character at the cut point.
 """
 
-import errno
 import hashlib
 import json
 import os
 import shutil
-import sys
 import tempfile
-from collections.abc import Iterator
-from dataclasses import dataclass
-from functools import partial
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
-from tqdm import tqdm
 
 from checks import positive_int
-from data.parallel import map_in_order, usable_cpus
+from data.parallel import usable_cpus
 from data.sources import Source, open_source
+from data.token_files import encode_splits
 from data.tokenizer import KINDS, NotInVocabulary, Tokenizer, load_tokenizer, train_tokenizer
 from storage.atomic import clean_stale_temps, make_temp_folder, publish_folder
 
@@ -94,57 +91,22 @@ def prepare(
     tokenizer: encode with this one (a fine-tuning source's) instead of training one; its kind
     replaces tokenizer_kind and its file's SHA-256 is part of the cache key.
     """
-    if tokenizer_kind not in KINDS:
-        raise ValueError(
-            f"unknown tokenizer kind {tokenizer_kind!r}; choose one of {', '.join(KINDS)}"
-        )
-    if not 0.0 < val_fraction < 1.0:
-        raise ValueError(
-            f"val_fraction must be between 0 and 1 (exclusive), got {val_fraction}; 0.1 is usual"
-        )
-    if block_size is not None:
-        positive_int("block_size", block_size)
-    workers = (
-        usable_cpus()
-        if workers is None
-        else positive_int("workers", workers, note="or None for every CPU")
-    )
+    workers = _checked_workers(tokenizer_kind, val_fraction, block_size, workers)
     src = open_source(source, cache_dir)
     sha256, n_chars = content_fingerprint(src)
-    given = None
+    request = _Request(src, sha256, n_chars, tokenizer_kind, vocab_size, float(val_fraction))
     if tokenizer is not None:
-        tokenizer_kind, vocab_size, given = tokenizer.kind, None, _tokenizer_sha256(tokenizer)
-    inputs = json.dumps(
-        [FORMAT_VERSION, sha256, tokenizer_kind, vocab_size, float(val_fraction)]
-        + ([given] if given else [])
-    )
-    key = hashlib.sha256(inputs.encode()).hexdigest()[:16]
-    size = "given" if given else vocab_size or "auto"
-    out = Path(cache_dir) / "prepared" / f"{tokenizer_kind}-{size}-{key}"
+        request = replace(
+            request,
+            kind=tokenizer.kind,
+            vocab_size=None,
+            given=tokenizer,
+            given_sha256=_tokenizer_sha256(tokenizer),
+        )
+    out = Path(cache_dir) / "prepared" / request.folder_name()
     if not (out / "meta.json").exists():
         clean_stale_temps(out.parent)  # folders left by builds that were killed
-        try:
-            _build(
-                src,
-                sha256,
-                n_chars,
-                tokenizer_kind,
-                vocab_size,
-                float(val_fraction),
-                out,
-                workers if tokenizer_kind in THREADED_KINDS else 1,
-                tokenizer,
-            )
-        except NotInVocabulary as e:
-            if tokenizer is None:
-                raise
-            # A given tokenizer is the one fine-tuning must keep: another kind is no way out.
-            raise ValueError(
-                f"{src.name}: {e.what} of the {tokenizer.kind} tokenizer that "
-                "fine-tuning keeps (train.init_from's); leave such characters out of "
-                "the text, or fine-tune from a model whose tokenizer encodes any text "
-                "(bpe, gpt2)"
-            ) from None
+        _build_given_or_own(request, out, workers if request.kind in THREADED_KINDS else 1)
     # The cache is shared by content: its meta.json names the first path that had this text, and
     # a run records the one it was given.
     meta = {**json.loads((out / "meta.json").read_text()), "source": src.name}
@@ -158,6 +120,46 @@ def prepare(
     if block_size is not None:
         _check_long_enough(meta, block_size)
     return prepared
+
+
+def _checked_workers(kind, val_fraction, block_size, workers) -> int:
+    """prepare's arguments checked (ValueError saying what to give); the worker count to use."""
+    if kind not in KINDS:
+        raise ValueError(f"unknown tokenizer kind {kind!r}; choose one of {', '.join(KINDS)}")
+    if not 0.0 < val_fraction < 1.0:
+        raise ValueError(
+            f"val_fraction must be between 0 and 1 (exclusive), got {val_fraction}; 0.1 is usual"
+        )
+    if block_size is not None:
+        positive_int("block_size", block_size)
+    if workers is None:
+        return usable_cpus()
+    return positive_int("workers", workers, note="or None for every CPU")
+
+
+@dataclass(frozen=True)
+class _Request:
+    """What a prepared folder is made from: the source with its SHA-256 and length, the
+    tokenizer kind and size, val_fraction, and a given tokenizer with its file's SHA-256."""
+
+    src: Source
+    sha256: str
+    n_chars: int
+    kind: str
+    vocab_size: int | None
+    val_fraction: float
+    given: Tokenizer | None = None
+    given_sha256: str | None = None
+
+    def folder_name(self) -> str:
+        """<kind>-<vocab size, auto or given>-<key>, the key a hash of every input."""
+        inputs = json.dumps(
+            [FORMAT_VERSION, self.sha256, self.kind, self.vocab_size, self.val_fraction]
+            + ([self.given_sha256] if self.given_sha256 else [])
+        )
+        key = hashlib.sha256(inputs.encode()).hexdigest()[:16]
+        size = "given" if self.given_sha256 else self.vocab_size or "auto"
+        return f"{self.kind}-{size}-{key}"
 
 
 def _tokenizer_sha256(tokenizer: Tokenizer) -> str:
@@ -177,19 +179,27 @@ def content_fingerprint(src: Source) -> tuple[str, int]:
     return digest.hexdigest(), n_chars
 
 
-def _build(
-    src: Source,
-    sha256: str,
-    n_chars: int,
-    kind: str,
-    vocab_size: int | None,
-    val_fraction: float,
-    out: Path,
-    workers: int,
-    given: Tokenizer | None = None,
-) -> None:
+def _build_given_or_own(request: _Request, out: Path, workers: int) -> None:
+    """_build, where text a given tokenizer cannot encode is a ValueError saying what to do."""
+    try:
+        _build(request, out, workers)
+    except NotInVocabulary as e:
+        if request.given is None:
+            raise
+        # A given tokenizer is the one fine-tuning must keep: another kind is no way out.
+        raise ValueError(
+            f"{request.src.name}: {e.what} of the {request.given.kind} tokenizer that "
+            "fine-tuning keeps (train.init_from's); leave such characters out of "
+            "the text, or fine-tune from a model whose tokenizer encodes any text "
+            "(bpe, gpt2)"
+        ) from None
+
+
+def _build(request: _Request, out: Path, workers: int) -> None:
     """Write the prepared folder `out`: built in a temp folder beside it, renamed when complete.
-    The tokenizer is trained on the corpus, or `given`."""
+    The tokenizer is trained on the corpus, or is the request's given one."""
+    src, sha256, n_chars, kind = request.src, request.sha256, request.n_chars, request.kind
+    vocab_size, val_fraction, given = request.vocab_size, request.val_fraction, request.given
     if n_chars < 2:
         raise ValueError(
             f"corpus {src.name} has {n_chars} character(s); train and val each "
@@ -204,7 +214,9 @@ def _build(
     tmp = make_temp_folder(out)
     try:
         tokenizer.save(tmp / tokenizer_file)
-        counts = _encode(src, tokenizer, split, n_chars, dtype, tmp, workers, ENCODE_CHUNK_CHARS)
+        counts = encode_splits(
+            src, tokenizer, split, n_chars, dtype, tmp, workers, ENCODE_CHUNK_CHARS
+        )
         meta = {
             "format_version": FORMAT_VERSION,
             "source": src.name,
@@ -269,106 +281,6 @@ def _scan(src: Source, n_chars: int, val_fraction: float, kind: str) -> tuple[in
     if kind == "char":
         return split, "".join(sorted(charset))
     return split, "".join(sample)
-
-
-def _encode(
-    src: Source,
-    tokenizer: Tokenizer,
-    split: int,
-    n_chars: int,
-    dtype: np.dtype,
-    folder: Path,
-    workers: int,
-    chunk_chars: int,
-) -> dict[str, int]:
-    """Append the ids of text[:split] to train.bin and of text[split:] to val.bin; return the
-    token and UTF-8 byte counts of each split (bytes make losses comparable across tokenizers).
-
-    Pieces of about chunk_chars characters are encoded on `workers` threads (map_in_order) and
-    written in order, so the files do not depend on `workers`.
-    """
-    counts = {"train_tokens": 0, "val_tokens": 0, "train_bytes": 0, "val_bytes": 0}
-    # delay: quick runs print nothing; a long one shows its rate and time left.
-    with (
-        open(folder / "train.bin", "wb") as train_file,
-        open(folder / "val.bin", "wb") as val_file,
-        tqdm(
-            total=n_chars,
-            unit="char",
-            unit_scale=True,
-            delay=3.0,
-            file=sys.stderr,
-            desc=f"tokenising {src.name}",
-        ) as bar,
-    ):
-        files = {"train": train_file, "val": val_file}
-        encoded = map_in_order(
-            partial(_encode_piece, tokenizer, dtype), _chunks(src, split, chunk_chars), workers
-        )
-        for name, ids, n_piece_chars, n_bytes in encoded:
-            try:
-                ids.tofile(files[name])
-            except (
-                OSError
-            ) as e:  # numpy reports a short write ("N requested and M written") without errno
-                if e.errno is not None:
-                    raise
-                raise OSError(
-                    errno.ENOSPC, os.strerror(errno.ENOSPC), str(folder / f"{name}.bin")
-                ) from None
-            counts[f"{name}_tokens"] += len(ids)
-            counts[f"{name}_bytes"] += n_bytes
-            bar.update(n_piece_chars)
-    return counts
-
-
-def _encode_piece(
-    tokenizer: Tokenizer, dtype: np.dtype, piece: tuple[str, str]
-) -> tuple[str, np.ndarray, int, int]:
-    """(split name, ids, characters, UTF-8 bytes) of one ("train" | "val", text) piece."""
-    name, text = piece
-    ids = tokenizer.encode_array(text).astype(dtype, copy=False)
-    return name, ids, len(text), len(text.encode("utf-8"))
-
-
-def _chunks(src: Source, split: int, chunk_chars: int) -> Iterator[tuple[str, str]]:
-    """("train" | "val", text) pieces of about chunk_chars characters, in order.
-
-    Pieces end at a newline where one is in reach, so tokens rarely straddle a cut (a cut can
-    change how BPE groups the text around it, never what decodes back). No piece crosses split.
-    """
-    name, carry, pos = "train", "", 0  # pos: characters of the source moved into carry
-    for piece in src.iter_text(chunk_chars):
-        if name == "train" and pos + len(piece) >= split:
-            head, piece = piece[: split - pos], piece[split - pos :]
-            pos += len(head)
-            yield from _cut_lines("train", carry + head, chunk_chars, final=True)
-            name, carry = "val", ""
-        carry += piece
-        pos += len(piece)
-        carry = yield from _cut_lines(name, carry, chunk_chars, final=False)
-    yield from _cut_lines(name, carry, chunk_chars, final=True)
-
-
-def _cut_lines(name: str, text: str, limit: int, final: bool) -> Iterator[tuple[str, str]]:
-    """Yield pieces of at most `limit` characters while more than that is left (everything if
-    final); return the rest, which the next text may continue."""
-    start = 0
-    while len(text) - start > limit:
-        # After the last newline in reach; else before the last space (BPE keeps a word's
-        # leading space with it); else anywhere, for text with no whitespace at all.
-        end = text.rfind("\n", start, start + limit) + 1
-        if end <= start:
-            end = text.rfind(" ", start + 1, start + limit)
-            if end <= start:
-                end = start + limit
-        yield name, text[start:end]
-        start = end
-    if final:
-        if start < len(text):
-            yield name, text[start:]
-        return ""
-    return text[start:]
 
 
 def _check_long_enough(meta: dict, block_size: int) -> None:

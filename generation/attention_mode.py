@@ -12,7 +12,7 @@ from analysis.terminal import DEFAULT_TOP, MANY_HEADS, colour_mode, render_sente
 from analysis.words import QUERY_POSITIONS, sentence_attention
 from checks import positive_int
 from data.pronouns import ATTENTION_EXAMPLES, DEFAULT_COUNT
-from generation.probe_mode import keep_probe, study_or_say
+from generation.probe_mode import keep_probe, permutations, study_or_say
 from generation.user_text import read_user_text
 from runs.folder import METRICS_FILE, PROBE_FILE, probe_path, read_metrics, saved_probe
 
@@ -248,7 +248,9 @@ def page_probe(run, ckpt, args, err):
         f"note: running the probe{tests} on its {2 * DEFAULT_COUNT} built-in sentences "
         f"for the head to outline{kept} (--no-probe skips it)\n"
     )
-    # One permutation: the page needs the best head, not its p-value.
-    result = study_or_say(run.model, run.tokenizer, permutations=1, causal=not args.no_causal)
+    # As --probe runs it, so the page's p-value (and the result saved for next time) is the same.
+    result = study_or_say(
+        run.model, run.tokenizer, permutations=permutations(args), causal=not args.no_causal
+    )
     keep_probe(run, ckpt, result, err)
     return result

@@ -11,6 +11,8 @@ from checks import positive_int
 from data.pronouns import NATURAL
 from runs.folder import PROBE_FILE, save_probe, saved_probe
 
+PERMUTATIONS = 1000  # the probe's label shuffles unless --permutations says otherwise
+
 
 def add_flags(parser):
     """The coreference probe's group of generate.py's flags."""
@@ -53,9 +55,9 @@ def add_flags(parser):
     add(
         "--permutations",
         type=int,
-        default=1000,
         metavar="N",
-        help="label shuffles for the probe's p-value (default 1000)",
+        help=f"label shuffles for the probe's p-value (default {PERMUTATIONS}), with --probe "
+        "(or --html when it runs the probe)",
     )
 
 
@@ -65,9 +67,19 @@ def check(args, mode):
         raise ValueError("--json goes with --probe")
     if args.circuit and mode != "probe":
         raise ValueError("--circuit goes with --probe")
+    if args.patch and mode != "probe":
+        raise ValueError("--patch goes with --probe")
     if args.no_causal and mode != "probe" and args.html is None:
         raise ValueError("--no-causal goes with --probe (or --html)")
-    positive_int("--permutations", args.permutations)
+    if args.permutations is not None:
+        if mode != "probe" and args.html is None:
+            raise ValueError("--permutations goes with --probe (or --html)")
+        positive_int("--permutations", args.permutations)
+
+
+def permutations(args):
+    """The label shuffles of the probe's permutation test: --permutations, else PERMUTATIONS."""
+    return PERMUTATIONS if args.permutations is None else args.permutations
 
 
 def show_probe(run, args, ckpt, out, err):
@@ -78,7 +90,7 @@ def show_probe(run, args, ckpt, out, err):
         run.model,
         run.tokenizer,
         args.probe,
-        args.permutations,
+        permutations(args),
         causal=not args.no_causal,
         patch=args.patch,
         circuit=args.circuit,

@@ -147,12 +147,12 @@ def write_samples(run, args, idx, generator, prompt, out):
             run,
             idx,
             args.max_new_tokens,
-            args.temperature,
-            args.top_k,
-            args.top_p,
-            generator,
-            not args.no_cache,
             args.stop,
+            temperature=args.temperature,
+            top_k=args.top_k,
+            top_p=args.top_p,
+            generator=generator,
+            use_cache=not args.no_cache,
         ):
             out.write(piece)
             out.flush()

@@ -31,14 +31,28 @@ def atomic_save(obj, path):
     write_atomic(path, lambda f: torch.save(obj, f))
 
 
+class NoCheckpoint(FileNotFoundError):
+    """There is no checkpoint where one was asked for (`path`, the ckpt.pt looked for): nothing
+    has been trained there. The scripts add what to type to train one."""
+
+    def __init__(self, path: Path, message: str):
+        super().__init__(message)
+        self.path = path
+
+
+def _advice(fix):
+    """The `; fix` that ends a message, or nothing where the caller gives its own advice."""
+    return f"; {fix}" if fix else ""
+
+
 def load_checkpoint(path, map_location="cpu", fix="train again or restore it from a backup"):
-    """Read a checkpoint as plain data; any problem is a one-line ValueError/FileNotFoundError
-    (`fix` says what to do about a truncated file)."""
+    """Read a checkpoint as plain data; any problem is a one-line ValueError, or NoCheckpoint
+    where there is none (`fix` says what to do about a truncated file; "": the caller says it)."""
     path = Path(path)
     if path.is_dir():
         path = path / CKPT_NAME
     if not path.is_file():
-        raise FileNotFoundError(f"no checkpoint at {path}; train one first with `python train.py`")
+        raise NoCheckpoint(path, f"no checkpoint at {path}")
     try:
         ckpt = torch.load(path, map_location=map_location, weights_only=True)
     except pickle.UnpicklingError as e:
@@ -54,17 +68,17 @@ def load_checkpoint(path, map_location="cpu", fix="train again or restore it fro
         what = said[0] if said else "not a checkpoint's plain data"
         raise ValueError(
             f"{path} is not a plain-data checkpoint and was not loaded (nothing in it ran): "
-            f"{what}; {fix}"
+            f"{what}{_advice(fix)}"
         ) from None
     except Exception as e:  # noqa: BLE001 - bytes that are no checkpoint fail anywhere in the unpickler
         # (RuntimeError, EOFError, BadZipFile, OSError, UnicodeDecodeError, IndexError, ...)
         raise ValueError(
-            f"{path} is truncated or not a checkpoint ({type(e).__name__}); {fix}"
+            f"{path} is truncated or not a checkpoint ({type(e).__name__}){_advice(fix)}"
         ) from None
     if not isinstance(ckpt, dict):
         raise ValueError(
             f"{path} is not a checkpoint: it holds a {type(ckpt).__name__}, not a "
-            f"dict of the model's weights and shape; {fix}"
+            f"dict of the model's weights and shape{_advice(fix)}"
         )
     return ckpt
 
@@ -79,19 +93,19 @@ def model_parts(ckpt, path="the checkpoint", fix="give a run folder train.py wro
         what = "bare weights (a state_dict) without" if bare else "no"
         raise ValueError(
             f"{path} is not a checkpoint train.py wrote: it holds {what} "
-            f"model_config (the model's shape); {fix}"
+            f"model_config (the model's shape){_advice(fix)}"
         )
     if not (isinstance(weights, dict) and all(torch.is_tensor(t) for t in weights.values())):
         raise ValueError(
             f"{path} is not a checkpoint train.py wrote: its model entry is "
-            f"{type(weights).__name__}, not a dict of tensors; {fix}"
+            f"{type(weights).__name__}, not a dict of tensors{_advice(fix)}"
         )
     try:
         config = GPTConfig.from_saved(ckpt["model_config"])
     except (KeyError, TypeError, ValueError) as e:
         what = f"missing {e}" if isinstance(e, KeyError) else str(e)
         raise ValueError(
-            f"{path} does not hold a model this code can build ({what}); {fix}"
+            f"{path} does not hold a model this code can build ({what}){_advice(fix)}"
         ) from None
     broken = next(
         (name for name, t in weights.items() if t.is_floating_point() and not t.isfinite().all()),
@@ -100,7 +114,7 @@ def model_parts(ckpt, path="the checkpoint", fix="give a run folder train.py wro
     if broken:
         raise ValueError(
             f"{path} holds weights that are not finite (NaN or inf, {broken} first): "
-            f"a run that diverged; {fix}"
+            f"a run that diverged{_advice(fix)}"
         )
     return config, weights
 

@@ -63,7 +63,10 @@ def gpt2_state_dict(config: GPTConfig, state: dict) -> dict:
     sharing memory (as safetensors needs), the token table unpadded, no lm_head (tied)."""
     gpt2_config_json(config)  # refuses what GPT-2 cannot express
     C = config.n_embd
-    own = lambda name: state[name].detach().to("cpu", torch.float32)  # noqa: E731
+
+    def own(name):
+        return state[name].detach().to("cpu", torch.float32)
+
     out = {
         "transformer.wte.weight": own("tok_emb.weight")[: config.vocab_size],
         "transformer.wpe.weight": own("pos_emb.weight"),

@@ -240,7 +240,7 @@ def run_with_cache(
     idx: torch.Tensor,
     names: NameOrPredicate | Iterable[str] | None = None,
     detach: bool = True,
-    **forward_kwargs,
+    **forward_kwargs: object,
 ) -> tuple[torch.Tensor, ActivationCache]:
     """(logits, cache): the model's logits on idx and an ActivationCache {name: tensor}
     (model.cache) of the points asked for (None: all of them but the split inputs, which on a

@@ -120,7 +120,7 @@ class TextMixin:
 
     @torch.no_grad()
     @keywords_checked
-    def generate(
+    def generate(  # noqa: PLR0913  TransformerLens's signature, keyword for keyword
         self,
         input: str | list[str] | torch.Tensor,
         max_new_tokens: int = 10,

@@ -13,7 +13,18 @@ from runs.loading import load_run
 from storage.atomic import write_atomic
 
 
-def export_hf(run_folder, dest) -> list[str]:
+class ExportFolderError(ValueError):
+    """The export's folder `dest` cannot be made (`why`: the system's reason); the run folder is
+    untouched. train.py words it as --export-hf."""
+
+    def __init__(self, dest: Path, why: str):
+        super().__init__(
+            f"cannot make {dest} for the export ({why}); give a folder you can write to"
+        )
+        self.dest, self.why = dest, why
+
+
+def export_hf(run_folder: str | Path, dest: str | Path) -> list[str]:
     """Write the run in `run_folder` to the new folder `dest` as a Hugging Face GPT-2; return
     the names written. ValueError (one line) for a model or tokenizer with no GPT-2 form, or a
     `dest` that is not an empty or missing folder; then nothing is written."""
@@ -33,10 +44,7 @@ def export_hf(run_folder, dest) -> list[str]:
     try:
         dest.mkdir(parents=True, exist_ok=True)
     except OSError as e:  # a read-only disk, a folder not ours: the export's folder, not the run's
-        raise ValueError(
-            f"cannot make {dest} for the export ({e.strerror or e}); give --export-hf "
-            "a folder you can write to"
-        ) from None
+        raise ExportFolderError(dest, e.strerror or str(e)) from None
     write_atomic(dest / "model.safetensors", weights)
     for name, text in files.items():
         write_atomic(dest / name, text)

@@ -22,7 +22,7 @@ from pathlib import Path
 
 from data.nanogpt_meta import nanogpt_char_tokenizer
 from data.tokenizer import gpt2_tokenizer, load_tokenizer
-from model.checkpoint import CKPT_NAME, build_gpt, load_checkpoint, model_parts
+from model.checkpoint import CKPT_NAME, NoCheckpoint, build_gpt, load_checkpoint, model_parts
 from model.gpt import GPT
 from model.gpt2_import import read_gpt2
 from model.nanogpt_import import is_nanogpt, read_nanogpt
@@ -115,18 +115,19 @@ def _open_run(out_dir, device, nanogpt_meta=None):
                 f"{out_dir} holds Hugging Face weights but no config.json; download config.json "
                 "(and vocab.json, merges.txt) from the model's page into it"
             )
-        raise FileNotFoundError(
-            f"no checkpoint at {(out_dir / CKPT_NAME).absolute()}; train one "
-            "first with `python train.py`, or give a Hugging Face GPT-2 folder "
-            "or hf:OWNER/NAME"
+        raise NoCheckpoint(
+            out_dir / CKPT_NAME,
+            f"no checkpoint at {(out_dir / CKPT_NAME).absolute()}; train one there first, or "
+            "give a Hugging Face GPT-2 folder or hf:OWNER/NAME",
         )
     if not out_dir.exists() and re.fullmatch(r"\w[\w.-]*", str(out_dir)):
         # A bare name such as nanoGPT's init_from=gpt2 is a Hugging Face model here only with
         # hf:, or a folder of that name would be ambiguous.
-        raise FileNotFoundError(
+        raise NoCheckpoint(
+            out_dir / CKPT_NAME,
             f"no checkpoint at {(out_dir / CKPT_NAME).absolute()} (there is "
             f"no folder {out_dir}); for the Hugging Face model of that name, "
-            f"write hf:{out_dir.as_posix()}"
+            f"write hf:{out_dir.as_posix()}",
         )
     ckpt = load_checkpoint(out_dir / CKPT_NAME, map_location=device)
     if is_nanogpt(ckpt):
@@ -157,28 +158,33 @@ def _open_run(out_dir, device, nanogpt_meta=None):
     return config, state_dict, load_tokenizer(tokenizer_path), meta, ckpt
 
 
+class NoNanogptMeta(ValueError):
+    """A nanoGPT run of characters whose meta.pkl (its vocabulary) is not where it was looked
+    for (`problem` says where). load_run(..., nanogpt_meta=FILE) names it; generate.py words
+    that as --meta."""
+
+    def __init__(self, problem: str):
+        super().__init__(f"{problem}; give the meta.pkl of the run's data as nanogpt_meta")
+        self.problem = problem
+
+
 def _open_nanogpt(folder, ckpt, meta_pkl=None):
     """A nanoGPT run: its weights, and the characters of its meta.pkl (given, or beside ckpt.pt)
     or, with none, GPT-2's encoding (its GPT-2 runs)."""
     given, meta_pkl = meta_pkl, Path(meta_pkl) if meta_pkl else folder / NANOGPT_META
     if given and meta_pkl.is_dir():  # nanoGPT's data/<dataset>/ folder: its meta.pkl
         if not (meta_pkl / NANOGPT_META).is_file():
-            raise ValueError(
-                f"{meta_pkl} is a folder with no {NANOGPT_META} in it; give the "
-                "meta.pkl file of the run's data with --meta"
-            )
+            raise NoNanogptMeta(f"{meta_pkl} is a folder with no {NANOGPT_META} in it")
         meta_pkl = meta_pkl / NANOGPT_META
     if given and not meta_pkl.is_file():
-        raise FileNotFoundError(
-            f"no {meta_pkl}: give the meta.pkl file of the run's data with --meta"
-        )
+        raise NoNanogptMeta(f"there is no {meta_pkl}")
     if meta_pkl.is_file():
         tokenizer, kind = nanogpt_char_tokenizer(meta_pkl), "char"
     elif ckpt["model_args"].get("vocab_size", 0) < 50257:
-        raise ValueError(
+        raise NoNanogptMeta(
             f"{folder} is a nanoGPT run of {ckpt['model_args'].get('vocab_size')} tokens, and "
             f"there is no {meta_pkl}: copy the meta.pkl of its data (nanoGPT writes "
-            "data/<dataset>/meta.pkl) beside its ckpt.pt, or name it with --meta"
+            "data/<dataset>/meta.pkl) beside its ckpt.pt"
         )
     else:
         tokenizer, kind = gpt2_tokenizer(), "gpt2"

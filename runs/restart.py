@@ -50,8 +50,8 @@ class Aside:
         cwd = Path.cwd().resolve()
         if cwd == self.real or self.real in cwd.parents:
             raise ValueError(
-                f"out_dir={out_dir} holds the working folder {cwd}; --force replaces "
-                "a run folder whole, so give the run a folder of its own"
+                f"out_dir={out_dir} holds the working folder {cwd}; a forced restart "
+                "replaces a run folder whole, so give the run a folder of its own"
             )
         self.folder = make_temp_folder(self.real)
         self.published = False

@@ -59,25 +59,13 @@ class StopStrings:
         return text
 
 
-def continuation(
-    run,
-    idx,
-    max_new_tokens,
-    temperature=1.0,
-    top_k=None,
-    top_p=None,
-    generator=None,
-    use_cache=True,
-    stops=(),
-):
-    """One sample's text after the prompt ids `idx` (1, T), piece by piece as it is sampled
-    (model.sampling.generate's arguments); it ends before the first of `stops` or at the
-    tokenizer's end-of-text token."""
+def continuation(run, idx, max_new_tokens: int, stops=(), **sampling):
+    """One sample's text after the prompt ids `idx` (1, T), piece by piece as it is sampled;
+    `sampling` is model.sampling.generate's keywords (temperature, top_k, top_p, generator,
+    use_cache). It ends before the first of `stops` or at the tokenizer's end-of-text token."""
     text, stop = TextStream(run.tokenizer), StopStrings(stops)
     eot = getattr(run.tokenizer, "eot_id", None)
-    for next_ids in generate(
-        run.model, idx, max_new_tokens, temperature, top_k, top_p, generator, use_cache=use_cache
-    ):
+    for next_ids in generate(run.model, idx, max_new_tokens, **sampling):
         token = next_ids.item()
         if token == eot:
             break

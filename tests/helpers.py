@@ -153,6 +153,26 @@ def run_generate(*argv):
     return code, out.getvalue(), err.getvalue()
 
 
+def run_main(script, *argv):
+    """train.py's or generate.py's main() in this process, as run_script runs the script: a
+    subprocess.CompletedProcess of its exit code and what it wrote (argparse's exits included)."""
+    import generate
+    import train
+
+    args = [str(a) for a in argv]
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            if script == "generate.py":
+                code = generate.main(args, out=out, err=err)
+            else:
+                assert script == "train.py", script
+                code = train.main(args)
+        except SystemExit as e:  # --help, and argparse's own errors
+            code = e.code if isinstance(e.code, int) else 0 if e.code is None else 2
+    return subprocess.CompletedProcess([script, *args], code, out.getvalue(), err.getvalue())
+
+
 def one_line(excinfo, *names):
     """The message of a pytest.raises error, checked to be one line and to name each of `names`:
     the keys, values, paths or commands it must give, whatever the words around them."""

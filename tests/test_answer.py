@@ -85,7 +85,9 @@ class InfiniteGram(KnownModel):
 
 
 def item(text, antecedent, distractor, kind=None):
-    span = lambda w: (text.index(f" {w}") + 1, text.index(f" {w}") + 1 + len(w))  # noqa: E731
+    def span(w):
+        return (text.index(f" {w}") + 1, text.index(f" {w}") + 1 + len(w))
+
     p = text.index(" it") + 1
     return Example(text, (p, p + 2), span(antecedent), [span(distractor)], kind)
 
@@ -229,10 +231,12 @@ def test_a_one_example_file_prints_the_answer_without_intervals(run_folder, tmp_
 def test_the_page_shows_the_models_answer_beside_the_best_head():
     from analysis.probe_tables import answer_table
 
-    row = lambda n, s, c, h: {  # noqa: E731
-        "examples": n,
-        "cand_at_1": {"substitution": s, "closeness": c, "head": h},
-    }
+    def row(n, s, c, h):
+        return {
+            "examples": n,
+            "cand_at_1": {"substitution": s, "closeness": c, "head": h},
+        }
+
     answer = {
         "methods": ["substitution", "closeness"],
         "head": {"layer": 0, "head": 2},

@@ -213,7 +213,7 @@ import sys, time
 sys.path.insert(0, sys.argv[1])
 import data.prepare as prepare_module
 
-encode = prepare_module._encode
+encode = prepare_module.encode_splits
 
 def encode_then_wait(*args):
     counts = encode(*args)
@@ -221,7 +221,7 @@ def encode_then_wait(*args):
     time.sleep(60)
     return counts
 
-prepare_module._encode = encode_then_wait
+prepare_module.encode_splits = encode_then_wait
 prepare_module.prepare(sys.argv[2], "char", cache_dir=sys.argv[3])
 """
 

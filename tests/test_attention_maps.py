@@ -664,7 +664,11 @@ def legend_colours(run, monkeypatch, colorterm):
     text = out.getvalue().split("token by token", 1)[1]
     legend = text[: text.index("1/8)\n")]  # wrapped to the terminal's width: maybe a few lines
     found = re.findall(r"\x1b\[48;(?:2;(\d+);(\d+);(\d+)|5;(\d+))m\x1b\[[\d;]+m (\S+) ", legend)
-    grey = lambda n: (8 + 10 * (int(n) - 232),) * 3  # noqa: E731  xterm's greys 232..255
+
+    # xterm's greys 232..255
+    def grey(n):
+        return (8 + 10 * (int(n) - 232),) * 3
+
     return [(label, (int(r), int(g), int(b)) if r else grey(n)) for r, g, b, n, label in found]
 
 

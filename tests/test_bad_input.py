@@ -1,4 +1,7 @@
-"""Bad input, third pass: errors that say what is wrong, through the real command lines."""
+"""Bad input, third pass: errors that say what is wrong. One kind of error each goes through
+the real command line (a subprocess: the config's, training's, generation's, stdin, the hub's
+client); the rest call the scripts' main() or load_config in this process, as fast and as
+real, and assert the exit code, the error's type and the keys and paths it names."""
 
 import contextlib
 import json
@@ -8,19 +11,30 @@ import sys
 
 import pytest
 
-from tests.helpers import ROOT, RUN_TEXT, error_line, make_run, mount_tmpfs, run_script
+from configs.load import load_config
+from configs.schema import ConfigError
+from tests.helpers import (
+    ROOT,
+    RUN_TEXT,
+    error_line,
+    make_run,
+    mount_tmpfs,
+    one_line,
+    run_main,
+    run_script,
+)
 
-pytestmark = pytest.mark.slow  # every test runs the scripts as a user does
 
-
-def test_a_seed_out_of_range_is_one_line(tmp_path):
+@pytest.mark.slow
+def test_a_seed_out_of_range_is_one_line(tmp_path):  # the config's errors, as a user meets them
     said = error_line(
         run_script("train.py", "seed=100000000000000000000", f"out_dir={tmp_path / 'r'}")
     )
     assert "seed" in said and "2**63" in said, said
 
 
-def test_a_pipe_as_a_corpus_is_refused_and_as_a_prompt_is_read(tmp_path):
+@pytest.mark.slow
+def test_a_pipe_as_a_corpus_is_refused_and_as_a_prompt_is_read(tmp_path):  # stdin: a process
     said = error_line(
         run_script(
             "train.py", "data.source=/dev/stdin", f"out_dir={tmp_path / 'r'}", input="some text\n"
@@ -55,17 +69,16 @@ def test_a_damaged_tokenizer_file_says_so(tmp_path):
     folder = tmp_path / "run"
     make_run(folder, "char", 32)
     (folder / "tokenizer.txt").write_text(json.dumps({"kind": "char", "chars": 5}))
-    r = run_script("generate.py", "--ckpt", folder, "--prompt", "a")
-    said = error_line(r)
+    said = error_line(run_main("generate.py", "--ckpt", folder, "--prompt", "a"))
     assert str(folder / "tokenizer.txt") in said and "char tokenizer" in said, said
 
 
 def test_a_checkpoint_file_for_a_folder_and_weights_without_config(tmp_path):
     folder = tmp_path / "run"
     make_run(folder, "char", 32)
-    said = error_line(run_script("generate.py", "--ckpt", folder / "ckpt.pt"))
+    said = error_line(run_main("generate.py", "--ckpt", folder / "ckpt.pt"))
     assert "run folder" in said, said
-    r = run_script(
+    r = run_main(
         "train.py",
         f"train.init_from={folder / 'ckpt.pt'}",
         f"out_dir={tmp_path / 'tuned'}",
@@ -77,7 +90,7 @@ def test_a_checkpoint_file_for_a_folder_and_weights_without_config(tmp_path):
     hf = tmp_path / "hf"
     hf.mkdir()
     (hf / "model.safetensors").write_bytes(b"\0" * 16)
-    said = error_line(run_script("generate.py", "--ckpt", hf))
+    said = error_line(run_main("generate.py", "--ckpt", hf))
     assert "no config.json" in said, said
 
 
@@ -88,7 +101,7 @@ def test_random_bytes_as_a_checkpoint_never_suggest_weights_only_false(tmp_path,
     folder = tmp_path / "run"
     make_run(folder, "char", 32)
     (folder / "ckpt.pt").write_bytes(random.Random(seed).randbytes(3000))
-    r = run_script("generate.py", "--ckpt", folder)
+    r = run_main("generate.py", "--ckpt", folder)
     said = error_line(r)
     assert "ckpt.pt" in said, said
     assert (
@@ -96,7 +109,6 @@ def test_random_bytes_as_a_checkpoint_never_suggest_weights_only_false(tmp_path,
     ) and "weights_only" not in r.stderr
 
 
-@pytest.mark.slow
 def test_a_full_disk_while_preparing_says_the_disk_is_full(corpus, tmp_path):
     with contextlib.ExitStack() as stack:
         small = tmp_path / "small"
@@ -104,7 +116,7 @@ def test_a_full_disk_while_preparing_says_the_disk_is_full(corpus, tmp_path):
             pytest.skip("mounting a small tmpfs needs root")
         text = tmp_path / "big.txt"
         text.write_text("the cat sat on the mat and it purred.\n" * 20000)
-        r = run_script(
+        r = run_main(
             "train.py",
             f"data.source={text}",
             "tokenizer.kind=char",
@@ -115,7 +127,9 @@ def test_a_full_disk_while_preparing_says_the_disk_is_full(corpus, tmp_path):
         assert "disk" in said and "full" in said, said
 
 
+@pytest.mark.slow
 def test_offline_a_hub_model_is_one_line_with_no_warning_from_the_hubs_client(tmp_path):
+    # A process of its own: the hub's client reads HF_ENDPOINT when it is first imported.
     import socket
 
     with socket.socket() as s:  # a port on 127.0.0.1 where nothing listens
@@ -151,23 +165,16 @@ def test_an_implausible_cached_cpu_peak_is_measured_again_by_a_run(corpus, tmp_p
         "train.eval_interval=2",
         "train.peak_flops=null",
     )
-    threads = dict(
-        os.environ, OMP_NUM_THREADS=str(torch.get_num_threads())
-    )  # the key's thread count
-    r = run_script("train.py", write_yaml(config, tmp_path / "c.yaml"), env=threads)
+    r = run_main("train.py", write_yaml(config, tmp_path / "c.yaml"))  # at the key's threads
     assert r.returncode == 0, r.stderr
     entry = json.loads((cache / "cpu_peak_flops.json").read_text())[key]
     assert entry["flops"] > 1.0 and entry["flops"] >= 0.9 * entry["one_thread"]
 
 
-# The fixes of the third pass that earlier tests drove through main() in the test's own process,
-# here as a user meets them: the script in its own process.
-
-
 def test_an_override_is_the_text_as_typed(tmp_path):
     import yaml
 
-    r = run_script(
+    r = run_main(
         "train.py",
         "out_dir=0123",
         "model.n_layer=010",
@@ -182,15 +189,16 @@ def test_an_override_is_the_text_as_typed(tmp_path):
 
 
 def test_a_derived_folder_is_never_the_demos():
-    r = run_script("train.py", "data.source=mine/default.txt", "--print-config")
+    r = run_main("train.py", "data.source=mine/default.txt", "--print-config")
     assert r.returncode == 0 and "out_dir: out/default-own" in r.stdout, r.stderr
 
 
 def test_a_key_written_twice_in_a_config_file_is_refused(tmp_path):
     path = tmp_path / "c.yaml"
     path.write_text("train:\n  lr: 1.0e-3\n  max_iters: 5\n  lr: 2.0e-3\n")
-    said = error_line(run_script("train.py", path, "--print-config"))
-    assert "'lr'" in said and "line 4" in said, said
+    with pytest.raises(ConfigError) as e:
+        load_config(path)
+    one_line(e, str(path), "'lr'", "line 4")
 
 
 @pytest.fixture
@@ -210,7 +218,7 @@ def test_a_resume_keeps_the_modes_a_user_gave_the_files(tiny_run):
     out, cfg = tiny_run
     for name in ("ckpt.pt", "config.yaml"):
         os.chmod(out / name, 0o600)
-    r = run_script("train.py", cfg, "train.max_iters=4")  # resumes and rewrites both
+    r = run_main("train.py", cfg, "train.max_iters=4")  # resumes and rewrites both
     assert r.returncode == 0, r.stderr
     assert {
         name: stat.S_IMODE((out / name).stat().st_mode) for name in ("ckpt.pt", "config.yaml")
@@ -229,7 +237,7 @@ def test_init_from_into_a_folder_that_holds_another_run_is_refused(corpus, tiny_
         return {p.name: p.read_bytes() for p in out.iterdir() if p.name != ".lock"}
 
     before = files()
-    said = error_line(run_script("train.py", cfg, f"train.init_from={source}", "train.max_iters=4"))
+    said = error_line(run_main("train.py", cfg, f"train.init_from={source}", "train.max_iters=4"))
     assert "init_from" in said and "--force" in said, said
     assert files() == before
 
@@ -242,7 +250,7 @@ def test_a_swapped_tokenizer_file_is_refused_by_generate(tiny_run):
     assert swapped != text and len(swapped) == len(text)
     path.write_text(swapped)
     said = error_line(
-        run_script("generate.py", "--ckpt", out, "--prompt", "the", "--max-new-tokens", "2")
+        run_main("generate.py", "--ckpt", out, "--prompt", "the", "--max-new-tokens", "2")
     )
     assert "tokenizer" in said and str(out) in said, said
 
@@ -255,7 +263,7 @@ def bpe_run(tmp_path):
 
 
 def test_html_with_a_trailing_slash_writes_the_page_into_that_folder(bpe_run, tmp_path):
-    r = run_script(
+    r = run_main(
         "generate.py",
         "--ckpt",
         bpe_run,
@@ -271,7 +279,7 @@ def test_html_with_a_trailing_slash_writes_the_page_into_that_folder(bpe_run, tm
 def test_an_attention_file_names_the_sentence_without_a_pronoun(bpe_run, tmp_path):
     path = tmp_path / "s.txt"
     path.write_text("The dog ran because it was hungry.\n\nThe cat sat on the mat.\n")
-    said = error_line(run_script("generate.py", "--ckpt", bpe_run, "--attention-file", path))
+    said = error_line(run_main("generate.py", "--ckpt", bpe_run, "--attention-file", path))
     assert "sentence 2" in said and "no pronoun" in said, said
 
 
@@ -281,7 +289,7 @@ def test_a_probe_file_with_a_byte_order_mark_is_read(bpe_run, tmp_path):
     path = tmp_path / "bom.jsonl"
     write_jsonl(examples("dev")[:25], path)
     path.write_bytes(b"\xef\xbb\xbf" + path.read_bytes())
-    r = run_script(
+    r = run_main(
         "generate.py", "--ckpt", bpe_run, "--probe", path, "--no-causal", "--permutations", "5"
     )
     assert r.returncode == 0 and "25 of 25 used" in r.stdout, r.stderr
@@ -306,10 +314,9 @@ def _foreign_checkpoint(case, ckpt):
     }
 
 
-@pytest.mark.parametrize(
-    "case", ["no model_config", "a raw state_dict", "a list", "a wrong shape", "NaN weights"]
-)
-def test_a_checkpoint_the_project_did_not_write_is_one_line_in_generate_and_resume(tmp_path, case):
+def _refused_by_generate_and_resume(tmp_path, case, run):
+    """A checkpoint `case` breaks, given to generate.py and to a resume by train.py through
+    `run` (run_main or run_script): each a one-line error naming the file and what is wrong."""
     import torch
 
     folder = tmp_path / "run"
@@ -327,13 +334,13 @@ def test_a_checkpoint_the_project_did_not_write_is_one_line_in_generate_and_resu
         "NaN weights": "not finite",
     }[case]
     said = error_line(
-        run_script("generate.py", "--ckpt", folder, "--prompt", "a", "--max-new-tokens", "2")
+        run("generate.py", "--ckpt", folder, "--prompt", "a", "--max-new-tokens", "2")
     )
     assert str(folder / "ckpt.pt") in said and named in said, said
     text = tmp_path / "text.txt"
     text.write_text(RUN_TEXT * 40)  # the run's characters: the vocabulary agrees
     said = error_line(
-        run_script(
+        run(
             "train.py",
             f"out_dir={folder}",
             f"data.source={text}",
@@ -352,45 +359,65 @@ def test_a_checkpoint_the_project_did_not_write_is_one_line_in_generate_and_resu
 
 
 @pytest.mark.parametrize(
+    "case", ["no model_config", "a raw state_dict", "a list", "a wrong shape", "NaN weights"]
+)
+def test_a_checkpoint_the_project_did_not_write_is_one_line_in_generate_and_resume(tmp_path, case):
+    _refused_by_generate_and_resume(tmp_path, case, run_main)
+
+
+@pytest.mark.slow
+def test_a_refused_checkpoint_is_one_line_from_both_command_lines(tmp_path):
+    # Training's and generation's errors as a user meets them: the scripts in their own process.
+    _refused_by_generate_and_resume(tmp_path, "NaN weights", run_script)
+
+
+@pytest.mark.parametrize(
     "override, names",
     [
         ("model.n_layer=0x10", "expected int"),
-        ("train.loggers=bogus", "not a logger"),
-        ("data.mix=:1", "no source"),
-        ("train.max_iters=0", "positive"),
+        ("train.loggers=bogus", "'bogus'"),
+        ("data.mix=:1", "':1'"),
+        ("train.max_iters=0", "train.max_iters"),
     ],
 )
 def test_an_override_value_error_is_blamed_on_the_override_not_the_file(override, names):
-    said = error_line(run_script("train.py", override, "--print-config"))
-    assert said.startswith(f"error: override {override}: ") and names in said, said
-    assert "default.yaml" not in said, said
+    with pytest.raises(ConfigError) as e:
+        load_config(overrides=[override])
+    said = one_line(e, names)
+    assert said.startswith(f"override {override}: ") and "default.yaml" not in said, said
 
 
 def test_a_config_file_that_is_not_utf8_is_named(tmp_path):
     path = tmp_path / "c.yaml"
     path.write_bytes(b"train:\n  lr: 1.0e-3 # caf\xe9\n")
-    said = error_line(run_script("train.py", path, "--print-config"))
-    assert str(path) in said and "UTF-8" in said, said
+    with pytest.raises(ConfigError) as e:
+        load_config(path)
+    one_line(e, str(path), "UTF-8")
 
 
 @pytest.mark.parametrize(
-    "text", ["train: {lr: 1.0e-3, lr: 2.0e-3}\n", "train:\n  lr: 1.0e-3\ntrain:\n  max_iters: 5\n"]
+    "text, key",
+    [
+        ("train: {lr: 1.0e-3, lr: 2.0e-3}\n", "'lr'"),
+        ("train:\n  lr: 1.0e-3\ntrain:\n  max_iters: 5\n", "'train'"),
+    ],
 )
-def test_a_key_written_twice_inline_or_a_section_written_twice_is_refused(tmp_path, text):
+def test_a_key_written_twice_inline_or_a_section_written_twice_is_refused(tmp_path, text, key):
     path = tmp_path / "c.yaml"
     path.write_text(text)
-    said = error_line(run_script("train.py", path, "--print-config"))
-    assert "written twice" in said and str(path) in said, said
+    with pytest.raises(ConfigError) as e:
+        load_config(path)
+    one_line(e, str(path), key, "twice")
 
 
 def test_help_shows_the_default_configs_value_only_for_keys_it_sets():
-    r = run_script("train.py", "--help")
+    r = run_main("train.py", "--help")
     assert r.returncode == 0 and "[configs/default.yaml: []]" not in r.stdout
     assert "[configs/default.yaml: 'muon']" in r.stdout  # a key it does set
 
 
 def test_nanogpts_init_from_gpt2_suggests_the_hub_name(tmp_path):
-    said = error_line(run_script("train.py", "train.init_from=gpt2", f"out_dir={tmp_path / 'r'}"))
+    said = error_line(run_main("train.py", "train.init_from=gpt2", f"out_dir={tmp_path / 'r'}"))
     assert "train.init_from=gpt2" in said and "hf:gpt2" in said, said
     assert not (tmp_path / "r").exists()
 
@@ -400,7 +427,7 @@ def test_a_jsonl_line_that_is_an_array_says_so(tmp_path):
     make_run(folder, "char", 32)
     path = tmp_path / "probe.jsonl"
     path.write_text('["The owl hooted because it was happy.", [27, 29]]\n')
-    said = error_line(run_script("generate.py", "--ckpt", folder, "--probe", path))
+    said = error_line(run_main("generate.py", "--ckpt", folder, "--probe", path))
     assert f"{path}, line 1" in said and "array" in said and "missing key" not in said, said
 
 
@@ -428,7 +455,7 @@ def _tiny(out, source, cache, *overrides):
 
 
 def test_run_steps_says_where_it_stopped(corpus, tmp_path):
-    r = run_script(
+    r = run_main(
         "train.py",
         *_tiny(tmp_path / "r", corpus / "text.txt", tmp_path / "cache", "train.run_steps=3"),
     )
@@ -441,13 +468,13 @@ def test_a_resumed_mix_in_another_order_or_with_another_val_split_says_which(cor
     a.write_text((corpus / "text.txt").read_text())
     b.write_text((corpus / "text.txt").read_text().upper())
     out, cache = tmp_path / "r", tmp_path / "cache"
-    assert run_script("train.py", *_tiny(out, "", cache, f"data.mix={a}:1,{b}:1")).returncode == 0
+    assert run_main("train.py", *_tiny(out, "", cache, f"data.mix={a}:1,{b}:1")).returncode == 0
     said = error_line(
-        run_script("train.py", *_tiny(out, "", cache, f"data.mix={b}:1,{a}:1", "train.max_iters=9"))
+        run_main("train.py", *_tiny(out, "", cache, f"data.mix={b}:1,{a}:1", "train.max_iters=9"))
     )
     assert "another order" in said and "a, b" in said and "other data" not in said, said
     said = error_line(
-        run_script(
+        run_main(
             "train.py",
             *_tiny(
                 out,
@@ -466,13 +493,11 @@ def test_fine_tuning_text_the_sources_char_tokenizer_cannot_encode_does_not_sugg
     corpus, tmp_path
 ):
     source, cache = tmp_path / "src", tmp_path / "cache"
-    assert run_script("train.py", *_tiny(source, corpus / "text.txt", cache)).returncode == 0
+    assert run_main("train.py", *_tiny(source, corpus / "text.txt", cache)).returncode == 0
     other = tmp_path / "other.txt"
     other.write_text("Zebras QUIETLY jump over 7 foxes?\n" * 200)
     said = error_line(
-        run_script(
-            "train.py", *_tiny(tmp_path / "tuned", other, cache, f"train.init_from={source}")
-        )
+        run_main("train.py", *_tiny(tmp_path / "tuned", other, cache, f"train.init_from={source}"))
     )
     assert str(other) in said and "'Z'" in said and "train.init_from" in said, said
     assert "use the 'bpe' tokenizer" not in said, said

@@ -81,7 +81,10 @@ def test_no_edge_patched_is_the_clean_run_and_every_edge_patched_is_the_twin(set
     assert torch.allclose(clean, plain_ld(model, pairs, "clean"), atol=1e-10)
     assert torch.allclose(corrupt, plain_ld(model, pairs, "corrupt"), atol=1e-10)
     gap = clean.mean() - corrupt.mean()
-    faithfulness = lambda lds: ((lds.mean() - corrupt.mean()) / gap).item()  # noqa: E731
+
+    def faithfulness(lds):
+        return ((lds.mean() - corrupt.mean()) / gap).item()
+
     assert (clean - corrupt).abs().mean() > 0.05  # the twin moves every example
     assert faithfulness(clean) == 1.0  # the whole graph kept
     assert faithfulness(every) == pytest.approx(0.0, abs=1e-9)  # the empty circuit

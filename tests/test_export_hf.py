@@ -14,7 +14,15 @@ from model.checkpoint import atomic_save
 from model.gpt import GPT, GPTConfig
 from runs.export import export_hf
 from runs.loading import load_run
-from tests.helpers import RUN_TEXT, error_line, one_line, patterns, read_only_folder, run_script
+from tests.helpers import (
+    RUN_TEXT,
+    error_line,
+    one_line,
+    patterns,
+    read_only_folder,
+    run_main,
+    run_script,
+)
 
 transformers = pytest.importorskip(
     "transformers", reason="the reference is transformers: pip install -r requirements-test.txt"
@@ -130,20 +138,19 @@ def test_what_gpt2_cannot_express_is_refused_and_nothing_is_written(tmp_path, ov
     assert not (tmp_path / "hf").exists()
 
 
-@pytest.mark.slow
 def test_a_char_run_or_a_folder_with_files_is_refused_at_the_command_line(tmp_path):
-    make_run(tmp_path / "char", kind="char")
-    r = run_script("train.py", f"out_dir={tmp_path / 'char'}", "--export-hf", tmp_path / "hf")
+    make_run(tmp_path / "char", kind="char")  # train.py's main() in this process
+    r = run_main("train.py", f"out_dir={tmp_path / 'char'}", "--export-hf", tmp_path / "hf")
     assert r.returncode == 2 and r.stderr.count("\n") == 1
     assert "char tokenizer" in r.stderr and "tokenizer.kind=bpe" in r.stderr  # the way out
     assert not (tmp_path / "hf").exists()
     make_run(tmp_path / "bpe")
     (tmp_path / "full").mkdir()
     (tmp_path / "full" / "keep.txt").write_text("mine")
-    r = run_script("train.py", f"out_dir={tmp_path / 'bpe'}", "--export-hf", tmp_path / "full")
+    r = run_main("train.py", f"out_dir={tmp_path / 'bpe'}", "--export-hf", tmp_path / "full")
     assert r.returncode == 2 and str(tmp_path / "full") in r.stderr and "empty folder" in r.stderr
     assert [p.name for p in (tmp_path / "full").iterdir()] == ["keep.txt"]
-    r = run_script("train.py", f"out_dir={tmp_path / 'bpe'}", "--export-hf", tmp_path / "hf")
+    r = run_main("train.py", f"out_dir={tmp_path / 'bpe'}", "--export-hf", tmp_path / "hf")
     assert r.returncode == 0, r.stderr
     assert sorted(p.name for p in (tmp_path / "hf").iterdir()) == sorted(
         [

@@ -10,7 +10,8 @@ from data.prepare import prepare
 from model.gpt import lm_loss
 from runs.loading import load_run
 from tests.helpers import tiny_config
-from training.loop import micro_batch_generator, train
+from training.loop import train
+from training.seeds import micro_batch_generator
 
 
 def first_loss(out):

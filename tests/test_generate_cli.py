@@ -15,9 +15,11 @@ import generate
 from analysis.text_reports import signed
 from data.pronouns import ATTENTION_EXAMPLES
 from generation.sample_mode import sample
+from model.checkpoint import NoCheckpoint
 from model.device import generation_threads
 from model.sampling import generate as sample_tokens
-from tests.helpers import ROOT, error_line, make_run, run_generate, run_script
+from runs.loading import load_run
+from tests.helpers import ROOT, error_line, make_run, run_generate, run_main, run_script
 
 
 @pytest.fixture(scope="module")
@@ -112,19 +114,17 @@ def test_attention_prints_one_line_per_layer_and_head_and_no_colour_into_a_pipe(
     assert "\x1b" not in proc.stdout
 
 
-@pytest.mark.slow
 def test_missing_run_folder_is_a_one_line_error(tmp_path):
-    said = error_line(run_cli("--ckpt", tmp_path / "nothing"))
+    said = error_line(run_main("generate.py", "--ckpt", tmp_path / "nothing"))
     assert "no checkpoint at" in said, said
 
 
-@pytest.mark.slow
 def test_a_truncated_checkpoint_is_a_one_line_error(tmp_path):
     folder = tmp_path / "run"
     make_run(folder, "char", 16)
     data = (folder / "ckpt.pt").read_bytes()
     (folder / "ckpt.pt").write_bytes(data[: len(data) // 2])
-    said = error_line(run_cli("--ckpt", folder))
+    said = error_line(run_main("generate.py", "--ckpt", folder))
     assert "truncated or not a checkpoint" in said, said
 
 
@@ -138,7 +138,6 @@ class WritesAMarker:
         return (open, (self.marker, "w"))
 
 
-@pytest.mark.slow
 def test_a_checkpoint_carrying_code_is_refused_and_the_code_never_runs(tmp_path):
     folder, marker = tmp_path / "run", tmp_path / "pwned"
     make_run(folder, "char", 16)
@@ -148,7 +147,7 @@ def test_a_checkpoint_carrying_code_is_refused_and_the_code_never_runs(tmp_path)
     torch.load(folder / "ckpt.pt", weights_only=False)  # the payload works when trusted...
     assert marker.exists()
     marker.unlink()
-    said = error_line(run_cli("--ckpt", folder))
+    said = error_line(run_main("generate.py", "--ckpt", folder))
     assert "not a plain-data checkpoint" in said, said
     assert not marker.exists()
 
@@ -225,6 +224,14 @@ def test_a_run_folder_that_is_a_file_or_lacks_a_checkpoint_is_a_one_line_error(c
     assert err.getvalue().startswith("error: ") and "no checkpoint" in err.getvalue()
     assert str(tmp_path / "ckpt.pt") in err.getvalue()
     assert err.getvalue().count("\n") == 1
+
+
+def test_a_missing_checkpoint_is_a_typed_error_the_cli_words_with_its_command(tmp_path):
+    with pytest.raises(NoCheckpoint) as e:  # the Python call: no command-line advice
+        load_run(tmp_path)
+    assert e.value.path == tmp_path / "ckpt.pt" and "python train.py" not in str(e.value)
+    code, _, err = run_generate("--ckpt", tmp_path)
+    assert code == 2 and "python train.py" in err and err.count("\n") == 1
 
 
 def test_ctrl_c_while_loading_prints_one_line_and_exits_130(char_run, monkeypatch):
@@ -452,6 +459,7 @@ def test_html_reuses_the_probe_saved_for_this_checkpoint_and_says_when_it_runs_i
     )  # how many, and how to skip
     again = json.loads((folder / "probe.json").read_text())
     assert again["checkpoint"]["step"] == 0  # saved anew, the causal tests with it, and shown
+    assert again["permutations"] == 1000  # as --probe runs it: a p-value of 1000 shuffles
     b = again["causal"]["best_head"]
     cell = (
         rf"L{b['layer']} H{b['head']} alone</th><td[^>]*>{re.escape(signed(b['antecedent']))}<span"
@@ -469,21 +477,19 @@ def test_no_probe_outlines_no_head_and_runs_nothing(tmp_path):
     assert not (folder / "probe.json").exists() and "Best head" not in page.read_text()
 
 
-@pytest.mark.slow
 def test_stop_backslash_n_as_a_shell_passes_it_means_a_newline(char_run):
     # A shell passes '\n' as a backslash and an n, $'\n' as a newline: the same stop either way.
     common = ["--ckpt", char_run[0], "--prompt", "The", "--max-new-tokens", "400", "--seed", "3"]
-    free = run_script("generate.py", *common)
+    free = run_main("generate.py", *common)
     assert free.returncode == 0 and "\n" in free.stdout[len("The") : -1]  # the sample has a newline
-    escaped = run_script("generate.py", *common, "--stop", "\\n")
-    real = run_script("generate.py", *common, "--stop", "\n")
+    escaped = run_main("generate.py", *common, "--stop", "\\n")
+    real = run_main("generate.py", *common, "--stop", "\n")
     assert escaped.returncode == real.returncode == 0, escaped.stderr
     assert (
         escaped.stdout == real.stdout == free.stdout[: free.stdout.index("\n", len("The"))] + "\n"
     )
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize(
     "flag, says",
     [
@@ -493,5 +499,5 @@ def test_stop_backslash_n_as_a_shell_passes_it_means_a_newline(char_run):
     ],
 )
 def test_nanogpt_style_flags_get_what_to_type_here(flag, says):
-    r = run_script("generate.py", flag)
+    r = run_main("generate.py", flag)
     assert r.returncode == 2 and says in r.stderr and r.stderr.count("\n") == 1, r.stderr

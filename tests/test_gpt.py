@@ -67,7 +67,7 @@ def test_tiny_model_overfits_one_batch(tiny_gpt):
     idx = torch.randint(0, 50, (4, 16), generator=torch.Generator().manual_seed(1))
     x, y = idx[:, :-1], idx[:, 1:]
     opt = torch.optim.AdamW(model.parameters(), lr=3e-3)
-    for step in range(300):
+    for step in range(300):  # noqa: B007 - the assert after the loop names it
         loss = lm_loss(model(x), y)
         opt.zero_grad()
         loss.backward()

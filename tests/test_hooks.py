@@ -52,7 +52,10 @@ def test_the_cache_has_transformerlens_names_and_shapes_and_the_points_add_up(ti
     # Caching the scores, pattern and per-head results takes the explicit path: the same function.
     torch.testing.assert_close(logits, model(IDX), atol=1e-5, rtol=0)
     for l in range(2):
-        c = lambda name: cache[f"blocks.{l}.{name}"]  # noqa: E731
+
+        def c(name, l=l):
+            return cache[f"blocks.{l}.{name}"]
+
         torch.testing.assert_close(c("hook_resid_mid"), c("hook_resid_pre") + c("hook_attn_out"))
         torch.testing.assert_close(c("hook_resid_post"), c("hook_resid_mid") + c("hook_mlp_out"))
         # Each head's write, summed with W_O's bias, is attention's output.
@@ -147,7 +150,11 @@ def test_with_no_hook_the_logits_are_those_of_the_forward_before_the_points_bit_
 def test_a_hook_that_changes_the_pattern_changes_the_logits_and_knockout_renormalises(tiny_gpt):
     model = tiny_gpt().eval()
     logits, clean = run_with_cache(model, IDX, per_layer("attn.hook_pattern", 2))
-    itself = lambda w, name: torch.eye(12).expand_as(w)  # noqa: E731  each query sees only itself
+
+    # each query sees only itself
+    def itself(w, name):
+        return torch.eye(12).expand_as(w)
+
     with hooks(model, {"blocks.0.attn.hook_pattern": itself}):
         changed = model(IDX)
     assert torch.equal(changed[:, 0], logits[:, 0])  # position 0 could only ever see itself
@@ -198,12 +205,18 @@ def test_patching_an_mlp_output_from_another_run_needs_no_change_to_the_model(ti
         model, other, ["blocks.1.hook_mlp_out", "blocks.1.hook_resid_mid"]
     )
     base = model(IDX)
-    mlp_out = lambda x, hook: cache["blocks.1.hook_mlp_out"]  # noqa: E731
+
+    def mlp_out(x, hook):
+        return cache["blocks.1.hook_mlp_out"]
+
     with hooks(model, {"blocks.1.hook_mlp_out": mlp_out}):
         patched = model(IDX)
     assert (patched - base).abs().max().item() > 1e-4  # the patch moves the logits
+
     # With the stream before the MLP taken from the other run too, the run is the other's.
-    mid = lambda x, hook: cache["blocks.1.hook_resid_mid"]  # noqa: E731
+    def mid(x, hook):
+        return cache["blocks.1.hook_resid_mid"]
+
     with hooks(model, {"blocks.1.hook_resid_mid": mid, "blocks.1.hook_mlp_out": mlp_out}):
         assert torch.equal(model(IDX), target)
 
@@ -227,7 +240,10 @@ def test_hooks_keep_the_graph_so_gradients_flow(tiny_gpt):
 def test_split_inputs_give_each_head_its_own_query_key_and_value_stream(tiny_gpt):
     model = tiny_gpt().eval()
     logits = model(IDX)
-    nothing = lambda x, hook: None  # noqa: E731
+
+    def nothing(x, hook):
+        return None
+
     with hooks(model, {lambda n: n.endswith(("q_input", "k_input", "v_input")): nothing}):
         split, cache = run_with_cache(model, IDX, ["blocks.0.hook_q_input", "blocks.0.attn.hook_q"])
     assert cache["blocks.0.hook_q_input"].shape == (2, 12, 4, 32)
@@ -296,7 +312,11 @@ def test_a_hook_gets_its_point_and_a_replacement_of_another_shape_is_refused(tin
     with hooks(model, {"blocks.1.attn.hook_pattern": note}):
         model(IDX)
     assert seen == [("blocks.1.attn.hook_pattern", (2, 4, 12, 12))]
-    one_head = lambda x, hook: x[:, :1]  # noqa: E731  broadcasting it would edit every head
+
+    # broadcasting it would edit every head
+    def one_head(x, hook):
+        return x[:, :1]
+
     with pytest.raises(
         ValueError, match=r"blocks\.0\.attn\.hook_pattern.*\(2, 1, 12, 12\).*\(2, 4, 12, 12\)"
     ):

@@ -695,7 +695,9 @@ def test_real_browser_fits_a_phone_with_the_facts_and_a_tooltip_on_the_edge(tmp_
 
 
 def patching_result(L, H, best):
-    cell = lambda v: {"recovered": v, "recovered_ci": [v - 0.05, v + 0.05]}  # noqa: E731
+    def cell(v):
+        return {"recovered": v, "recovered_ci": [v - 0.05, v + 0.05]}
+
     return {
         "heads": [[cell(0.9 if (l, h) == best else 0.01) for h in range(H)] for l in range(L)],
         "stream": [
@@ -907,7 +909,10 @@ def probe_result(L, H, best, test_set="test", natural=None):
         for h in range(H)
     ]
     heads[best[0] * H + best[1]].update(dev=0.9, test=0.91)
-    rate = lambda dev, test: {"dev": dev, "test": test}  # noqa: E731
+
+    def rate(dev, test):
+        return {"dev": dev, "test": test}
+
     counts = {
         "examples": 300,
         "used": 300,

@@ -11,8 +11,9 @@ import torch
 from configs.load import load_config
 from configs.schema import ConfigError
 from data.loader import get_batch, get_mixed_batch
-from data.mix import MixEntry, parse_mix, prepare_mix, source_name
-from tests.helpers import run_script, tiny_config, torchrun_two, write_yaml
+from data.mix import prepare_mix
+from data.mix_spec import MixEntry, parse_mix, source_name
+from tests.helpers import run_main, tiny_config, torchrun_two, write_yaml
 from training.console import Console
 from training.live_probe import probe_examples, probe_interval
 from training.loop import train
@@ -72,7 +73,6 @@ def test_source_names_are_short():
     ] == ["pronouns", "moby", "corpora", "b"]
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize(
     "mix, says",
     [
@@ -93,7 +93,7 @@ def test_a_bad_mix_is_a_one_line_error_before_anything_is_written(tmp_path, mix,
     with pytest.raises(ConfigError, match=says) as error:
         load_config(None, [f"data.mix={mix}"])
     assert "\n" not in str(error.value)
-    r = run_script(
+    r = run_main(  # train.py's main() in this process: the same line, nothing written
         "train.py",
         f"data.mix={mix}",
         f"out_dir={tmp_path / 'run'}",
@@ -103,9 +103,8 @@ def test_a_bad_mix_is_a_one_line_error_before_anything_is_written(tmp_path, mix,
     assert not (tmp_path / "run").exists() and not (tmp_path / "c").exists()
 
 
-@pytest.mark.slow
 def test_a_missing_source_is_a_one_line_error_before_anything_is_written(texts, tmp_path):
-    r = run_script(
+    r = run_main(
         "train.py",
         f"data.mix={texts / 'low.txt'}:1,{tmp_path / 'gone.txt'}:1",
         f"out_dir={tmp_path / 'run'}",

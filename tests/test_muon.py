@@ -5,9 +5,12 @@ import pytest
 import torch
 from torch.optim._muon import _zeropower_via_newtonschulz
 
+from configs.schema import TrainConfig
 from model.gpt import lm_loss
 from training.muon import Muon, newton_schulz
 from training.optim import make_optimizer
+
+MUON = TrainConfig(optimizer="muon", lr=3e-3, weight_decay=0.0, beta2=0.95)
 
 COEFFICIENTS = (3.4445, -4.7750, 2.0315)  # the library's defaults
 
@@ -77,7 +80,7 @@ def test_float32_newton_schulz_trains_to_the_same_loss(tiny_gpt):
         model = tiny_gpt()
         losses[dtype] = _train(
             model,
-            make_optimizer(model, "muon", 3e-3, 0.0, (0.9, 0.95), "cpu", orth_dtype=dtype),
+            make_optimizer(model, MUON, "cpu", orth_dtype=dtype),
             60,
         )
     assert losses[torch.float32] < 1.0  # from ~3.4: it trains
@@ -86,9 +89,9 @@ def test_float32_newton_schulz_trains_to_the_same_loss(tiny_gpt):
 
 def test_a_checkpoint_of_one_dtype_resumes_with_the_other(tiny_gpt):
     model = tiny_gpt()
-    bf16 = make_optimizer(model, "muon", 3e-3, 0.0, (0.9, 0.95), "cpu", orth_dtype=torch.bfloat16)
+    bf16 = make_optimizer(model, MUON, "cpu", orth_dtype=torch.bfloat16)
     _train(model, bf16, 10)
-    f32 = make_optimizer(model, "muon", 3e-3, 0.0, (0.9, 0.95), "cpu", orth_dtype=torch.float32)
+    f32 = make_optimizer(model, MUON, "cpu", orth_dtype=torch.float32)
     f32.load_state_dict(bf16.state_dict())
     p = next(p for g in f32.param_groups if g.get("use_muon") for p in g["params"])
     assert torch.equal(f32.state[p]["momentum_buffer"], bf16.state[p]["momentum_buffer"])
@@ -99,7 +102,7 @@ def test_a_checkpoint_of_one_dtype_resumes_with_the_other(tiny_gpt):
 
 def test_muon_trains_and_checkpoints(tiny_gpt):
     model = tiny_gpt()
-    opt = make_optimizer(model, "muon", 3e-3, 0.0, (0.9, 0.95), "cpu")
+    opt = make_optimizer(model, MUON, "cpu")
     muon_params = sum(len(g["params"]) for g in opt.param_groups if g.get("use_muon"))
     assert muon_params == 2 * 4  # w_qkv, attention w_out, mlp w_in, mlp w_out per block
     x = torch.randint(0, 30, (4, 16), generator=torch.Generator().manual_seed(1))
@@ -111,7 +114,7 @@ def test_muon_trains_and_checkpoints(tiny_gpt):
         loss.backward()
         opt.step()
     assert loss.item() < 0.3 * first
-    again = make_optimizer(model, "muon", 3e-3, 0.0, (0.9, 0.95), "cpu")
+    again = make_optimizer(model, MUON, "cpu")
     again.load_state_dict(opt.state_dict())
     p = next(p for g in again.param_groups if g.get("use_muon") for p in g["params"])
     assert torch.equal(again.state[p]["momentum_buffer"], opt.state[p]["momentum_buffer"])
@@ -119,7 +122,7 @@ def test_muon_trains_and_checkpoints(tiny_gpt):
 
 def test_setting_a_groups_lr_reaches_the_optimizer_that_steps(tiny_gpt):
     model = tiny_gpt()
-    opt = make_optimizer(model, "muon", 3e-3, 0.0, (0.9, 0.95), "cpu")
+    opt = make_optimizer(model, MUON, "cpu")
     for group in opt.param_groups:
         group["lr"] = 0.0  # what the schedule does at a step with lr 0
     before = [p.detach().clone() for p in model.parameters()]
@@ -132,7 +135,7 @@ def test_setting_a_groups_lr_reaches_the_optimizer_that_steps(tiny_gpt):
 
 def test_works_under_the_grad_scaler(tiny_gpt):
     model = tiny_gpt()
-    opt = make_optimizer(model, "muon", 3e-3, 0.0, (0.9, 0.95), "cpu")
+    opt = make_optimizer(model, MUON, "cpu")
     scaler = torch.amp.GradScaler("cpu", enabled=True)
     before = [p.detach().clone() for p in model.parameters()]
     loss = lm_loss(model(torch.zeros(2, 8, dtype=torch.long)), torch.ones(2, 8, dtype=torch.long))
@@ -145,7 +148,7 @@ def test_works_under_the_grad_scaler(tiny_gpt):
 
 
 def test_a_foreign_optimizer_state_is_refused(tiny_gpt):
-    opt = make_optimizer(tiny_gpt(), "muon", 3e-3, 0.0, (0.9, 0.95), "cpu")
+    opt = make_optimizer(tiny_gpt(), MUON, "cpu")
     with pytest.raises(ValueError, match="not a Muon"):
         opt.load_state_dict({"state": {}, "param_groups": []})
 

@@ -7,8 +7,8 @@ import pytest
 import torch
 
 from model.gpt import GPT, GPTConfig
-from runs.loading import load_run
-from tests.helpers import error_line, run_generate, run_script, tiny_config
+from runs.loading import NoNanogptMeta, load_run
+from tests.helpers import error_line, run_generate, run_main, tiny_config
 from training.loop import train
 
 CHARS = sorted(set("\n !'.,?abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"))
@@ -131,6 +131,10 @@ def test_meta_pkl_beside_or_named_and_a_missing_one_says_where_to_put_it(tmp_pat
         "--ckpt", tmp_path / "nano", "--prompt", "a", "--max-new-tokens", "2"
     )
     assert code == 2 and "meta.pkl" in err and "--meta" in err and err.count("\n") == 1
+    with pytest.raises(NoNanogptMeta) as e:  # the Python call: the argument, not the flag
+        load_run(tmp_path / "nano")
+    assert "nanogpt_meta" in str(e.value) and "--meta" not in str(e.value)
+    assert load_run(tmp_path / "nano", nanogpt_meta=tmp_path / "elsewhere.pkl").tokenizer
     code, out, err = run_generate(
         "--ckpt",
         tmp_path / "nano",
@@ -213,7 +217,7 @@ def test_a_folder_given_as_meta_pkl_is_read_inside_or_named_as_a_folder(tmp_path
     data = tmp_path / "data" / "shakespeare_char"
     data.mkdir(parents=True)
     (tmp_path / "nano" / "meta.pkl").rename(data / "meta.pkl")  # where nanoGPT writes it
-    r = run_script(
+    r = run_main(
         "generate.py",
         "--ckpt",
         tmp_path / "nano",
@@ -228,8 +232,6 @@ def test_a_folder_given_as_meta_pkl_is_read_inside_or_named_as_a_folder(tmp_path
     )
     assert r.returncode == 0, r.stderr
     said = error_line(
-        run_script(
-            "generate.py", "--ckpt", tmp_path / "nano", "--meta", data.parent, "--prompt", "a"
-        )
+        run_main("generate.py", "--ckpt", tmp_path / "nano", "--meta", data.parent, "--prompt", "a")
     )
     assert str(data.parent) in said and "is a folder" in said, said

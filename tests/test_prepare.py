@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 
 import data.prepare as prepare_module
+import data.token_files as token_files
 from data.parallel import map_in_order
 from data.prepare import prepare, token_dtype
 from tests.helpers import ROOT
@@ -152,9 +153,9 @@ def test_chunked_encoding_of_a_folder_round_trips(tmp_path, monkeypatch, kind, v
 
 def test_cache_is_reused_and_changes_prepare_anew(tmp_path, monkeypatch):
     calls = []
-    real_encode = prepare_module._encode
+    real_encode = prepare_module.encode_splits
     monkeypatch.setattr(
-        prepare_module, "_encode", lambda *args: calls.append(1) or real_encode(*args)
+        prepare_module, "encode_splits", lambda *args: calls.append(1) or real_encode(*args)
     )
     path, cache = tmp_path / "t.txt", tmp_path / "cache"
     write(path, corpus(200))
@@ -202,8 +203,8 @@ def test_failing_prepare_leaves_nothing_and_damages_nothing(tmp_path, monkeypatc
         prepare_module_encode(*args)  # the .bin files are written in full, then the crash
         raise error
 
-    prepare_module_encode = prepare_module._encode
-    monkeypatch.setattr(prepare_module, "_encode", encode_then_fail)
+    prepare_module_encode = prepare_module.encode_splits
+    monkeypatch.setattr(prepare_module, "encode_splits", encode_then_fail)
     with pytest.raises(type(error)):
         prepare(source, "bpe", 300, cache_dir=cache)
     assert list((cache / "prepared").iterdir()) == [done.dir]
@@ -262,7 +263,7 @@ def test_memory_stays_bounded(tmp_path):
 
 @pytest.mark.parametrize("kind, vocab_size", [("char", None), ("bpe", 300)])
 def test_encoding_writes_the_same_bytes_on_any_number_of_workers(tmp_path, kind, vocab_size):
-    # Through _encode, the pass prepare runs, so char too goes through the threads here.
+    # Through encode_splits, the pass prepare runs, so char too goes through the threads here.
     src = prepare_module.open_source(str(folder_corpus(tmp_path)))
     _, n_chars = prepare_module.content_fingerprint(src)
     split, training_text = prepare_module._scan(src, n_chars, 0.1, kind)
@@ -273,7 +274,7 @@ def test_encoding_writes_the_same_bytes_on_any_number_of_workers(tmp_path, kind,
         out = tmp_path / f"workers{workers}"
         out.mkdir()
         # 64-character chunks: about 200 pieces, dozens of windows of 2 * workers.
-        counts[workers] = prepare_module._encode(
+        counts[workers] = prepare_module.encode_splits(
             src, tokenizer, split, n_chars, dtype, out, workers, 64
         )
         files[workers] = [(out / name).read_bytes() for name in ("train.bin", "val.bin")]
@@ -317,11 +318,11 @@ def test_pieces_in_flight_never_exceed_the_window(tmp_path, workers):
     taken, in_flight = [], []
 
     def counted_pieces():
-        for piece in prepare_module._chunks(src, 1000, 64):
+        for piece in token_files.chunks(src, 1000, 64):
             taken.append(piece)
             yield piece
 
-    encode = partial(prepare_module._encode_piece, tokenizer, np.dtype(np.uint16))
+    encode = partial(token_files.encode_piece, tokenizer, np.dtype(np.uint16))
     results = []
     for result in map_in_order(encode, counted_pieces(), workers):
         in_flight.append(len(taken) - len(results))  # taken, and not handed over before this one

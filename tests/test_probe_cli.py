@@ -223,6 +223,9 @@ def test_attention_html_writes_a_self_contained_page(run_folder, tmp_path):
         (["--html", "x.html"], ("--html", "--attention")),
         (["--probe", "--attention"], ("--probe", "--attention", "separate runs")),
         (["--probe", "--permutations", "0"], ("--permutations", "positive integer")),
+        (["--patch"], ("--patch", "--probe")),
+        (["--permutations", "5"], ("--permutations", "--probe", "--html")),
+        (["--attention", "--permutations", "5"], ("--permutations", "--probe")),
         (["--no-causal"], ("--no-causal", "--probe", "--html")),
         (["--probe", "missing.jsonl"], ("missing.jsonl",)),
         (["--query", "last"], ("--query", "--attention", "--probe")),
@@ -437,7 +440,6 @@ def test_a_set_too_small_for_statistics_prints_point_values_only(run_folder, tmp
 
 @pytest.mark.slow
 def test_the_probe_report_fits_80_columns_through_a_real_pipe(run_folder):
-    from tests.helpers import run_script
 
     r = run_script("generate.py", "--ckpt", run_folder, "--probe", "--patch", "--permutations", "5")
     assert r.returncode == 0 and max(map(len, r.stdout.splitlines())) <= 80, r.stderr
@@ -468,10 +470,11 @@ def test_the_natural_sets_result_is_kept_beside_the_built_in_one_and_shown_on_th
     assert f"{best['test']:.1%}</td>" in html
 
 
-@pytest.mark.slow
 def test_patch_on_a_char_run_prints_the_report_and_says_why_patching_was_skipped(tmp_path):
+    from tests.helpers import run_main
+
     make_run(tmp_path / "run", "char", 64)
-    r = run_script(
+    r = run_main(
         "generate.py",
         "--ckpt",
         tmp_path / "run",

@@ -11,11 +11,13 @@ from pathlib import Path
 import pytest
 import torch
 
+from configs.schema import TrainConfig
 from model.checkpoint import atomic_save, load_checkpoint
 from tests.helpers import run_script, start_training, tiny_config, wait_for_metrics, write_yaml
 from training import loop, runtime
 from training.loop import TrainingStopped, train
 from training.optim import lr_at
+from training.resume import CannotResume
 
 
 def snapshot(folder):
@@ -40,14 +42,15 @@ def test_resume_takes_the_new_learning_rate_and_says_so(corpus, tmp_path, capsys
         in capsys.readouterr().out
     )
     groups = load_checkpoint(out)["optimizer"]["param_groups"]
-    last = lr_at(19, 1e-3, 1e-4, 2, 20)  # what the last step ran with
+    schedule = TrainConfig(lr=1e-3, min_lr=1e-4, warmup_iters=2, max_iters=20)  # the resumed run's
+    last = lr_at(19, schedule)  # what the last step ran with
     assert all(g["peak_lr"] == 1e-3 and g["lr"] == pytest.approx(last) for g in groups)
     logged = {
         r["step"]: r["lr"]
         for r in map(json.loads, (out / "metrics.jsonl").read_text().splitlines())
         if "lr" in r
     }
-    assert logged[10] == pytest.approx(lr_at(9, 1e-3, 1e-4, 2, 20))
+    assert logged[10] == pytest.approx(lr_at(9, schedule))
 
 
 def test_other_data_is_refused_before_anything_is_written(corpus, tmp_path):
@@ -58,8 +61,9 @@ def test_other_data_is_refused_before_anything_is_written(corpus, tmp_path):
     lines = (corpus / "text.txt").read_text().splitlines()
     other = tmp_path / "other.txt"
     other.write_text("\n".join(reversed(lines)) + "\n")
-    with pytest.raises(ValueError, match=rf"other data.*{re.escape(str(other))}.*--force"):
+    with pytest.raises(CannotResume, match=rf"other data.*{re.escape(str(other))}") as e:
         train(tiny_config(corpus, out, f"data.source={other}", "train.max_iters=5"))
+    assert "--" not in str(e.value)  # a Python caller is told force=True, not a flag
     with pytest.raises(ValueError, match="other data"):  # even with nothing to train
         train(tiny_config(corpus, out, f"data.source={other}", "train.max_iters=1"))
     assert snapshot(out) == before

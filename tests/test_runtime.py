@@ -11,9 +11,9 @@ from model.device import Machine, choose_dtype, cpu_bf16_native, fast_matmul_dty
 from model.gpt import GPT, GPTConfig, lm_loss
 from model.sampling import generate
 from tests.helpers import read_only_folder, run_script
-from training.loop import dropout_seed
 from training.resume import load_scaler_state
 from training.runtime import compile_problem, gpu_peak_flops, mfu, torchrun_env
+from training.seeds import dropout_seed
 
 NO_GPU = Machine()
 TWO_GPUS = Machine(cuda_count=2, cuda_current=1)

@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from configs.schema import TrainConfig
 from model.checkpoint import CKPT_NAME, atomic_save, load_checkpoint
 from model.device import cpu_bf16_native
 from model.gpt import ARCHITECTURE_KEYS, GPT, GPTConfig, lm_loss
@@ -31,15 +32,16 @@ from tests.helpers import (
 from training import loop, runtime
 from training.loop import TrainingStopped, train
 from training.optim import lr_at
+from training.resume import CannotResume
 
 
 def test_lr_schedule_warmup_then_cosine():
-    kw = dict(lr=1.0, min_lr=0.1, warmup_iters=10, max_iters=110)
-    assert lr_at(0, **kw) == pytest.approx(0.1) and lr_at(4, **kw) == pytest.approx(0.5)
-    assert lr_at(9, **kw) == pytest.approx(1.0) and lr_at(10, **kw) == pytest.approx(1.0)
-    assert lr_at(60, **kw) == pytest.approx(0.55)  # halfway down the cosine: (1 + 0.1) / 2
-    assert lr_at(110, **kw) == pytest.approx(0.1) and lr_at(500, **kw) == pytest.approx(0.1)
-    values = [lr_at(s, **kw) for s in range(10, 111)]
+    kw = TrainConfig(lr=1.0, min_lr=0.1, warmup_iters=10, max_iters=110)
+    assert lr_at(0, kw) == pytest.approx(0.1) and lr_at(4, kw) == pytest.approx(0.5)
+    assert lr_at(9, kw) == pytest.approx(1.0) and lr_at(10, kw) == pytest.approx(1.0)
+    assert lr_at(60, kw) == pytest.approx(0.55)  # halfway down the cosine: (1 + 0.1) / 2
+    assert lr_at(110, kw) == pytest.approx(0.1) and lr_at(500, kw) == pytest.approx(0.1)
+    values = [lr_at(s, kw) for s in range(10, 111)]
     assert all(a >= b for a, b in zip(values, values[1:]))
 
 
@@ -163,9 +165,10 @@ def test_resume_continues_exactly_like_an_uninterrupted_run(corpus, tmp_path):
 def test_resume_never_refuses_and_changed_shape_is_clear(corpus, tmp_path):
     out = tmp_path / "run"
     train(tiny_config(corpus, out, "train.max_iters=5", "train.eval_interval=5"))
-    with pytest.raises(ValueError, match="--force"):
+    with pytest.raises(CannotResume, match="train.resume=never") as e:
         train(tiny_config(corpus, out, "train.resume=never"))
-    with pytest.raises(ValueError, match=r"shape.*n_layer 2 -> 3"):
+    assert "force=True" in str(e.value) and "--force" not in str(e.value)
+    with pytest.raises(CannotResume, match=r"shape.*n_layer 2 -> 3"):
         train(tiny_config(corpus, out, "model.n_layer=3"))
     with pytest.raises(
         ValueError, match=r"shape.*rotary False -> True.*tie_embeddings True -> False"

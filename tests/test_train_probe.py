@@ -23,7 +23,7 @@ def write_probe_file(path):
     lines = []
     for text, pronoun, antecedent, distractors in SENTENCES:
 
-        def span(word):
+        def span(word, text=text):
             return [text.index(word), text.index(word) + len(word)]
 
         p = text.index(f" {pronoun} ") + 1
@@ -121,7 +121,9 @@ def test_the_default_run_probes_at_least_12_times_most_of_them_early():
 def test_the_plots_mark_where_the_best_head_first_reaches_90_percent():
     from analysis.curve import curve_section, first_pass
 
-    grid = lambda v: [[0.1, v], [0.2, 0.3]]  # noqa: E731
+    def grid(v):
+        return [[0.1, v], [0.2, 0.3]]
+
     probes = [
         {
             "step": s,
@@ -156,7 +158,10 @@ def test_both_plots_are_written_at_each_evaluation_and_probe_png_uses_the_pages_
     )
     assert (out / "loss.png").exists() and (out / "probe.png").exists()
     rgb = np.asarray(Image.open(out / "probe.png").convert("RGB")).reshape(-1, 3).astype(int)
-    near = lambda colour: int((np.abs(rgb - colour).sum(1) < 30).sum())  # noqa: E731
+
+    def near(colour):
+        return int((np.abs(rgb - colour).sum(1) < 30).sum())
+
     assert near((0xD9, 0x5F, 0x02)) > 50  # the best head in the page's orange
     assert near((0xD6, 0x27, 0x28)) == 0  # not matplotlib's red, as before
 

@@ -14,7 +14,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from configs.run_dir import resolved
+from configs.schema import resolved
 from data.loader import get_mixed_batch
 from model.device import pick_device, pick_dtype
 from runs.loading import load_run
@@ -248,6 +248,6 @@ def evaluate_only(config, text_path=None):
         if mismatch:
             raise ValueError(
                 f"{config.out_dir} {mismatch}, so this config's val split is not its own; "
-                "give the config it was trained with, or --text FILE"
+                "give the config it was trained with, or a text file to measure it on"
             )
     return evaluate_run(run, runtime, config.train.batch_size, text_path, data)

@@ -7,7 +7,7 @@ import time
 import torch
 
 from analysis.probe import head_scores
-from data.mix import mix_entries
+from data.mix_spec import mix_entries
 from data.pronouns import NATURAL, read_examples
 from data.pronouns import examples as pronoun_examples
 from data.pronouns import natural as natural_examples

@@ -1,26 +1,23 @@
 """The training loop: `train(config)`, on one process or under torchrun.
 
 `train` reads as the steps of a run: what comes before the first step (training/start.py:
-prepare the data, decide how the run starts — fresh, resumed or fine-tuned — and build the
-model and optimizer), then the loop over `train_step`, logging (`log_progress`), evaluating and
-saving (`evaluate_and_save`), probing the heads (`probe_heads`, training/live_probe.py), and
-`finish`. The parts that stay fixed for a run travel in `Job`; the counters that change travel in
-`Progress`; everything the run prints goes through its `Console`.
+prepare the data, decide how the run starts — fresh, resumed or fine-tuned; training/job.py:
+build the model and optimizer), then the loop over `train_step`, logging (`log_progress`),
+evaluating and saving (`evaluate_and_save`), probing the heads (`probe_heads`,
+training/live_probe.py), and `finish`. The parts that stay fixed for a run travel in `Job`; the
+counters that change travel in `Progress`; everything the run prints goes through its `Console`.
 """
 
 import contextlib
 import math
-import signal
-import sys
-import threading
 import time
 from dataclasses import asdict
 
 import torch
 
-from configs.run_dir import resolved
+from configs.schema import config_dict, resolved
 from data.loader import get_mixed_batch
-from data.mix import mix_entries
+from data.mix_spec import mix_entries
 from data.sources import check_source
 from model.checkpoint import CKPT_NAME, atomic_save
 from runs.folder import LOSS_PLOT, METRICS_FILE, PROBE_PLOT
@@ -28,34 +25,14 @@ from runs.restart import written_aside
 from storage.lock import folder_lock
 from training.console import Console, eval_line, perplexity, plot_losses, plot_probe, summary
 from training.evaluate import evaluate, full_val_losses, mix_bits_per_byte
+from training.job import build
 from training.live_probe import probe_examples, probe_heads
 from training.optim import lr_at
 from training.runtime import all_sum, any_process, compile_problem, mfu, setup_runtime, teardown
-from training.start import build, how_it_starts, prepare_data, pretrained_start
+from training.seeds import dropout_seed, micro_batch_generator
+from training.start import how_it_starts, prepare_data, pretrained_start
+from training.stopping import StopRequests, TrainingStopped, checkpoint_state
 from training.trackers import check_installed
-
-
-class TrainingStopped(RuntimeError):
-    """The run cannot go on (e.g. the loss stopped being finite); the message says why."""
-
-
-def micro_batch_generator(seed, step, micro):
-    """The generator that draws micro-batch `micro` of optimizer step `step`.
-
-    Every (step, micro-batch) pair has its own seed, so a run's data depends neither on how many
-    processes share the work (rank r takes micro-batches r·A .. r·A + A-1) nor on where it was
-    interrupted and resumed: there is no data-order state to save.
-    """
-    return torch.Generator().manual_seed((seed * 1_000_003 + step) * 65_537 + micro)
-
-
-def dropout_seed(seed, step, rank):
-    """The seed of the default generators (CPU and every GPU) for step `step` on process `rank`.
-
-    Reseeding every step makes dropout a function of (seed, step, rank): a resumed run draws the
-    same masks as an uninterrupted one on any device, with no RNG state to save, and processes
-    never share masks."""
-    return ((seed * 1_000_003 + step) * 8_191 + rank) % (1 << 63)
 
 
 def train(config, force=False):
@@ -151,7 +128,7 @@ def _loop(job, progress):
                     break
         except KeyboardInterrupt:  # a second Ctrl-C or SIGTERM: out at once
             console.close()
-            console.say(f"\nstopped without saving; {_checkpoint_state(job, progress)}")
+            console.say(f"\nstopped without saving; {checkpoint_state(job, progress)}")
             raise
         finally:
             console.close()  # before any message or error, so none lands inside the bar
@@ -171,53 +148,10 @@ def _loop(job, progress):
     return finish(job, progress)
 
 
-def _checkpoint_state(job, progress):
-    if job.aside and not job.aside.published:
-        return (
-            f"no checkpoint was written; {job.out_dir} still holds the old run, untouched "
-            "(--force replaces it only at the new run's first checkpoint)"
-        )
-    if progress.saved_step is None:
-        return f"no checkpoint was written to {job.out_dir}"
-    return f"the checkpoint of step {progress.saved_step} in {job.out_dir} is intact"
-
-
-class StopRequests:
-    """Ctrl-C (SIGINT) or SIGTERM (what schedulers and `docker stop` send) asks the loop to stop
-    at the end of the current step and save; a second one stops at once, without saving."""
-
-    def __init__(self):
-        self.signal = None
-        self._old = {}
-
-    def _handle(self, signum, frame):
-        if self.signal:
-            raise KeyboardInterrupt
-        self.signal = signal.Signals(signum).name
-        print(
-            f"\n{self.signal}: saving a checkpoint after this step (again to quit without saving)",
-            file=sys.stderr,
-            flush=True,
-        )
-
-    def __enter__(self):
-        if threading.current_thread() is threading.main_thread():
-            for sig in (signal.SIGINT, signal.SIGTERM):
-                self._old[sig] = signal.signal(sig, self._handle)
-        return self
-
-    def __exit__(self, *exc):
-        for sig, handler in self._old.items():
-            signal.signal(sig, handler)
-        return False
-
-
 def train_step(job, progress):
     """One optimizer step: the process's share of the micro-batches, clipping, the update."""
     config, runtime, settings = job.config, job.runtime, job.config.train
-    lr = lr_at(
-        progress.step, settings.lr, settings.min_lr, settings.warmup_iters, settings.max_iters
-    )
+    lr = lr_at(progress.step, settings)
     for group in job.optimizer.param_groups:  # every group follows the schedule's shape
         group["lr"] = group["peak_lr"] * lr / settings.lr
     accum = settings.grad_accum_steps // runtime.world_size
@@ -257,15 +191,13 @@ def log_progress(job, progress):
     if not math.isfinite(loss):
         raise TrainingStopped(
             f"loss is {loss} at step {step}; stopped, "
-            f"{_checkpoint_state(job, progress)} (try a lower train.lr)"
+            f"{checkpoint_state(job, progress)} (try a lower train.lr)"
         )
     now = time.perf_counter()
     tok_s = job.tokens_per_step * steps / max(now - progress.last_log_time - progress.paused, 1e-9)
     progress.last_log_step, progress.last_log_time, progress.paused = step, now, 0.0
     if runtime.is_main:
-        lr = lr_at(
-            step - 1, settings.lr, settings.min_lr, settings.warmup_iters, settings.max_iters
-        )
+        lr = lr_at(step - 1, settings)
         util = mfu(job.raw_model.flops_per_token(), tok_s, job.peak, runtime.world_size)
         job.metrics.log(step=step, loss=loss, lr=lr, tokens_per_sec=tok_s, mfu=util)
         job.console.log(step, loss, lr, tok_s, util)
@@ -280,7 +212,7 @@ def evaluate_and_save(job, progress):
     if not all(math.isfinite(v) for v in losses):
         raise TrainingStopped(
             f"eval loss is not finite at step {progress.step}; stopped, "
-            f"{_checkpoint_state(job, progress)} (try a lower train.lr)"
+            f"{checkpoint_state(job, progress)} (try a lower train.lr)"
         )
     progress.best_val = min(progress.best_val, final["val_loss"])
     final.update(
@@ -311,7 +243,7 @@ def save(job, progress):
         return
     if not all(torch.isfinite(p).all() for p in job.raw_model.parameters()):
         raise TrainingStopped(
-            f"weights are not finite at step {progress.step}; {_checkpoint_state(job, progress)}"
+            f"weights are not finite at step {progress.step}; {checkpoint_state(job, progress)}"
         )
     try:
         atomic_save(
@@ -322,7 +254,7 @@ def save(job, progress):
                 "step": progress.step,
                 "best_val_loss": progress.best_val,
                 "model_config": asdict(job.raw_model.config),
-                "config": asdict(job.config),
+                "config": config_dict(job.config),
                 "data": job.fingerprint,
             },
             job.folder / CKPT_NAME,

@@ -1,15 +1,39 @@
-"""The optimizer and the learning-rate schedule, as plain functions."""
+"""The optimizer and the learning-rate schedule, as plain functions of the train settings."""
 
 import math
+from typing import Protocol
 
 import torch
 
 from training.muon import MuonWithAdamW
 
 
-def lr_at(step, lr, min_lr, warmup_iters, max_iters):
+class Schedule(Protocol):
+    """The learning-rate schedule's settings, as configs.schema.TrainConfig holds them."""
+
+    lr: float
+    min_lr: float
+    warmup_iters: int
+    max_iters: int
+
+
+class OptimizerSettings(Protocol):
+    """The optimizer's settings, as configs.schema.TrainConfig holds them."""
+
+    optimizer: str
+    lr: float
+    weight_decay: float
+    beta1: float
+    beta2: float
+    muon_lr: float
+    muon_momentum: float
+
+
+def lr_at(step: int, schedule: Schedule) -> float:
     """Learning rate for optimizer step `step` (0-based): linear warmup from lr/warmup_iters up
     to lr over warmup_iters steps, then a cosine from lr down to min_lr at max_iters."""
+    lr, min_lr = schedule.lr, schedule.min_lr
+    warmup_iters, max_iters = schedule.warmup_iters, schedule.max_iters
     if step < warmup_iters:
         return lr * (step + 1) / warmup_iters
     if step >= max_iters:
@@ -19,18 +43,14 @@ def lr_at(step, lr, min_lr, warmup_iters, max_iters):
 
 
 def make_optimizer(
-    model,
-    kind,
-    lr,
-    weight_decay,
-    betas,
-    device_type,
-    muon_lr=0.02,
-    muon_momentum=0.95,
-    orth_dtype=torch.float32,
-):
-    """The optimizer named `kind`; every param group carries its peak learning rate in
-    "peak_lr", which the schedule scales.
+    model: torch.nn.Module,
+    settings: OptimizerSettings,
+    device_type: str,
+    orth_dtype: torch.dtype = torch.float32,
+) -> torch.optim.Optimizer:
+    """The optimizer `settings.optimizer` names (adamw or muon), built from `settings` (lr,
+    weight_decay, beta1, beta2, muon_lr, muon_momentum); every param group carries its peak
+    learning rate in "peak_lr", which the schedule scales.
 
     adamw: AdamW with weight decay on matrices and embeddings only (2+ dimensions): decaying
     biases and LayerNorm gains toward zero only hurts. Fused kernels on CUDA and CPU (on a CPU
@@ -40,6 +60,9 @@ def make_optimizer(
     `orth_dtype` (model.device.fast_matmul_dtype chooses it), fused AdamW (same rule) for
     everything else (training.muon.MuonWithAdamW pairs them).
     """
+    kind, lr, weight_decay = settings.optimizer, settings.lr, settings.weight_decay
+    betas = (settings.beta1, settings.beta2)
+    muon_lr, muon_momentum = settings.muon_lr, settings.muon_momentum
     params = [p for p in model.parameters() if p.requires_grad]
     matrices = [p for p in params if p.dim() >= 2]
     others = [p for p in params if p.dim() < 2]

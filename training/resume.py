@@ -27,9 +27,17 @@ from model.nanogpt_import import is_nanogpt
 from runs.folder import META_FILE
 
 VAL_SPLIT = "was trained on {} with another val split (data.val_fraction has changed)"
-FORCE_HINT = (
-    "use another out_dir, or pass --force to start over in this one (its checkpoint is replaced)"
-)
+RESTART = "use another out_dir, or start over in this one, which replaces its checkpoint"
+
+
+class CannotResume(ValueError):
+    """out_dir holds a checkpoint this run cannot continue (`problem`: what differs, or what is
+    wrong with it). Another out_dir, or a forced restart (train(config, force=True), which
+    train.py words as --force), starts over; str() says so without naming a flag."""
+
+    def __init__(self, problem: str):
+        super().__init__(f"{problem}; {RESTART} (train(config, force=True))")
+        self.problem = problem
 
 
 def _fingerprint(meta, folder):
@@ -78,9 +86,9 @@ def recorded_fingerprint(ckpt, out_dir):
     try:
         return _fingerprint(json.loads((Path(out_dir) / META_FILE).read_text()), out_dir)
     except (OSError, ValueError, KeyError, TypeError):
-        raise ValueError(
+        raise CannotResume(
             f"{out_dir} has a checkpoint but no readable meta.json or tokenizer file, so "
-            f"what it was trained on is unknown; {FORCE_HINT}"
+            "what it was trained on is unknown"
         ) from None
 
 
@@ -136,18 +144,20 @@ def check_written_by_train(ckpt, path):
     """ValueError naming `path` unless `ckpt` is a checkpoint train.py wrote: a model this code
     can build (finite weights), its optimizer's state, the step and the best val loss."""
     if is_nanogpt(ckpt):
-        raise ValueError(
-            f"{path} is a nanoGPT checkpoint, which train.py does not resume; start "
-            f"from its weights with train.init_from={Path(path).parent} and another "
-            f"out_dir, or {FORCE_HINT}"
+        raise CannotResume(
+            f"{path} is a nanoGPT checkpoint, which training does not resume; start "
+            f"from its weights with train.init_from={Path(path).parent} in another out_dir"
         )
-    model_parts(ckpt, path, FORCE_HINT)
+    try:
+        model_parts(ckpt, path, fix="")
+    except ValueError as e:
+        raise CannotResume(str(e)) from None
     kinds = {"optimizer": dict, "step": int, "best_val_loss": float}
     wrong = [key for key, kind in kinds.items() if not isinstance(ckpt.get(key), kind)]
     if wrong:
-        raise ValueError(
+        raise CannotResume(
             f"{path} is not a checkpoint train.py wrote: it has no "
-            f"{' or '.join(wrong)} to resume from; {FORCE_HINT}"
+            f"{' or '.join(wrong)} to resume from"
         )
 
 
@@ -164,29 +174,27 @@ def check_resume(ckpt, config_dict, model_config_dict, fingerprint, out_dir):
         diff = [f"{k} {old_model.get(k)} -> {new_model[k]}" for k in shape]
         if old_vocab != new_vocab:
             diff.append(f"vocabulary {old_vocab} -> {new_vocab}")
-        raise ValueError(
-            f"{out_dir} holds a model of another shape ({', '.join(diff)}); {FORCE_HINT}"
-        )
+        raise CannotResume(f"{out_dir} holds a model of another shape ({', '.join(diff)})")
     problem = weights_problem(old_config, ckpt["model"])
     if problem:
-        raise ValueError(
+        raise CannotResume(
             f"{Path(out_dir) / CKPT_NAME} is not a checkpoint train.py wrote: its "
-            f"weights do not fit its model_config ({problem}); {FORCE_HINT}"
+            f"weights do not fit its model_config ({problem})"
         )
     mismatch = data_mismatch(recorded_fingerprint(ckpt, out_dir), fingerprint)
     if mismatch:
-        raise ValueError(f"{out_dir} {mismatch}; {FORCE_HINT}")
+        raise CannotResume(f"{out_dir} {mismatch}")
     old_cfg, new_cfg = flatten(ckpt.get("config", {})), flatten(config_dict)
     if old_cfg.get("train.init_from", "") != new_cfg["train.init_from"]:
-        raise ValueError(
+        raise CannotResume(
             f"{out_dir} holds a run started from {old_cfg.get('train.init_from') or 'scratch'!r}; "
             f"train.init_from={new_cfg['train.init_from'] or '(none)'} would be another run, "
-            f"not this one resumed; {FORCE_HINT}"
+            "not this one resumed"
         )
     if old_cfg.get("train.optimizer", new_cfg["train.optimizer"]) != new_cfg["train.optimizer"]:
-        raise ValueError(
+        raise CannotResume(
             f"{out_dir} was trained with another optimizer (train.optimizer="
-            f"{old_cfg['train.optimizer']}); resume with that one, or {FORCE_HINT}"
+            f"{old_cfg['train.optimizer']}); resume with that one"
         )
     skip = {
         "out_dir",
@@ -215,9 +223,9 @@ def load_optimizer_state(optimizer, state):
     try:
         optimizer.load_state_dict(state)
     except (ValueError, KeyError, TypeError) as e:
-        raise ValueError(
+        raise CannotResume(
             f"the checkpoint's optimizer state does not fit this optimizer ({e}); it was "
-            f"written by another optimizer or an older version of this one; {FORCE_HINT}"
+            "written by another optimizer or an older version of this one"
         ) from None
     for group, hyper in zip(optimizer.param_groups, current):
         group.update(hyper)

@@ -11,8 +11,9 @@ one-line error naming the pip command, before anything trains.
 
 import importlib
 import importlib.util
-from dataclasses import asdict
 from pathlib import Path
+
+from configs.schema import config_dict
 
 PACKAGES = {"tensorboard": "tensorboard", "wandb": "wandb"}
 
@@ -88,7 +89,10 @@ class Trackers:
             import wandb
 
             run = wandb.init(
-                project="tinygpt", name=Path(out_dir).name, dir=str(out_dir), config=asdict(config)
+                project="tinygpt",
+                name=Path(out_dir).name,
+                dir=str(out_dir),
+                config=config_dict(config),
             )
             self.writers.append((lambda values, step: run.log(values, step=step), run.finish))
 

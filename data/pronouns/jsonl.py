@@ -162,7 +162,7 @@ def read_jsonl(path) -> list[Example]:
     out = []
     with open(path, encoding="utf-8-sig") as f:  # a byte-order mark (Windows editors) is read past
         try:
-            for lineno, line in enumerate(f, start=1):
+            for lineno, line in enumerate(f, start=1):  # noqa: B007 - the except below names it
                 if line.strip():
                     out.append(_parse_line(line))
         except UnicodeDecodeError:
