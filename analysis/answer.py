@@ -47,7 +47,9 @@ from analysis.bootstrap import means_with_intervals, resample
 from analysis.errors import NothingToMeasure
 from analysis.probe import MIN_FOR_STATS, candidate_scores, position_rules, random_rate, winners
 from analysis.words import encode_item, model_window, token_spans
-from data.pronouns import DECIDED_BY
+from data.pronouns import DECIDED_BY, Example
+from data.tokenizer import Tokenizer
+from model.gpt import GPT
 
 METHODS = ("substitution", "closeness")
 DETERMINER = "the"  # the spans are bare nouns; a pronoun stands for a whole noun phrase
@@ -59,7 +61,7 @@ class Substituted(NamedTuple):
     last: int  # index of the token holding the phrase's last character
 
 
-def phrase(example, span) -> str:
+def phrase(example: Example, span: tuple[int, int]) -> str:
     """What stands in the pronoun's place for the candidate at `span` (see the docstring)."""
     word = example.text[span[0] : span[1]]
     if word[0].isupper():  # a name, or a noun written with a capital: as written
@@ -68,7 +70,7 @@ def phrase(example, span) -> str:
     return f"{DETERMINER.capitalize() if capital else DETERMINER} {word}"
 
 
-def substitute(tokenizer, example, span) -> Substituted | None:
+def substitute(tokenizer: Tokenizer, example: Example, span: tuple[int, int]) -> Substituted | None:
     """The example with the candidate at `span` in the pronoun's place, or None when the
     tokenizer cannot encode it."""
     start, end = example.pronoun
@@ -132,7 +134,9 @@ def _pick(scores):
     return torch.where(top.values[:, 0] > top.values[:, 1], top.indices[:, 0], -1)
 
 
-def answers(model, tokenizer, examples) -> tuple[dict[str, torch.Tensor], list]:
+def answers(
+    model: GPT, tokenizer: Tokenizer, examples: list[Example]
+) -> tuple[dict[str, torch.Tensor], list[Example]]:
     """({method: (N,) picked candidate index in text order, -1 for none}, the examples read):
     each method's answer on the examples the tokenizer can encode with every substitution."""
     block_size = model.config.block_size
@@ -200,9 +204,9 @@ def _row(hits, agree, no_answer, scores, keep, resamples, seed):
 
 @torch.no_grad()
 def model_answer(
-    model,
-    tokenizer,
-    examples,
+    model: GPT,
+    tokenizer: Tokenizer,
+    examples: list[Example],
     head: tuple[int, int],
     query: str = "pronoun",
     seed: int = 0,
