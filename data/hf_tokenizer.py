@@ -7,12 +7,28 @@ whose merged token has the lowest rank. The merge that makes each token is recov
 that same procedure on the token's own bytes with only lower ranks allowed, which stops at the
 two parts tiktoken would join; merges.txt lists them in rank order. A `char` tokenizer has no
 byte-level form and is refused.
+
+Tools that prepend a beginning-of-text token (TransformerLens does by default) need bos, eos and
+pad ids inside the vocabulary, or they add one past its end and the embedding lookup fails.
+`gpt2` has `<|endoftext|>`; our `bpe` has no special token, so its boundary is the newline, the
+token that ends every paragraph of the training text (`boundary_token`).
 """
 
 import json
 
 from data.bpe import GPT4_SPLIT_PATTERN
 from data.gpt2_files import EOT, GPT2_SPLIT_PATTERN, gpt2_byte_chars
+
+NEWLINE = "\u010a"  # the newline byte as GPT-2's byte map writes it in vocab.json ("Ċ")
+
+
+def boundary_token(tokenizer) -> tuple[str, int]:
+    """(its text in vocab.json, its id): the token the export declares as bos, eos and pad:
+    `<|endoftext|>` where the vocabulary has one (`gpt2`), else the newline byte's token."""
+    if tokenizer.eot_id is not None:
+        return EOT, tokenizer.eot_id
+    ranks = tokenizer.ranks if tokenizer.ranks is not None else tokenizer.encoding._mergeable_ranks
+    return NEWLINE, ranks[b"\n"]
 
 
 def hf_tokenizer_files(tokenizer, model_max_length: int) -> dict[str, str]:
@@ -101,8 +117,10 @@ def hf_tokenizer_files(tokenizer, model_max_length: int) -> dict[str, str]:
         "clean_up_tokenization_spaces": False,
         "add_prefix_space": False,
     }
+    boundary, _ = boundary_token(tokenizer)
+    config.update(bos_token=boundary, eos_token=boundary, pad_token=boundary)
     if tokenizer.eot_id is not None:
-        config.update(bos_token=EOT, eos_token=EOT, unk_token=EOT)
+        config.update(unk_token=EOT)
     return {
         "vocab.json": json.dumps(vocab, ensure_ascii=False),
         "merges.txt": "#version: 0.2\n" + "\n".join(merges) + "\n",
