@@ -24,7 +24,7 @@ from configs.load import load_config
 from configs.paths import DEFAULT_CONFIG
 from generation import attention_mode, probe_mode, sample_mode
 from model.device import ONE_THREAD_BELOW_WIDTH, pick_device, use_generation_threads
-from runs.loading import load_run
+from runs.loading import default_run_folder, load_run
 
 MODES = (
     sample_mode,
@@ -61,7 +61,8 @@ def build_parser():
     add(
         "--ckpt",
         metavar="DIR",
-        help="run folder written by train.py (default: out_dir of configs/default.yaml), a "
+        help="run folder written by train.py (default: out_dir of configs/default.yaml, in the "
+        "current folder, else in the checkout), a "
         "Hugging Face GPT-2 folder, hf:OWNER/NAME, or a nanoGPT run folder",
     )
     add(
@@ -122,7 +123,7 @@ def main(argv=None, out=None, err=None):
         args = build_parser().parse_args(argv)
         mode = check_args(args)
         device = pick_device(args.device)
-        ckpt = args.ckpt or default_out_dir()
+        ckpt = args.ckpt or default_run_folder(default_out_dir())
         check_run_folder(ckpt)
         run = load_run(ckpt, device, nanogpt_meta=args.meta)
         use_generation_threads(run.model, args.threads)
