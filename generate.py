@@ -20,11 +20,10 @@ from pathlib import Path
 
 from checks import positive_int
 from cli import OneLineErrorParser
-from configs.load import load_config
-from configs.paths import DEFAULT_CONFIG
 from generation import attention_mode, probe_mode, sample_mode
+from generation.default_run import default_out_dir, default_run_folder
 from model.device import ONE_THREAD_BELOW_WIDTH, pick_device, use_generation_threads
-from runs.loading import default_run_folder, load_run
+from runs.loading import load_run
 
 MODES = (
     sample_mode,
@@ -45,11 +44,6 @@ def flag_hint(option):
     closest flag of ours: --num_samples=3 -> --num-samples)."""
     name = option.lstrip("-").split("=", 1)[0]
     return f"nanoGPT's --{name} is {NANOGPT_FLAGS[name]} here" if name in NANOGPT_FLAGS else None
-
-
-def default_out_dir(config_path=DEFAULT_CONFIG):
-    """The default config's out_dir, so `generate.py` finds what `train.py` wrote by default."""
-    return load_config(config_path).out_dir
 
 
 def build_parser():

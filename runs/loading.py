@@ -20,7 +20,6 @@ import re
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from configs.paths import PROJECT_ROOT
 from data.nanogpt_meta import nanogpt_char_tokenizer
 from data.tokenizer import gpt2_tokenizer, load_tokenizer
 from model.checkpoint import CKPT_NAME, build_gpt, load_checkpoint, model_parts
@@ -29,25 +28,6 @@ from model.gpt2_import import read_gpt2
 from model.nanogpt_import import is_nanogpt, read_nanogpt
 from runs.folder import META_FILE
 from storage.hub import WEIGHT_FILES, is_hub_name, model_folder
-
-
-def default_run_folder(out_dir: str | Path) -> Path:
-    """The run folder read when none is named (`generate.py` without --ckpt): `out_dir` (the
-    default config's) against the current folder, where `python train.py` run there writes it,
-    else against the checkout, where `make demo` wrote it, so the demo's model is found from any
-    folder. FileNotFoundError naming each place looked when neither holds a checkpoint."""
-    given = Path(out_dir)
-    looked = [given.absolute()]
-    if not given.is_absolute() and (PROJECT_ROOT / given).absolute() != looked[0]:
-        looked.append((PROJECT_ROOT / given).absolute())
-    for folder, named in zip(looked, (given, looked[-1])):
-        if (folder / CKPT_NAME).is_file():
-            return named  # the current folder's as written, the checkout's absolute
-    places = " nor ".join(str(folder / CKPT_NAME) for folder in looked)
-    raise FileNotFoundError(
-        f"no checkpoint at {places}; train one first with `python train.py` (or `make demo`), "
-        "or name a run folder with --ckpt DIR"
-    )
 
 
 @dataclass

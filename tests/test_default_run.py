@@ -8,17 +8,17 @@ from pathlib import Path
 import pytest
 
 import generate
-import runs.loading
-from runs.loading import default_run_folder
+import generation.default_run
+from generation.default_run import default_run_folder
 from tests.helpers import make_run
 
 
 @pytest.fixture
 def checkout(tmp_path, monkeypatch):
-    """A stand-in checkout (runs.loading's PROJECT_ROOT) and an empty current folder."""
+    """A stand-in checkout (generation.default_run.PROJECT_ROOT) and an empty current folder."""
     root, here = tmp_path / "checkout", tmp_path / "elsewhere"
     here.mkdir()
-    monkeypatch.setattr(runs.loading, "PROJECT_ROOT", root)
+    monkeypatch.setattr(generation.default_run, "PROJECT_ROOT", root)
     monkeypatch.chdir(here)
     return root, here
 
