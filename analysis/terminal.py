@@ -17,6 +17,8 @@ Prose (the sentence, notes, the legend) is wrapped at spaces to the width (wrap)
 import re
 import unicodedata
 
+from analysis.term_colour import LIGHT
+
 SHADES = " ░▒▓█"
 MARK = "▲"
 RESET = "\x1b[0m"
@@ -42,7 +44,6 @@ VIRIDIS = (
 GREY_FIRST, GREY_LAST = 234, 255
 LEGEND = ((0.0, "0"), (0.25, ".25"), (0.5, ".5"), (0.75, ".75"), (1.0, "1"))  # weight, label
 LOW = 1 / 8  # weights under this get no background colour (and a · in the token grid)
-LIGHT = "-light"  # the suffix of a colour mode for a terminal with a light background
 # The grid's column keys, one character a column: the row labels carry the same key.
 KEYS = "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
 SGR_RE = re.compile(r"\x1b\[[\d;]*m")
@@ -50,30 +51,6 @@ MAX_WORD = 12  # longest word label before it is cut with …
 MAX_TOKEN = 8  # longest token label in the grid
 MANY_HEADS = 32  # above this many heads, generate.py shows the compact view unless told otherwise
 DEFAULT_TOP = 3  # heads per word in that default compact view
-
-
-def colour_mode(stream, environ):
-    """ "truecolor", "256" or None (plain text) for writing to `stream`.
-
-    Colour only reaches a terminal: never when output is piped, NO_COLOR is set to a non-empty
-    value (no-color.org: an empty one leaves colour on) or TERM is dumb. 24-bit colour only
-    where COLORTERM says the terminal has it; other terminals get the 256-colour palette.
-    """
-    if environ.get("NO_COLOR") or environ.get("TERM") == "dumb":
-        return None
-    isatty = getattr(stream, "isatty", None)
-    if isatty is None or not isatty():
-        return None
-    mode = "truecolor" if environ.get("COLORTERM", "").lower() in ("truecolor", "24bit") else "256"
-    return mode + LIGHT if light_background(environ) else mode
-
-
-def light_background(environ):
-    """Whether COLORFGBG ("fg;bg", set by rxvt, Konsole and others) names a light background:
-    as vim reads it, a background colour of 7 or 9-15 is light, 0-6 and 8 dark. Unset or
-    unreadable: dark, the common terminal."""
-    bg = environ.get("COLORFGBG", "").split(";")[-1]
-    return bg.isdigit() and (bg == "7" or 9 <= int(bg) <= 15)
 
 
 def shade(w):

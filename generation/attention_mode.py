@@ -8,7 +8,8 @@ from pathlib import Path
 
 from analysis.errors import NoQueryWord
 from analysis.html import sentence_page, write_html
-from analysis.terminal import DEFAULT_TOP, MANY_HEADS, colour_mode, render_sentence
+from analysis.term_colour import COLOR_CHOICES, colour_mode
+from analysis.terminal import DEFAULT_TOP, MANY_HEADS, render_sentence
 from analysis.words import QUERY_POSITIONS, sentence_attention
 from checks import positive_int
 from data.pronouns import ATTENTION_EXAMPLES, DEFAULT_COUNT
@@ -58,6 +59,13 @@ def add_flags(parser):
         "--all-heads",
         action="store_true",
         help=f"one line per head even when more than {MANY_HEADS} heads are shown",
+    )
+    add(
+        "--color",
+        choices=COLOR_CHOICES,
+        default="auto",
+        help="colour the maps: auto (a terminal only; NO_COLOR turns it off, FORCE_COLOR on), "
+        "always (into a pipe or a pager too: less -R), never",
     )
     add(
         "--html",
@@ -115,6 +123,8 @@ def check(args, mode):
             )
         if args.word is not None:
             raise ValueError("--word and --query WORD both name the query word; give one of them")
+    if args.color != "auto" and not chosen(args):
+        raise ValueError("--color goes with --attention: only the maps are coloured")
     if args.no_probe and args.html is None:
         raise ValueError("--no-probe goes with --html")
     if chosen(args) and mode != "attention":
@@ -191,7 +201,7 @@ def query_of(args):
 def write_maps(run, args, analysed, out):
     """The terminal maps of the analysed sentences: a line per head, or each word's top heads."""
     n_layer, n_head = run.model.config.n_layer, run.model.config.n_head
-    colour = colour_mode(out, os.environ)
+    colour = colour_mode(out, os.environ, args.color)
     terminal = bool(getattr(out, "isatty", None) and out.isatty())
     width = shutil.get_terminal_size((100, 24)).columns if terminal else 100
     shown = n_head if args.layer is not None else n_layer * n_head
