@@ -281,6 +281,16 @@ def render_token_grid(tokens, weights, colour=None, width=100):
     return "\n".join(lines)
 
 
+def _read_at(sentence):
+    """Where the query was read: '"it" (its last token, #11)', or, moved off the query word by
+    --query, '"was" (the token after "it", #12)'."""
+    query, at = sentence.words[sentence.query_word], sentence.query_token
+    if sentence.position == "pronoun":
+        return f'"{query}" (its last token, #{at})'
+    moved = "the token after" if sentence.position == "next" else "the last token, after"
+    return f'"{query}" ({moved} "{sentence.asked}", #{at})'
+
+
 def render_sentence(
     sentence, colour=None, width=100, layer=None, head=None, top=None, terminal=False
 ):
@@ -289,7 +299,6 @@ def render_sentence(
     layer) as one line each, or with `top` as the compact view (render_top_heads), and with
     `head` that head's token grid. The tables fit in `width`; on a `terminal` the prose is
     wrapped to it too (piped, a line stays a line for grep)."""
-    query = sentence.words[sentence.query_word]
 
     def fit(text):
         return wrap(text, width) if terminal else text
@@ -301,9 +310,8 @@ def render_sentence(
     if top is None:
         parts.append(
             fit(
-                f'attention of "{query}" (its last token, #{sentence.query_token}) over '
-                f"the words up to it; each word sums its tokens, {MARK} marks the "
-                "largest"
+                f"attention of {_read_at(sentence)} over the words up to it; each word sums "
+                f"its tokens, {MARK} marks the largest"
             )
         )
         parts.append(render_word_rows(sentence.words, rows, colour, width))
@@ -311,8 +319,7 @@ def render_sentence(
         parts.append(
             fit(
                 f"the {min(top, len(rows))} of {len(rows)} heads that attend most from "
-                f'"{query}" (its last token, #{sentence.query_token}) to each word '
-                "before it"
+                f"{_read_at(sentence)} to each word before it"
             )
         )
         parts.append(render_top_heads(sentence.words[: sentence.query_word], rows, top, colour))

@@ -136,7 +136,7 @@ def format_report(result: dict, top: int = 5) -> str:
     lines += [
         "",
         f"Best {len(ranked)} heads, ranked by {'cand@1' if same else 'dev cand@1'}; "
-        f"attention mass at the pronoun, mean over the {'' if same else test_name + ' '}examples:",
+        f"attention mass at {where}, mean over the {'' if same else test_name + ' '}examples:",
         f"  head    {columns}   antecedent  distractors  first token",
     ]
     for h in ranked:

@@ -469,6 +469,15 @@ def test_cli_prints_one_line_per_head_and_with_layer_and_head_the_grid(char_run)
     assert "L1 H0, token by token" in text
 
 
+def test_a_query_moved_off_the_pronoun_says_where_it_reads(char_run):
+    at_pronoun = attention_cli(char_run, ["--attention", SENTENCE])
+    assert 'attention of "it" (its last token, #' in at_pronoun
+    moved = attention_cli(char_run, ["--attention", SENTENCE, "--query", "next"])
+    assert '(the token after "it", #' in moved and "its last token" not in moved
+    last = attention_cli(char_run, ["--attention", SENTENCE, "--query", "last", "--top-heads", "1"])
+    assert '(the last token, after "it", #' in last
+
+
 def test_color_always_or_force_color_colours_a_pipe_and_never_keeps_it_plain(char_run, monkeypatch):
     for name in ("NO_COLOR", "FORCE_COLOR", "COLORTERM", "COLORFGBG"):
         monkeypatch.delenv(name, raising=False)
