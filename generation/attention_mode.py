@@ -7,7 +7,8 @@ import sys
 from pathlib import Path
 
 from analysis.errors import NoQueryWord
-from analysis.html import sentence_page, write_html
+from analysis.html import sentence_page
+from analysis.page_writer import Page, write_html
 from analysis.term_colour import COLOR_CHOICES, colour_mode
 from analysis.terminal import DEFAULT_TOP, MANY_HEADS, render_sentence
 from analysis.words import QUERY_POSITIONS, sentence_attention
@@ -225,21 +226,13 @@ def write_page(run, args, analysed, ckpt, out, err):
     best = found.get("best_head")
     if args.html.endswith(("/", os.sep)):  # a trailing slash means a folder: the page goes in it
         args.html = str(Path(args.html) / "attention.html")
-    write_html(
-        args.html,
-        [sentence_page(a) for a in analysed],
-        best_head=best,
+    page = Page(
         checkpoint=ckpt,
         step=run.ckpt.get("step"),
         val_loss=run.ckpt.get("best_val_loss"),
-        causal=found.get("causal"),
         records=read_metrics(Path(ckpt) / METRICS_FILE),
-        lens=found.get("logit_lens"),
-        patching=found.get("patching"),
-        decided_by=found.get("decided_by"),
-        probe=found or None,
-        circuit=found.get("circuit"),
     )
+    write_html(args.html, [sentence_page(a) for a in analysed], found, page)
     outlined = f"layer {best['layer']} head {best['head']}" if best else "none (--no-probe)"
     out.write(f"wrote {args.html} (outlined, the probe's best head: {outlined})\n")
 
