@@ -927,6 +927,24 @@ def test_with_many_heads_the_page_shows_the_terminals_compact_view_and_escapes_w
         render_html([{**hostile, "rows": [[[0.5]]]}])
 
 
+def circuit_result():
+    """A circuit result as analysis.circuit gives it, of a 2-layer model: the default model's
+    five edges, two of them skipping rows (bowed to the right, their labels furthest right)."""
+    edges = [
+        ("L0H2", "MLP0", 0.66),
+        ("embed:antecedent", "L0H2.v", 0.59),
+        ("MLP0", "logits", 0.50),
+        ("MLP1", "logits", 0.27),
+        ("MLP0", "MLP1", 0.25),
+    ]
+    part = {
+        "edges": [{"from": a, "to": b, "share": x, "in_circuit": True} for a, b, x in edges],
+        "size": 5,
+        "faithfulness": 0.973,
+    }
+    return {**part, "n_edges": 137, "by_kind": {"agreement": part, "role": part}}
+
+
 def probe_result(L, H, best, test_set="test", natural=None):
     """Shaped as analysis.probe's run_probe gives it: head (l, h) scores (l * H + h) / 100 on
     dev and 0.01 more on test, the best head 0.9 and 0.91."""
@@ -1046,6 +1064,11 @@ const best = document.querySelector("section.patching td.best").getBoundingClien
 out.patchingBest = [best.left >= 0, best.right <= W];
 out.tight = document.querySelectorAll(".scroll.tight").length;
 out.pageWidth = document.documentElement.scrollWidth; out.width = W;
+out.graphs = [...document.querySelectorAll("section.circuit svg")].map(g => {
+  const box = g.getBoundingClientRect();
+  const labels = [...g.querySelectorAll("text")].map(t => t.getBoundingClientRect());
+  return [box.left >= 0 && box.right <= W, labels.every(t => t.right <= box.right + 0.5)];
+});
 """
 
 
@@ -1062,8 +1085,10 @@ def test_real_browser_shows_every_table_of_a_small_model_without_sideways_scroll
         "patching": patching_result(2, 4, (0, 2)),
         "probe": probe_result(2, 4, (0, 2), natural=True),
         "records": probe_records(2, 4, (0, 2)),
+        "circuit": circuit_result(),
     }
     out, console = drawn(tmp_path, [sentence, sentence], FITS, width, **facts)
+    assert out["graphs"] == [[True, True]] * 3, out  # inside the page, every label inside its graph
     assert console == []
     assert out["over"] == [] and out["offscreen"] == 0, out
     assert out["patchingBest"] == [True, True] and out["pageWidth"] == out["width"] == width, out
