@@ -20,7 +20,7 @@ from pathlib import Path
 
 from checks import positive_int
 from cli import OneLineErrorParser
-from generation import attention_mode, probe_mode, sample_mode
+from generation import attention_mode, pairs_mode, probe_mode, sample_mode
 from generation.default_run import default_out_dir, default_run_folder
 from model.device import ONE_THREAD_BELOW_WIDTH, pick_device, use_generation_threads
 from runs.loading import load_run
@@ -29,6 +29,7 @@ MODES = (
     sample_mode,
     attention_mode,
     probe_mode,
+    pairs_mode,
 )  # each adds its flags and checks them, in this order
 
 # nanoGPT's sample.py flags that mean something else here.
@@ -121,7 +122,9 @@ def main(argv=None, out=None, err=None):
         check_run_folder(ckpt)
         run = load_run(ckpt, device, nanogpt_meta=args.meta)
         use_generation_threads(run.model, args.threads)
-        if mode == "probe":
+        if mode == "probe" and args.pairs is not None:
+            pairs_mode.show_pairs(run, args, out)
+        elif mode == "probe":
             probe_mode.show_probe(run, args, ckpt, out, err)
         elif mode == "attention":
             attention_mode.show_attention(run, args, out, err, ckpt)
