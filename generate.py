@@ -20,7 +20,7 @@ from pathlib import Path
 
 from checks import positive_int
 from cli import OneLineErrorParser
-from generation import attention_mode, pairs_mode, probe_mode, sample_mode
+from generation import attention_mode, pairs_mode, probe_mode, prompt_test_mode, sample_mode
 from generation.default_run import default_out_dir, default_run_folder
 from model.device import ONE_THREAD_BELOW_WIDTH, pick_device, use_generation_threads
 from runs.loading import load_run
@@ -30,6 +30,7 @@ MODES = (
     attention_mode,
     probe_mode,
     pairs_mode,
+    prompt_test_mode,
 )  # each adds its flags and checks them, in this order
 
 # nanoGPT's sample.py flags that mean something else here.
@@ -85,9 +86,12 @@ def build_parser():
 
 
 def mode_of(args):
-    """What the flags ask for: "probe", "attention" (maps) or, by default, "sampling"."""
+    """What the flags ask for: "probe", "test_prompt", "attention" (maps) or, by default,
+    "sampling"."""
     if args.probe is not None:
         return "probe"
+    if prompt_test_mode.chosen(args):
+        return "test_prompt"
     return "attention" if attention_mode.chosen(args) else "sampling"
 
 
@@ -126,6 +130,8 @@ def main(argv=None, out=None, err=None):
             pairs_mode.show_pairs(run, args, out)
         elif mode == "probe":
             probe_mode.show_probe(run, args, ckpt, out, err)
+        elif mode == "test_prompt":
+            prompt_test_mode.show_test_prompt(run, args, out)
         elif mode == "attention":
             attention_mode.show_attention(run, args, out, err, ckpt)
         else:

@@ -7,9 +7,10 @@ that refreshes them all:
 
 RESULTS (docs/results/default.json) holds what COMMANDS printed on one run folder (its name, the
 checkpoint's sha256, the date and the machine beside them): `generate.py --probe --patch
---circuit --json`, `--probe natural --json`, `--probe --query next --json` and the headline
-sentence's `--attention` table. The docs quote it through two kinds of marks, which this script
-rewrites and tests/test_doc_results.py holds to the JSON:
+--circuit --json`, `--probe natural --json`, `--probe --query next --json`, the headline
+sentence's `--attention` table and docs/generate.md's `--test-prompt --json`. The docs quote it
+through two kinds of marks, which this script rewrites and tests/test_doc_results.py holds to
+the JSON:
 
 - a block: a line `<!-- results:NAME -->`, the generated text, a line `<!-- /results -->`; the
   text is BLOCKS[NAME] of the results, the project's own report (analysis/text_reports.py) of
@@ -29,6 +30,7 @@ import sys
 from datetime import datetime, timezone
 from pathlib import Path
 
+from analysis.answer_rank import format_test_prompt
 from analysis.circuit_report import format_circuit
 from analysis.text_reports import format_causal, format_lens, format_patching, format_report
 from storage.atomic import write_atomic
@@ -37,11 +39,13 @@ ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "docs" / "results" / "default.json"
 DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 SENTENCE = "The animal in the jungle went out on a hunt because it was hungry."
+TEST_PROMPT = ("The owl sat in the old tree because it", " hooted")  # docs/generate.md's
 COMMANDS = {  # name: generate.py's flags after --ckpt RUN
     "probe": ["--probe", "--patch", "--circuit", "--json"],
     "natural": ["--probe", "natural", "--json"],
     "query_next": ["--probe", "--query", "next", "--json"],
     "attention": ["--attention", SENTENCE],
+    "test_prompt": ["--test-prompt", TEST_PROMPT[0], "--answer", TEST_PROMPT[1], "--json"],
 }
 BLOCK_RE = re.compile(r"(<!-- results:([\w-]+) -->\n)(.*?)(<!-- /results -->)", re.S)
 NUMBER_RE = re.compile(r"(<!--n:([\w.:-]+)-->)(.*?)(<!--/n-->)", re.S)
@@ -150,6 +154,13 @@ def circuit_kinds_table(results: dict) -> str:
     return "\n".join(rows)
 
 
+def test_prompt_excerpt(result: dict) -> str:
+    """The --test-prompt report with only the first answer token's three top tokens."""
+    lines = format_test_prompt(result).splitlines()
+    cut = next(i for i, line in enumerate(lines) if line.startswith("Top 3th token"))
+    return "\n".join([*lines[:cut], "...", lines[-1]])
+
+
 def _fenced(text: str, command: str | None = None) -> str:
     return "```\n" + (f"$ {command}\n" if command else "") + text + "\n```"
 
@@ -169,6 +180,10 @@ BLOCKS = {  # name: the text between a block's marks, from the results
         "\n".join(lines_from(format_circuit(r["outputs"]["probe"]["circuit"]), "all "))
     ),
     "circuit-kinds": circuit_kinds_table,
+    "test-prompt": lambda r: _fenced(
+        test_prompt_excerpt(r["outputs"]["test_prompt"]),
+        f'python generate.py --test-prompt "{TEST_PROMPT[0]}" --answer "{TEST_PROMPT[1]}"',
+    ),
 }
 
 FORMATS = {  # a number mark's `:FORMAT`: how its value is written
