@@ -292,9 +292,12 @@ def format_lens(lens: dict) -> str:
         )
     decided = next((lens["points"][i] for i, r in enumerate(lens["median_rank"]) if r == 1), None)
     lines.append(
-        f"The true next token first ranks 1 (median over examples) at: {decided or 'no point'}; "
-        f"the last row is the model's own prediction."
+        f"The true next token is the first choice of the median example from {decided} on"
+        if decided
+        else "At no point is the true next token the median example's first choice (its median "
+        "rank stays above 1)"
     )
+    lines[-1] += "; the last row is the model's own prediction."
     return "\n".join(lines)
 
 
@@ -380,14 +383,16 @@ def format_causal(result: dict, width: int = 100) -> str:
         "",
         f"heads together, {intervals_said(result)}:",
     ]
-    n = result["n"]
-    for label, deltas in together(result):
+    n, rows = result["n"], together(result)
+    # Every value right-aligned in one width: "0.00 [...]" has no sign to line up with "+3.99".
+    w = max(len(with_ci(d, k, n)) for _, d in rows for k in ("antecedent", "distractor"))
+    for label, deltas in rows:
         lines.append(
-            f"  {label:<13} antecedent {with_ci(deltas, 'antecedent', n)}   control "
-            f"{with_ci(deltas, 'distractor', n)}"
+            f"  {label:<13} antecedent {with_ci(deltas, 'antecedent', n):>{w}}   control "
+            f"{with_ci(deltas, 'distractor', n):>{w}}"
         )
         if "ablation" in deltas:  # the best head: its ablation beneath
-            lines.append(f"  {'':<13} ablation   {with_ci(deltas, 'ablation', n)}")
+            lines.append(f"  {'':<13} ablation   {with_ci(deltas, 'ablation', n):>{w}}")
     return "\n".join([*lines, "", *READING])
 
 

@@ -66,6 +66,12 @@ def test_the_lens_reads_each_point_and_its_last_row_is_the_models_prediction(tin
     assert all(len(row) == 5 for row in lens["example"]["top"])
     text = format_lens(lens)
     assert "block 1" in text and "embedding" in text
+    ranked_first = {**lens, "median_rank": [9.0, 1.0, 1.0]}
+    assert "first choice of the median example from block 0 on" in format_lens(ranked_first)
+    never = {**lens, "median_rank": [9.0, 3.0, 2.0]}
+    assert "At no point is the true next token the median example's first choice" in format_lens(
+        never
+    )
 
 
 def test_the_example_is_the_same_whole_sentence_from_its_start_in_the_report_and_on_the_page():
