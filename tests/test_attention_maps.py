@@ -469,6 +469,23 @@ def test_cli_prints_one_line_per_head_and_with_layer_and_head_the_grid(char_run)
     assert "L1 H0, token by token" in text
 
 
+def test_a_table_too_wide_splits_its_words_evenly_the_query_word_never_alone():
+    words = "The animal in the jungle went out on a hunt because it".split()
+    rows = [("L0 H0", [1 / len(words)] * len(words))]
+    for width in (80, 60, 40):
+        blocks = [
+            b.splitlines()[0].split()
+            for b in render_word_rows(words, rows, None, width).split("\n\n")
+        ]
+        assert [w for b in blocks for w in b] == words
+        sizes = [len(b) for b in blocks]
+        assert sizes == sorted(sizes) and sizes[-1] - sizes[0] <= 1, (width, sizes)
+        assert all(
+            len(line) <= width for line in render_word_rows(words, rows, None, width).splitlines()
+        )
+    assert "\n\n" not in render_word_rows(words, rows, None, 100)  # fits: one block
+
+
 def test_a_query_moved_off_the_pronoun_says_where_it_reads(char_run):
     at_pronoun = attention_cli(char_run, ["--attention", SENTENCE])
     assert 'attention of "it" (its last token, #' in at_pronoun
@@ -613,7 +630,7 @@ def test_cli_errors(char_run, argv, message):
 
 
 def test_the_24_bit_ramp_gets_brighter_in_even_steps_like_the_greys():
-    from analysis.terminal import grey_index, heat
+    from analysis.term_colour import grey_index, heat
 
     def lightness(rgb):  # relative luminance, 0..255
         r, g, b = rgb
