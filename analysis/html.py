@@ -3,9 +3,10 @@
 For each sentence: the layer x head grid of small maps (rows: the token attending, the query;
 columns: the token attended to, the key), its rows and columns labelled L0.. and H0..; click one
 to enlarge it with token labels; hover a token or a row label to highlight its row (and tint the
-sentence by that row's weights); hover a cell for its weight. The probe's best head, if given,
-is outlined. The maps shrink (down to 16 px) so that the grid, GPT-2 small's 12 x 12 included,
-fits beside the enlarged map or, on a narrow page, across it.
+sentence by that row's weights); hover a cell for its weight, or click or tap it to keep its
+weight written under the map. The probe's best head, if given, is outlined. The maps shrink
+(down to 16 px) so that the grid, GPT-2 small's 12 x 12 included, fits beside the enlarged map
+or, on a narrow page, across it.
 
 Above the maps, the run's facts: checkpoint, step, validation loss, and the probe's best head
 with its scores; the probe's main result (analysis.probe_tables: every head's cand@1, the
@@ -191,7 +192,8 @@ def maps_section(best):
 <p class="help">Each small map is one head, L layer and H head
 (rows: the token attending; columns: the token attended to; darker = more weight, as in each
 sentence's colour scale; grey = future tokens, masked){outlined}. Click a map to enlarge it,
-hover a token to highlight its row, hover a cell for its weight.</p>
+hover a token to highlight its row, hover a cell of the enlarged map for its weight (click or
+tap it to keep the weight written under the map).</p>
 <div id="sentences"></div></section>"""
 
 

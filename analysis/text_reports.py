@@ -22,6 +22,12 @@ QUERY_WORDS = {
     "last": "the last token",
 }
 
+# What the model's-answer methods mean, as the report and the page say it.
+ANSWER_METHODS = (
+    'substitution: each candidate ("the dog") in the pronoun\'s place, the rest of the text '
+    "scored (its log-probability); closeness: the candidate whose phrase gives the next-token "
+    "distribution closest to the pronoun's (smallest KL)"
+)
 READING = (
     "Positive: the prediction needed what was taken away. The control should stay near 0.",
     "A head can attend to the antecedent and still not help the prediction.",
@@ -262,9 +268,7 @@ def format_answer(answer: dict, query: str = "pronoun") -> str:
     lines += [
         "",
         f"No answer (the top candidates tie, or no text follows the pronoun): {missing}.",
-        'substitution: each candidate ("the dog") in the pronoun\'s place, the rest of the '
-        "text scored (its log-probability); closeness: the candidate whose phrase gives the "
-        "next-token distribution closest to the pronoun's (smallest KL)" + where + ".",
+        ANSWER_METHODS + where + ".",
     ]
     return "\n".join(lines)
 

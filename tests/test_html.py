@@ -1095,6 +1095,61 @@ def test_real_browser_shows_every_table_of_a_small_model_without_sideways_scroll
     assert (out["tight"] > 0) == (width < 500), out  # a phone's intervals go under their values
 
 
+# The page read without hovering: a cell's weight by click or tap, the keyboard's place on a
+# button, what the answer's methods mean, why a table was turned.
+WITHOUT_HOVER = """
+const big = sec.querySelector(".big canvas"), r = big.getBoundingClientRect();
+const m = +big.dataset.margin, c = +big.dataset.cell, px = big.width / r.width;
+out.before = sec.querySelector(".readout").textContent;
+big.dispatchEvent(new MouseEvent("click", {bubbles: true,
+  clientX: r.left + (m + 1.5 * c) / px, clientY: r.top + (m + 2.5 * c) / px}));
+out.readout = sec.querySelector(".readout").textContent;
+out.readoutShown = sec.querySelector(".readout").getBoundingClientRect().height > 0;
+const b = sec.querySelector("button.cell");
+b.focus();
+const style = getComputedStyle(b);
+out.focus = [document.activeElement === b, style.outlineStyle, style.outlineWidth];
+out.methods = document.querySelector(".answer-box .help").textContent;
+const shown = t => t.offsetParent !== null;
+out.turned = [...document.querySelectorAll(".flip")].map(f =>
+  [f.classList.contains("flipped"), [...f.querySelectorAll("caption")].filter(shown)
+    .map(t => t.textContent.includes("turned, words down"))]);
+"""
+
+
+@needs_browser
+@pytest.mark.parametrize("width", [1400, 420])  # a desktop, a phone
+def test_real_browser_gives_a_cells_weight_without_hovering_and_says_what_tables_mean(
+    tmp_path, width
+):
+    sentence = sentence_page(headline_run(2, 4))
+    answer = {
+        "methods": ["substitution", "closeness"],
+        "head": {"layer": 0, "head": 2},
+        "all": {
+            "examples": 300,
+            "cand_at_1": {"substitution": 0.89, "closeness": 0.79, "head": 0.91},
+        },
+        "decided_by": {},
+    }
+    probe = {**probe_result(2, 4, (0, 2)), "model_answer": answer}
+    out, console = drawn(tmp_path, [sentence], WITHOUT_HOVER, width, probe=probe)
+    assert console == []
+    # The enlarged map is the best head's at first, L0 H2: row 2, column 1, as the page stores it.
+    weight = round(sentence["attention"][0][2][2][1].item() * 10_000) / 10_000
+    assert out["before"].startswith("Click or tap a cell") and out["readoutShown"], out
+    assert out["readout"].startswith("Layer 0, head 2: ") and "\u2192" in out["readout"], out
+    assert out["readout"].endswith(f": {weight:.4f}"), out
+    assert out["focus"] == [True, "solid", "3px"], out
+    assert (
+        out["methods"].startswith("substitution: each candidate") and "closeness:" in out["methods"]
+    )
+    # A table the page turned says so in its caption; one shown across does not.
+    assert all(said == [flipped] for flipped, said in out["turned"]), out
+    if width < 500:
+        assert any(flipped for flipped, _ in out["turned"]), out  # a phone turns this one
+
+
 KEYBOARD = """
 const toks = [...sec.querySelectorAll(".tok")];
 out.tabbable = toks.every(t => t.tabIndex === 0);
