@@ -97,3 +97,31 @@ def write_html(path, sentences: list, probe: dict | None = None, page: Page | No
     best head; "causal", "patching", "logit_lens" and "circuit" as their tables and graphs.
     A part the result lacks is left out of the page. page: the run's facts (Page)."""
     write_atomic(path, render_html(sentences, probe, page))
+
+
+class Notebook:
+    """The page in a Jupyter notebook: the last expression of a cell, or `display(...)`, shows
+    it (`_repr_html_`), in an <iframe srcdoc> so that its CSS and scripts stay inside it, as
+    circuitsvis and bertviz show theirs. `sentences`, `probe`, `page` as for write_html;
+    `height`: the frame's in pixels (the page scrolls inside it)."""
+
+    def __init__(
+        self, sentences: list, probe: dict | None = None, page: Page | None = None, height=720
+    ):
+        self.html = render_html(sentences, probe, page)  # errors now, not when displayed
+        self.height = int(height)
+
+    def _repr_html_(self) -> str:
+        return (
+            f'<iframe srcdoc="{html.escape(self.html, quote=True)}" sandbox="allow-scripts" '
+            f'style="width: 100%; height: {self.height}px; border: 0"></iframe>'
+        )
+
+
+def attention_view(model, tokenizer, text: str, probe: dict | None = None, **query) -> Notebook:
+    """One sentence's page for a notebook: `attention_view(run.model, run.tokenizer, "The dog
+    barked because it was hungry.")`; `query`: sentence_attention's `word` and `query`."""
+    from analysis.html import sentence_page
+    from analysis.words import sentence_attention
+
+    return Notebook([sentence_page(sentence_attention(model, tokenizer, text, **query))], probe)

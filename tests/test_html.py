@@ -1173,3 +1173,24 @@ def test_real_browser_reaches_each_token_by_keyboard_and_marks_the_selected_one(
     assert out["marked"] == [2] and '" <b>&amp;" (row 2,' in out["legend"], out  # as hover does
     assert out["next"] == 3 and out["markedNext"] == [3], out
     assert out["end"] == T - 1, out
+
+
+def test_a_notebook_shows_the_same_page_in_a_sandboxed_frame():
+    from analysis.page_writer import Notebook, attention_view
+
+    shown = Notebook(SENTENCES, {"best_head": (1, 2)})._repr_html_()
+    frame = re.fullmatch(
+        r'<iframe srcdoc="([^"]*)" sandbox="allow-scripts" style="[^"]*"></iframe>', shown
+    )
+    assert frame, shown[:200]
+    assert html.unescape(frame.group(1)) == render_html(SENTENCES, {"best_head": (1, 2)})
+    with pytest.raises(ValueError, match="outside"):  # refused when made, not when shown
+        Notebook(SENTENCES, {"best_head": (3, 0)})
+    torch.manual_seed(0)
+    tokenizer = train_tokenizer("char", "The dog barked because it was hungry.")
+    model = GPT(
+        GPTConfig(vocab_size=tokenizer.vocab_size, block_size=64, n_layer=2, n_head=2, n_embd=16)
+    )
+    view = attention_view(model.eval(), tokenizer, "The dog barked because it was hungry.")
+    data = json.loads(data_block(html.unescape(view._repr_html_())))
+    assert len(data["sentences"]) == 1 and data["sentences"][0]["pronoun"] == 24  # "it"'s "t"
