@@ -32,7 +32,8 @@ from pathlib import Path
 
 from analysis.answer_rank import format_test_prompt
 from analysis.circuit_report import format_circuit
-from analysis.text_reports import format_causal, format_lens, format_patching, format_report
+from analysis.lens_report import format_lens
+from analysis.text_reports import format_causal, format_patching, format_report
 from storage.atomic import write_atomic
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -209,8 +210,11 @@ def number(results: dict, name: str) -> str:
     if fmt not in FORMATS:
         raise ValueError(f"number mark {name!r}: its format is one of {', '.join(FORMATS)}")
     value = {**results, **results["outputs"]}  # run, date, machine, ckpt_sha256; each output
-    for part in path.split("."):
-        value = value[int(part)] if isinstance(value, list) else value[part]
+    try:
+        for part in path.split("."):
+            value = value[int(part)] if isinstance(value, list) else value[part]
+    except (KeyError, IndexError, TypeError, ValueError):
+        raise KeyError(f"number mark {name!r}: the results have no value at {path}") from None
     return FORMATS[fmt](value)
 
 
@@ -235,7 +239,10 @@ def rewrite_docs(results: dict, docs: list[Path] = DOCS) -> list[Path]:
     changed = []
     for doc in docs:
         text = doc.read_text()
-        new = rewritten(text, results)
+        try:
+            new = rewritten(text, results)
+        except KeyError as e:  # a mark the new results cannot fill: say which, change nothing
+            raise ValueError(f"{doc.name}: {e.args[0]}; fix or remove the mark") from None
         if new != text:
             write_atomic(doc, new)
             changed.append(doc)
@@ -257,7 +264,12 @@ def main(argv: list[str] | None = None) -> int:
     else:
         print("usage: python -m benchmarks.doc_results RUN_FOLDER | --docs-only", file=sys.stderr)
         return 2
-    for doc in rewrite_docs(results):
+    try:
+        changed = rewrite_docs(results)
+    except ValueError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    for doc in changed:
         print(f"rewritten: {doc.relative_to(ROOT)}", file=sys.stderr)
     return 0
 

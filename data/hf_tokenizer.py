@@ -111,22 +111,31 @@ def hf_tokenizer_files(tokenizer, model_max_length: int) -> dict[str, str]:
             "merges": merges,
         },
     }
-    config = {
-        "tokenizer_class": "PreTrainedTokenizerFast",
-        "model_max_length": model_max_length,
-        "clean_up_tokenization_spaces": False,
-        "add_prefix_space": False,
-    }
-    boundary, _ = boundary_token(tokenizer)
-    config.update(bos_token=boundary, eos_token=boundary, pad_token=boundary)
-    if tokenizer.eot_id is not None:
-        config.update(unk_token=EOT)
+    config = _tokenizer_config(tokenizer, model_max_length)
     return {
         "vocab.json": json.dumps(vocab, ensure_ascii=False),
         "merges.txt": "#version: 0.2\n" + "\n".join(merges) + "\n",
         "tokenizer.json": json.dumps(fast, ensure_ascii=False),
         "tokenizer_config.json": json.dumps(config, indent=2),
     }
+
+
+def _tokenizer_config(tokenizer, model_max_length: int) -> dict:
+    """tokenizer_config.json: the fast tokenizer, no prefix space, and the boundary token as bos,
+    eos and pad (boundary_token), with <|endoftext|> as unk where the vocabulary has it."""
+    boundary, _ = boundary_token(tokenizer)
+    config = {
+        "tokenizer_class": "PreTrainedTokenizerFast",
+        "model_max_length": model_max_length,
+        "clean_up_tokenization_spaces": False,
+        "add_prefix_space": False,
+        "bos_token": boundary,
+        "eos_token": boundary,
+        "pad_token": boundary,
+    }
+    if tokenizer.eot_id is not None:
+        config["unk_token"] = EOT
+    return config
 
 
 def _parts(token: bytes, ranks: dict[bytes, int]) -> tuple[bytes, bytes]:

@@ -76,5 +76,14 @@ def test_a_stale_number_or_table_is_rewritten_and_a_second_rewrite_changes_nothi
 def test_a_mark_the_results_cannot_fill_is_an_error(results):
     with pytest.raises(ValueError, match="format"):
         number(results, "probe.best_head.test:percent")
-    with pytest.raises(KeyError):
+    with pytest.raises(KeyError, match="probe.no_such_key"):
         number(results, "probe.no_such_key:pct")
+
+
+def test_a_doc_with_a_mark_the_results_lack_is_refused_whole(results, tmp_path):
+    doc = tmp_path / "page.md"
+    before = "<!--n:probe.best_head.test:pct-->1%<!--/n--> <!--n:probe.gone.x:pct-->2%<!--/n-->\n"
+    doc.write_text(before)
+    with pytest.raises(ValueError, match="page.md: number mark 'probe.gone.x:pct'"):
+        rewrite_docs(results, [doc])
+    assert doc.read_text() == before  # nothing half-rewritten
