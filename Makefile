@@ -5,7 +5,7 @@ PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 TEST_STAMP := $(VENV)/.installed-test
 
-.PHONY: test test-fast lint demo clean gpu-check
+.PHONY: test test-fast lint demo clean gpu-check doc-results
 
 $(STAMP): requirements.txt
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 10) else "Python >= 3.10 is needed; set PYTHON=/path/to/python3.x")'
@@ -49,6 +49,13 @@ demo: $(STAMP)
 	@echo; echo "== where does the pronoun look? (the page reuses the probe's saved result) =="
 	$(PY) generate.py --attention --html out/default/attention.html
 	@echo; echo "written: out/default/attention.html (open it in a browser), out/default/loss.png, out/default/probe.png"
+
+# The default model's numbers in README.md and docs/: the probe's commands on one run folder
+# (RUN, default out/default), saved to docs/results/default.json, and every marked number and
+# table of the docs rewritten from it (benchmarks/doc_results.py).
+RUN ?= out/default
+doc-results: $(STAMP)
+	$(PY) -m benchmarks.doc_results $(RUN)
 
 clean:
 	rm -rf $(VENV) .pytest_cache

@@ -20,9 +20,8 @@ from pathlib import Path
 
 from checks import positive_int
 from cli import OneLineErrorParser
-from configs.load import load_config
-from configs.paths import DEFAULT_CONFIG
-from generation import attention_mode, probe_mode, sample_mode
+from generation import attention_mode, pairs_mode, probe_mode, prompt_test_mode, sample_mode
+from generation.default_run import default_out_dir, default_run_folder
 from model.checkpoint import NoCheckpoint
 from model.device import ONE_THREAD_BELOW_WIDTH, pick_device, use_generation_threads
 from runs.loading import NoNanogptMeta, load_run
@@ -31,6 +30,8 @@ MODES = (
     sample_mode,
     attention_mode,
     probe_mode,
+    pairs_mode,
+    prompt_test_mode,
 )  # each adds its flags and checks them, in this order
 
 # nanoGPT's sample.py flags that mean something else here.
@@ -48,11 +49,6 @@ def flag_hint(option):
     return f"nanoGPT's --{name} is {NANOGPT_FLAGS[name]} here" if name in NANOGPT_FLAGS else None
 
 
-def default_out_dir(config_path=DEFAULT_CONFIG):
-    """The default config's out_dir, so `generate.py` finds what `train.py` wrote by default."""
-    return load_config(config_path).out_dir
-
-
 def build_parser():
     """The common flags, then each mode's group: sampling, attention maps, the probe."""
     p = OneLineErrorParser(
@@ -62,7 +58,8 @@ def build_parser():
     add(
         "--ckpt",
         metavar="DIR",
-        help="run folder written by train.py (default: out_dir of configs/default.yaml), a "
+        help="run folder written by train.py (default: out_dir of configs/default.yaml, in the "
+        "current folder, else in the checkout), a "
         "Hugging Face GPT-2 folder, hf:OWNER/NAME, or a nanoGPT run folder",
     )
     add(
@@ -90,9 +87,12 @@ def build_parser():
 
 
 def mode_of(args):
-    """What the flags ask for: "probe", "attention" (maps) or, by default, "sampling"."""
+    """What the flags ask for: "probe", "test_prompt", "attention" (maps) or, by default,
+    "sampling"."""
     if args.probe is not None:
         return "probe"
+    if prompt_test_mode.chosen(args):
+        return "test_prompt"
     return "attention" if attention_mode.chosen(args) else "sampling"
 
 
@@ -132,12 +132,16 @@ def main(argv=None, out=None, err=None):
         args = build_parser().parse_args(argv)
         mode = check_args(args)
         device = pick_device(args.device)
-        ckpt = args.ckpt or default_out_dir()
+        ckpt = args.ckpt or default_run_folder(default_out_dir())
         check_run_folder(ckpt)
         run = load_run(ckpt, device, nanogpt_meta=args.meta)
         use_generation_threads(run.model, args.threads)
-        if mode == "probe":
+        if mode == "probe" and args.pairs is not None:
+            pairs_mode.show_pairs(run, args, out)
+        elif mode == "probe":
             probe_mode.show_probe(run, args, ckpt, out, err)
+        elif mode == "test_prompt":
+            prompt_test_mode.show_test_prompt(run, args, out)
         elif mode == "attention":
             attention_mode.show_attention(run, args, out, err, ckpt)
         else:

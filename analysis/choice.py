@@ -37,7 +37,7 @@ from analysis.choice_pairs import Choices, choice_pairs
 from analysis.circuit import circuit_of_pairs
 from analysis.errors import NothingToMeasure
 from analysis.interventions import replace_where
-from analysis.patching import Pair, patch_pairs
+from analysis.patching import Pair, patching_of_pairs
 from analysis.probe import MIN_FOR_STATS
 from data.pronouns import DECIDED_BY, Example
 from data.tokenizer import Tokenizer
@@ -246,9 +246,9 @@ def choice_study(
 ) -> dict:
     """JSON-ready: the whole set's {n, accuracy, flip, ..., prefers, deciding, circuit} at the top
     level and each kind's under "by_kind", with the twins found and skipped (see the module
-    docstring); with `patch`, activation patching (analysis.patching.patch_pairs: the example's
-    run patched into the twin's) on the whole set under "patching", its first column the changed
-    tokens. NothingToMeasure("choice") where no example has a token-aligned twin."""
+    docstring); with `patch`, activation patching (analysis.patching.patching_of_pairs: the
+    example's run patched into the twin's) on the whole set under "patching", its first column
+    the changed tokens. NothingToMeasure("choice") where no example has a token-aligned twin."""
     made = choice_pairs(tokenizer, examples, model.config.block_size)
     if not made.pairs:
         raise NothingToMeasure(
@@ -286,7 +286,7 @@ def choice_study(
     result.update(_twins(made), threshold=FAITHFUL, prefers_from=PREFERS, decides_from=DECIDES)
     result.update(n_edges=circuit["n_edges"], seed=seed, resamples=resamples)
     if patch:
-        patched = patch_pairs(model, made.pairs, seed, resamples)
+        patched = patching_of_pairs(model, made.pairs, seed, resamples)
         result["patching"] = {**patched, "columns": ["changed", *patched["columns"][1:]]}
     return result
 

@@ -12,6 +12,7 @@ carry the model's preference; orange ones work against it.
 from html import escape
 
 WIDTH, ROW, NODE_W, NODE_H, MARGIN = 640, 80, 104, 26, 24
+LABEL_W = 7  # a label character's width at font-size 12, at most (digits, "%", "q k v")
 PORTS = {"q": -0.3, "k": 0.0, "v": 0.3}  # where on a head's lower side an edge meets it
 BOW = 0.6 * NODE_W  # how far right an edge bows for each row it skips
 CARRIES, AGAINST = "#1f5fa8", "#d9822b"
@@ -56,10 +57,8 @@ def circuit_svg(part: dict) -> str:
         for i, n in enumerate(here):
             at[n] = ((i + 1) * WIDTH / (len(here) + 1), y)
     widest = max(abs(e["share"]) for e in edges) or 1.0
-    out = [
-        f'<svg xmlns="http://www.w3.org/2000/svg" width="{WIDTH}" height="{height}" '
-        f'viewBox="0 0 {WIDTH} {height}" font-family="sans-serif" font-size="12">'
-    ]
+    out = []
+    right = WIDTH  # the drawing's right edge: the bowed edges' labels may reach past WIDTH
     for e in edges:
         (x1, y1), (x2, y2) = at[_component(e["from"])], at[_component(e["to"])]
         port = e["to"].split(".")[1] if "." in e["to"] else ""
@@ -79,6 +78,7 @@ def circuit_svg(part: dict) -> str:
         out.append(
             f'<text x="{mx + 5:.1f}" y="{my + 4:.1f}" fill="{colour}">{escape(label)}</text>'
         )
+        right = max(right, mx + 5 + LABEL_W * len(label) + MARGIN / 2)
     for n in nodes:
         x, y = at[n]
         out.append(
@@ -86,8 +86,13 @@ def circuit_svg(part: dict) -> str:
             f'height="{NODE_H}" rx="4" fill="#f4f4f4" stroke="#555"/>'
         )
         out.append(f'<text x="{x:.1f}" y="{y + 17:.1f}" text-anchor="middle">{escape(n)}</text>')
-    out.append("</svg>")
-    return "\n".join(out)
+    # Drawn at its own size where there is room, scaled down to the page's width where not
+    # (the page's CSS: max-width 100%, height auto), never cut: the viewBox holds every label.
+    head = (
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{right:.0f}" height="{height}" '
+        f'viewBox="0 0 {right:.0f} {height}" font-family="sans-serif" font-size="12">'
+    )
+    return "\n".join([head, *out, "</svg>"])
 
 
 def circuit_section(circuit):
@@ -106,7 +111,7 @@ def circuit_section(circuit):
             )
         figures.append(
             f"<figure><figcaption>{escape(name)}: {escape(said)}</figcaption>"
-            f'<div class="scroll">{circuit_svg(part)}</div></figure>'
+            f"{circuit_svg(part)}</figure>"
         )
     return (
         '<section class="circuit"><h2>The circuit that carries the antecedent</h2>'

@@ -235,7 +235,9 @@ def draw_curve(lines, size=PAGE_SIZE, legend=False):
     if loss_ax:
         loss_ax.set_ylabel("val loss (nats/token)", fontsize=FONT_SIZE)
     if legend:
-        fig.legend(handles=handles, loc="outside lower center", ncol=3, fontsize=8, frameon=False)
+        # Two columns: three of the longest labels ("val loss (points, right axis, ...)") are
+        # wider than the file's 7 inches, and the legend was cut at both edges.
+        fig.legend(handles=handles, loc="outside lower center", ncol=2, fontsize=8, frameon=False)
     return fig
 
 

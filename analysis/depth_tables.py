@@ -6,7 +6,8 @@ import html
 
 from analysis.causal_tables import interval_html
 from analysis.cells import ORANGE, tinted_cell
-from analysis.text_reports import lens_example_text, recovered_text, signed
+from analysis.lens_report import lens_example_text
+from analysis.text_reports import recovered_text, signed
 
 
 def _tinted(text, share, best=False):

@@ -119,6 +119,10 @@ def _compact(words, rows, best):
     )
 
 
+# Said where the page turns a sentence's table (words down): too wide across for the page.
+TURNED = " (turned, words down: too wide for this page with the words across)"
+
+
 def heads_section(sentences, best):
     """One table a sentence of where its pronoun looks, head by head (see the module docstring):
     `sentences` as word_rows gives them (None for a sentence without words), `best` the probe's
@@ -136,8 +140,9 @@ def heads_section(sentences, best):
         table = f'<div class="scroll"><table>{caption}{body}</table></div>'
         if draw is _all_heads:  # the page's script shows the words down where across does not fit
             down = _all_heads_down(words, head_rows(grid), label)
+            turned = caption.replace("</caption>", f"{TURNED}</caption>")
             table = (
-                f'<div class="flip">{table}<div class="scroll down"><table>{caption}{down}'
+                f'<div class="flip">{table}<div class="scroll down"><table>{turned}{down}'
                 "</table></div></div>"
             )
         tables.append(table)

@@ -3,9 +3,10 @@
 For each sentence: the layer x head grid of small maps (rows: the token attending, the query;
 columns: the token attended to, the key), its rows and columns labelled L0.. and H0..; click one
 to enlarge it with token labels; hover a token or a row label to highlight its row (and tint the
-sentence by that row's weights); hover a cell for its weight. The probe's best head, if given,
-is outlined. The maps shrink (down to 16 px) so that the grid, GPT-2 small's 12 x 12 included,
-fits beside the enlarged map or, on a narrow page, across it.
+sentence by that row's weights); hover a cell for its weight, or click or tap it to keep its
+weight written under the map. The probe's best head, if given, is outlined. The maps shrink
+(down to 16 px) so that the grid, GPT-2 small's 12 x 12 included, fits beside the enlarged map
+or, on a narrow page, across it.
 
 Above the maps, the run's facts: checkpoint, step, validation loss, and the probe's best head
 with its scores; the probe's main result (analysis.probe_tables: every head's cand@1, the
@@ -32,23 +33,14 @@ hovering does.
 """
 
 import html
-import json
 import math
 import operator
 from pathlib import Path
-from string import Template
 
 import torch
 
-from analysis.causal_tables import causal_section
-from analysis.choice_page import choice_section
-from analysis.circuit_svg import circuit_section
-from analysis.curve import curve_section
-from analysis.depth_tables import lens_section, patching_section
-from analysis.head_tables import attention_cell, heads_section, word_rows
-from analysis.probe_tables import probe_section
+from analysis.head_tables import attention_cell
 from analysis.terminal import display_token
-from storage.atomic import write_atomic
 
 SCALE = 10_000  # weights are stored as round(weight * SCALE)
 ASSETS = Path(__file__).with_name("assets")  # the page's template, CSS and scripts
@@ -200,7 +192,8 @@ def maps_section(best):
 <p class="help">Each small map is one head, L layer and H head
 (rows: the token attending; columns: the token attended to; darker = more weight, as in each
 sentence's colour scale; grey = future tokens, masked){outlined}. Click a map to enlarge it,
-hover a token to highlight its row, hover a cell for its weight.</p>
+hover a token to highlight its row, hover a cell of the enlarged map for its weight (click or
+tap it to keep the weight written under the map).</p>
 <div id="sentences"></div></section>"""
 
 
@@ -232,121 +225,4 @@ def numbers_section(sentences, best):
         f"The best head, L{best[0]} H{best[1]}: the attention of each sentence's pronoun "
         f"(last, in orange) to every token up to it; the most attended token in bold.</p>"
         f"{''.join(strips)}</section>"
-    )
-
-
-def render_html(
-    sentences,
-    best_head=None,
-    title="Attention maps",
-    checkpoint=None,
-    step=None,
-    val_loss=None,
-    causal=None,
-    records=(),
-    lens=None,
-    patching=None,
-    decided_by=None,
-    probe=None,
-    circuit=None,
-    choice=None,
-) -> str:
-    """The page as a string (see write_html)."""
-    best = _best(best_head)
-    if not sentences:
-        raise ValueError("no sentences to draw; pass at least one")
-    data = {
-        "scale": SCALE,
-        "best": best,
-        "sentences": [_sentence(s, i, best) for i, s in enumerate(sentences)],
-    }
-    words = [
-        word_rows(s, i, (len(c["attention"]), len(c["attention"][0])))
-        for i, (s, c) in enumerate(zip(sentences, data["sentences"]))
-    ]
-    # In a <script> element only "</script" (or "<!--") ends the text early; with every "<",
-    # ">" and "&" escaped no token can, and JSON.parse reads the \u escapes back unchanged.
-    payload = json.dumps(data, separators=(",", ":"))
-    payload = payload.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
-    # The page's parts, top to bottom. A new part is a function that returns its <section>
-    # (its text escaped with html.escape), added to this list.
-    sections = [
-        run_section(checkpoint, step, val_loss, best_head, decided_by),
-        probe_section(probe),
-        heads_section(words, best),
-        numbers_section(data["sentences"], best),
-        causal_section(causal),
-        patching_section(patching),
-        circuit_section(circuit),
-        choice_section(choice, circuit, probe),
-        lens_section(lens),
-        curve_section(records),
-        maps_section(best),
-    ]
-    return Template(asset("page.html")).substitute(
-        title=html.escape(title),
-        css=asset("page.css"),
-        error_hook=asset("error-hook.js"),
-        sections="\n".join(part for part in sections if part),
-        data=payload,
-        script=asset("page.js"),
-    )
-
-
-def write_html(
-    path,
-    sentences,
-    best_head=None,
-    title="Attention maps",
-    checkpoint=None,
-    step=None,
-    val_loss=None,
-    causal=None,
-    records=(),
-    lens=None,
-    patching=None,
-    decided_by=None,
-    probe=None,
-    circuit=None,
-    choice=None,
-) -> None:
-    """Write the page to `path` with storage.atomic.write_atomic: a reader never sees half a
-    page, and a path that cannot take it (a folder, a read-only place) is a one-line ValueError.
-
-    sentences: list of {"tokens": [str] (display strings, T of them), "attention": (L, H, T, T)
-    tensor or nested lists, "pronoun": token index or None (the row shown first), "note": a
-    sentence shown above the maps, or None, and optionally "words" (up to the pronoun) and "rows"
-    ((L, H, words) weights), the table of every head's attention over the words}; sentence_page
-    makes one from sentence_attention.
-    best_head: (layer, head), or the probe's result["best_head"] (its dev and test scores are
-    shown), or None. checkpoint, step, val_loss: the run's facts shown at the top (the run
-    folder or model name, the checkpoint's "step" and "best_val_loss"); None leaves one out.
-    causal: the probe result's "causal" (analysis.causal), drawn as tables, or None. records:
-    the run's metrics.jsonl records; their probe lines are drawn as the training curve
-    (analysis.curve), none when there are none. lens, patching: the probe result's "logit_lens"
-    and "patching" (analysis.lens, analysis.patching), drawn as tables, or None. decided_by:
-    the probe result's "decided_by", the best head's test cand@1 on each kind of sentence shown
-    beside it, or None. probe: the whole probe result (analysis.probe's run_probe, as saved by
-    generate.py --probe), its every head's cand@1, baselines and p-value drawn as tables, and
-    its "natural" part too when it has one; or None. circuit: analysis.circuit's trace_circuit
-    result, each set's circuit drawn as a graph; or None. choice: the probe result's "choice"
-    (analysis.choice), beside the circuit; or None."""
-    write_atomic(
-        path,
-        render_html(
-            sentences,
-            best_head,
-            title,
-            checkpoint,
-            step,
-            val_loss,
-            causal,
-            records,
-            lens,
-            patching,
-            decided_by,
-            probe,
-            circuit,
-            choice,
-        ),
     )

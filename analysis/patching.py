@@ -225,15 +225,12 @@ def activation_patching(model, tokenizer, examples, seed=0, resamples=1000) -> d
             "(an antecedent from the lexicon, a same-kind noun of its token length, "
             "and another continuation); activation patching needs some",
         )
-    return {
-        **patch_pairs(model, pairs, seed, resamples),
-        "skipped": len(examples) - len(pairs),
-    }
+    return patching_of_pairs(model, pairs, seed, resamples, skipped=len(examples) - len(pairs))
 
 
-def patch_pairs(model, pairs, seed=0, resamples=1000) -> dict:
-    """activation_patching's result (but "skipped") for Pairs made elsewhere (such as the
-    choice twins of analysis/choice_pairs.py)."""
+def patching_of_pairs(model, pairs, seed=0, resamples=1000, skipped=0) -> dict:
+    """activation_patching's result for Pairs made elsewhere (a user's own: analysis/user_pairs);
+    `skipped`: the examples that gave none."""
     parts = [
         patch_group(model, [pairs[i] for i in group])
         for group in by_length([len(p.clean) for p in pairs])
@@ -262,6 +259,7 @@ def patch_pairs(model, pairs, seed=0, resamples=1000) -> dict:
         "clean_ld": clean.mean().item(),
         "corrupt_ld": corrupt.mean().item(),
         "n": len(pairs),
+        "skipped": skipped,
         "seed": seed,
         "resamples": resamples,
     }

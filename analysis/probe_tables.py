@@ -7,7 +7,7 @@ hand-written natural sentences (`generate.py --probe natural`)."""
 import html
 
 from analysis.cells import BLUE, tinted_cell
-from analysis.text_reports import significance
+from analysis.text_reports import ANSWER_METHODS, significance
 
 
 def _rate_cell(rate, best=False):
@@ -101,8 +101,9 @@ def answer_table(answer):
         for name, row in rows
     )
     return (
-        f'<div class="scroll"><table class="answer"><caption>The model\'s own answer '
-        f"against the best head (cand@1)</caption><tr><th></th>{top}</tr>{body}</table></div>"
+        f'<div class="answer-box"><div class="scroll"><table class="answer"><caption>The '
+        f"model's own answer against the best head (cand@1)</caption><tr><th></th>{top}</tr>"
+        f'{body}</table></div><p class="help">{html.escape(ANSWER_METHODS)}.</p></div>'
     )
 
 

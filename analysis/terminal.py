@@ -17,32 +17,14 @@ Prose (the sentence, notes, the legend) is wrapped at spaces to the width (wrap)
 import re
 import unicodedata
 
+from analysis.term_colour import LIGHT, sgr_colours
+
 SHADES = " ░▒▓█"
 MARK = "▲"
 RESET = "\x1b[0m"
 TOP = "\x1b[1;4m"  # bold + underline
-# The 24-bit ramp: viridis (matplotlib's default map), perceptually uniform and brighter at each
-# step, so equal steps of weight look like equal steps, and it tells the story the 256-colour
-# greys tell (more weight, more light). A straight line from navy to yellow in RGB made .25 and .5
-# two similar browns. Nine of its colours, at weights 0, 1/8, ..., 1; in between, linear.
-VIRIDIS = (
-    (68, 1, 84),
-    (71, 44, 122),
-    (59, 82, 139),
-    (44, 113, 142),
-    (33, 145, 140),
-    (39, 173, 129),
-    (92, 200, 99),
-    (170, 220, 50),
-    (253, 231, 37),
-)
-# The 256-colour palette's greys, #1c1c1c (234) to #eeeeee (255) in even steps; its two darker
-# greys are left out so that weight 0 stays visible on a black background. Quantising the heat
-# ramp to the 6x6x6 colour cube instead gave an uneven ramp (.04 and .21 were one grey).
-GREY_FIRST, GREY_LAST = 234, 255
 LEGEND = ((0.0, "0"), (0.25, ".25"), (0.5, ".5"), (0.75, ".75"), (1.0, "1"))  # weight, label
 LOW = 1 / 8  # weights under this get no background colour (and a · in the token grid)
-LIGHT = "-light"  # the suffix of a colour mode for a terminal with a light background
 # The grid's column keys, one character a column: the row labels carry the same key.
 KEYS = "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
 SGR_RE = re.compile(r"\x1b\[[\d;]*m")
@@ -50,30 +32,6 @@ MAX_WORD = 12  # longest word label before it is cut with …
 MAX_TOKEN = 8  # longest token label in the grid
 MANY_HEADS = 32  # above this many heads, generate.py shows the compact view unless told otherwise
 DEFAULT_TOP = 3  # heads per word in that default compact view
-
-
-def colour_mode(stream, environ):
-    """ "truecolor", "256" or None (plain text) for writing to `stream`.
-
-    Colour only reaches a terminal: never when output is piped, NO_COLOR is set to a non-empty
-    value (no-color.org: an empty one leaves colour on) or TERM is dumb. 24-bit colour only
-    where COLORTERM says the terminal has it; other terminals get the 256-colour palette.
-    """
-    if environ.get("NO_COLOR") or environ.get("TERM") == "dumb":
-        return None
-    isatty = getattr(stream, "isatty", None)
-    if isatty is None or not isatty():
-        return None
-    mode = "truecolor" if environ.get("COLORTERM", "").lower() in ("truecolor", "24bit") else "256"
-    return mode + LIGHT if light_background(environ) else mode
-
-
-def light_background(environ):
-    """Whether COLORFGBG ("fg;bg", set by rxvt, Konsole and others) names a light background:
-    as vim reads it, a background colour of 7 or 9-15 is light, 0-6 and 8 dark. Unset or
-    unreadable: dark, the common terminal."""
-    bg = environ.get("COLORFGBG", "").split(";")[-1]
-    return bg.isdigit() and (bg == "7" or 9 <= int(bg) <= 15)
 
 
 def shade(w):
@@ -84,43 +42,6 @@ def format_weight(w):
     """Three characters: ".61", ".05", "1.0"."""
     text = f"{min(max(w, 0.0), 1.0):.2f}"
     return "1.0" if text == "1.00" else text[1:]
-
-
-def heat(w):
-    """(r, g, b) of weight w on the VIRIDIS ramp (0: dark violet, 1: yellow)."""
-    x = min(max(w, 0.0), 1.0) * (len(VIRIDIS) - 1)
-    i = min(int(x), len(VIRIDIS) - 2)
-    lo, hi = VIRIDIS[i], VIRIDIS[i + 1]
-    return tuple(round(a + (b - a) * (x - i)) for a, b in zip(lo, hi))
-
-
-def grey_index(w):
-    """The 256-colour palette index drawing weight w: one of the 22 greys, brighter for more."""
-    w = min(max(w, 0.0), 1.0)
-    return GREY_FIRST + round(w * (GREY_LAST - GREY_FIRST))
-
-
-def light_heat(w):
-    """(r, g, b) of weight w on a light terminal: white (0) to dark blue (1), the page's ramp."""
-    w = min(max(w, 0.0), 1.0)
-    return round(255 - 247 * w), round(255 - 207 * w), round(255 - 148 * w)
-
-
-def sgr_colours(w, colour):
-    """ANSI escape setting the background to weight w's colour and a foreground readable on it."""
-    if colour.endswith(LIGHT):  # light to dark: dark text on the light end
-        dark_text = w < 0.5
-        if colour == "truecolor" + LIGHT:
-            fg = (0, 0, 0) if dark_text else (255, 255, 255)
-            return "\x1b[48;2;{};{};{}m\x1b[38;2;{};{};{}m".format(*light_heat(w), *fg)
-        index = GREY_LAST - (grey_index(w) - GREY_FIRST)
-        return f"\x1b[48;5;{index}m\x1b[38;5;{16 if dark_text else 231}m"
-    dark_text = w >= 0.5
-    if colour == "truecolor":
-        dark_text = w >= 0.6  # viridis is light enough for black text from about there
-        fg = (0, 0, 0) if dark_text else (255, 255, 255)
-        return "\x1b[48;2;{};{};{}m\x1b[38;2;{};{};{}m".format(*heat(w), *fg)
-    return f"\x1b[48;5;{grey_index(w)}m\x1b[38;5;{16 if dark_text else 231}m"
 
 
 def weight_legend(colour):
@@ -215,20 +136,17 @@ def render_word_rows(words, rows, colour=None, width=100):
     """A table: the words as column headers, then one line per (label, weights) in `rows`.
 
     Columns that do not fit in `width` characters wrap into further blocks, each with its own
-    header. Each line marks its largest weight (the first, on a tie).
+    header, as even in words as fit (split_columns), so that the query word, the last, is never
+    left alone below the words it is read against. Each line marks its largest weight (the
+    first, on a tie).
     """
     labels = [display_token(w, MAX_WORD) for w in words]
     col_widths = [max(len(label), 5) for label in labels]
     label_width = max(len(label) for label, _ in rows)
     tops = [max(range(len(weights)), key=lambda i: weights[i]) for _, weights in rows]
 
-    blocks, start = [], 0
-    while start < len(words):
-        end, used = start + 1, label_width + 2 + col_widths[start]
-        while end < len(words) and used + 1 + col_widths[end] <= width:
-            used += 1 + col_widths[end]
-            end += 1
-        cols = range(start, end)
+    blocks = []
+    for cols in split_columns(col_widths, width - label_width - 2):
         lines = [
             (
                 " " * (label_width + 2) + " ".join(labels[i].ljust(col_widths[i]) for i in cols)
@@ -241,8 +159,21 @@ def render_word_rows(words, rows, colour=None, width=100):
                 cells.append(_cell(weights[i], i == top, colour) + pad)
             lines.append((label.ljust(label_width) + "  " + " ".join(cells)).rstrip())
         blocks.append("\n".join(lines))
-        start = end
     return "\n\n".join(blocks)
+
+
+def split_columns(widths, room):
+    """The columns (ranges of indices) of each block of a table whose columns are `widths` wide,
+    one space apart, in `room` characters: the fewest blocks, their counts of columns as even as
+    fit, the later blocks the larger (11 words at 80 columns: 5 and 6, not 10 and 1). A column
+    wider than `room` gets a block of its own."""
+    n = len(widths)
+    fits = lambda a, b: b - a == 1 or sum(widths[a:b]) + (b - a - 1) <= room  # noqa: E731
+    for count in range(1, n + 1):
+        bounds = [n * k // count for k in range(count + 1)]  # later blocks the larger
+        if all(fits(a, b) for a, b in zip(bounds, bounds[1:])):
+            return [range(a, b) for a, b in zip(bounds, bounds[1:])]
+    return [range(i, i + 1) for i in range(n)]
 
 
 def top_heads(words, rows, top):
@@ -304,6 +235,16 @@ def render_token_grid(tokens, weights, colour=None, width=100):
     return "\n".join(lines)
 
 
+def _read_at(sentence):
+    """Where the query was read: '"it" (its last token, #11)', or, moved off the query word by
+    --query, '"was" (the token after "it", #12)'."""
+    query, at = sentence.words[sentence.query_word], sentence.query_token
+    if sentence.position == "pronoun":
+        return f'"{query}" (its last token, #{at})'
+    moved = "the token after" if sentence.position == "next" else "the last token, after"
+    return f'"{query}" ({moved} "{sentence.asked}", #{at})'
+
+
 def render_sentence(
     sentence, colour=None, width=100, layer=None, head=None, top=None, terminal=False
 ):
@@ -312,7 +253,6 @@ def render_sentence(
     layer) as one line each, or with `top` as the compact view (render_top_heads), and with
     `head` that head's token grid. The tables fit in `width`; on a `terminal` the prose is
     wrapped to it too (piped, a line stays a line for grep)."""
-    query = sentence.words[sentence.query_word]
 
     def fit(text):
         return wrap(text, width) if terminal else text
@@ -324,9 +264,8 @@ def render_sentence(
     if top is None:
         parts.append(
             fit(
-                f'attention of "{query}" (its last token, #{sentence.query_token}) over '
-                f"the words up to it; each word sums its tokens, {MARK} marks the "
-                "largest"
+                f"attention of {_read_at(sentence)} over the words up to it; each word sums "
+                f"its tokens, {MARK} marks the largest"
             )
         )
         parts.append(render_word_rows(sentence.words, rows, colour, width))
@@ -334,8 +273,7 @@ def render_sentence(
         parts.append(
             fit(
                 f"the {min(top, len(rows))} of {len(rows)} heads that attend most from "
-                f'"{query}" (its last token, #{sentence.query_token}) to each word '
-                "before it"
+                f"{_read_at(sentence)} to each word before it"
             )
         )
         parts.append(render_top_heads(sentence.words[: sentence.query_word], rows, top, colour))

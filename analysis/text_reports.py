@@ -4,9 +4,8 @@ activation patching (analysis/patching.py), each from the JSON-ready result its 
 The page's tables (analysis/causal_tables.py, analysis/depth_tables.py) say a number as these
 reports do, through the helpers here."""
 
-import re
-
 from analysis.choice_report import format_circuits
+from analysis.lens_report import format_lens
 from analysis.probe import MIN_FOR_STATS, ONE_SET
 
 PUBLISHED = (
@@ -22,6 +21,12 @@ QUERY_WORDS = {
     "last": "the last token",
 }
 
+# What the model's-answer methods mean, as the report and the page say it.
+ANSWER_METHODS = (
+    'substitution: each candidate ("the dog") in the pronoun\'s place, the rest of the text '
+    "scored (its log-probability); closeness: the candidate whose phrase gives the next-token "
+    "distribution closest to the pronoun's (smallest KL)"
+)
 READING = (
     "Positive: the prediction needed what was taken away. The control should stay near 0.",
     "A head can attend to the antecedent and still not help the prediction.",
@@ -136,7 +141,7 @@ def format_report(result: dict, top: int = 5) -> str:
     lines += [
         "",
         f"Best {len(ranked)} heads, ranked by {'cand@1' if same else 'dev cand@1'}; "
-        f"attention mass at the pronoun, mean over the {'' if same else test_name + ' '}examples:",
+        f"attention mass at {where}, mean over the {'' if same else test_name + ' '}examples:",
         f"  head    {columns}   antecedent  distractors  first token",
     ]
     for h in ranked:
@@ -188,24 +193,6 @@ def _by_deciding_lines(kinds: dict, best: dict, score: str, same: bool, test: st
             f"  {kind:<11} {k['examples']:>5} {k['best_head']:>7.1%} {k['random']:>7.1%}   {chosen}"
         )
     return lines
-
-
-LENS_EXAMPLE_CHARS = 160  # the logit lens' example sentence, shown whole up to this long
-
-
-def lens_example_text(example: dict, limit: int = LENS_EXAMPLE_CHARS) -> str:
-    """The logit lens' example as the report and the page show it: its text up to the pronoun,
-    from the start of the sentence; a longer one from the first sentence start that leaves at
-    most `limit` characters (else its last words), after "… "."""
-    text = " ".join(example["text"].split())  # one line: newlines and runs of spaces as one
-    if len(text) <= limit:
-        return text
-    starts = [m.end() for m in re.finditer(r"[.!?]['\"’”)]*\s+", text)]
-    start = next((i for i in starts if len(text) - i <= limit), None)
-    if start is None:
-        cut = len(text) - limit
-        start = text.index(" ", cut) + 1 if " " in text[cut:] else cut
-    return "… " + text[start:]
 
 
 def _cand_cell(row, name):
@@ -262,39 +249,8 @@ def format_answer(answer: dict, query: str = "pronoun") -> str:
     lines += [
         "",
         f"No answer (the top candidates tie, or no text follows the pronoun): {missing}.",
-        'substitution: each candidate ("the dog") in the pronoun\'s place, the rest of the '
-        "text scored (its log-probability); closeness: the candidate whose phrase gives the "
-        "next-token distribution closest to the pronoun's (smallest KL)" + where + ".",
+        ANSWER_METHODS + where + ".",
     ]
-    return "\n".join(lines)
-
-
-def format_lens(lens: dict) -> str:
-    """The logit lens as plain text: one row per point in depth."""
-    ex = lens["example"]
-    lines = [
-        "Logit lens at the pronoun: the residual stream read through the final LayerNorm and the "
-        f"unembedding ({lens['n']} examples, {lens['skipped']} skipped: no token after the "
-        f"pronoun); the top tokens are those of the first, “{lens_example_text(ex)}” -> "
-        f"{ex['next']!r}:",
-        f"  {'point':<10} {'p(next)':>7} {'median rank':>11} {'rank 1':>6}   top tokens",
-    ]
-    for i, point in enumerate(lens["points"]):
-        top = ""
-        for tok, p in ex["top"][i]:  # as many as fit an 80-column row
-            more = f"{', ' if top else ''}{tok!r} {p:.2f}"
-            if len(top) + len(more) > 38:
-                break
-            top += more
-        lines.append(
-            f"  {point:<10} {lens['mean_probability'][i]:>7.3f} {lens['median_rank'][i]:>11g} "
-            f"{lens['top1_share'][i]:>6.1%}   {top}"
-        )
-    decided = next((lens["points"][i] for i, r in enumerate(lens["median_rank"]) if r == 1), None)
-    lines.append(
-        f"The true next token first ranks 1 (median over examples) at: {decided or 'no point'}; "
-        f"the last row is the model's own prediction."
-    )
     return "\n".join(lines)
 
 
@@ -380,14 +336,16 @@ def format_causal(result: dict, width: int = 100) -> str:
         "",
         f"heads together, {intervals_said(result)}:",
     ]
-    n = result["n"]
-    for label, deltas in together(result):
+    n, rows = result["n"], together(result)
+    # Every value right-aligned in one width: "0.00 [...]" has no sign to line up with "+3.99".
+    w = max(len(with_ci(d, k, n)) for _, d in rows for k in ("antecedent", "distractor"))
+    for label, deltas in rows:
         lines.append(
-            f"  {label:<13} antecedent {with_ci(deltas, 'antecedent', n)}   control "
-            f"{with_ci(deltas, 'distractor', n)}"
+            f"  {label:<13} antecedent {with_ci(deltas, 'antecedent', n):>{w}}   control "
+            f"{with_ci(deltas, 'distractor', n):>{w}}"
         )
         if "ablation" in deltas:  # the best head: its ablation beneath
-            lines.append(f"  {'':<13} ablation   {with_ci(deltas, 'ablation', n)}")
+            lines.append(f"  {'':<13} ablation   {with_ci(deltas, 'ablation', n):>{w}}")
     return "\n".join([*lines, "", *READING])
 
 

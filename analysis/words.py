@@ -245,6 +245,8 @@ class SentenceAttention:
     window_start: int
     words_cut: int
     word_cut_in_part: bool
+    position: str = "pronoun"  # where it was read (QUERY_POSITIONS), relative to `asked`
+    asked: str = ""  # the query word as found in the text, before `position` moved off it
 
     @property
     def window_note(self):
@@ -271,6 +273,7 @@ def sentence_attention(model, tokenizer, text, word=None, query="pronoun"):
     query_span = find_query_span(text, word)
     ids, starts = tokenizer.encode_with_offsets(text)
     words, _, token_word = group_tokens(text, starts)
+    query_position = query
     query = query_token(text, token_spans(text, starts), query_span, query)
     start, end = model_window(len(ids), query, model.config.block_size)
     device = next(model.parameters()).device
@@ -301,4 +304,6 @@ def sentence_attention(model, tokenizer, text, word=None, query="pronoun"):
         window_start=start,
         words_cut=first_word,
         word_cut_in_part=start > 0 and token_word[start - 1] == first_word,
+        position=query_position,
+        asked=text[query_span[0] : query_span[1]],
     )

@@ -7,12 +7,28 @@ whose merged token has the lowest rank. The merge that makes each token is recov
 that same procedure on the token's own bytes with only lower ranks allowed, which stops at the
 two parts tiktoken would join; merges.txt lists them in rank order. A `char` tokenizer has no
 byte-level form and is refused.
+
+Tools that prepend a beginning-of-text token (TransformerLens does by default) need bos, eos and
+pad ids inside the vocabulary, or they add one past its end and the embedding lookup fails.
+`gpt2` has `<|endoftext|>`; our `bpe` has no special token, so its boundary is the newline, the
+token that ends every paragraph of the training text (`boundary_token`).
 """
 
 import json
 
 from data.bpe import GPT4_SPLIT_PATTERN
 from data.gpt2_files import EOT, GPT2_SPLIT_PATTERN, gpt2_byte_chars
+
+NEWLINE = "\u010a"  # the newline byte as GPT-2's byte map writes it in vocab.json ("Ċ")
+
+
+def boundary_token(tokenizer) -> tuple[str, int]:
+    """(its text in vocab.json, its id): the token the export declares as bos, eos and pad:
+    `<|endoftext|>` where the vocabulary has one (`gpt2`), else the newline byte's token."""
+    if tokenizer.eot_id is not None:
+        return EOT, tokenizer.eot_id
+    ranks = tokenizer.ranks if tokenizer.ranks is not None else tokenizer.encoding._mergeable_ranks
+    return NEWLINE, ranks[b"\n"]
 
 
 def hf_tokenizer_files(tokenizer, model_max_length: int) -> dict[str, str]:
@@ -32,14 +48,7 @@ def hf_tokenizer_files(tokenizer, model_max_length: int) -> dict[str, str]:
         added = [_special_token(tokenizer.eot_id, EOT)]
     pattern = GPT4_SPLIT_PATTERN if tokenizer.kind == "bpe" else GPT2_SPLIT_PATTERN
     fast = _tokenizer_json(pattern, vocab, merges, added)
-    config = {
-        "tokenizer_class": "PreTrainedTokenizerFast",
-        "model_max_length": model_max_length,
-        "clean_up_tokenization_spaces": False,
-        "add_prefix_space": False,
-    }
-    if tokenizer.eot_id is not None:
-        config.update(bos_token=EOT, eos_token=EOT, unk_token=EOT)
+    config = _tokenizer_config(tokenizer, model_max_length)
     return {
         "vocab.json": json.dumps(vocab, ensure_ascii=False),
         "merges.txt": "#version: 0.2\n" + "\n".join(merges) + "\n",
@@ -117,6 +126,24 @@ def _tokenizer_json(pattern: str, vocab: dict, merges: list, added: list) -> dic
             "merges": merges,
         },
     }
+
+
+def _tokenizer_config(tokenizer, model_max_length: int) -> dict:
+    """tokenizer_config.json: the fast tokenizer, no prefix space, and the boundary token as bos,
+    eos and pad (boundary_token), with <|endoftext|> as unk where the vocabulary has it."""
+    boundary, _ = boundary_token(tokenizer)
+    config = {
+        "tokenizer_class": "PreTrainedTokenizerFast",
+        "model_max_length": model_max_length,
+        "clean_up_tokenization_spaces": False,
+        "add_prefix_space": False,
+        "bos_token": boundary,
+        "eos_token": boundary,
+        "pad_token": boundary,
+    }
+    if tokenizer.eot_id is not None:
+        config["unk_token"] = EOT
+    return config
 
 
 def _parts(token: bytes, ranks: dict[bytes, int]) -> tuple[bytes, bytes]:

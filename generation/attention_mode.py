@@ -7,14 +7,17 @@ import sys
 from pathlib import Path
 
 from analysis.errors import NoQueryWord
-from analysis.html import sentence_page, write_html
-from analysis.terminal import DEFAULT_TOP, MANY_HEADS, colour_mode, render_sentence
+from analysis.html import sentence_page
+from analysis.page_writer import Page, write_html
+from analysis.term_colour import COLOR_CHOICES, colour_mode
+from analysis.terminal import DEFAULT_TOP, MANY_HEADS, render_sentence
 from analysis.words import QUERY_POSITIONS, sentence_attention
 from checks import positive_int
 from data.pronouns import ATTENTION_EXAMPLES, DEFAULT_COUNT
 from generation.probe_mode import keep_probe, permutations, study_or_say
 from generation.user_text import read_user_text
 from runs.folder import METRICS_FILE, PROBE_FILE, probe_path, read_metrics, saved_probe
+from storage.atomic import check_writable
 
 
 def add_flags(parser):
@@ -58,6 +61,13 @@ def add_flags(parser):
         "--all-heads",
         action="store_true",
         help=f"one line per head even when more than {MANY_HEADS} heads are shown",
+    )
+    add(
+        "--color",
+        choices=COLOR_CHOICES,
+        default="auto",
+        help="colour the maps: auto (a terminal only; NO_COLOR turns it off, FORCE_COLOR on), "
+        "always (into a pipe or a pager too: less -R), never",
     )
     add(
         "--html",
@@ -104,21 +114,31 @@ def check(args, mode):
         raise ValueError(
             "--word, --layer, --head, --top-heads, --all-heads and --html go with --attention"
         )
-    if args.query is not None and mode == "sampling":
-        raise ValueError("--query goes with --attention or --probe")
-    if args.query is not None and args.query not in QUERY_POSITIONS:
-        if mode == "probe":
-            raise ValueError(
-                f"--query {args.query}: with --probe, read at one of "
-                f"{', '.join(QUERY_POSITIONS)}; a word differs from example to "
-                "example (--attention --query WORD reads at a word)"
-            )
-        if args.word is not None:
-            raise ValueError("--word and --query WORD both name the query word; give one of them")
+    _check_query(args, mode)
+    if args.color != "auto" and not chosen(args):
+        raise ValueError("--color goes with --attention: only the maps are coloured")
     if args.no_probe and args.html is None:
         raise ValueError("--no-probe goes with --html")
     if chosen(args) and mode != "attention":
         raise ValueError("--probe and --attention are separate runs; give one of them")
+
+
+def _check_query(args, mode):
+    """ValueError for a --query that the mode cannot read at."""
+    if args.query is None:
+        return
+    if mode == "sampling":
+        raise ValueError("--query goes with --attention or --probe")
+    if args.query in QUERY_POSITIONS:
+        return
+    if mode == "probe":
+        raise ValueError(
+            f"--query {args.query}: with --probe, read at one of "
+            f"{', '.join(QUERY_POSITIONS)}; a word differs from example to "
+            "example (--attention --query WORD reads at a word)"
+        )
+    if args.word is not None:
+        raise ValueError("--word and --query WORD both name the query word; give one of them")
 
 
 def attention_sentences(args):
@@ -191,7 +211,7 @@ def query_of(args):
 def write_maps(run, args, analysed, out):
     """The terminal maps of the analysed sentences: a line per head, or each word's top heads."""
     n_layer, n_head = run.model.config.n_layer, run.model.config.n_head
-    colour = colour_mode(out, os.environ)
+    colour = colour_mode(out, os.environ, args.color)
     terminal = bool(getattr(out, "isatty", None) and out.isatty())
     width = shutil.get_terminal_size((100, 24)).columns if terminal else 100
     shown = n_head if args.layer is not None else n_layer * n_head
@@ -211,26 +231,18 @@ def write_maps(run, args, analysed, out):
 
 def write_page(run, args, analysed, ckpt, out, err):
     """The page of every head's map at args.html, the probe's best head outlined."""
-    found = page_probe(run, ckpt, args, err) or {}
-    best = found.get("best_head")
     if args.html.endswith(("/", os.sep)):  # a trailing slash means a folder: the page goes in it
         args.html = str(Path(args.html) / "attention.html")
-    write_html(
-        args.html,
-        [sentence_page(a) for a in analysed],
-        best_head=best,
+    check_writable(args.html)  # before the probe, which may take minutes
+    found = page_probe(run, ckpt, args, err) or {}
+    best = found.get("best_head")
+    page = Page(
         checkpoint=ckpt,
         step=run.ckpt.get("step"),
         val_loss=run.ckpt.get("best_val_loss"),
-        causal=found.get("causal"),
         records=read_metrics(Path(ckpt) / METRICS_FILE),
-        lens=found.get("logit_lens"),
-        patching=found.get("patching"),
-        decided_by=found.get("decided_by"),
-        probe=found or None,
-        circuit=found.get("circuit"),
-        choice=found.get("choice"),
     )
+    write_html(args.html, [sentence_page(a) for a in analysed], found, page)
     outlined = f"layer {best['layer']} head {best['head']}" if best else "none (--no-probe)"
     out.write(f"wrote {args.html} (outlined, the probe's best head: {outlined})\n")
 

@@ -63,8 +63,8 @@ def add_flags(parser):
 
 def check(args, mode):
     """ValueError for the probe's flags given when `mode` is another, and a bad --permutations."""
-    if args.json and mode != "probe":
-        raise ValueError("--json goes with --probe")
+    if args.json and mode not in ("probe", "test_prompt"):
+        raise ValueError("--json goes with --probe or --test-prompt")
     if args.circuit and mode != "probe":
         raise ValueError("--circuit goes with --probe")
     if args.patch and mode != "probe":

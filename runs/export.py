@@ -7,7 +7,7 @@ overwrites anything."""
 import json
 from pathlib import Path
 
-from data.hf_tokenizer import hf_tokenizer_files
+from data.hf_tokenizer import boundary_token, hf_tokenizer_files
 from model.gpt2_export import gpt2_config_json, gpt2_state_dict
 from runs.loading import load_run
 from storage.atomic import write_atomic
@@ -39,7 +39,9 @@ def export_hf(run_folder: str | Path, dest: str | Path) -> list[str]:
     config = run.model.config
     # Everything is built before the first write: a refusal leaves nothing behind.
     files = hf_tokenizer_files(run.tokenizer, config.block_size)
-    files["config.json"] = json.dumps(gpt2_config_json(config, run.tokenizer.eot_id), indent=2)
+    files["config.json"] = json.dumps(
+        gpt2_config_json(config, boundary_token(run.tokenizer)[1]), indent=2
+    )
     weights = save(gpt2_state_dict(config, run.model.state_dict()), metadata={"format": "pt"})
     try:
         dest.mkdir(parents=True, exist_ok=True)

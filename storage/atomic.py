@@ -41,7 +41,7 @@ def write_atomic(path, content) -> Path:
     created. ValueError, too, if `path` (or its symlink's target) is not a regular file.
     """
     path = Path(path)
-    target = Path(os.path.realpath(path)) if path.is_symlink() else path
+    target = _target(path)
     tmp = _temp_name(target)
     existed = False
     try:
@@ -161,6 +161,18 @@ def is_stale_temp(name: str) -> bool:
     """Whether `name` is a temp's name whose writer process is no longer alive."""
     match = _TEMP_NAME.match(name)
     return match is not None and not _alive(int(match[1]))
+
+
+def check_writable(path: str | Path) -> None:
+    """The ValueError write_atomic(path, ...) would raise for a path that is no regular file (a
+    folder, a device, a file where a parent folder should be), raised now: for a caller that
+    does long work before it writes."""
+    _check_replaceable(Path(path), _target(Path(path)))
+
+
+def _target(path: Path) -> Path:
+    """The file a write to `path` replaces: a symlink is written through."""
+    return Path(os.path.realpath(path)) if path.is_symlink() else path
 
 
 def _temp_name(path: Path) -> Path:

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from analysis.html import write_html
+from analysis.page_writer import write_html
 from data.bpe import write_ranks
 from data.prepare import prepare
 from data.pronouns import write_jsonl

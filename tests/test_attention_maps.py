@@ -9,9 +9,9 @@ import torch
 
 import generate
 from analysis.errors import NoQueryWord
+from analysis.term_colour import colour_mode
 from analysis.terminal import (
     RESET,
-    colour_mode,
     display_token,
     render_sentence,
     render_token_grid,
@@ -423,10 +423,30 @@ class Stream(io.StringIO):
         (True, {"COLORFGBG": "15;0"}, "256"),
         (True, {"COLORFGBG": "7;8"}, "256"),
         (True, {"COLORFGBG": "rubbish"}, "256"),
+        # force-color.org: a non-empty FORCE_COLOR colours a pipe too; NO_COLOR still wins
+        (False, {"FORCE_COLOR": "1"}, "256"),
+        (False, {"FORCE_COLOR": "1", "COLORTERM": "truecolor"}, "truecolor"),
+        (False, {"FORCE_COLOR": ""}, None),
+        (True, {"FORCE_COLOR": "1", "NO_COLOR": "1"}, None),
     ],
 )
 def test_colour_mode(tty, env, mode):
     assert colour_mode(Stream(tty), env) == mode
+
+
+@pytest.mark.parametrize(
+    "choice, tty, env, mode",
+    [
+        ("always", False, {"NO_COLOR": "1"}, "256"),  # the flag over the environment
+        ("always", False, {"COLORFGBG": "0;15"}, "256-light"),
+        ("never", True, {"FORCE_COLOR": "1", "COLORTERM": "truecolor"}, None),
+        ("auto", True, {}, "256"),
+    ],
+)
+def test_the_color_flag_decides_before_the_environment(choice, tty, env, mode):
+    assert colour_mode(Stream(tty), env, choice) == mode
+    with pytest.raises(ValueError, match="sometimes"):
+        colour_mode(Stream(tty), env, "sometimes")
 
 
 # --- the generate.py options ---------------------------------------------------------------
@@ -447,6 +467,47 @@ def test_cli_prints_one_line_per_head_and_with_layer_and_head_the_grid(char_run)
     text = attention_cli(char_run, ["--attention", SENTENCE, "--layer", "1", "--head", "0"])
     assert sum(bool(re.match(r"L1 H\d  ", line)) for line in text.splitlines()) == 2
     assert "L1 H0, token by token" in text
+
+
+def test_a_table_too_wide_splits_its_words_evenly_the_query_word_never_alone():
+    words = "The animal in the jungle went out on a hunt because it".split()
+    rows = [("L0 H0", [1 / len(words)] * len(words))]
+    for width in (80, 60, 40):
+        blocks = [
+            b.splitlines()[0].split()
+            for b in render_word_rows(words, rows, None, width).split("\n\n")
+        ]
+        assert [w for b in blocks for w in b] == words
+        sizes = [len(b) for b in blocks]
+        assert sizes == sorted(sizes) and sizes[-1] - sizes[0] <= 1, (width, sizes)
+        assert all(
+            len(line) <= width for line in render_word_rows(words, rows, None, width).splitlines()
+        )
+    assert "\n\n" not in render_word_rows(words, rows, None, 100)  # fits: one block
+
+
+def test_a_query_moved_off_the_pronoun_says_where_it_reads(char_run):
+    at_pronoun = attention_cli(char_run, ["--attention", SENTENCE])
+    assert 'attention of "it" (its last token, #' in at_pronoun
+    moved = attention_cli(char_run, ["--attention", SENTENCE, "--query", "next"])
+    assert '(the token after "it", #' in moved and "its last token" not in moved
+    last = attention_cli(char_run, ["--attention", SENTENCE, "--query", "last", "--top-heads", "1"])
+    assert '(the last token, after "it", #' in last
+
+
+def test_color_always_or_force_color_colours_a_pipe_and_never_keeps_it_plain(char_run, monkeypatch):
+    for name in ("NO_COLOR", "FORCE_COLOR", "COLORTERM", "COLORFGBG"):
+        monkeypatch.delenv(name, raising=False)
+    piped = attention_cli(char_run, ["--attention", SENTENCE])
+    assert "\x1b[" not in piped
+    always = attention_cli(char_run, ["--attention", SENTENCE, "--color", "always"])
+    assert "\x1b[48;5;" in always  # 256 colours' backgrounds, without COLORTERM
+    assert always.count("▲") == piped.count("▲")  # the same heads marked, coloured
+    monkeypatch.setenv("FORCE_COLOR", "1")
+    assert attention_cli(char_run, ["--attention", SENTENCE]) == always
+    assert "\x1b[" not in attention_cli(char_run, ["--attention", SENTENCE, "--color", "never"])
+    with pytest.raises(ValueError, match="--color goes with --attention"):
+        generate.check_args(generate.build_parser().parse_args(["--color", "always"]))
 
 
 def test_attention_file_gives_one_sentence_a_line_and_skips_blank_ones(char_run, tmp_path):
@@ -569,7 +630,7 @@ def test_cli_errors(char_run, argv, message):
 
 
 def test_the_24_bit_ramp_gets_brighter_in_even_steps_like_the_greys():
-    from analysis.terminal import grey_index, heat
+    from analysis.term_colour import grey_index, heat
 
     def lightness(rgb):  # relative luminance, 0..255
         r, g, b = rgb

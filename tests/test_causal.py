@@ -247,8 +247,15 @@ def test_report_puts_the_control_beside_the_grid_and_gives_intervals(result):
     lo, hi = result["all_heads"]["antecedent_ci"]
     said = f"{signed(result['all_heads']['antecedent'])} [{signed(lo)}, {signed(hi)}]"
     assert f"all layers    antecedent {said}" in report
+    together = lines[lines.index(next(ln for ln in lines if ln.startswith("heads together"))) :]
+    rows = [ln for ln in together if ln.startswith("  ") and " control " in ln]
+    assert len(rows) == 4 and len({ln.index(" control ") for ln in rows}) == 1, (
+        rows
+    )  # signed or not
+    assert len({len(ln) for ln in rows}) == 1, rows
     at = lines.index(next(line for line in lines if line.startswith("  L0 H1 alone ")))
-    assert f"ablation   {signed(result['heads'][0][1]['ablation'])} [" in lines[at + 1]
+    ablation = lines[at + 1].split()
+    assert ablation[:2] == ["ablation", signed(result["heads"][0][1]["ablation"])], ablation
 
 
 def test_report_of_144_heads_stacks_the_grids_within_100_columns():

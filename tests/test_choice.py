@@ -18,7 +18,7 @@ from analysis.choice import (
 )
 from analysis.choice_pairs import NotTokenAligned, choice_pair, choice_pairs
 from analysis.circuit import circuit_of_pairs
-from analysis.patching import Pair, patch_pairs
+from analysis.patching import Pair, patching_of_pairs
 from data.pronouns import Example, examples, read_jsonl, write_jsonl
 from data.pronouns.choice_twins import REASONS, choice_twins
 from data.pronouns.lexicon import lexicon
@@ -229,7 +229,9 @@ def test_flipping_the_cue_flips_the_metric_and_the_known_head_decides():
     swapped = [p._replace(clean_next=7, corrupt_next=6) for p in pairs]  # the other answer
     clean, twin, _ = choice_metrics(model, swapped)
     assert (clean < 0).all() and choice_accuracy(clean, twin, 0, 100)["accuracy"] == 0.0
-    heads = patch_pairs(model, pairs, resamples=100)["heads"]  # the sentence's run into the twin's
+    heads = patching_of_pairs(model, pairs, resamples=100)[
+        "heads"
+    ]  # the sentence's run into the twin's
     assert heads[0][1]["recovered"] == pytest.approx(1.0)
     assert all(abs(c["recovered"]) < 1e-9 for row in heads for c in row if c is not heads[0][1])
     circuit = circuit_of_pairs(model, pairs, [None] * len(pairs), resamples=100, faithful=0.8)
@@ -270,7 +272,7 @@ def test_choice_study_on_examples_without_twins_is_nothing_to_measure(bpe):
 
 
 def test_the_page_shows_both_circuits_side_by_side_each_named_by_its_question():
-    from analysis.html import render_html
+    from analysis.page_writer import render_html
     from tests.test_html import SENTENCES
 
     edge = {"from": "embed:changed", "to": "L0H2.q", "share": 0.42, "in_circuit": True}
@@ -307,7 +309,7 @@ def test_the_page_shows_both_circuits_side_by_side_each_named_by_its_question():
         "n_edges": 137,
         "by_kind": {"role": {"edges": [identity_edge], "faithfulness": 0.96, "size": 1}},
     }
-    page = render_html(SENTENCES, best_head=(0, 2), circuit=identity, choice=choice)
+    page = render_html(SENTENCES, {"best_head": (0, 2), "circuit": identity, "choice": choice})
     section = page[page.index('<section class="circuit choice">') :]
     section = section[: section.index("</section>")]
     assert section.count("identity (does the antecedent") == 2
@@ -316,7 +318,7 @@ def test_the_page_shows_both_circuits_side_by_side_each_named_by_its_question():
     assert "role, choice (which candidate wins?): no preference" in section
     assert "too few right both ways (3)" in section and "30/41" in section
     assert section.count('<div class="side-by-side">') == 2 and "shared: L0H2 -&gt; MLP0" in section
-    assert render_html(SENTENCES, best_head=(0, 2)).count("circuit choice") == 0
+    assert render_html(SENTENCES, {"best_head": (0, 2)}).count("circuit choice") == 0
     from analysis.choice_page import choice_section
 
     answer = {"all": {"cand_at_1": {"substitution": 0.893}}, "decided_by": {}}

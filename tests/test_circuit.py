@@ -225,7 +225,7 @@ def test_probe_circuit_json_and_report(tmp_path):
 
 def test_the_page_draws_each_sets_circuit_with_its_numbers_in_view():
     from analysis.circuit_svg import circuit_section
-    from analysis.html import render_html
+    from analysis.page_writer import render_html
     from tests.test_html import SENTENCES
 
     edge = {"from": "embed:antecedent", "to": "L0H2.v", "share": 0.61, "in_circuit": True}
@@ -238,5 +238,5 @@ def test_the_page_draws_each_sets_circuit_with_its_numbers_in_view():
     section = circuit_section(circuit)
     assert section.count("<svg") == 2 and "1 of 137 edges keep 98.4%" in section
     assert "meaning: no preference" in section and "61%" in section  # the share on the line
-    page = render_html(SENTENCES, best_head=(0, 2), circuit=circuit)
+    page = render_html(SENTENCES, {"best_head": (0, 2), "circuit": circuit})
     assert page.count('<section class="circuit">') == 1 and circuit_section(None) == ""

@@ -19,10 +19,38 @@ import numpy as np
 import pytest
 import torch
 
-from analysis.html import ASSETS, BEST_HEAD_MEANS, render_html, sentence_page, write_html
+from analysis.html import ASSETS, BEST_HEAD_MEANS, sentence_page
+from analysis.page_writer import Page, render_html, write_html
 from analysis.words import sentence_attention
 from data.tokenizer import train_tokenizer
 from model.gpt import GPT, GPTConfig
+
+
+def page_args(
+    best_head=None,
+    causal=None,
+    lens=None,
+    patching=None,
+    decided_by=None,
+    probe=None,
+    circuit=None,
+    **facts,
+):
+    """write_html's two arguments from the parts a test names: the probe's result (what a test
+    passes apart merged with `probe`, as generate.py --probe saves them together; `probe`'s own
+    best head, with its scores, over a bare pair) and the Page
+    of the run's facts (checkpoint, step, val_loss, records, title)."""
+    parts = {
+        "best_head": best_head,
+        "causal": causal,
+        "logit_lens": lens,
+        "patching": patching,
+        "decided_by": decided_by,
+        "circuit": circuit,
+    }
+    merged = {**{k: v for k, v in parts.items() if v is not None}, **(probe or {})}
+    return {"probe": merged or None, "page": Page(**facts)}
+
 
 HOSTILE = [
     "The",
@@ -81,7 +109,7 @@ FACTS = {
 
 
 def test_page_is_self_contained():
-    page = render_html(SENTENCES, **FACTS)
+    page = render_html(SENTENCES, **page_args(**FACTS))
     assert "http://" not in page and "https://" not in page and "//cdn" not in page
     assert not re.search(r"<link\b", page, re.I)
     assert re.findall(r"\b(?:src|href)\s*=", page, re.I) == []  # no file, no URL, nothing
@@ -104,7 +132,7 @@ def facts_of(page):
 
 
 def test_the_runs_facts_and_what_best_head_means_are_at_the_top():
-    page = render_html(SENTENCES, **FACTS)
+    page = render_html(SENTENCES, **page_args(**FACTS))
     assert facts_of(page) == {
         "Checkpoint": "out/default",
         "Training step": "800",
@@ -120,20 +148,22 @@ def test_the_best_head_on_each_kind_of_sentence_is_a_fact_beside_it():
         "agreement": {"examples": 217, "best_head": 0.972, "random": 0.44, "kind_best": None},
         "meaning": {"examples": 42, "best_head": 0.571, "random": 0.46, "kind_best": None},
     }
-    page = render_html(SENTENCES, **FACTS, decided_by=kinds)
+    page = render_html(SENTENCES, **page_args(**FACTS, decided_by=kinds))
     assert (
         facts_of(page)["Best head by what decides"] == "agreement 97.2% of 217, meaning 57.1% of 42"
     )
     assert "Best head by what decides" not in facts_of(
-        render_html(SENTENCES, **FACTS, decided_by={})
+        render_html(SENTENCES, **page_args(**FACTS, decided_by={}))
     )
 
 
 def test_facts_a_model_lacks_are_left_out():
     # A Hugging Face model: no step, no validation loss; a run never evaluated: best_val_loss inf.
-    page = render_html(SENTENCES, checkpoint="hf:gpt2", best_head=(1, 2), val_loss=float("inf"))
+    page = render_html(
+        SENTENCES, **page_args(checkpoint="hf:gpt2", best_head=(1, 2), val_loss=float("inf"))
+    )
     assert facts_of(page) == {"Checkpoint": "hf:gpt2", "Best head": "L1 H2, outlined in each grid"}
-    page = render_html(SENTENCES, checkpoint="<b>run</b>")
+    page = render_html(SENTENCES, **page_args(checkpoint="<b>run</b>"))
     assert facts_of(page) == {"Checkpoint": "<b>run</b>"} and "<b>" not in page
     assert BEST_HEAD_MEANS not in page  # no probe, nothing to explain
     assert 'class="facts"' not in render_html(SENTENCES)  # nothing known: no section
@@ -148,7 +178,7 @@ def test_facts_a_model_lacks_are_left_out():
 )
 def test_bad_facts_say_what_to_pass(facts, message):
     with pytest.raises(ValueError, match=message):
-        render_html(SENTENCES, **facts)
+        render_html(SENTENCES, **page_args(**facts))
 
 
 def test_space_only_tokens_are_shown_as_the_terminal_shows_them():
@@ -163,7 +193,7 @@ def test_space_only_tokens_are_shown_as_the_terminal_shows_them():
 
 
 def test_hostile_tokens_cannot_end_the_script_and_round_trip_as_text():
-    page = render_html(SENTENCES, title="<i>maps</i> & more")
+    page = render_html(SENTENCES, **page_args(title="<i>maps</i> & more"))
     # Exactly our three <script> elements close; no token closes one early.
     assert len(re.findall(r"</script", page, re.I)) == 3
     assert "<b>" not in page and "alert(1)</script>" not in page
@@ -177,7 +207,9 @@ def test_hostile_tokens_cannot_end_the_script_and_round_trip_as_text():
 def test_write_html_is_atomic_and_replaces_an_old_page(tmp_path):
     path = tmp_path / "maps.html"
     path.write_text("old")
-    write_html(path, SENTENCES, best_head={"layer": 0, "head": 1, "dev": 0.5, "test": 0.4})
+    write_html(
+        path, SENTENCES, **page_args(best_head={"layer": 0, "head": 1, "dev": 0.5, "test": 0.4})
+    )
     assert path.read_text(encoding="utf-8").startswith("<!DOCTYPE html>")
     assert [p.name for p in tmp_path.iterdir()] == ["maps.html"]  # no temp file left behind
 
@@ -259,7 +291,7 @@ def cells(section_html):
 
 
 def test_the_causal_tests_are_three_grids_and_the_heads_together_with_the_best_head_outlined():
-    page = render_html(SENTENCES, best_head=(1, 2), causal=causal_result(3, 4, (1, 2)))
+    page = render_html(SENTENCES, **page_args(best_head=(1, 2), causal=causal_result(3, 4, (1, 2))))
     section = re.search(r'<section class="causal">.*?</section>', page, re.S).group(0)
     assert section.count("<table") == 4 and "Does the head matter?" in section
     values = cells(section)
@@ -283,11 +315,11 @@ def test_the_causal_tests_are_three_grids_and_the_heads_together_with_the_best_h
 
 def test_a_malformed_causal_part_says_to_run_the_probe_again():
     with pytest.raises(ValueError, match="run generate.py --probe again"):
-        render_html(SENTENCES, causal={"heads": [[{"antecedent": 1.0}]]})
+        render_html(SENTENCES, **page_args(causal={"heads": [[{"antecedent": 1.0}]]}))
 
 
 def test_the_training_curve_is_inline_svg_with_every_head_the_best_bold_and_the_val_loss():
-    page = render_html(SENTENCES, records=probe_records(3, 4, (1, 2)))
+    page = render_html(SENTENCES, **page_args(records=probe_records(3, 4, (1, 2))))
     svg = re.search(r'<svg class="curve".*?</svg>', page, re.S).group(0)
     groups = re.findall(
         r'<g id="[^"]+" class="([a-z ]+)"><title>([^<]+)</title>\s*<path d="([^"]+)"[^>]*'
@@ -325,7 +357,9 @@ def test_the_training_curve_is_inline_svg_with_every_head_the_best_bold_and_the_
     assert all(ref.startswith("#") for ref in re.findall(r'(?:href="|url\()([^")]*)', svg))
     assert page.index('class="training"') < page.index('id="sentences"')
     # No probe lines (a run with the probe off, a Hugging Face model): no section, no SVG.
-    assert "<svg" not in render_html(SENTENCES, records=probe_records(3, 4, (1, 2))[:1])
+    assert "<svg" not in render_html(
+        SENTENCES, **page_args(records=probe_records(3, 4, (1, 2))[:1])
+    )
 
 
 def test_no_sentences_is_an_error():
@@ -335,9 +369,9 @@ def test_no_sentences_is_an_error():
 
 def test_best_head_outside_the_model_is_an_error():
     with pytest.raises(ValueError, match="outside"):
-        render_html(SENTENCES, best_head=(3, 0))
+        render_html(SENTENCES, **page_args(best_head=(3, 0)))
     with pytest.raises(ValueError, match="best_head"):
-        render_html(SENTENCES, best_head="L1H2")
+        render_html(SENTENCES, **page_args(best_head="L1H2"))
 
 
 def chromium(tmp_path, url, *args, width=1280):
@@ -371,7 +405,7 @@ def browse(tmp_path, sentences, script, best_head=(1, 2), width=1280, **facts):
     """Write the page, run `script` after the page's own (it fills the object `out`), load it in
     chromium and return (out, console messages, the DOM)."""
     path = tmp_path / "page.html"
-    write_html(path, sentences, best_head=best_head, **facts)
+    write_html(path, sentences, **page_args(best_head=best_head, **facts))
     script = (
         '<script>const out = {}, sec = document.querySelector("#sentences section");'
         + script
@@ -470,7 +504,7 @@ def phone(tmp_path, sentences, script, width, **facts):
     viewport meta tag applies, as on a phone); run `script` (it fills the object `out`) and
     return (out, console messages and uncaught errors)."""
     path = tmp_path / "page.html"
-    write_html(path, sentences, **facts)
+    write_html(path, sentences, **page_args(**facts))
     browser = DevTools(tmp_path)
     try:
         target = browser.send("Target.createTarget", url="about:blank")["targetId"]
@@ -561,7 +595,7 @@ def test_real_browser_renders_without_errors_and_responds_to_clicks_and_hover(tm
 def test_real_browser_screenshot_shows_the_grid_and_the_best_head(tmp_path):
     Image = pytest.importorskip("PIL.Image", reason="Pillow (matplotlib needs it) reads the PNG")
     path = tmp_path / "page.html"
-    write_html(path, SENTENCES, best_head=(1, 2))
+    write_html(path, SENTENCES, **page_args(best_head=(1, 2)))
     dom, _ = chromium(tmp_path, path.as_uri(), "--dump-dom")
     x, y, w, h = map(int, re.search(r'data-grid="([\d,]+)"', dom).group(1).split(","))
     assert w > 200 and h > 200 and x + w <= 1280 and y + h <= 1000  # in the screenshot's view
@@ -593,7 +627,7 @@ def gpt2_shaped_page():
 
 
 def test_a_12_by_12_model_page_holds_all_144_maps_and_the_window_note(gpt2_shaped_page):
-    data = json.loads(data_block(render_html([gpt2_shaped_page], best_head=(5, 7))))
+    data = json.loads(data_block(render_html([gpt2_shaped_page], **page_args(best_head=(5, 7)))))
     [s] = data["sentences"]
     assert np.array(s["attention"]).shape == (12, 12, 48, 48)
     assert s["pronoun"] == 47 and len(s["tokens"]) == 48
@@ -734,7 +768,8 @@ def lens_result(L):
 
 def test_the_patching_and_lens_sections_show_their_numbers():
     page = render_html(
-        SENTENCES, best_head=(1, 2), lens=lens_result(2), patching=patching_result(2, 4, (0, 2))
+        SENTENCES,
+        **page_args(best_head=(1, 2), lens=lens_result(2), patching=patching_result(2, 4, (0, 2))),
     )
     patching = page[page.index('<section class="patching">') : page.index('<section class="lens">')]
     assert patching.count("<table>") == 2 and "+0.90 [+0.85, +0.95]" in cells(
@@ -744,7 +779,9 @@ def test_the_patching_and_lens_sections_show_their_numbers():
     with_mlps["mlps"] = [
         [{"recovered": 0.37}, {"recovered": 0.0}, {"recovered": -0.12}] for _ in range(2)
     ]
-    page = render_html(SENTENCES, best_head=(1, 2), lens=lens_result(2), patching=with_mlps)
+    page = render_html(
+        SENTENCES, **page_args(best_head=(1, 2), lens=lens_result(2), patching=with_mlps)
+    )
     table = page[page.index("Each MLP's output") : page.index('<section class="lens">')]
     assert "+0.37" in cells(table) and "-0.12" in cells(table) and table.count("block 1") == 1
     assert "0.00 [-0.05, +0.05]" in cells(patching)  # the stream's zeros, unsigned
@@ -806,7 +843,7 @@ def test_a_phone_reads_the_curves_labels_sees_that_a_cut_table_scrolls_and_the_m
 
 
 def test_the_pronouns_row_of_the_best_head_is_on_the_page_as_numbers():
-    page = render_html(SENTENCES, best_head=(1, 2))
+    page = render_html(SENTENCES, **page_args(best_head=(1, 2)))
     section = page[page.index('<section class="numbers">') :]
     section = section[: section.index("</section>")]
     assert section.count('<div class="pairs">') == sum(s["pronoun"] is not None for s in SENTENCES)
@@ -892,6 +929,24 @@ def test_with_many_heads_the_page_shows_the_terminals_compact_view_and_escapes_w
         render_html([{**hostile, "rows": [[[0.5]]]}])
 
 
+def circuit_result():
+    """A circuit result as analysis.circuit gives it, of a 2-layer model: the default model's
+    five edges, two of them skipping rows (bowed to the right, their labels furthest right)."""
+    edges = [
+        ("L0H2", "MLP0", 0.66),
+        ("embed:antecedent", "L0H2.v", 0.59),
+        ("MLP0", "logits", 0.50),
+        ("MLP1", "logits", 0.27),
+        ("MLP0", "MLP1", 0.25),
+    ]
+    part = {
+        "edges": [{"from": a, "to": b, "share": x, "in_circuit": True} for a, b, x in edges],
+        "size": 5,
+        "faithfulness": 0.973,
+    }
+    return {**part, "n_edges": 137, "by_kind": {"agreement": part, "role": part}}
+
+
 def probe_result(L, H, best, test_set="test", natural=None):
     """Shaped as analysis.probe's run_probe gives it: head (l, h) scores (l * H + h) / 100 on
     dev and 0.01 more on test, the best head 0.9 and 0.91."""
@@ -945,7 +1000,9 @@ def probe_result(L, H, best, test_set="test", natural=None):
 
 
 def test_the_probes_main_result_is_on_the_page_with_the_natural_sets_where_saved():
-    page = render_html(SENTENCES, best_head=(1, 2), probe=probe_result(3, 4, (1, 2), natural=True))
+    page = render_html(
+        SENTENCES, **page_args(best_head=(1, 2), probe=probe_result(3, 4, (1, 2), natural=True))
+    )
     section = re.search(r'<section class="probe">.*?</section>', page, re.S).group(0)
     assert page.index('class="facts"') < page.index('class="probe"') < page.index('id="sentences"')
     tables = re.findall(r"<table.*?</table>", section, re.S)
@@ -970,10 +1027,12 @@ def test_the_probes_main_result_is_on_the_page_with_the_natural_sets_where_saved
     assert "natural cand@1 by layer and head" in natural_grid and "natural" in natural_baselines
     assert "natural.jsonl" in section
     # no natural part saved, no natural tables; no probe result, no section
-    assert "natural.jsonl" not in render_html(SENTENCES, probe=probe_result(3, 4, (1, 2)))
+    assert "natural.jsonl" not in render_html(
+        SENTENCES, **page_args(probe=probe_result(3, 4, (1, 2)))
+    )
     assert 'class="probe"' not in render_html(SENTENCES)
     with pytest.raises(ValueError, match="run generate.py --probe again"):
-        render_html(SENTENCES, probe={"heads": [{"layer": 0}]})
+        render_html(SENTENCES, **page_args(probe={"heads": [{"layer": 0}]}))
 
 
 def test_signed_numbers_print_an_exact_or_rounded_zero_without_a_sign():
@@ -993,7 +1052,8 @@ def test_signed_numbers_print_an_exact_or_rounded_zero_without_a_sign():
     assert "-0.00" not in text and "+0.00" not in text
     assert "\nL1      0.00  +0.01" in text and "  0.00 [-0.05, +0.05]" in text
     page = render_html(
-        SENTENCES, best_head=(1, 2), patching=patching, causal=causal_result(3, 4, (1, 2))
+        SENTENCES,
+        **page_args(best_head=(1, 2), patching=patching, causal=causal_result(3, 4, (1, 2))),
     )
     assert "-0.00" not in page and "+0.00" not in page
 
@@ -1009,6 +1069,11 @@ const best = document.querySelector("section.patching td.best").getBoundingClien
 out.patchingBest = [best.left >= 0, best.right <= W];
 out.tight = document.querySelectorAll(".scroll.tight").length;
 out.pageWidth = document.documentElement.scrollWidth; out.width = W;
+out.graphs = [...document.querySelectorAll("section.circuit svg")].map(g => {
+  const box = g.getBoundingClientRect();
+  const labels = [...g.querySelectorAll("text")].map(t => t.getBoundingClientRect());
+  return [box.left >= 0 && box.right <= W, labels.every(t => t.right <= box.right + 0.5)];
+});
 """
 
 
@@ -1025,12 +1090,69 @@ def test_real_browser_shows_every_table_of_a_small_model_without_sideways_scroll
         "patching": patching_result(2, 4, (0, 2)),
         "probe": probe_result(2, 4, (0, 2), natural=True),
         "records": probe_records(2, 4, (0, 2)),
+        "circuit": circuit_result(),
     }
     out, console = drawn(tmp_path, [sentence, sentence], FITS, width, **facts)
+    assert out["graphs"] == [[True, True]] * 3, out  # inside the page, every label inside its graph
     assert console == []
     assert out["over"] == [] and out["offscreen"] == 0, out
     assert out["patchingBest"] == [True, True] and out["pageWidth"] == out["width"] == width, out
     assert (out["tight"] > 0) == (width < 500), out  # a phone's intervals go under their values
+
+
+# The page read without hovering: a cell's weight by click or tap, the keyboard's place on a
+# button, what the answer's methods mean, why a table was turned.
+WITHOUT_HOVER = """
+const big = sec.querySelector(".big canvas"), r = big.getBoundingClientRect();
+const m = +big.dataset.margin, c = +big.dataset.cell, px = big.width / r.width;
+out.before = sec.querySelector(".readout").textContent;
+big.dispatchEvent(new MouseEvent("click", {bubbles: true,
+  clientX: r.left + (m + 1.5 * c) / px, clientY: r.top + (m + 2.5 * c) / px}));
+out.readout = sec.querySelector(".readout").textContent;
+out.readoutShown = sec.querySelector(".readout").getBoundingClientRect().height > 0;
+const b = sec.querySelector("button.cell");
+b.focus();
+const style = getComputedStyle(b);
+out.focus = [document.activeElement === b, style.outlineStyle, style.outlineWidth];
+out.methods = document.querySelector(".answer-box .help").textContent;
+const shown = t => t.offsetParent !== null;
+out.turned = [...document.querySelectorAll(".flip")].map(f =>
+  [f.classList.contains("flipped"), [...f.querySelectorAll("caption")].filter(shown)
+    .map(t => t.textContent.includes("turned, words down"))]);
+"""
+
+
+@needs_browser
+@pytest.mark.parametrize("width", [1400, 420])  # a desktop, a phone
+def test_real_browser_gives_a_cells_weight_without_hovering_and_says_what_tables_mean(
+    tmp_path, width
+):
+    sentence = sentence_page(headline_run(2, 4))
+    answer = {
+        "methods": ["substitution", "closeness"],
+        "head": {"layer": 0, "head": 2},
+        "all": {
+            "examples": 300,
+            "cand_at_1": {"substitution": 0.89, "closeness": 0.79, "head": 0.91},
+        },
+        "decided_by": {},
+    }
+    probe = {**probe_result(2, 4, (0, 2)), "model_answer": answer}
+    out, console = drawn(tmp_path, [sentence], WITHOUT_HOVER, width, probe=probe)
+    assert console == []
+    # The enlarged map is the best head's at first, L0 H2: row 2, column 1, as the page stores it.
+    weight = round(sentence["attention"][0][2][2][1].item() * 10_000) / 10_000
+    assert out["before"].startswith("Click or tap a cell") and out["readoutShown"], out
+    assert out["readout"].startswith("Layer 0, head 2: ") and "\u2192" in out["readout"], out
+    assert out["readout"].endswith(f": {weight:.4f}"), out
+    assert out["focus"] == [True, "solid", "3px"], out
+    assert (
+        out["methods"].startswith("substitution: each candidate") and "closeness:" in out["methods"]
+    )
+    # A table the page turned says so in its caption; one shown across does not.
+    assert all(said == [flipped] for flipped, said in out["turned"]), out
+    if width < 500:
+        assert any(flipped for flipped, _ in out["turned"]), out  # a phone turns this one
 
 
 KEYBOARD = """
@@ -1056,3 +1178,24 @@ def test_real_browser_reaches_each_token_by_keyboard_and_marks_the_selected_one(
     assert out["marked"] == [2] and '" <b>&amp;" (row 2,' in out["legend"], out  # as hover does
     assert out["next"] == 3 and out["markedNext"] == [3], out
     assert out["end"] == T - 1, out
+
+
+def test_a_notebook_shows_the_same_page_in_a_sandboxed_frame():
+    from analysis.page_writer import Notebook, attention_view
+
+    shown = Notebook(SENTENCES, {"best_head": (1, 2)})._repr_html_()
+    frame = re.fullmatch(
+        r'<iframe srcdoc="([^"]*)" sandbox="allow-scripts" style="[^"]*"></iframe>', shown
+    )
+    assert frame, shown[:200]
+    assert html.unescape(frame.group(1)) == render_html(SENTENCES, {"best_head": (1, 2)})
+    with pytest.raises(ValueError, match="outside"):  # refused when made, not when shown
+        Notebook(SENTENCES, {"best_head": (3, 0)})
+    torch.manual_seed(0)
+    tokenizer = train_tokenizer("char", "The dog barked because it was hungry.")
+    model = GPT(
+        GPTConfig(vocab_size=tokenizer.vocab_size, block_size=64, n_layer=2, n_head=2, n_embd=16)
+    )
+    view = attention_view(model.eval(), tokenizer, "The dog barked because it was hungry.")
+    data = json.loads(data_block(html.unescape(view._repr_html_())))
+    assert len(data["sentences"]) == 1 and data["sentences"][0]["pronoun"] == 24  # "it"'s "t"

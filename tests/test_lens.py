@@ -5,7 +5,7 @@ import pytest
 import torch
 
 from analysis.lens import logit_lens, stream_points
-from analysis.text_reports import format_lens
+from analysis.lens_report import format_lens
 from data.pronouns import examples
 from data.tokenizer import train_tokenizer
 from model.hooks import hooks, run_with_cache
@@ -66,11 +66,17 @@ def test_the_lens_reads_each_point_and_its_last_row_is_the_models_prediction(tin
     assert all(len(row) == 5 for row in lens["example"]["top"])
     text = format_lens(lens)
     assert "block 1" in text and "embedding" in text
+    ranked_first = {**lens, "median_rank": [9.0, 1.0, 1.0]}
+    assert "first choice of the median example from block 0 on" in format_lens(ranked_first)
+    never = {**lens, "median_rank": [9.0, 3.0, 2.0]}
+    assert "At no point is the true next token the median example's first choice" in format_lens(
+        never
+    )
 
 
 def test_the_example_is_the_same_whole_sentence_from_its_start_in_the_report_and_on_the_page():
     from analysis.depth_tables import lens_section
-    from analysis.text_reports import lens_example_text
+    from analysis.lens_report import lens_example_text
 
     text = "The lovely turtle kept away from the silver flower. Busy and greedy, it"
     lens = {

@@ -320,6 +320,8 @@ def test_query_last_reads_from_the_last_token_and_scores_cand_at_1_there():
     assert grid(last, "all") == {(0, 0): 0.0, (0, 1): 1.0, (1, 0): 0.0, (1, 1): 0.0}
     assert grid(pronoun, "all")[0, 1] == 0.0
     assert (last["query"], pronoun["query"]) == ("last", "pronoun")
+    assert "attention mass at the last token, mean" in format_report(last)  # not "the pronoun"
+    assert "attention mass at the pronoun, mean" in format_report(pronoun)
     assert last["baselines"]["first"] == pronoun["baselines"]["first"] == {"all": 0.0}
 
 

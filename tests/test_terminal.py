@@ -151,3 +151,22 @@ def char_run_folder(tmp_path_factory):
     folder = tmp_path_factory.mktemp("char_run")
     make_run(folder, "char", 32)
     return folder
+
+
+@pytest.mark.slow
+def test_at_80_columns_the_headline_table_keeps_the_pronoun_with_the_words_before_it(tmp_path):
+    from tests.helpers import make_run
+
+    make_run(tmp_path / "run", "bpe", 64)
+    sentence = "The animal in the jungle went out on a hunt because it was hungry."
+    code, text = in_terminal(
+        ["generate.py", "--ckpt", tmp_path / "run", "--attention", sentence, "--color", "never"],
+        80,
+    )
+    assert code == 0, text
+    lines = drawn(text)
+    assert max(len(line) for line in lines) <= 80
+    headers = [ln.split() for ln in lines if ln.startswith(" " * 6) and ln.strip()]
+    assert len(headers) == 2, headers  # two blocks of words, the same sentence
+    assert [w for h in headers for w in h] == sentence.split()[:12]  # every word once, in order
+    assert len(headers[1]) >= len(headers[0]) > 1 and headers[1][-2:] == ["because", "it"]

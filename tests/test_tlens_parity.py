@@ -187,3 +187,21 @@ def test_split_qkv_inputs_are_the_bridges(pair):
         assert ours[name].shape == theirs[name].shape, name
         torch.testing.assert_close(theirs[name], ours[name], **SAME)
     torch.testing.assert_close(their_logits, logits, **SAME)
+
+
+def test_the_docs_recipe_runs_on_text_with_the_bridges_default_bos(pair):
+    """docs/models.md's recipe as written: run_with_cache on a string, TransformerLens
+    prepending its beginning-of-text token, which the export declares inside the vocabulary
+    (the newline, for a bpe run) rather than one past its end."""
+    run, bridge, _ = pair
+    text = "It was the cat."  # short: the tiny model's window is 16 tokens
+    ours = run.tokenizer.encode(text)
+    newline = run.tokenizer.encode("\n")
+    assert len(ours) < run.model.config.block_size
+    assert bridge.to_tokens(text).tolist() == [newline + ours]
+    assert bridge.to_tokens(text, prepend_bos=False).tolist() == [ours]
+    with torch.no_grad():
+        their_logits, cache = bridge.run_with_cache(text)
+        logits = run.model(torch.tensor([newline + ours]))
+    torch.testing.assert_close(their_logits, logits, **SAME)
+    assert cache["blocks.0.attn.hook_pattern"].shape[-1] == len(ours) + 1

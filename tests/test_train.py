@@ -494,7 +494,7 @@ def test_piped_output_is_one_plain_line_per_log_and_eval(corpus, tmp_path):
     stderr = proc.stderr.read()
     assert proc.wait(timeout=120) == 0, stderr
     assert "\r" not in stderr and not any("\r" in line for line in lines)
-    logs = [line for line in lines if line.startswith("step ") and ": loss " in line]
+    logs = [line for line in lines if line.startswith("step ") and ": batch loss " in line]
     evals = [line for line in lines if line.startswith("step ") and ": train loss " in line]
     assert [line.split(":")[0] for line in logs] == ["step 5", "step 10", "step 15", "step 20"]
     assert [line.split(":")[0] for line in evals] == ["step 10", "step 20"]

@@ -183,3 +183,36 @@ def test_loss_png_labels_the_range_where_the_evaluations_sit(monkeypatch, tmp_pa
     evals = [r["val_loss"] for r in records if "val_loss" in r]
     assert ax.get_yscale() == "log"
     assert len([t for t in labelled if 0.95 * min(evals) <= t <= 1.05 * max(evals)]) >= 2, labelled
+
+
+def test_probe_pngs_legend_lies_inside_the_figure_with_a_margin(monkeypatch, tmp_path):
+    """probe.png's legend had three columns, wider than the figure: its right edge was cut
+    ("nats/toker") and its first swatch touched the left edge."""
+    from training import console
+
+    drawn = []
+    monkeypatch.setattr(console, "_save", lambda fig, path: drawn.append(fig))
+    records = []
+    for i, step in enumerate((2, 20, 200, 1200)):  # as the default run logs them, 2 x 4 heads
+        grid = [[0.45 + 0.01 * h for h in range(4)] for _ in range(2)]
+        grid[0][2] = 0.45 + 0.15 * i
+        records += [
+            {"step": step, "train_loss": 3 - i / 2, "val_loss": 3.25 - i / 2},
+            {
+                "step": step,
+                "probe_best": grid[0][2],
+                "probe_best_head": [0, 2],
+                "probe_heads": grid,
+                "probe_baselines": {"random": 0.451, "first": 0.5, "nearest": 0.407},
+            },
+        ]
+    console.plot_probe(records, tmp_path / "probe.png")
+    [fig] = drawn
+    fig.canvas.draw()  # constrained layout places the legend as the file is written
+    [legend] = fig.legends
+    box, page = legend.get_window_extent(), fig.bbox
+    margin = 5  # pixels at the file's 100 dpi
+    assert box.x0 >= page.x0 + margin and box.x1 <= page.x1 - margin, (box, page)
+    assert box.y0 >= page.y0, (box, page)
+    labels = [t.get_text() for t in legend.get_texts()]
+    assert any("nats/token" in label for label in labels)  # the longest label, whole inside

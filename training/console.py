@@ -61,7 +61,7 @@ class Console:
     def log(self, step, loss, lr, tokens_per_sec, mfu):
         shown = "n/a" if mfu is None else f"{mfu:.1%}"
         fields = [
-            f"loss {loss:.4f}",
+            f"batch loss {loss:.4f}",  # the last batch's; "train loss" is an evaluation's
             f"lr {lr:.2e}",
             f"{tokens_per_sec:,.0f} tok/s",
             f"MFU {shown}",

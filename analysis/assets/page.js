@@ -90,6 +90,8 @@ function sentence(s, si) {
     }
   }
   const bigBox = el("div", "big"), title = el("div"), big = el("canvas"), tip = el("div", "tip");
+  const readout = el("div", "readout");  // a cell's weight without hovering: click or tap it
+  readout.textContent = "Click or tap a cell for its weight.";
   const cell = Math.max(12, Math.min(28, Math.floor(560 / T)));
   const ctx0 = big.getContext("2d"); ctx0.font = "12px sans-serif";
   const margin = 12 + Math.min(140, Math.max(...s.tokens.map(t => ctx0.measureText(t).width), 10));
@@ -97,6 +99,7 @@ function sentence(s, si) {
   // The geometry, for tests that hover.
   big.dataset.margin = margin; big.dataset.cell = cell; big.dataset.tokens = T;
   bigBox.appendChild(title); bigBox.appendChild(big); bigBox.appendChild(tip);
+  bigBox.appendChild(readout);
   layout.appendChild(grid); layout.appendChild(bigBox); sec.appendChild(layout);
   function draw() {
     const m = s.attention[head.l][head.h], ctx = big.getContext("2d");
@@ -129,10 +132,21 @@ function sentence(s, si) {
       sp.setAttribute("aria-label", s.tokens[k] + ": " + sp.title);
     });
   }
-  big.addEventListener("mousemove", ev => {
+  function cellAt(ev) {  // [query row, key column, x, y] under the pointer, the canvas shrunk or not
     const r = big.getBoundingClientRect(), px = big.width / r.width;  // shrunk on a narrow page
     const x = ev.clientX - r.left, y = ev.clientY - r.top;
-    const q = Math.floor((y * px - margin) / cell), k = Math.floor((x * px - margin) / cell);
+    return [Math.floor((y * px - margin) / cell), Math.floor((x * px - margin) / cell), x, y];
+  }
+  big.addEventListener("click", ev => {
+    const [q, k] = cellAt(ev);
+    if (q < 0 || q >= T || k < 0 || k >= T) return;
+    if (q !== row) { row = q; draw(); }
+    const w = (s.attention[head.l][head.h][q][k] / DATA.scale).toFixed(4);
+    readout.textContent = "Layer " + head.l + ", head " + head.h + ": \"" + s.tokens[q] +
+      "\" \u2192 \"" + s.tokens[k] + "\": " + w + (k > q ? " (a future token: masked)" : "");
+  });
+  big.addEventListener("mousemove", ev => {
+    const [q, k, x, y] = cellAt(ev);
     if (q < 0 || q >= T) { tip.style.display = "none"; return; }
     if (q !== row) { row = q; draw(); }
     if (k < 0 || k >= T) { tip.style.display = "none"; big.title = ""; return; }

@@ -1,0 +1,129 @@
+"""The page's writer: the sentences, the probe's result once, and a small Page of the run's facts,
+put together into one self-contained HTML page (what each part shows: analysis/html.py)."""
+
+import html
+import json
+from dataclasses import dataclass
+from string import Template
+
+from analysis.causal_tables import causal_section
+from analysis.choice_page import choice_section
+from analysis.circuit_svg import circuit_section
+from analysis.curve import curve_section
+from analysis.depth_tables import lens_section, patching_section
+from analysis.head_tables import heads_section, word_rows
+from analysis.html import (
+    SCALE,
+    _best,
+    _sentence,
+    asset,
+    maps_section,
+    numbers_section,
+    run_section,
+)
+from analysis.probe_tables import probe_section
+from storage.atomic import write_atomic
+
+
+@dataclass(frozen=True)
+class Page:
+    """What the page says about the run beside the probe's result: its title; the run folder or
+    model name, the checkpoint's "step" and "best_val_loss" (None leaves a fact out); and the
+    run's metrics.jsonl records, whose probe lines are drawn as the training curve."""
+
+    title: str = "Attention maps"
+    checkpoint: str | None = None
+    step: int | None = None
+    val_loss: float | None = None
+    records: tuple | list = ()
+
+
+def render_html(sentences: list, probe: dict | None = None, page: Page | None = None) -> str:
+    """The page as a string (see write_html)."""
+    probe, page = probe or {}, page or Page()
+    best_head = probe.get("best_head")
+    best = _best(best_head)
+    if not sentences:
+        raise ValueError("no sentences to draw; pass at least one")
+    data = {
+        "scale": SCALE,
+        "best": best,
+        "sentences": [_sentence(s, i, best) for i, s in enumerate(sentences)],
+    }
+    words = [
+        word_rows(s, i, (len(c["attention"]), len(c["attention"][0])))
+        for i, (s, c) in enumerate(zip(sentences, data["sentences"]))
+    ]
+    # In a <script> element only "</script" (or "<!--") ends the text early; with every "<",
+    # ">" and "&" escaped no token can, and JSON.parse reads the \u escapes back unchanged.
+    payload = json.dumps(data, separators=(",", ":"))
+    payload = payload.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
+    # The page's parts, top to bottom. A new part is a function that returns its <section>
+    # (its text escaped with html.escape), added to this list.
+    sections = [
+        run_section(page.checkpoint, page.step, page.val_loss, best_head, probe.get("decided_by")),
+        probe_section(probe),
+        heads_section(words, best),
+        numbers_section(data["sentences"], best),
+        causal_section(probe.get("causal")),
+        patching_section(probe.get("patching")),
+        circuit_section(probe.get("circuit")),
+        choice_section(probe.get("choice"), probe.get("circuit"), probe or None),
+        lens_section(probe.get("logit_lens")),
+        curve_section(page.records),
+        maps_section(best),
+    ]
+    return Template(asset("page.html")).substitute(
+        title=html.escape(page.title),
+        css=asset("page.css"),
+        error_hook=asset("error-hook.js"),
+        sections="\n".join(part for part in sections if part),
+        data=payload,
+        script=asset("page.js"),
+    )
+
+
+def write_html(path, sentences: list, probe: dict | None = None, page: Page | None = None) -> None:
+    """Write the page to `path` with storage.atomic.write_atomic: a reader never sees half a
+    page, and a path that cannot take it (a folder, a read-only place) is a one-line ValueError.
+
+    sentences: list of {"tokens": [str] (display strings, T of them), "attention": (L, H, T, T)
+    tensor or nested lists, "pronoun": token index or None (the row shown first), "note": a
+    sentence shown above the maps, or None, and optionally "words" (up to the pronoun) and "rows"
+    ((L, H, words) weights), the table of every head's attention over the words}; sentence_page
+    makes one from sentence_attention.
+    probe: the probe's result as generate.py --probe saves it (analysis.coreference.study), or
+    any part of it, or None: its "best_head" ({"layer", "head", "dev", "test"}, or a plain
+    (layer, head) pair) outlined in each grid and named with its scores; "heads", "baselines"
+    and "p_value" (and "natural" where saved) as the probe's tables; "decided_by" beside the
+    best head; "causal", "patching", "logit_lens" and "circuit" as their tables and graphs.
+    A part the result lacks is left out of the page. page: the run's facts (Page)."""
+    write_atomic(path, render_html(sentences, probe, page))
+
+
+class Notebook:
+    """The page in a Jupyter notebook: the last expression of a cell, or `display(...)`, shows
+    it (`_repr_html_`), in an <iframe srcdoc> so that its CSS and scripts stay inside it, as
+    circuitsvis and bertviz show theirs. `sentences`, `probe`, `page` as for write_html;
+    `height`: the frame's in pixels (the page scrolls inside it)."""
+
+    def __init__(
+        self, sentences: list, probe: dict | None = None, page: Page | None = None, height=720
+    ):
+        self.html = render_html(sentences, probe, page)  # errors now, not when displayed
+        self.height = int(height)
+
+    def _repr_html_(self) -> str:
+        return (
+            f'<iframe srcdoc="{html.escape(self.html, quote=True)}" sandbox="allow-scripts" '
+            f'style="width: 100%; height: {self.height}px; border: 0"></iframe>'
+        )
+
+
+def attention_view(model, tokenizer, text: str, probe: dict | None = None, **query) -> Notebook:
+    """One sentence's page for a notebook: `attention_view(run.model, run.tokenizer, "The dog
+    barked because it was hungry.")`; `query`: sentence_attention's `word` and `query`."""
+    from analysis.html import sentence_page
+    from analysis.words import sentence_attention
+
+    return Notebook([sentence_page(sentence_attention(model, tokenizer, text, **query))], probe)

@@ -1,0 +1,162 @@
+"""Patching and the circuit on a user's own clean/corrupt prompt pairs (generate.py --probe
+--patch --circuit --pairs FILE): the lexicon's own twins, written out as such a file, give
+exactly the patching and the circuit of the built-in twins; a file the metric cannot read is a
+one-line error naming its line."""
+
+import io
+import json
+import random
+
+import pytest
+import torch
+
+import generate
+from analysis.circuit import circuit_of_pairs
+from analysis.patching import activation_patching, make_pair, patching_of_pairs
+from analysis.user_pairs import encode_pairs, pairs_study
+from data.prompt_pairs import TextPair, read_prompt_pairs
+from data.pronouns import examples
+from data.tokenizer import train_tokenizer
+from model.checkpoint import atomic_save
+from tests.helpers import RUN_TEXT
+
+
+@pytest.fixture(scope="module")
+def setup(tmp_path_factory):
+    """As tests/test_patching.py's: a BPE of the built-in sentences, a tiny model at 5x the
+    usual weight scale, 30 test examples, and the same as a run folder for generate.py."""
+    from dataclasses import asdict
+
+    from model.gpt import GPT, GPTConfig
+
+    text = RUN_TEXT + "\n".join(ex.text for ex in examples("dev") + examples("test"))
+    tokenizer = train_tokenizer("bpe", text, 600)
+    torch.manual_seed(0)
+    config = GPTConfig(
+        vocab_size=tokenizer.vocab_size, block_size=128, n_layer=2, n_head=2, n_embd=32
+    )
+    model = GPT(config).eval()
+    with torch.no_grad():
+        for p in model.parameters():
+            if p.dim() == 2:
+                p.mul_(5)
+    folder = tmp_path_factory.mktemp("pairs_run")
+    tokenizer.save(folder / "tokenizer.bpe")
+    (folder / "meta.json").write_text(
+        json.dumps({"tokenizer_file": "tokenizer.bpe", "tokenizer_kind": "bpe"})
+    )
+    atomic_save(
+        {"model": model.state_dict(), "model_config": asdict(config), "step": 0}, folder / "ckpt.pt"
+    )
+    return model, tokenizer, examples("test")[:30], folder
+
+
+def twins_as_text(tokenizer, examples_, block_size=128):
+    """The lexicon's twin pairs of `examples_` (drawn as activation_patching draws them) as the
+    user's file would hold them: the two prompts and the two continuations, in words."""
+    rng = random.Random(0)
+    pairs = [p for p in (make_pair(tokenizer, ex, block_size, rng) for ex in examples_) if p]
+    decode = tokenizer.decode
+    return pairs, [
+        TextPair(
+            decode(p.clean), decode(p.corrupt), decode([p.clean_next]), decode([p.corrupt_next]), i
+        )
+        for i, p in enumerate(pairs, start=1)
+    ]
+
+
+def test_the_twins_written_as_a_users_pairs_give_the_same_patching_and_circuit(setup):
+    model, tokenizer, examples_, _ = setup
+    pairs, texts = twins_as_text(tokenizer, examples_)
+    # Read back: the same ids and continuations; the "antecedent" is where the prompts differ
+    # (a twin's antecedent token that happens to be the same in both is not).
+    read = encode_pairs(tokenizer, texts, 128)
+    assert [r._replace(antecedent=[]) for r in read] == [p._replace(antecedent=[]) for p in pairs]
+    assert all(set(r.antecedent) <= set(p.antecedent) for r, p in zip(read, pairs))
+    kept = [i for i, (r, p) in enumerate(zip(read, pairs)) if r.antecedent == p.antecedent]
+    assert len(kept) >= 10
+    ours = pairs_study(model, tokenizer, [texts[i] for i in kept], resamples=200)
+    built_in = [pairs[i] for i in kept]
+    assert ours["pairs"] == len(kept)
+    assert ours["patching"] == patching_of_pairs(model, built_in, resamples=200)
+    circuit = circuit_of_pairs(model, built_in, [None] * len(kept), resamples=200)
+    assert ours["circuit"] == {**circuit, "skipped": 0}
+    # and patching_of_pairs is what the built-in twins' patching computes
+    assert activation_patching(model, tokenizer, examples_, resamples=200) == {
+        **patching_of_pairs(model, pairs, resamples=200),
+        "skipped": len(examples_) - len(pairs),
+    }
+
+
+def test_generate_prints_the_report_or_the_json_of_a_pairs_file(setup, tmp_path):
+    model, tokenizer, examples_, folder = setup
+    _, texts = twins_as_text(tokenizer, examples_[:8])
+    path = tmp_path / "pairs.jsonl"
+    path.write_text(
+        "\n".join(json.dumps(dict(zip(("clean", "corrupt", "answer", "other"), t))) for t in texts)
+        + "\n\n"
+    )
+    argv = ["--ckpt", str(folder), "--probe", "--patch", "--circuit", "--pairs", str(path)]
+    out, err = io.StringIO(), io.StringIO()
+    assert generate.main(argv, out=out, err=err) == 0, err.getvalue()
+    report = out.getvalue()
+    assert report.startswith(f"{len(texts)} pairs from {path}")
+    assert (
+        "each head's output at the pronoun patched" in report and "Circuit at the pronoun" in report
+    )
+    out = io.StringIO()
+    assert generate.main([*argv[:4], "--patch", "--pairs", str(path), "--json"], out=out) == 0
+    result = json.loads(out.getvalue())
+    assert set(result) == {"pairs", "patching"} and result["patching"]["n"] == len(texts)
+    assert not (folder / "probe.json").exists()  # nothing is saved
+
+
+@pytest.mark.parametrize(
+    "line, names",
+    [
+        ('{"clean": "the cat", "corrupt": "the dog"}', ("line 2", "missing answer, other")),
+        (
+            '{"clean": "a", "corrupt": "b", "answer": "x", "other": "y", "kind": "k"}',
+            ("unknown kind",),
+        ),
+        ("not json", ("line 2", "not JSON")),
+        (
+            '{"clean": "the cat", "corrupt": "the cat", "answer": " x", "other": " y"}',
+            ("same text",),
+        ),
+    ],
+)
+def test_a_line_that_is_no_pair_is_a_one_line_error_naming_it(tmp_path, line, names):
+    path = tmp_path / "pairs.jsonl"
+    path.write_text('{"clean": "a", "corrupt": "b", "answer": "x", "other": "y"}\n' + line + "\n")
+    with pytest.raises(ValueError) as e:
+        read_prompt_pairs(path)
+    assert str(path) in str(e.value) and all(n in str(e.value) for n in names), e.value
+
+
+def test_pairs_the_metric_cannot_read_are_refused_naming_their_line(setup, tmp_path):
+    model, tokenizer, _, folder = setup
+    long_word = TextPair(
+        "The cat sat because it", "The elephantine dog sat because it", " a", " b", 3
+    )
+    with pytest.raises(ValueError, match="line 3: clean is .* tokens and corrupt"):
+        encode_pairs(tokenizer, [long_word], 128)
+    same_start = TextPair("The cat sat because it", "The dog sat because it", " ran", " ran off", 4)
+    with pytest.raises(ValueError, match="line 4: answer and other begin with the same token"):
+        encode_pairs(tokenizer, [same_start], 128)
+    too_long = TextPair("the cat " * 80, "the dog " * 80, " a", " b", 5)
+    with pytest.raises(ValueError, match="over the model's block_size 128"):
+        encode_pairs(tokenizer, [too_long], 128)
+    path = tmp_path / "pairs.jsonl"
+    path.write_text(json.dumps(dict(zip(("clean", "corrupt", "answer", "other"), same_start[:4]))))
+    err = io.StringIO()
+    argv = ["--ckpt", str(folder), "--probe", "--patch", "--pairs", str(path)]
+    assert generate.main(argv, out=io.StringIO(), err=err) == 2
+    assert err.getvalue().startswith("error: ") and err.getvalue().count("\n") == 1
+    for wrong, said in (
+        (["--probe", "--pairs", str(path)], "--pairs goes with --probe and --patch"),
+        (["--probe", "natural", "--patch", "--pairs", str(path)], "two inputs"),
+    ):
+        err = io.StringIO()
+        assert generate.main(["--ckpt", str(folder), *wrong], out=io.StringIO(), err=err) == 2
+        assert said in err.getvalue(), err.getvalue()
