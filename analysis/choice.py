@@ -2,16 +2,13 @@
 and the choice circuit, on choice twins (analysis/choice_pairs.py: both candidates kept, the
 answer flipped).
 
-The choice metric at the pronoun, for an example whose antecedent is A and whose twin's is B:
-
-    CM = logit(A's continuation's first token) - logit(B's continuation's first token)
-
-above 0 where the model prefers A. Choice accuracy is the share of examples with CM > 0 on the
-example (the clean run); flip the share with CM > 0 on the example AND CM < 0 on its twin: the
-model's choice follows what decides. Chance is 1/2 for accuracy, 1/4 for flip (a coin for each).
-A set shows a preference where its accuracy is at least PREFERS and its interval lies above
-chance; only then, and where its twins move CM enough (analysis.circuit's MIN_GAP), is its
-circuit drawn.
+The choice metric CM at the pronoun (analysis/choice_metric.py) is above 0 where the model
+prefers the example's antecedent to its twin's. Choice accuracy is the share of examples with
+CM > 0 on the example (the clean run); flip the share with CM > 0 on the example AND CM < 0 on
+its twin: the model's choice follows what decides. Chance is 1/2 for accuracy, 1/4 for flip (a
+coin for each). A set shows a preference where its accuracy is at least PREFERS and its interval
+lies above chance; only then, and where its twins move CM enough (analysis.circuit's MIN_GAP),
+is its circuit drawn.
 
 A head decides (Yamakoshi et al. 2023's rule) where patching it alone flips the preference in
 both directions: its output (attn.hook_z of that head, at every position: all it writes)
@@ -33,145 +30,20 @@ analysis.probe.MIN_FOR_STATS examples.
 import torch
 
 from analysis.bootstrap import means_with_intervals, resample
+from analysis.choice_metric import choice_metrics, head_inputs
 from analysis.choice_pairs import Choices, choice_pairs
 from analysis.circuit import circuit_of_pairs
 from analysis.errors import NothingToMeasure
-from analysis.interventions import replace_where
-from analysis.patching import Pair, patching_of_pairs
+from analysis.patching import patching_of_pairs
 from analysis.probe import MIN_FOR_STATS
 from data.pronouns import DECIDED_BY, Example
 from data.tokenizer import Tokenizer
 from model.gpt import GPT
-from model.hooks import hooks, run_with_cache
 
 PREFERS = 0.65  # choice accuracy from which a set counts as preferring the antecedent
 DECIDES = 0.5  # the share of right-both-ways examples a deciding head must flip
 FAITHFUL = 0.8  # the share of the gap the choice circuit keeps
-BATCH_SIZE = 64
-# Heads patched for real, both ways, to find the deciding ones: those with the largest
-# first-order estimate of what patching them does (GPT-2 small has 144; each costs 2 passes).
-CANDIDATES = 8
 CHANGED = "embed:changed"
-
-
-def _cm(logits, pairs):
-    """(B,) choice metric at each pair's pronoun (its last real position)."""
-    b = torch.arange(len(pairs))
-    last = logits[b, [len(p.clean) - 1 for p in pairs]].double()  # (B, V)
-    nexts = torch.tensor([[p.clean_next, p.corrupt_next] for p in pairs], device=last.device)
-    return (last[b, nexts[:, 0]] - last[b, nexts[:, 1]]).cpu()
-
-
-def _leaf(x, hook):
-    """A hook that makes the embeddings a leaf of autograd's graph, so gradients start there."""
-    return x.detach().requires_grad_()
-
-
-def _keeper(kept):
-    """A hook that keeps each point's value (with its graph) in `kept`, by name."""
-
-    def keep(x, hook):
-        kept.setdefault(hook.name, x)
-
-    return keep
-
-
-def _padded(pairs, which, device):
-    """(B, T) ids, padded on the right: a causal model's positions up to each pronoun never see
-    what follows, so the padding changes nothing that is read."""
-    T = max(len(p.clean) for p in pairs)
-    return torch.tensor(
-        [getattr(p, which) + [0] * (T - len(p.clean)) for p in pairs], device=device
-    )
-
-
-@torch.no_grad()
-def _batch(model, pairs, points):
-    """(clean CM, twin CM, (P, 2, B) CM with one point patched: [:, 0] from the twin's run into
-    the example's, [:, 1] from the example's into the twin's) for a batch of pairs; `points`
-    are (hook name, head) pairs of points whose activation has a head dimension third."""
-    device = next(model.parameters()).device
-    clean, twin = _padded(pairs, "clean", device), _padded(pairs, "corrupt", device)
-    names = sorted({name for name, _ in points})
-    logits, clean_cache = run_with_cache(model, clean, names)
-    cm_clean = _cm(logits, pairs)
-    logits, twin_cache = run_with_cache(model, twin, names)
-    cm_twin = _cm(logits, pairs)
-    patched = torch.zeros(len(points), 2, len(pairs), dtype=torch.float64)
-    H = model.config.n_head
-    for i, (name, h) in enumerate(points):
-        where = torch.zeros(1, 1, H, dtype=torch.bool, device=device)
-        where[..., h] = True  # (1, 1, H): head h at every example and position
-        for d, (run, source) in enumerate(((clean, twin_cache), (twin, clean_cache))):
-            with hooks(model, {name: replace_where(where, source[name])}):
-                patched[i, d] = _cm(model(run), pairs)
-    return cm_clean, cm_twin, patched
-
-
-def _patched(model, pairs, points):
-    """_batch over all pairs, BATCH_SIZE at a time, by length (the least padding): (N,), (N,),
-    (P, 2, N) in the order of `pairs`."""
-    order = sorted(range(len(pairs)), key=lambda i: len(pairs[i].clean))
-    parts = [
-        _batch(model, [pairs[i] for i in order[j : j + BATCH_SIZE]], points)
-        for j in range(0, len(pairs), BATCH_SIZE)
-    ]
-    back = torch.tensor(order).argsort()  # sorted position of each pair
-    return tuple(torch.cat(values, -1)[..., back] for values in zip(*parts))
-
-
-def _estimate(model, pairs):
-    """(L, H) first-order estimate of |CM patched - CM| for each head's output patched, both
-    ways, summed over the pairs: (z_other - z) . dCM/dz, the gradient taken on each run."""
-    device = next(model.parameters()).device
-    L, H = model.config.n_layer, model.config.n_head
-    names = [f"blocks.{l}.attn.hook_z" for l in range(L)]
-    total = torch.zeros(L, H, dtype=torch.float64)
-    for i in range(0, len(pairs), BATCH_SIZE):
-        part = pairs[i : i + BATCH_SIZE]
-        runs = [_padded(part, which, device) for which in ("clean", "corrupt")]
-        with torch.no_grad():
-            caches = [run_with_cache(model, ids, names)[1] for ids in runs]
-        for ids, other in ((runs[0], caches[1]), (runs[1], caches[0])):
-            kept = {}
-            with (
-                torch.enable_grad(),
-                hooks(model, {"hook_embed": _leaf, **dict.fromkeys(names, _keeper(kept))}),
-            ):
-                cm = _cm(model(ids), part)
-                grads = torch.autograd.grad(cm.sum(), [kept[n] for n in names])
-            for l, (n, g) in enumerate(zip(names, grads)):  # (B, T, H, D) each
-                total[l] += ((other[n] - kept[n].detach()) * g).sum((1, 3)).abs().sum(0).cpu()
-    return total
-
-
-def choice_metrics(
-    model: GPT, pairs: list[Pair]
-) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """(N,) CM on the examples, (N,) CM on their twins, and (L, H, 2, N) CM with one head's
-    output patched (attn.hook_z; [..., 0] the twin's into the example's run, [..., 1] the other
-    way), in the order of `pairs`. Only the CANDIDATES heads with the largest first-order
-    estimate (_estimate) are patched for real (all of them in a model of as many heads); the
-    others' rows are NaN: not tested."""
-    L, H = model.config.n_layer, model.config.n_head
-    tested = list(range(L * H))
-    if L * H > CANDIDATES:
-        tested = _estimate(model, pairs).flatten().argsort(descending=True)[:CANDIDATES].tolist()
-    points = [(f"blocks.{i // H}.attn.hook_z", i % H) for i in tested]
-    clean, twin, patched = _patched(model, pairs, points)
-    heads = torch.full((L * H, 2, len(pairs)), float("nan"), dtype=torch.float64)
-    heads[tested] = patched
-    return clean, twin, heads.view(L, H, 2, -1)
-
-
-def head_inputs(model: GPT, pairs: list[Pair], heads: list[str]) -> torch.Tensor:
-    """(len(heads), 3, 2, N) CM with one input of one head ("L{l}H{h}") patched, its query, key
-    or value input (hook_q_input, ...; the stream it reads, at every position), both ways."""
-    points = []
-    for name in heads:
-        l, h = int(name[1 : name.index("H")]), int(name[name.index("H") + 1 :])
-        points += [(f"blocks.{l}.hook_{part}_input", h) for part in "qkv"]
-    return _patched(model, pairs, points)[2].view(len(heads), 3, 2, -1)
 
 
 def choice_accuracy(clean: torch.Tensor, twin: torch.Tensor, seed: int, resamples: int) -> dict:

@@ -139,7 +139,7 @@ def _head_lines(probes):
     return lines
 
 
-def curve_lines(records):
+def curve_lines(records: list) -> list[Line]:
     """The figure's lines from metrics.jsonl's records, in legend order (the best head, each
     layer's other heads, the baselines, the pass mark, the val loss); [] without probe lines."""
     probes = probe_records(records)
@@ -173,33 +173,27 @@ def curve_lines(records):
                 {"color": BEST, "lw": 1.2, "ls": ":", "label": said},
             )
         )
+    return lines + _loss_lines(records)
+
+
+def _loss_lines(records):
+    """The val loss of the records that have one, as points; [] where none has."""
     evals = [
         r
         for r in records
         if isinstance(r, dict) and _number(r.get("val_loss")) and _number(r.get("step"))
     ]
-    if evals:
-        losses = [r["val_loss"] for r in evals]
-        # Points, not a line: at the default eval_interval there are two evaluations, and a line
-        # between them would cross the whole axis and draw the eye from the heads.
-        lines.append(
-            Line(
-                "loss",
-                "loss",
-                f"val loss: {losses[-1]:.3f} at step {evals[-1]['step']:,}",
-                [r["step"] for r in evals],
-                losses,
-                {
-                    "color": "#222",
-                    "lw": 1.5,
-                    "ls": "none",
-                    "marker": "o",
-                    "ms": 4,
-                    "label": "val loss (points, right axis, nats/token)",
-                },
-            )
-        )
-    return lines
+    if not evals:
+        return []
+    losses = [r["val_loss"] for r in evals]
+    # Points, not a line: at the default eval_interval there are two evaluations, and a line
+    # between them would cross the whole axis and draw the eye from the heads.
+    style = {"color": "#222", "lw": 1.5, "ls": "none", "marker": "o", "ms": 4}
+    label = "val loss (points, right axis, nats/token)"
+    said = f"val loss: {losses[-1]:.3f} at step {evals[-1]['step']:,}"
+    return [
+        Line("loss", "loss", said, [r["step"] for r in evals], losses, {**style, "label": label})
+    ]
 
 
 def draw_curve(lines, size=PAGE_SIZE, legend=False):

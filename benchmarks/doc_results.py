@@ -13,8 +13,8 @@ through two kinds of marks, which this script rewrites and tests/test_doc_result
 the JSON:
 
 - a block: a line `<!-- results:NAME -->`, the generated text, a line `<!-- /results -->`; the
-  text is BLOCKS[NAME] of the results, the project's own report (analysis/text_reports.py) of
-  the saved result;
+  text is BLOCKS[NAME] of the results, the project's own reports (analysis/probe_report.py,
+  analysis/text_reports.py) of the saved result;
 - a number in prose: `<!--n:NAME-->TEXT<!--/n-->`, TEXT being NUMBERS[NAME] of the results.
 
 What the prose says about the numbers (which is larger, which head) is not generated: after a
@@ -33,7 +33,8 @@ from pathlib import Path
 from analysis.answer_rank import format_test_prompt
 from analysis.circuit_report import format_circuit
 from analysis.lens_report import format_lens
-from analysis.text_reports import format_causal, format_patching, format_report
+from analysis.probe_report import format_report
+from analysis.text_reports import format_causal, format_patching
 from storage.atomic import write_atomic
 
 ROOT = Path(__file__).resolve().parent.parent

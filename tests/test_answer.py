@@ -18,7 +18,7 @@ import pytest
 import torch
 
 from analysis.answer import model_answer, phrase, substitute
-from analysis.text_reports import format_answer
+from analysis.answer_report import format_answer
 from data.pronouns import Example, examples, write_jsonl
 from tests.helpers import make_run, run_generate
 from tests.test_probe import KnownModel, uniform

@@ -9,13 +9,8 @@ import re
 import pytest
 import torch
 
-from analysis.choice import (
-    choice_accuracy,
-    choice_metrics,
-    choice_study,
-    deciding,
-    head_inputs,
-)
+from analysis.choice import choice_accuracy, choice_study, deciding
+from analysis.choice_metric import choice_metrics, head_inputs
 from analysis.choice_pairs import NotTokenAligned, choice_pair, choice_pairs
 from analysis.circuit import circuit_of_pairs
 from analysis.patching import Pair, patching_of_pairs
@@ -352,9 +347,9 @@ def test_every_generated_twin_keeps_the_candidates_and_its_pronoun_fits_its_answ
 def test_on_a_model_of_more_heads_than_candidates_the_estimate_picks_the_head_to_patch(
     monkeypatch,
 ):
-    import analysis.choice
+    import analysis.choice_metric
 
-    monkeypatch.setattr(analysis.choice, "CANDIDATES", 1)
+    monkeypatch.setattr(analysis.choice_metric, "CANDIDATES", 1)
     model, pairs = hand_built(), hand_pairs()
     clean, twin, heads = choice_metrics(model, pairs)
     found = deciding(heads, clean, twin)

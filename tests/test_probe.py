@@ -18,8 +18,9 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from analysis.probe import candidate_scores, run_probe
-from analysis.text_reports import format_report, query_word_notes
+from analysis.candidates import candidate_scores
+from analysis.probe import run_probe
+from analysis.probe_report import format_report, query_word_notes
 from analysis.words import sentence_attention, token_indices, token_spans
 from data.pronouns import Example
 from data.tokenizer import train_tokenizer
@@ -547,7 +548,7 @@ def test_the_report_of_gpt2_smalls_144_heads_keeps_its_table_in_100_columns():
 
 
 def test_rules_pick_only_candidates_in_the_window_as_a_head_can():
-    from analysis.probe import position_rules, random_rate
+    from analysis.candidates import position_rules, random_rate
 
     short = KnownModel([[sink, caps]], block_size=16)
     scores = candidate_scores(short, TOKENIZER, [LONG, LOST])
