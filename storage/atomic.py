@@ -63,11 +63,7 @@ def write_atomic(path, content) -> Path:
         cause = _write_error(e)
         if cause is None:
             raise
-        kept = "the previous file is untouched" if existed else "nothing was written"
-        advice = _ADVICE.get(cause.errno, "choose a folder you can write to")
-        raise ValueError(
-            f"could not write {path}: {cause.strerror or cause}; {kept} — {advice}"
-        ) from None
+        raise _failed(path, cause, existed) from None
     _fsync_folder(target.parent)
     return path
 
@@ -165,9 +161,27 @@ def is_stale_temp(name: str) -> bool:
 
 def check_writable(path: str | Path) -> None:
     """The ValueError write_atomic(path, ...) would raise for a path that is no regular file (a
-    folder, a device, a file where a parent folder should be), raised now: for a caller that
-    does long work before it writes."""
-    _check_replaceable(Path(path), _target(Path(path)))
+    folder, a device, a file where a parent folder should be) or in a folder that takes no new
+    file (read-only, full, /proc), raised now: for a caller that does long work before it
+    writes. A trial file is made beside the target and removed; nothing else is touched."""
+    path = Path(path)
+    target = _target(path)
+    existed = _check_replaceable(path, target)
+    if not target.parent.is_dir():
+        return  # write_atomic makes the missing folders; mkdir's own error is clear
+    trial = _temp_name(target)
+    try:
+        os.close(os.open(trial, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600))
+        os.unlink(trial)
+    except OSError as e:
+        raise _failed(path, e, existed) from None
+
+
+def _failed(path: Path, cause: OSError, existed: bool) -> ValueError:
+    """write_atomic's one-line error for a write to `path` that failed with `cause`."""
+    kept = "the previous file is untouched" if existed else "nothing was written"
+    advice = _ADVICE.get(cause.errno, "choose a folder you can write to")
+    return ValueError(f"could not write {path}: {cause.strerror or cause}; {kept} — {advice}")
 
 
 def _target(path: Path) -> Path:

@@ -290,3 +290,17 @@ def test_exchange_folders_swaps_two_whole_folders(tmp_path, monkeypatch, renamea
         "old.txt"
     ]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["a", "b"]  # nothing left aside
+
+
+def test_check_writable_says_now_what_a_write_would_say_and_leaves_nothing(tmp_path):
+    from storage.atomic import check_writable
+
+    check_writable(tmp_path / "page.html")  # a new file in a folder that takes one
+    (tmp_path / "mine.txt").write_text("mine")
+    check_writable(tmp_path / "mine.txt")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["mine.txt"]  # no trial file left
+    assert (tmp_path / "mine.txt").read_text() == "mine"
+    with pytest.raises(ValueError, match="it is a folder"):
+        check_writable(tmp_path)
+    with pytest.raises(ValueError, match=r"could not write /proc/tinygpt\.html"):
+        check_writable("/proc/tinygpt.html")  # /proc takes no new file, even from root
