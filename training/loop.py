@@ -24,7 +24,7 @@ from data.mix import mix_entries
 from data.sources import check_source
 from model.checkpoint import CKPT_NAME, atomic_save
 from runs.folder import LOSS_PLOT, METRICS_FILE, PROBE_PLOT
-from runs.restart import written_aside
+from runs.restart import recover_exchange, written_aside
 from storage.lock import folder_lock
 from training.console import Console, eval_line, perplexity, plot_losses, plot_probe, summary
 from training.evaluate import evaluate, full_val_losses, mix_bits_per_byte
@@ -78,6 +78,11 @@ def train(config, force=False):
             "or set train.compile=false"
         )
     try:
+        if runtime.is_main and (cut := recover_exchange(config.out_dir)):  # before its lock
+            Console(True).note(
+                f"note: {config.out_dir} was missing, a forced restart killed mid-swap; "
+                f"its new run ({cut.name}) is put in its place"
+            )
         # Rank 0 alone writes the run folder, so it alone holds the folder's lock.
         with (
             folder_lock(config.out_dir, "training run")
