@@ -27,6 +27,7 @@ from runs.folder import LOSS_PLOT, METRICS_FILE, PROBE_PLOT
 from runs.restart import recover_exchange, written_aside
 from storage.lock import folder_lock
 from training.console import Console, eval_line, perplexity, plot_losses, plot_probe, summary
+from training.divergence import diverged, divergence_line
 from training.evaluate import evaluate, full_val_losses, mix_bits_per_byte
 from training.live_probe import probe_examples, probe_heads
 from training.optim import lr_at
@@ -286,6 +287,11 @@ def evaluate_and_save(job, progress):
         raise TrainingStopped(
             f"eval loss is not finite at step {progress.step}; stopped, "
             f"{_checkpoint_state(job, progress)} (try a lower train.lr)"
+        )
+    if diverged(final["val_loss"], progress.best_val):  # the checkpoint on disk stays
+        kept = _checkpoint_state(job, progress)
+        raise TrainingStopped(
+            divergence_line(progress.step, final["val_loss"], progress.best_val, kept)
         )
     progress.best_val = min(progress.best_val, final["val_loss"])
     final.update(
