@@ -60,12 +60,7 @@ class Aside:
     def __init__(self, out_dir):
         self.out_dir = Path(out_dir)
         self.real = Path(os.path.realpath(out_dir))
-        cwd = Path.cwd().resolve()
-        if cwd == self.real or self.real in cwd.parents:
-            raise ValueError(
-                f"out_dir={out_dir} holds the working folder {cwd}; --force replaces "
-                "a run folder whole, so give the run a folder of its own"
-            )
+        check_swappable(out_dir)
         self.folder = make_temp_folder(self.real)
         self.published = False
 
@@ -77,6 +72,26 @@ class Aside:
             os.unlink(self.real / REPLACING)
         old, self.folder, self.published = self.folder, self.out_dir, True
         return discard_run(old, into=self.real)
+
+
+def check_swappable(out_dir, is_mount=None) -> None:
+    """ValueError, one line, where a new run cannot be swapped in for out_dir's folder (before
+    it trains, so no work is lost at its first checkpoint): a folder that holds the working
+    folder, or a mount point, which no rename can move (EBUSY). `is_mount(path)`: whether a
+    path is a mount point (os.path.ismount by default)."""
+    real = Path(os.path.realpath(out_dir))
+    cwd = Path.cwd().resolve()
+    if cwd == real or real in cwd.parents:
+        raise ValueError(
+            f"out_dir={out_dir} holds the working folder {cwd}; --force replaces "
+            "a run folder whole, so give the run a folder of its own"
+        )
+    if (is_mount or os.path.ismount)(real):
+        raise ValueError(
+            f"out_dir={out_dir} is a mount point, which --force cannot replace (it swaps a new "
+            f"folder in by a rename); give the run a folder inside it, out_dir={real / 'run'}, "
+            "or remove the old run's files yourself"
+        )
 
 
 @contextlib.contextmanager

@@ -96,6 +96,29 @@ def test_dropout_may_change_on_resume_and_force_starts_over(corpus, tmp_path, ca
     assert load_checkpoint(out)["model_config"]["n_layer"] == 1
 
 
+def test_force_over_a_mount_point_is_refused_before_it_trains(corpus, tmp_path, monkeypatch):
+    from runs.restart import check_swappable
+
+    out = tmp_path / "run"
+    train(tiny_config(corpus, out, "train.max_iters=5", "train.eval_interval=5"))
+    before = snapshot(out)
+    real_ismount = os.path.ismount
+    monkeypatch.setattr(os.path, "ismount", lambda p: Path(p) == out or real_ismount(p))
+
+    def no_step(*args):
+        raise AssertionError("trained before the refusal")
+
+    monkeypatch.setattr(loop, "train_step", no_step)
+    with pytest.raises(ValueError, match=rf"out_dir={re.escape(str(out))} is a mount point.*/run"):
+        train(tiny_config(corpus, out, "train.max_iters=8"), force=True)
+    assert snapshot(out) == before
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".run.")]  # nothing aside
+    monkeypatch.undo()
+    with pytest.raises(ValueError, match="mount point"):  # a real one
+        check_swappable("/proc")
+    check_swappable(out)  # a plain folder can be swapped
+
+
 def test_resume_with_dropout_is_exact(corpus, tmp_path):
     overrides = ("model.dropout=0.2", "train.final_full_eval=false")
     train(tiny_config(corpus, tmp_path / "whole", *overrides))
