@@ -6,12 +6,13 @@ Each field is documented once, here, in its `help`; `python train.py --help` pri
 
 import math
 import typing
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 
 from checks import positive_int
 from configs.paths import DEFAULT_CACHE, cache_folder
 from configs.run_dir import run_dir
+from configs.sizes import check_model
 from data.mix import MIX_FORM, parse_mix
 from model.gpt import ACTIVATIONS, GPTConfig
 
@@ -312,8 +313,8 @@ def check(config, origin, overridden=None):
         raise ConfigError(
             f"{at('train.beta1', 'train.beta2')}: train.beta1 / train.beta2: must be in [0, 1)"
         )
-    try:  # the model's own checks, before any data is prepared
-        GPTConfig(vocab_size=1, **asdict(config.model))
+    try:  # the model's own checks and whether it can fit, before any data is prepared
+        check_model(config.model)
     except ValueError as e:
         named = [k for k in overridden if k.startswith("model.") and k[len("model.") :] in str(e)]
         raise ConfigError(f"{at(*named)}: model.{e}") from None
