@@ -2,6 +2,7 @@
 built-in sets' result kept in the run folder for the attention page."""
 
 import json
+import os
 import shutil
 
 from analysis.coreference import study
@@ -72,6 +73,11 @@ def show_probe(run, args, ckpt, out, err):
     """Score every head on args.probe's examples and print the report (or, with --json, one JSON
     object); the built-in sets' result is kept in the run folder at `ckpt`."""
     query = args.query or "pronoun"
+    if args.probe == NATURAL and os.path.lexists(NATURAL):
+        err.write(
+            f"note: --probe {NATURAL} reads the built-in natural set, not the file "
+            f"{os.path.join(os.curdir, NATURAL)} here; give --probe ./{NATURAL} to read that file\n"
+        )
     result = study_or_say(
         run.model,
         run.tokenizer,

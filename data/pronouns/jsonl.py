@@ -10,6 +10,7 @@ the subject of the clause the pronoun continues) or "meaning" (what the words sa
 probe reports its heads on each kind apart.
 """
 
+import difflib
 import json
 import re
 from dataclasses import dataclass
@@ -17,6 +18,8 @@ from dataclasses import dataclass
 from storage.atomic import write_atomic
 
 DECIDED_BY = ("agreement", "role", "meaning")
+REQUIRED_KEYS = ("text", "pronoun", "antecedent", "distractors")
+OPTIONAL_KEYS = ("decided_by",)  # a key a line may leave out; any other key is refused
 
 
 @dataclass(frozen=True)
@@ -81,12 +84,30 @@ def validate_example(example: Example) -> None:
             f'"pronoun" {[start, end]} covers {text[start:end]!r}, which is not one '
             'whole word of the text; point it at exactly one word, such as "it"'
         )
+    for name, (s, e) in named[1:]:
+        if not _whole(text, s, e):
+            raise ValueError(
+                f'"{name}" {[s, e]} covers {text[s:e]!r}, which is not whole words of the '
+                'text; point it at the noun from its first letter to its last, such as "dog"'
+            )
     for name, span in named[1:]:
         if span[1] > start:
             raise ValueError(
                 f'"{name}" {list(span)} comes after the pronoun {[start, end]}; a causal model at '
                 "the pronoun cannot see it, so candidates must end before the pronoun starts"
             )
+
+
+def _whole(text: str, start: int, end: int) -> bool:
+    """Whether text[start:end] begins and ends with a letter or digit and has none right beside
+    it: whole words ("dog", "old dog"), not "og" of "dog" nor " dog"."""
+    inside = text[start] + text[end - 1]
+    beside = text[start - 1 : start] + text[end : end + 1]
+    return (
+        bool(_LETTER_OR_DIGIT.fullmatch(inside[0]))
+        and bool(_LETTER_OR_DIGIT.fullmatch(inside[1]))
+        and not _LETTER_OR_DIGIT.search(beside)
+    )
 
 
 def write_jsonl(examples: list[Example], path) -> None:
@@ -113,7 +134,7 @@ def _parse_line(line: str) -> Example:
         record = json.loads(line)
     except json.JSONDecodeError as e:
         raise ValueError(f"not valid JSON ({e.msg}); write one JSON object per line") from None
-    keys = ("text", "pronoun", "antecedent", "distractors")
+    keys = REQUIRED_KEYS
     if not isinstance(record, dict):
         what = {list: "an array", str: "a string", bool: "true or false", type(None): "null"}.get(
             type(record), "a number"
@@ -121,6 +142,14 @@ def _parse_line(line: str) -> Example:
         raise ValueError(
             f"the line is {what}, not a JSON object; write one object per line "
             f"with the keys {', '.join(keys)}"
+        )
+    unknown = [k for k in record if k not in REQUIRED_KEYS + OPTIONAL_KEYS]
+    if unknown:
+        close = difflib.get_close_matches(str(unknown[0]), REQUIRED_KEYS + OPTIONAL_KEYS, n=1)
+        hint = f'did you mean "{close[0]}"? ' if close else ""
+        raise ValueError(
+            f'unknown key "{unknown[0]}"; {hint}a line has the keys {", ".join(keys)}'
+            f" and, if it says them, {', '.join(OPTIONAL_KEYS)}"
         )
     missing = [k for k in keys if k not in record]
     if missing:
@@ -135,12 +164,12 @@ def _parse_line(line: str) -> Example:
     return example
 
 
-def read_examples(path, named="") -> list[Example]:
+def read_examples(path, named="", check=None) -> list[Example]:
     """read_jsonl for a file a user named (`named`: how, e.g. "train.probe_file "): ValueError in
     one line for a file that cannot be read (a folder, missing, no permission) or holds no
     examples."""
     try:
-        labelled = read_jsonl(path)
+        labelled = read_jsonl(path, check)
     except OSError as e:
         raise ValueError(f"{named or 'cannot read '}{path}: {e.strerror or e}") from None
     if not labelled:
@@ -148,16 +177,19 @@ def read_examples(path, named="") -> list[Example]:
     return labelled
 
 
-def read_jsonl(path) -> list[Example]:
+def read_jsonl(path, check=None) -> list[Example]:
     """Read and validate examples; blank lines are skipped. A bad line raises ValueError naming
     the file and line number (text that is not UTF-8: naming the file); a missing file raises
-    FileNotFoundError."""
+    FileNotFoundError. `check(example)`, when given, is one more check of each line's example
+    (what a reader of the file needs besides the format): its ValueError names the line too."""
     out = []
     with open(path, encoding="utf-8-sig") as f:  # a byte-order mark (Windows editors) is read past
         try:
             for lineno, line in enumerate(f, start=1):
                 if line.strip():
                     out.append(_parse_line(line))
+                    if check is not None:
+                        check(out[-1])
         except UnicodeDecodeError:
             raise ValueError(f"{path} is not UTF-8 text; save it as UTF-8 JSONL") from None
         except ValueError as e:
