@@ -259,13 +259,13 @@ def page_probe(run, ckpt, args, err):
     if saved is not None or args.no_probe:
         return saved
     path = probe_path(ckpt)
-    kept = f", saved to {path} for next time" if path else ""
     tests = "" if args.no_causal else " and its causal tests"
     err.write(
         f"note: running the probe{tests} on its {2 * DEFAULT_COUNT} built-in sentences "
-        f"for the head to outline{kept} (--no-probe skips it)\n"
+        "for the head to outline (--no-probe skips it)\n"
     )
     # One permutation: the page needs the best head, not its p-value.
     result = study_or_say(run.model, run.tokenizer, permutations=1, causal=not args.no_causal)
-    keep_probe(run, ckpt, result, err)
+    if path and keep_probe(run, ckpt, result, err):  # else keep_probe said why it is not
+        err.write(f"note: the probe's result is saved to {path} for next time\n")
     return result

@@ -111,13 +111,15 @@ def study_or_say(*args, **kwargs):
         raise ValueError(f"{e}; --no-causal skips the causal tests") from None
 
 
-def keep_probe(run, ckpt, result, err):
-    """Save the built-in probe's result in the run folder for --html; a folder that cannot take
-    it is a note, not an error: the result has been shown."""
+def keep_probe(run, ckpt, result, err) -> bool:
+    """Save the built-in probe's result in the run folder for --html; whether it was. A folder
+    that cannot take it is a note, not an error: the result has been shown."""
     try:
         save_probe(run, ckpt, result)
     except ValueError as e:
         err.write(f"note: the probe's result was not saved: {e}\n")
+        return False
+    return True
 
 
 def report_width(stream):

@@ -166,6 +166,16 @@ def test_an_example_longer_than_block_size_is_measured_in_the_window_the_probe_r
         assert r["heads"][0][h]["antecedent"] == pytest.approx(expected, abs=1e-5)
 
 
+def test_a_refusal_says_why_no_example_can_be_tested():
+    from analysis.errors import NothingToMeasure
+
+    # Block 4: at "it" the window holds "o it", neither "bass" nor "cat".
+    with pytest.raises(NothingToMeasure, match=r"1 because its antecedent .*before the model's wi"):
+        causal_tests(known_gpt(block_size=4), TOKENIZER, [E1], resamples=10)
+    with pytest.raises(NothingToMeasure, match=r"2 because its text ends at the pronoun"):
+        causal_tests(known_gpt(), TOKENIZER, [ENDS, ENDS], resamples=10)
+
+
 def test_the_control_distractor_is_drawn_with_the_seed_among_the_ones_the_query_sees():
     # Two distractors before the pronoun, one after it (the query cannot see "bee").
     ex = example("a dog saw a cat and an owl so its bee hid.", "dog", "cat", "owl", "bee")
