@@ -169,6 +169,17 @@ def recover_exchange(out_dir) -> Path | None:
     return None
 
 
+def finish_cut_swap(out_dir) -> str | None:
+    """recover_exchange, and the note that says what it did (None: nothing to finish)."""
+    cut = recover_exchange(out_dir)
+    if cut is None:
+        return None
+    return (
+        f"note: {out_dir} was missing, a forced restart killed mid-swap; its new run "
+        f"({cut.name}) is put in its place"
+    )
+
+
 def clean_stale_asides(out_dir) -> None:
     """The aside folders beside out_dir of forced restarts that were killed: their run is
     removed, anything else in them (an old folder's notes, if killed mid-swap) moved into

@@ -22,8 +22,10 @@ def diverged(val_loss: float, best_val: float) -> bool:
     return val_loss > RATIO * best_val and val_loss - best_val > MARGIN
 
 
-def divergence_line(step: int, val_loss: float, best_val: float, kept: str) -> str:
-    """One line: the run diverged at `step`; `kept` says which checkpoint is on disk."""
+def diverged_at(progress, final: dict, kept: str) -> str:
+    """One line: the run diverged at progress.step, its evaluation `final` ("val_loss") far
+    above progress.best_val; `kept` says which checkpoint is on disk."""
+    step, val_loss, best_val = progress.step, final["val_loss"], progress.best_val
     return (
         f"val loss {val_loss:.4g} at step {step} is more than {RATIO}x the run's best, "
         f"{best_val:.4g}: the run has diverged; stopped without saving, {kept} "
