@@ -158,7 +158,7 @@ def recover_exchange(out_dir) -> Path | None:
         if next(entries, None) is not None:
             return None  # out_dir holds a run (or anything): nothing was cut in half
     marked = [p for p in stale_asides(out_dir) if (p / REPLACING).is_file()]
-    for folder in sorted(marked, key=lambda p: (p / REPLACING).stat().st_mtime_ns, reverse=True):
+    for folder in sorted(marked, key=_marked_at, reverse=True):  # the latest swap first
         try:
             os.rename(folder, real)  # onto a missing or empty out_dir
         except OSError:
@@ -191,6 +191,14 @@ def clean_stale_asides(out_dir) -> None:
     for folder in stale_asides(out_dir):
         if has_run or not (folder / CKPT_NAME).exists():
             discard_run(folder, into=real if real.is_dir() else None)
+
+
+def _marked_at(folder: Path) -> int:
+    """When `folder` was marked as a swap's new run (0 if the mark is gone)."""
+    try:
+        return (folder / REPLACING).stat().st_mtime_ns
+    except OSError:
+        return 0
 
 
 def _mark(path: Path) -> None:
