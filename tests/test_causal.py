@@ -282,3 +282,15 @@ def test_report_of_144_heads_stacks_the_grids_within_100_columns():
     lines = format_causal(with_best_head(big, 11, 11)).splitlines()
     assert max(len(line) for line in lines) <= 100
     assert sum(line.startswith("L11 ") for line in lines) == 3  # antecedent, control, ablation
+
+
+def test_the_bootstrap_gathers_a_few_resamples_at_a_time_with_the_same_intervals(monkeypatch):
+    import analysis.bootstrap as bootstrap
+
+    values = {"a": torch.randn(500, dtype=torch.float64), "b": torch.rand(500).double()}
+    draws = bootstrap.resample(500, 1000, seed=3)
+    monkeypatch.setattr(bootstrap, "RESAMPLES_AT_ONCE", 10**9)
+    whole = bootstrap.means_with_intervals(values, draws)
+    monkeypatch.setattr(bootstrap, "RESAMPLES_AT_ONCE", 7)
+    assert bootstrap.means_with_intervals(values, draws) == whole
+    assert whole["a_ci"][0] < whole["a"] < whole["a_ci"][1]
