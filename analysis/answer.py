@@ -54,6 +54,9 @@ from model.gpt import GPT
 METHODS = ("substitution", "closeness")
 DETERMINER = "the"  # the spans are bare nouns; a pronoun stands for a whole noun phrase
 BATCH_SIZE = 64
+# Examples read at once: their (V,) rows for closeness are held until their KL is taken, so
+# memory stays bounded for a file of any size (a default set's 300 are read at once).
+EXAMPLES_AT_ONCE = 512
 
 
 class Substituted(NamedTuple):
@@ -138,7 +141,25 @@ def answers(
     model: GPT, tokenizer: Tokenizer, examples: list[Example]
 ) -> tuple[dict[str, torch.Tensor], list[Example]]:
     """({method: (N,) picked candidate index in text order, -1 for none}, the examples read):
-    each method's answer on the examples the tokenizer can encode with every substitution."""
+    each method's answer on the examples the tokenizer can encode with every substitution.
+    EXAMPLES_AT_ONCE at a time: a file of any size holds only their rows in memory."""
+    kept, picks = [], {method: [] for method in METHODS}
+    for at in range(0, len(examples), EXAMPLES_AT_ONCE):
+        picked, part = _answers_of(model, tokenizer, examples[at : at + EXAMPLES_AT_ONCE])
+        kept += part
+        for method in METHODS:
+            picks[method].append(picked[method])
+    if not kept:
+        raise NothingToMeasure(
+            "answer",
+            f"the model's tokenizer cannot encode any of the "
+            f"{len(examples)} examples with a candidate in the pronoun's place",
+        )
+    return {method: torch.cat(picks[method]) for method in METHODS}, kept
+
+
+def _answers_of(model, tokenizer, examples):
+    """answers() for a few examples, ({method: picks}, kept) with none of them raising."""
     block_size = model.config.block_size
     kept, requests, tags = [], [], []
     for ex in examples:
@@ -151,13 +172,7 @@ def answers(
             requests.append(request)
             tags.append((len(kept), k, method))
         kept.append(ex)
-    if not kept:
-        raise NothingToMeasure(
-            "answer",
-            f"the model's tokenizer cannot encode any of the "
-            f"{len(examples)} examples with a candidate in the pronoun's place",
-        )
-    K = max(len(ex.distractors) + 1 for ex in kept)
+    K = max((len(ex.distractors) + 1 for ex in kept), default=2)
     logprob = torch.full((len(kept), K), float("-inf"), dtype=torch.float64)
     closeness = torch.full((len(kept), K), float("-inf"), dtype=torch.float64)  # -KL
     for ex_n, ex in enumerate(kept):

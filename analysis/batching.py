@@ -1,5 +1,10 @@
 """The one way the analyses batch examples: by token length, so that no batch needs padding and
-no padding can leak into attention."""
+no padding can leak into attention; and with a bound, so that memory does not grow with the
+number of examples (a forward's logits are batch x length x vocabulary floats)."""
+
+# The most examples one forward of an analysis takes: 64 sequences of the default model's 64
+# tokens have logits of 64 MB (4096-wide), where a probe file's thousands in one batch took GBs.
+MAX_BATCH = 64
 
 
 def by_length(

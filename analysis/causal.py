@@ -28,6 +28,7 @@ Letters: N examples, L layers, H heads, B batch, T tokens, D head size.
 """
 
 import random
+from collections import Counter
 from typing import NamedTuple
 
 import torch
@@ -59,16 +60,29 @@ class _Batch(NamedTuple):
     caches: list  # one KVCache per layer, holding the T - 1 tokens before the query
 
 
+# Why an example cannot be tested, the first that applies, as the refusal says it.
+SKIPPED_BECAUSE = {
+    "unencodable": "the tokenizer cannot encode its characters",
+    "text ends": "its text ends at the pronoun, so there is no next token to predict",
+    "window": "its antecedent or every distractor lies before the model's window (the "
+    "block_size tokens up to the pronoun); shorten the text before the pronoun",
+    "no candidate": "the pronoun sees no token of its antecedent or of any distractor",
+}
+
+
 def _cases(tokenizer, examples, block_size, seed):
-    """(cases, skipped): the usable examples as _Case, and how many were skipped (see above)."""
+    """(cases, why): the usable examples as _Case, and a Counter of why the others were skipped
+    (SKIPPED_BECAUSE's keys; see above)."""
     rng = random.Random(seed)
-    cases = []
+    cases, why = [], Counter()
     for ex in examples:
         item = encode_item(tokenizer, ex, block_size)
         if item is None or item.next_id is None:
+            why["unencodable" if item is None else "text ends"] += 1
             continue
         seen = [k for k, toks in enumerate(item.tokens) if toks and k != item.antecedent]
         if not item.tokens[item.antecedent] or not seen:
+            why["window" if item.windowed else "no candidate"] += 1
             continue
         cases.append(
             _Case(
@@ -78,7 +92,12 @@ def _cases(tokenizer, examples, block_size, seed):
                 item.tokens[rng.choice(seen)],
             )
         )
-    return cases, len(examples) - len(cases)
+    return cases, why
+
+
+def _why_none(why):
+    """The reasons of a Counter from _cases, most frequent first, with their counts."""
+    return "; ".join(f"{n} because {SKIPPED_BECAUSE[key]}" for key, n in why.most_common())
 
 
 def _prefill(model, cases, device):
@@ -158,13 +177,11 @@ def causal_tests(model, tokenizer, examples, seed=0, resamples=1000, batch_size=
     Every interval is the 2.5th..97.5th percentile of `resamples` bootstrap means."""
     cfg = model.config
     L, H = cfg.n_layer, cfg.n_head
-    cases, skipped = _cases(tokenizer, examples, cfg.block_size, seed)
+    cases, why = _cases(tokenizer, examples, cfg.block_size, seed)
+    skipped = sum(why.values())
     if not cases:
         raise NothingToMeasure(
-            "causal",
-            f"none of the {len(examples)} examples can be tested: "
-            "each needs a token after the pronoun, and an antecedent and a "
-            "distractor before it, in characters the tokenizer can encode",
+            "causal", f"none of the {len(examples)} examples can be tested: {_why_none(why)}"
         )
     device = next(model.parameters()).device
     chunks = [

@@ -12,6 +12,7 @@ from analysis.errors import NothingToMeasure
 from analysis.lens import logit_lens
 from analysis.patching import NoTwins, activation_patching
 from analysis.probe import run_probe
+from analysis.words import encode_item
 from data.pronouns import NATURAL, examples, natural, read_examples
 
 
@@ -40,8 +41,13 @@ def study(
     test_set = "test"
     if path == NATURAL:
         dev, test, test_set = examples("dev"), natural(), NATURAL
-    elif path:
-        dev, test = read_examples(path), None
+    elif path:  # a line the query cannot be read on is named before anything runs
+        check = (
+            (lambda ex: encode_item(tokenizer, ex, model.config.block_size, query))
+            if query == "next"
+            else None
+        )
+        dev, test = read_examples(path, check=check), None
     else:
         dev, test = examples("dev"), examples("test")
     result = run_probe(

@@ -11,8 +11,8 @@ class AnalysisError(ValueError):
 
 class NoQueryWord(AnalysisError):
     """The text has no query word to read attention from. `missing`: "pronoun" (the text has
-    none), "word" (the word asked for is not in it), "empty" (the text is empty) or "empty
-    word" (the word asked for is)."""
+    none), "word" (the word asked for is not in it), "empty" (the text is empty), "empty
+    word" (the word asked for is) or "occurrence" (the word occurs fewer times than asked)."""
 
     reason = "no query word"
 

@@ -11,7 +11,7 @@ import statistics
 
 import torch
 
-from analysis.batching import by_length
+from analysis.batching import MAX_BATCH, by_length
 from analysis.errors import NothingToMeasure
 from analysis.words import encode_item
 from model.hooks import per_layer, run_with_cache
@@ -42,7 +42,7 @@ def logit_lens(model, tokenizer, examples, top=5) -> dict:
     points = stream_points(L)
     ranks, probs = [[] for _ in range(L + 1)], [[] for _ in range(L + 1)]
     first_top = None
-    for group in by_length([len(it.ids) for it in items]):
+    for group in by_length([len(it.ids) for it in items], MAX_BATCH):
         idx = torch.tensor([items[n].ids for n in group], device=device)  # (B, T)
         _, cache = run_with_cache(model, idx, names=points)
         b = torch.arange(len(group), device=device)

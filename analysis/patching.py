@@ -31,7 +31,7 @@ from typing import NamedTuple
 
 import torch
 
-from analysis.batching import by_length
+from analysis.batching import MAX_BATCH, by_length
 from analysis.errors import NothingToMeasure
 from analysis.interventions import replace_where
 from analysis.lens import stream_points
@@ -233,7 +233,7 @@ def patching_of_pairs(model, pairs, seed=0, resamples=1000, skipped=0) -> dict:
     `skipped`: the examples that gave none."""
     parts = [
         patch_group(model, [pairs[i] for i in group])
-        for group in by_length([len(p.clean) for p in pairs])
+        for group in by_length([len(p.clean) for p in pairs], MAX_BATCH)
     ]
     clean, corrupt, heads, stream, mlps = (torch.cat(values, -1) for values in zip(*parts))
     draws = torch.randint(

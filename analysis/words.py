@@ -46,10 +46,11 @@ def split_words(text):
     return [m.span() for m in WORD_RE.finditer(text)]
 
 
-def find_query_span(text, word=None):
-    """(start, end) of the first occurrence of `word` in `text` as a whole word, case-insensitive;
-    with word None, of the first pronoun (PRONOUNS: he, she, it or they); a clitic it ends with
-    left out (without_clitic: "it's" is read at "it"). NoQueryWord if none."""
+def find_query_span(text, word=None, occurrence=1):
+    """(start, end) of the first occurrence of `word` in `text` as a whole word, case-insensitive
+    (the `occurrence`th, counted from 1, when asked); with word None, of the first pronoun
+    (PRONOUNS: he, she, it or they); a clitic it ends with left out (without_clitic: "it's" is
+    read at "it"). NoQueryWord if none, or if there are fewer than `occurrence`."""
     if not text.strip():
         raise NoQueryWord("empty", "the sentence is empty; give a sentence with a pronoun in it")
     if word is not None and not word.strip():
@@ -66,7 +67,15 @@ def find_query_span(text, word=None):
         + ("(?![^\\W_])" if alnum.match(t[-1]) else "")
         for t in targets
     )
-    m = re.search(alternatives, text, flags=re.IGNORECASE)
+    found = list(re.finditer(alternatives, text, flags=re.IGNORECASE))
+    if 1 < occurrence and found and len(found) < occurrence:
+        asked = f"the word {word!r}" if word is not None else "a pronoun"
+        raise NoQueryWord(
+            "occurrence",
+            f"{asked} occurs {len(found)} time{'s' * (len(found) > 1)} in {text!r}, not "
+            f"{occurrence}; ask for an occurrence from 1 to {len(found)}",
+        )
+    m = found[occurrence - 1] if found else None
     if m is None:
         if word is None:
             raise NoQueryWord(
@@ -265,12 +274,12 @@ class SentenceAttention:
         )
 
 
-def sentence_attention(model, tokenizer, text, word=None, query="pronoun"):
+def sentence_attention(model, tokenizer, text, word=None, query="pronoun", occurrence=1):
     """Run `text` through `model` and gather its query token's attention per layer and head, in
     the window the model reads at the query (model_window): a text of any length is fine. The
-    query token is query_token's for the query word (`word`, by default the first pronoun); the
-    query word of the result is the word that token belongs to."""
-    query_span = find_query_span(text, word)
+    query token is query_token's for the query word (`word`, by default the first pronoun; its
+    `occurrence`th when asked); the query word of the result is the word that token belongs to."""
+    query_span = find_query_span(text, word, occurrence)
     ids, starts = tokenizer.encode_with_offsets(text)
     words, _, token_word = group_tokens(text, starts)
     query_position = query

@@ -2,11 +2,11 @@
 file or on the override that set the key. configs.load calls it on every config it builds."""
 
 import math
-from dataclasses import asdict, fields
+from dataclasses import fields
 
 from checks import positive_int
 from configs.schema import Config, ConfigError
-from model.gpt import GPTConfig
+from configs.sizes import check_model
 
 
 def check(config: Config, origin: str, overridden: dict | None = None) -> None:
@@ -19,8 +19,8 @@ def check(config: Config, origin: str, overridden: dict | None = None) -> None:
 
     for keys, problem in _problems(config):
         raise ConfigError(f"{at(*keys)}: {problem}")
-    try:  # the model's own checks, before any data is prepared
-        GPTConfig(vocab_size=1, **asdict(config.model))
+    try:  # the model's own checks and whether it can fit, before any data is prepared
+        check_model(config.model)
     except ValueError as e:
         named = [k for k in overridden if k.startswith("model.") and k[len("model.") :] in str(e)]
         raise ConfigError(f"{at(*named)}: model.{e}") from None

@@ -116,8 +116,23 @@ def open_source(source: str, cache_dir: str | os.PathLike = ".cache") -> Source:
         files = _files_at(source)
     opened = Source(name=source, files=files)
     if all(path.stat().st_size == 0 for path in files):
+        if any(_made_as_read(path) for path in files):
+            raise ValueError(
+                f"corpus {source} says it has 0 bytes but has text (a file of /proc or /sys, "
+                "made as it is read); a corpus is read several times, so copy it into a file "
+                "and give that"
+            )
         raise ValueError(f"corpus {source} is empty; give a source that contains text")
     return opened
+
+
+def _made_as_read(path) -> bool:
+    """Whether a file whose size says 0 gives bytes when read (the kernel's /proc, /sys)."""
+    try:
+        with open(path, "rb") as f:
+            return bool(f.read(1))
+    except OSError:
+        return False
 
 
 def check_source(source: str) -> None:

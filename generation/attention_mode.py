@@ -37,6 +37,13 @@ def add_flags(parser):
     )
     add("--word", help="the query word (default: the first it/he/she/they)")
     add(
+        "--occurrence",
+        type=int,
+        metavar="N",
+        help="read at the Nth occurrence of the query word (of --word, --query WORD, or the "
+        "Nth pronoun without them) in each sentence; default 1, the first",
+    )
+    add(
         "--query",
         metavar="WHERE",
         help="where attention is read from, for --attention and --probe: pronoun (the query "
@@ -109,10 +116,15 @@ def check(args, mode):
         raise ValueError(
             "--attention SENTENCE and --attention-file both give the sentences; give one of them"
         )
-    attention_only = (args.word, args.layer, args.head, args.html, args.top_heads)
-    if not chosen(args) and (attention_only != (None,) * 5 or args.all_heads):
+    if args.occurrence is not None:
+        positive_int("--occurrence", args.occurrence)
+    if args.html is not None and not args.html.strip():
+        raise ValueError("--html is empty; give the page's file, such as attention.html")
+    attention_only = (args.word, args.occurrence, args.layer, args.head, args.html, args.top_heads)
+    if not chosen(args) and (attention_only != (None,) * 6 or args.all_heads):
         raise ValueError(
-            "--word, --layer, --head, --top-heads, --all-heads and --html go with --attention"
+            "--word, --occurrence, --layer, --head, --top-heads, --all-heads and --html go with "
+            "--attention"
         )
     _check_query(args, mode)
     if args.color != "auto" and not chosen(args):
@@ -181,7 +193,11 @@ def analyse(run, args):
     analysed = []
     for n, sentence in enumerate(sentences, start=1):
         try:
-            analysed.append(sentence_attention(run.model, run.tokenizer, sentence, *query_of(args)))
+            analysed.append(
+                sentence_attention(
+                    run.model, run.tokenizer, sentence, *query_of(args), args.occurrence or 1
+                )
+            )
         except ValueError as e:  # say which sentence: a file may hold hundreds
             where = (
                 f"--attention-file {args.attention_file}, sentence {n}: "
@@ -196,6 +212,8 @@ def flagged(error):
     """An analysis error as the CLI says it: a missing query word names --word."""
     if isinstance(error, NoQueryWord) and error.missing == "pronoun":
         return f"{error} with --word"
+    if isinstance(error, NoQueryWord) and error.missing == "occurrence":
+        return f"{error} with --occurrence"
     if isinstance(error, NoQueryWord) and error.missing == "empty word":
         return "--word is empty; give the word whose attention to show"
     return str(error)
@@ -254,15 +272,15 @@ def page_probe(run, ckpt, args, err):
     if saved is not None or args.no_probe:
         return saved
     path = probe_path(ckpt)
-    kept = f", saved to {path} for next time" if path else ""
     tests = "" if args.no_causal else " and its causal tests"
     err.write(
         f"note: running the probe{tests} on its {2 * DEFAULT_COUNT} built-in sentences "
-        f"for the head to outline{kept} (--no-probe skips it)\n"
+        "for the head to outline (--no-probe skips it)\n"
     )
     # As --probe runs it, so the page's p-value (and the result saved for next time) is the same.
     result = study_or_say(
         run.model, run.tokenizer, permutations=permutations(args), causal=not args.no_causal
     )
-    keep_probe(run, ckpt, result, err)
+    if path and keep_probe(run, ckpt, result, err):  # else keep_probe said why it is not
+        err.write(f"note: the probe's result is saved to {path} for next time\n")
     return result

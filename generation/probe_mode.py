@@ -2,6 +2,7 @@
 built-in sets' result kept in the run folder for the attention page."""
 
 import json
+import os
 import shutil
 
 from analysis.coreference import study
@@ -86,6 +87,11 @@ def show_probe(run, args, ckpt, out, err):
     """Score every head on args.probe's examples and print the report (or, with --json, one JSON
     object); the built-in sets' result is kept in the run folder at `ckpt`."""
     query = args.query or "pronoun"
+    if args.probe == NATURAL and os.path.lexists(NATURAL):
+        err.write(
+            f"note: --probe {NATURAL} reads the built-in natural set, not the file "
+            f"{os.path.join(os.curdir, NATURAL)} here; give --probe ./{NATURAL} to read that file\n"
+        )
     result = study_or_say(
         run.model,
         run.tokenizer,
@@ -119,13 +125,15 @@ def study_or_say(*args, **kwargs):
         raise ValueError(f"{e}; --no-causal skips the causal tests") from None
 
 
-def keep_probe(run, ckpt, result, err):
-    """Save the built-in probe's result in the run folder for --html; a folder that cannot take
-    it is a note, not an error: the result has been shown."""
+def keep_probe(run, ckpt, result, err) -> bool:
+    """Save the built-in probe's result in the run folder for --html; whether it was. A folder
+    that cannot take it is a note, not an error: the result has been shown."""
     try:
         save_probe(run, ckpt, result)
     except ValueError as e:
         err.write(f"note: the probe's result was not saved: {e}\n")
+        return False
+    return True
 
 
 def report_width(stream):

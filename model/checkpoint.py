@@ -45,12 +45,22 @@ def _advice(fix):
     return f"; {fix}" if fix else ""
 
 
+def not_a_checkpoint_folder(path) -> str:
+    """What to say of a folder named ckpt.pt where a checkpoint file should be."""
+    return (
+        f"{path} is a folder, not a checkpoint file; move it out of the way, "
+        "or give a run folder whose checkpoint is a file"
+    )
+
+
 def load_checkpoint(path, map_location="cpu", fix="train again or restore it from a backup"):
     """Read a checkpoint as plain data; any problem is a one-line ValueError, or NoCheckpoint
     where there is none (`fix` says what to do about a truncated file; "": the caller says it)."""
     path = Path(path)
-    if path.is_dir():
+    if path.is_dir() and path.name != CKPT_NAME:
         path = path / CKPT_NAME
+    if path.is_dir():
+        raise ValueError(not_a_checkpoint_folder(path))
     if not path.is_file():
         raise NoCheckpoint(path, f"no checkpoint at {path}")
     try:

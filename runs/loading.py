@@ -22,7 +22,14 @@ from pathlib import Path
 
 from data.nanogpt_meta import nanogpt_char_tokenizer
 from data.tokenizer import gpt2_tokenizer, load_tokenizer
-from model.checkpoint import CKPT_NAME, NoCheckpoint, build_gpt, load_checkpoint, model_parts
+from model.checkpoint import (
+    CKPT_NAME,
+    NoCheckpoint,
+    build_gpt,
+    load_checkpoint,
+    model_parts,
+    not_a_checkpoint_folder,
+)
 from model.gpt import GPT
 from model.gpt2_import import read_gpt2
 from model.nanogpt_import import is_nanogpt, read_nanogpt
@@ -105,6 +112,9 @@ def _open_gpt2(source, device, vocab_multiple):
 
 def _open_run(out_dir, device, nanogpt_meta=None):
     out_dir = Path(out_dir)
+    for folder in (out_dir, out_dir / CKPT_NAME):  # --ckpt RUN/ckpt.pt, or RUN, a folder
+        if folder.name == CKPT_NAME and folder.is_dir():
+            raise ValueError(not_a_checkpoint_folder(folder))
     if out_dir.is_file():
         raise ValueError(
             f"{out_dir} is a file; give the run folder that holds it: {out_dir.parent}"

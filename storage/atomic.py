@@ -104,7 +104,8 @@ def exchange_folders(a, b) -> None:
     (Linux's renameat2 RENAME_EXCHANGE): each path names a whole folder at every moment.
 
     Where the system cannot (another kernel, a file system without it), three renames: a crash
-    between them leaves `b`'s folder under a temp name beside it.
+    between them leaves `b`'s folder under a temp name beside it (runs/restart.py finishes such
+    a swap); a failed second rename puts `b` back and raises.
     """
     a, b = os.fsencode(a), os.fsencode(b)
     renameat2 = getattr(ctypes.CDLL(None, use_errno=True), "renameat2", None)
@@ -117,7 +118,11 @@ def exchange_folders(a, b) -> None:
             raise OSError(code, os.strerror(code), os.fsdecode(b))
     aside = _temp_name(Path(os.fsdecode(b)))
     os.rename(b, aside)
-    os.rename(a, b)
+    try:
+        os.rename(a, b)
+    except OSError:  # `b` goes back where it was, and the swap did not happen
+        os.rename(aside, b)
+        raise
     os.rename(aside, a)
     _fsync_folder(Path(os.fsdecode(b)).parent)
 

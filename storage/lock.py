@@ -19,8 +19,23 @@ LOCK_NAME = ".lock"
 
 
 def _folder_error(folder, e):
-    reason = e.strerror or type(e).__name__
+    reason = _in_the_way(Path(folder)) or e.strerror or type(e).__name__
     return ValueError(f"cannot use {folder} as a run folder ({reason}); choose another out_dir")
+
+
+def _in_the_way(folder):
+    """What stands where `folder` or a folder above it should be: a file, a symlink to a file,
+    or a symlink to nothing; None if nothing does."""
+    for path in (folder, *folder.parents):
+        if path.is_dir() or not os.path.lexists(path):
+            continue
+        if not path.is_symlink():
+            return f"{path} is a file"
+        target = os.readlink(path)
+        if not path.exists():
+            return f"{path} is a symlink to {target}, which does not exist"
+        return f"{path} is a symlink to {target}, a file"
+    return None
 
 
 @contextlib.contextmanager

@@ -172,6 +172,25 @@ def test_intervals_come_from_twenty_items_and_hold_the_point_value():
     assert "cand_at_1_ci" not in result["decided_by"]["meaning"]  # 10 items: none
 
 
+def test_a_long_file_is_read_a_few_examples_at_a_time_with_the_same_answers(monkeypatch):
+    import analysis.answer
+
+    unknown = Example("the cat saw the dog. It barked.", (21, 23), (16, 19), [(4, 7)])
+    many = (SET + [unknown]) * 5  # skipped ones among them, in every part
+    whole = model_answer(InfiniteGram(), TOKENIZER, many, head=(0, 0))
+    monkeypatch.setattr(analysis.answer, "EXAMPLES_AT_ONCE", 3)
+    read = []
+    real_run = analysis.answer._run
+    monkeypatch.setattr(
+        analysis.answer,
+        "_run",
+        lambda model, requests: read.append(len(requests)) or real_run(model, requests),
+    )
+    parts = model_answer(InfiniteGram(), TOKENIZER, many, head=(0, 0))
+    assert parts == whole and (whole["n"], whole["skipped"]) == (20, 5)
+    assert len(read) == -(-len(many) // 3)  # each part's rows on their own
+
+
 def test_a_one_example_set_prints_no_intervals():
     text = format_answer(model_answer(InfiniteGram(), TOKENIZER, SET[:1], head=(0, 0)))
     assert "[" not in text and "no intervals" in text

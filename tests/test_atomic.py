@@ -2,6 +2,7 @@
 and the temps of killed writers, all on real files (and real tmpfs mounts where permitted)."""
 
 import contextlib
+import errno
 import os
 import signal
 import stat
@@ -304,3 +305,29 @@ def test_check_writable_says_now_what_a_write_would_say_and_leaves_nothing(tmp_p
         check_writable(tmp_path)
     with pytest.raises(ValueError, match=r"could not write /proc/tinygpt\.html"):
         check_writable("/proc/tinygpt.html")  # /proc takes no new file, even from root
+
+
+def test_a_fallback_swap_whose_second_rename_fails_puts_the_first_folder_back(
+    tmp_path, monkeypatch
+):
+    import types
+
+    from storage import atomic
+
+    monkeypatch.setattr(atomic.ctypes, "CDLL", lambda *a, **k: types.SimpleNamespace())
+    a, b = tmp_path / "a", tmp_path / "b"
+    a.mkdir()
+    b.mkdir()
+    (b / "old.txt").write_text("old")
+    rename = os.rename
+
+    def second_fails(src, dst):
+        if os.fsdecode(src) == str(a):
+            raise OSError(errno.EXDEV, "Invalid cross-device link")
+        rename(src, dst)
+
+    monkeypatch.setattr(atomic.os, "rename", second_fails)
+    with pytest.raises(OSError):
+        atomic.exchange_folders(a, b)
+    assert (b / "old.txt").read_text() == "old" and a.is_dir()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a", "b"]

@@ -166,6 +166,16 @@ def test_an_example_longer_than_block_size_is_measured_in_the_window_the_probe_r
         assert r["heads"][0][h]["antecedent"] == pytest.approx(expected, abs=1e-5)
 
 
+def test_a_refusal_says_why_no_example_can_be_tested():
+    from analysis.errors import NothingToMeasure
+
+    # Block 4: at "it" the window holds "o it", neither "bass" nor "cat".
+    with pytest.raises(NothingToMeasure, match=r"1 because its antecedent .*before the model's wi"):
+        causal_tests(known_gpt(block_size=4), TOKENIZER, [E1], resamples=10)
+    with pytest.raises(NothingToMeasure, match=r"2 because its text ends at the pronoun"):
+        causal_tests(known_gpt(), TOKENIZER, [ENDS, ENDS], resamples=10)
+
+
 def test_the_control_distractor_is_drawn_with_the_seed_among_the_ones_the_query_sees():
     # Two distractors before the pronoun, one after it (the query cannot see "bee").
     ex = example("a dog saw a cat and an owl so its bee hid.", "dog", "cat", "owl", "bee")
@@ -279,3 +289,15 @@ def test_report_of_144_heads_stacks_the_grids_within_100_columns():
     lines = format_causal(with_best_head(big, 11, 11)).splitlines()
     assert max(len(line) for line in lines) <= 100
     assert sum(line.startswith("L11 ") for line in lines) == 3  # antecedent, control, ablation
+
+
+def test_the_bootstrap_gathers_a_few_resamples_at_a_time_with_the_same_intervals(monkeypatch):
+    import analysis.bootstrap as bootstrap
+
+    values = {"a": torch.randn(500, dtype=torch.float64), "b": torch.rand(500).double()}
+    draws = bootstrap.resample(500, 1000, seed=3)
+    monkeypatch.setattr(bootstrap, "RESAMPLES_AT_ONCE", 10**9)
+    whole = bootstrap.means_with_intervals(values, draws)
+    monkeypatch.setattr(bootstrap, "RESAMPLES_AT_ONCE", 7)
+    assert bootstrap.means_with_intervals(values, draws) == whole
+    assert whole["a_ci"][0] < whole["a"] < whole["a_ci"][1]

@@ -201,6 +201,35 @@ def test_help_lists_every_key_with_type_default_and_description():
         assert "default" in line and len(line.split("default", 1)[1].split()) >= 2, line
 
 
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    "override",
+    [
+        "model.n_layer=99999999999999999999",
+        "model.n_embd=1048576",
+        "model.block_size=1000000000000000",
+    ],
+)
+def test_a_model_that_cannot_fit_in_memory_is_refused_with_the_config(override):
+    key, value = override.split("=")
+    with pytest.raises(
+        ConfigError, match=rf"override {key}={value}: .*GiB of memory; choose smaller"
+    ):
+        load_config(None, [f"{key}={value}"])
+
+
+def test_the_memory_bound_is_from_below_and_refuses_only_above_the_memory():
+    from configs.sizes import BYTES_PER_PARAMETER, check_fits, parameters_at_least
+
+    model = load_config(None, []).model  # the default: 2 x 128, block 64
+    params = parameters_at_least(model.n_layer, model.n_embd, model.block_size)
+    built = GPT(GPTConfig(vocab_size=1, **asdict(model))).num_params(non_embedding=False)
+    assert params <= built  # no model that fits is refused
+    check_fits(model, memory=params * BYTES_PER_PARAMETER)
+    with pytest.raises(ValueError, match=r"n_layer=2, n_embd=128, block_size=64 make at least"):
+        check_fits(model, memory=params * BYTES_PER_PARAMETER - 1)
+
+
 @pytest.mark.parametrize(
     "args, key",
     [

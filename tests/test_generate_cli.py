@@ -453,10 +453,14 @@ def test_html_reuses_the_probe_saved_for_this_checkpoint_and_says_when_it_runs_i
     saved["checkpoint"]["step"] = 100  # a probe of another checkpoint: not this one's heads
     (folder / "probe.json").write_text(json.dumps(saved))
     code, out, err = run_generate("--ckpt", folder, "--attention", SENTENCE, "--html", page)
-    assert code == 0 and err.count("\n") == 1, err
+    assert code == 0 and err.count("\n") == 2, err
     assert (
         err.startswith("note: ") and "600" in err and "--no-probe" in err
     )  # how many, and how to skip
+    assert (
+        err.splitlines()[1]
+        == f"note: the probe's result is saved to {folder / 'probe.json'} for next time"
+    )
     again = json.loads((folder / "probe.json").read_text())
     assert again["checkpoint"]["step"] == 0  # saved anew, the causal tests with it, and shown
     assert again["permutations"] == 1000  # as --probe runs it: a p-value of 1000 shuffles
@@ -465,6 +469,25 @@ def test_html_reuses_the_probe_saved_for_this_checkpoint_and_says_when_it_runs_i
         rf"L{b['layer']} H{b['head']} alone</th><td[^>]*>{re.escape(signed(b['antecedent']))}<span"
     )
     assert re.search(cell, page.read_text())
+
+
+def test_html_where_the_probe_cannot_be_saved_says_so_once_and_never_that_it_was(
+    tmp_path, monkeypatch
+):
+    import generation.probe_mode
+
+    folder, page = tmp_path / "run", tmp_path / "maps.html"
+    make_run(folder, "bpe", 64)
+
+    def read_only(run, ckpt, result):  # as write_atomic says it on a read-only folder
+        raise ValueError(f"could not write {folder / 'probe.json'}: Read-only file system")
+
+    monkeypatch.setattr(generation.probe_mode, "save_probe", read_only)
+    code, out, err = run_generate(
+        "--ckpt", folder, "--attention", SENTENCE, "--html", page, "--no-causal"
+    )
+    assert code == 0 and page.is_file() and err.count("\n") == 2, err
+    assert "not saved" in err.splitlines()[1] and " saved to" not in err, err
 
 
 def test_no_probe_outlines_no_head_and_runs_nothing(tmp_path):

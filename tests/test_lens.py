@@ -96,3 +96,23 @@ def test_the_example_is_the_same_whole_sentence_from_its_start_in_the_report_and
     assert len(shown) <= 162 and shown.endswith(text) and shown[2:3].isupper()
     assert shown in format_lens({**lens, "example": long})
     assert shown in lens_section({**lens, "example": long})
+
+
+def test_the_lens_runs_in_bounded_batches_with_the_same_numbers(tiny_gpt, monkeypatch):
+    import analysis.lens
+
+    tokenizer = train_tokenizer("char", RUN_TEXT + "".join(ex.text for ex in examples("test")))
+    model = tiny_gpt(vocab_size=tokenizer.vocab_size, block_size=128).eval()
+    sizes = []
+    model.register_forward_pre_hook(lambda module, args: sizes.append(args[0].shape[0]))
+    monkeypatch.setattr(analysis.lens, "MAX_BATCH", 10**9)
+    whole = logit_lens(model, tokenizer, examples("test")[:80])
+    assert max(sizes) > 3  # some length has more than 3 items: the bound below splits it
+    sizes.clear()
+    monkeypatch.setattr(analysis.lens, "MAX_BATCH", 3)
+    bounded = logit_lens(model, tokenizer, examples("test")[:80])
+    assert max(sizes) == 3
+    assert bounded["median_rank"] == whole["median_rank"]
+    assert bounded["top1_share"] == whole["top1_share"]
+    assert bounded["mean_probability"] == pytest.approx(whole["mean_probability"], rel=1e-6)
+    assert bounded["example"] == whole["example"]

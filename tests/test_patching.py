@@ -113,3 +113,26 @@ def test_the_result_has_intervals_and_a_report(setup):
     assert "each head's output at the pronoun patched" in text and "pronoun" in text
     few = activation_patching(model, tokenizer, examples("test")[:8], resamples=200)
     assert "recovered_ci" not in few["heads"][0][0] and "too few" in format_patching(few)
+
+
+def test_patching_runs_in_bounded_batches_with_the_same_numbers(setup, monkeypatch):
+    import analysis.patching
+
+    model, tokenizer, _ = setup
+    sizes = []
+    handle = model.register_forward_pre_hook(lambda module, args: sizes.append(args[0].shape[0]))
+    try:
+        monkeypatch.setattr(analysis.patching, "MAX_BATCH", 10**9)
+        whole = activation_patching(model, tokenizer, examples("test")[:60], resamples=200)
+        assert max(sizes) > 4  # some length has more than 4 pairs: the bound below splits it
+        sizes.clear()
+        monkeypatch.setattr(analysis.patching, "MAX_BATCH", 4)
+        bounded = activation_patching(model, tokenizer, examples("test")[:60], resamples=200)
+    finally:
+        handle.remove()
+    assert max(sizes) == 4 and bounded["n"] == whole["n"]
+    for kind in ("heads", "stream", "mlps"):
+        for row_b, row_w in zip(bounded[kind], whole[kind]):
+            for b, w in zip(row_b, row_w):
+                assert b["recovered"] == pytest.approx(w["recovered"], rel=1e-6, abs=1e-9)
+                assert b["recovered_ci"] == pytest.approx(w["recovered_ci"], rel=1e-6, abs=1e-9)

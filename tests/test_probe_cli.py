@@ -235,11 +235,63 @@ def test_attention_html_writes_a_self_contained_page(run_folder, tmp_path):
             ("--word", "--query"),
         ),
         (["--attention", "the dog saw it", "--query", "next"], ("'it'",)),
+        (["--attention", "--html", ""], ("--html is empty",)),
+        (["--attention", "--html", " "], ("--html is empty",)),
+        (
+            ["--attention", "the dog saw it and it ran.", "--occurrence", "3"],
+            ("occurs 2 times", "from 1 to 2", "--occurrence"),
+        ),
+        (["--attention", "--occurrence", "0"], ("--occurrence", "positive integer")),
+        (["--occurrence", "2"], ("--occurrence", "--attention")),
     ],
 )
 def test_probe_and_page_errors_are_one_line(run_folder, argv, names):
     code, _, err = run_generate("--ckpt", run_folder, *argv)
     assert code == 2 and err.count("\n") == 1 and all(name in err for name in names), err
+
+
+def test_occurrence_reads_the_maps_at_the_nth_occurrence_of_the_query_word(run_folder):
+    sentence = "the dog saw it and it ran."
+    code, first, _ = run_generate("--ckpt", run_folder, "--attention", sentence)
+    assert code == 0
+    code, second, _ = run_generate(
+        "--ckpt", run_folder, "--attention", sentence, "--occurrence", "2"
+    )
+    assert code == 0
+    # The maps' header names the query's token: the second "it" comes later, with more words.
+    at = [int(re.search(r"#(\d+)\)", out)[1]) for out in (first, second)]
+    assert at[1] > at[0] and "and" in second.split("\n")[2] and "and" not in first.split("\n")[2]
+    code, word, _ = run_generate(
+        "--ckpt", run_folder, "--attention", sentence, "--word", "it", "--occurrence", "2"
+    )
+    assert code == 0 and word == second
+
+
+def test_a_pronoun_final_line_with_query_next_names_the_file_and_line(run_folder, tmp_path):
+    path = tmp_path / "mine.jsonl"
+    write_jsonl(examples("dev")[:3], path)
+    with path.open("a") as f:
+        f.write(
+            '{"text": "The dog sat by the cat and then saw it", "pronoun": [36, 38], '
+            '"antecedent": [4, 7], "distractors": [[19, 22]]}\n'
+        )
+    code, out, err = run_generate("--ckpt", run_folder, "--probe", path, "--query", "next")
+    assert code == 2 and err.count("\n") == 1 and not out, err
+    assert f"{path}, line 4: nothing follows 'it'" in err, err
+
+
+def test_probe_natural_says_it_reads_the_built_in_set_beside_a_file_named_natural(
+    run_folder, tmp_path, monkeypatch
+):
+    monkeypatch.chdir(tmp_path)
+    write_jsonl(examples("dev")[:3], tmp_path / "natural")
+    args = ("--ckpt", run_folder, "--probe", "natural", "--json", "--permutations", "1")
+    code, out, err = run_generate(*args, "--no-causal")
+    assert code == 0 and "built-in natural set, not the file ./natural" in err, err
+    assert json.loads(out)["counts"]["test"]["examples"] == len(natural())
+    code, out, err = run_generate(*args[:3], "./natural", *args[4:], "--no-causal")
+    assert code == 0 and "built-in" not in err
+    assert [c["examples"] for c in json.loads(out)["counts"].values()] == [3]
 
 
 def test_query_last_reads_the_probe_and_the_maps_at_the_last_token(run_folder, user_file):

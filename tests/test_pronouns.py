@@ -356,6 +356,19 @@ GOOD = {
             json.dumps({**GOOD, "text": "The king saw the bell, then hit.", "pronoun": [29, 31]}),
             ("[29, 31]", "'it'", "whole word"),
         ),  # the "it" of "hit"
+        # Candidates are whole words too: not "in" of "king", not "el" of "bell".
+        (
+            json.dumps({**GOOD, "distractors": [[5, 7]]}),
+            ('"distractors[0]" [5, 7]', "'in'", "whole"),
+        ),
+        (json.dumps({**GOOD, "antecedent": [18, 20]}), ('"antecedent" [18, 20]', "'el'", "whole")),
+        (json.dumps({**GOOD, "antecedent": [16, 21]}), ('"antecedent" [16, 21]', "' bell'")),
+        # A key the format does not know is refused, a misspelt one with the key it resembles.
+        (
+            json.dumps({**GOOD, "antecendent": [17, 21]}),
+            ('unknown key "antecendent"', 'did you mean "antecedent"?'),
+        ),
+        (json.dumps({**GOOD, "colour": "red"}), ('unknown key "colour"', "decided_by")),
     ],
 )
 def test_read_jsonl_errors_name_file_and_line(tmp_path, bad_line, names):

@@ -188,3 +188,48 @@ def test_a_refusal_names_the_path_this_run_was_given_when_another_had_the_same_t
         run_script("train.py", *tiny_args(corpus, out, "train.max_iters=20", source=copy))
     )
     assert str(copy) in said and "my.txt" not in said and "changed" in said, said
+
+
+# train.py where the system has no renameat2 (the swap falls back to three renames), killed
+# (SIGKILL) right after the swap's rename number argv[1]: the fallback's exact points.
+KILLED_MID_SWAP = """
+import os, runpy, signal, sys, types
+import runs.restart, storage.atomic
+storage.atomic.ctypes = types.SimpleNamespace(CDLL=lambda *a, **k: object())  # no renameat2
+after, exchange, rename = int(sys.argv.pop(1)), runs.restart.exchange_folders, os.rename
+def exchange_then_die(a, b):
+    done = []
+    def counted(src, dst):
+        rename(src, dst)
+        done.append(dst)
+        if len(done) == after:
+            os.kill(os.getpid(), signal.SIGKILL)
+    os.rename = counted
+    exchange(a, b)
+runs.restart.exchange_folders = exchange_then_die
+sys.argv[0] = "train.py"
+runpy.run_path("train.py", run_name="__main__")
+"""
+
+
+@pytest.mark.parametrize("renames_done", [1, 2])
+def test_a_swap_killed_between_its_renames_loses_neither_run(corpus, tmp_path, renames_done):
+    out, other = tmp_path / "my", other_text(tmp_path)
+    assert run_script("train.py", *tiny_args(corpus, out)).returncode == 0
+    (out / "notes.txt").write_text("mine")
+    killed = run_script(
+        "-c", KILLED_MID_SWAP, renames_done, *tiny_args(corpus, out, source=other), "--force"
+    )
+    assert killed.returncode == -signal.SIGKILL, killed.stderr
+    assert len(aside_folders(out)) == 3 - renames_done  # 1: out_dir gone, both runs aside
+    assert out.is_dir() == (renames_done == 2)
+    r = run_script("train.py", *tiny_args(corpus, out, "train.max_iters=15", source=other))
+    assert r.returncode == 0, r.stderr
+    assert ("put in its place" in r.stderr) == (renames_done == 1), r.stderr
+    assert "resuming from step 5 " in r.stdout, r.stdout  # the new run, from its checkpoint
+    assert "other.txt" in (out / "config.yaml").read_text()
+    assert (out / "notes.txt").read_text() == "mine" and not aside_folders(out)
+    before = snapshot(out)
+    again = run_script("train.py", *tiny_args(corpus, out, "train.max_iters=15", source=other))
+    assert again.returncode == 0 and "already trained" in again.stdout, again.stderr
+    assert snapshot(out).keys() == before.keys() and not aside_folders(out)

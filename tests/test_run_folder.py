@@ -100,6 +100,59 @@ def test_dropout_may_change_on_resume_and_force_starts_over(corpus, tmp_path, ca
     assert load_checkpoint(out)["model_config"]["n_layer"] == 1
 
 
+def test_force_over_a_mount_point_is_refused_before_it_trains(corpus, tmp_path, monkeypatch):
+    from runs.restart import check_swappable
+
+    out = tmp_path / "run"
+    train(tiny_config(corpus, out, "train.max_iters=5", "train.eval_interval=5"))
+    before = snapshot(out)
+    real_ismount = os.path.ismount
+    monkeypatch.setattr(os.path, "ismount", lambda p: Path(p) == out or real_ismount(p))
+
+    def no_step(*args):
+        raise AssertionError("trained before the refusal")
+
+    monkeypatch.setattr(loop, "train_step", no_step)
+    with pytest.raises(ValueError, match=rf"out_dir={re.escape(str(out))} is a mount point.*/run"):
+        train(tiny_config(corpus, out, "train.max_iters=8"), force=True)
+    assert snapshot(out) == before
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".run.")]  # nothing aside
+    monkeypatch.undo()
+    with pytest.raises(ValueError, match="mount point"):  # a real one
+        check_swappable("/proc")
+    check_swappable(out)  # a plain folder can be swapped
+
+
+def test_an_out_dir_that_is_a_symlink_to_a_file_or_to_nothing_is_named_so(corpus, tmp_path):
+    (tmp_path / "notes.txt").write_text("mine")
+    (tmp_path / "to_file").symlink_to(tmp_path / "notes.txt")
+    (tmp_path / "to_nothing").symlink_to(tmp_path / "gone")
+    cases = {
+        "to_file": f"{tmp_path / 'to_file'} is a symlink to {tmp_path / 'notes.txt'}, a file",
+        "to_nothing": f"{tmp_path / 'to_nothing'} is a symlink to {tmp_path / 'gone'}, which "
+        "does not exist",
+        "notes.txt/run": f"{tmp_path / 'notes.txt'} is a file",
+    }
+    for out, says in cases.items():
+        with pytest.raises(ValueError) as e:
+            train(tiny_config(corpus, tmp_path / out))
+        assert says in str(e.value) and "File exists" not in str(e.value), e.value
+    assert (tmp_path / "notes.txt").read_text() == "mine" and not (tmp_path / "gone").exists()
+
+
+def test_a_checkpoint_that_is_a_folder_is_named_once_by_train_and_generate(corpus, tmp_path):
+    from tests.helpers import run_generate
+
+    out = tmp_path / "run"
+    (out / "ckpt.pt").mkdir(parents=True)
+    says = f"{out / 'ckpt.pt'} is a folder, not a checkpoint file"
+    with pytest.raises(ValueError, match=re.escape(says)):
+        train(tiny_config(corpus, out))
+    for ckpt in (out, out / "ckpt.pt"):
+        code, _, err = run_generate("--ckpt", ckpt, "--prompt", "a")
+        assert code == 2 and says in err and "ckpt.pt/ckpt.pt" not in err, err
+
+
 def test_resume_with_dropout_is_exact(corpus, tmp_path):
     overrides = ("model.dropout=0.2", "train.final_full_eval=false")
     train(tiny_config(corpus, tmp_path / "whole", *overrides))

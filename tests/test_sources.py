@@ -1,6 +1,7 @@
 """data/sources.py: file and folder sources, bad input, and downloads from a real local server."""
 
 import hashlib
+import os
 import random
 import threading
 from collections import Counter
@@ -214,3 +215,11 @@ def test_tinyshakespeare_is_downloaded_once_then_checked(tmp_path, server, monke
     with pytest.raises(ValueError) as excinfo:
         open_source("tinyshakespeare", tmp_path)
     assert "delete it" in one_line(excinfo)
+
+
+@pytest.mark.skipif(not os.path.isfile("/proc/self/environ"), reason="needs Linux's /proc")
+def test_a_proc_file_is_not_called_empty():
+    # Its size says 0, but reading it gives bytes: made as it is read, and differently each time.
+    with pytest.raises(ValueError) as e:
+        open_source("/proc/self/environ")
+    one_line(e, "/proc/self/environ", "0 bytes but has text", "copy it into a file")

@@ -231,6 +231,29 @@ def test_non_finite_loss_stops_and_keeps_last_good_checkpoint(corpus, tmp_path, 
     assert ckpt["step"] == 10 and all(torch.isfinite(v).all() for v in ckpt["model"].values())
 
 
+def test_a_diverged_run_stops_before_it_writes_over_the_good_checkpoint(corpus, tmp_path):
+    out = tmp_path / "run"
+    train(tiny_config(corpus, out))
+    good = load_checkpoint(out)
+    with pytest.raises(
+        TrainingStopped,
+        match=rf"diverged; stopped without saving.*step 20 in {re.escape(str(out))}",
+    ):  # resumed with a learning rate far too high: val 2.x -> hundreds of nats
+        train(tiny_config(corpus, out, "train.max_iters=40", "train.lr=30", "train.muon_lr=30"))
+    kept = load_checkpoint(out)
+    assert kept["step"] == 20 and kept["best_val_loss"] == good["best_val_loss"]
+    assert all(torch.equal(kept["model"][k], v) for k, v in good["model"].items())
+
+
+def test_divergence_is_a_val_loss_far_above_the_best_in_ratio_and_in_nats():
+    from training.divergence import diverged
+
+    assert diverged(4.2, 2.786) and diverged(840.0, 2.786) and diverged(float("inf"), 2.0)
+    assert not diverged(4.1, 2.786)  # under 1.5x the best
+    assert not diverged(0.04, 0.02)  # twice the best, but a near-zero loss: 0.02 nats is noise
+    assert not diverged(9.0, math.inf)  # before the first evaluation every loss is the best
+
+
 @pytest.mark.slow
 def test_atomic_save_survives_kill_9(tmp_path):
     path = tmp_path / "ckpt.pt"

@@ -21,9 +21,10 @@ from data.mix_spec import mix_entries
 from data.sources import check_source
 from model.checkpoint import CKPT_NAME, atomic_save
 from runs.folder import LOSS_PLOT, METRICS_FILE, PROBE_PLOT
-from runs.restart import written_aside
+from runs.restart import finish_cut_swap, written_aside
 from storage.lock import folder_lock
 from training.console import Console, eval_line, perplexity, plot_losses, plot_probe, summary
+from training.divergence import diverged, diverged_at
 from training.evaluate import evaluate, full_val_losses, mix_bits_per_byte
 from training.job import build
 from training.live_probe import probe_examples, probe_heads
@@ -55,6 +56,8 @@ def train(config, force=False):
             "or set train.compile=false"
         )
     try:
+        if runtime.is_main and (note := finish_cut_swap(config.out_dir)):  # before its lock
+            Console(True).note(note)
         # Rank 0 alone writes the run folder, so it alone holds the folder's lock.
         with (
             folder_lock(config.out_dir, "training run")
@@ -214,6 +217,8 @@ def evaluate_and_save(job, progress):
             f"eval loss is not finite at step {progress.step}; stopped, "
             f"{checkpoint_state(job, progress)} (try a lower train.lr)"
         )
+    if diverged(final["val_loss"], progress.best_val):  # the checkpoint on disk stays
+        raise TrainingStopped(diverged_at(progress, final, checkpoint_state(job, progress)))
     progress.best_val = min(progress.best_val, final["val_loss"])
     final.update(
         val_ppl=perplexity(final["val_loss"]),

@@ -11,6 +11,7 @@ probe reports its heads on each kind apart. Also optional, "twin": the example's
 the same sentence with another candidate the answer (data/pronouns/twin_field.py).
 """
 
+import difflib
 import json
 import re
 from dataclasses import dataclass, replace
@@ -19,6 +20,8 @@ from data.pronouns.twin_field import Twin, parse_twin
 from storage.atomic import write_atomic
 
 DECIDED_BY = ("agreement", "role", "meaning")
+REQUIRED_KEYS = ("text", "pronoun", "antecedent", "distractors")
+OPTIONAL_KEYS = ("decided_by", "twin")  # a key a line may leave out; any other key is refused
 
 
 @dataclass(frozen=True)
@@ -58,6 +61,18 @@ def validate_example(example: Example) -> None:
         raise ValueError('"distractors" needs at least one [start, end] span')
     named = [("pronoun", example.pronoun), ("antecedent", example.antecedent)]
     named += [(f"distractors[{i}]", span) for i, span in enumerate(example.distractors)]
+    _check_spans(text, named)
+    if example.decided_by is not None and example.decided_by not in DECIDED_BY:
+        raise ValueError(
+            f'"decided_by" is {example.decided_by!r}; use one of '
+            f"{', '.join(DECIDED_BY)}, or leave the key out"
+        )
+    _check_words(text, named)
+
+
+def _check_spans(text, named):
+    """ValueError unless each (name, span) of `named` is a [start, end] pair inside the text and
+    none overlaps another."""
     for name, span in named:
         if len(span) != 2 or not all(type(x) is int for x in span):
             raise ValueError(f'"{name}" must be a [start, end] pair of integers, got {list(span)}')
@@ -72,24 +87,42 @@ def validate_example(example: Example) -> None:
             raise ValueError(
                 f'"{name_a}" {list(a)} and "{name_b}" {list(b)} overlap; make the spans disjoint'
             )
-    if example.decided_by is not None and example.decided_by not in DECIDED_BY:
-        raise ValueError(
-            f'"decided_by" is {example.decided_by!r}; use one of '
-            f"{', '.join(DECIDED_BY)}, or leave the key out"
-        )
-    start, end = example.pronoun
+
+
+def _check_words(text, named):
+    """ValueError unless the pronoun (named[0]) is one whole word, each candidate whole words,
+    and every candidate ends before the pronoun starts."""
+    start, end = named[0][1]
     beside = text[start - 1 : start] + text[end : end + 1]
     if not _WORD.fullmatch(text[start:end]) or _LETTER_OR_DIGIT.search(beside):
         raise ValueError(
             f'"pronoun" {[start, end]} covers {text[start:end]!r}, which is not one '
             'whole word of the text; point it at exactly one word, such as "it"'
         )
+    for name, (s, e) in named[1:]:
+        if not _whole(text, s, e):
+            raise ValueError(
+                f'"{name}" {[s, e]} covers {text[s:e]!r}, which is not whole words of the '
+                'text; point it at the noun from its first letter to its last, such as "dog"'
+            )
     for name, span in named[1:]:
         if span[1] > start:
             raise ValueError(
                 f'"{name}" {list(span)} comes after the pronoun {[start, end]}; a causal model at '
                 "the pronoun cannot see it, so candidates must end before the pronoun starts"
             )
+
+
+def _whole(text: str, start: int, end: int) -> bool:
+    """Whether text[start:end] begins and ends with a letter or digit and has none right beside
+    it: whole words ("dog", "old dog"), not "og" of "dog" nor " dog"."""
+    inside = text[start] + text[end - 1]
+    beside = text[start - 1 : start] + text[end : end + 1]
+    return (
+        bool(_LETTER_OR_DIGIT.fullmatch(inside[0]))
+        and bool(_LETTER_OR_DIGIT.fullmatch(inside[1]))
+        and not _LETTER_OR_DIGIT.search(beside)
+    )
 
 
 def write_jsonl(examples: list[Example], path) -> None:
@@ -117,7 +150,7 @@ def _parse_line(line: str) -> Example:
         record = json.loads(line)
     except json.JSONDecodeError as e:
         raise ValueError(f"not valid JSON ({e.msg}); write one JSON object per line") from None
-    keys = ("text", "pronoun", "antecedent", "distractors")
+    keys = REQUIRED_KEYS
     if not isinstance(record, dict):
         what = {list: "an array", str: "a string", bool: "true or false", type(None): "null"}.get(
             type(record), "a number"
@@ -125,6 +158,14 @@ def _parse_line(line: str) -> Example:
         raise ValueError(
             f"the line is {what}, not a JSON object; write one object per line "
             f"with the keys {', '.join(keys)}"
+        )
+    unknown = [k for k in record if k not in REQUIRED_KEYS + OPTIONAL_KEYS]
+    if unknown:
+        close = difflib.get_close_matches(str(unknown[0]), REQUIRED_KEYS + OPTIONAL_KEYS, n=1)
+        hint = f'did you mean "{close[0]}"? ' if close else ""
+        raise ValueError(
+            f'unknown key "{unknown[0]}"; {hint}a line has the keys {", ".join(keys)}'
+            f" and, if it says them, {', '.join(OPTIONAL_KEYS)}"
         )
     missing = [k for k in keys if k not in record]
     if missing:
@@ -142,12 +183,12 @@ def _parse_line(line: str) -> Example:
     return example
 
 
-def read_examples(path, named="") -> list[Example]:
+def read_examples(path, named="", check=None) -> list[Example]:
     """read_jsonl for a file a user named (`named`: how, e.g. "train.probe_file "): ValueError in
     one line for a file that cannot be read (a folder, missing, no permission) or holds no
     examples."""
     try:
-        labelled = read_jsonl(path)
+        labelled = read_jsonl(path, check)
     except OSError as e:
         raise ValueError(f"{named or 'cannot read '}{path}: {e.strerror or e}") from None
     if not labelled:
@@ -155,16 +196,19 @@ def read_examples(path, named="") -> list[Example]:
     return labelled
 
 
-def read_jsonl(path) -> list[Example]:
+def read_jsonl(path, check=None) -> list[Example]:
     """Read and validate examples; blank lines are skipped. A bad line raises ValueError naming
     the file and line number (text that is not UTF-8: naming the file); a missing file raises
-    FileNotFoundError."""
+    FileNotFoundError. `check(example)`, when given, is one more check of each line's example
+    (what a reader of the file needs besides the format): its ValueError names the line too."""
     out = []
     with open(path, encoding="utf-8-sig") as f:  # a byte-order mark (Windows editors) is read past
         try:
             for lineno, line in enumerate(f, start=1):  # noqa: B007 - the except below names it
                 if line.strip():
                     out.append(_parse_line(line))
+                    if check is not None:
+                        check(out[-1])
         except UnicodeDecodeError:
             raise ValueError(f"{path} is not UTF-8 text; save it as UTF-8 JSONL") from None
         except ValueError as e:
