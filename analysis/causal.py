@@ -130,7 +130,7 @@ def _query_loss(model, batch, edits=None):
     with hooks(model, edits or {}), hooks(model, keep):  # kept after the edits
         logits = model(batch.query, caches=batch.caches)[:, -1]  # (B, V)
     for cache in batch.caches:
-        cache.length -= 1  # forget the query: the next intervention reads it again
+        cache.rewind()  # forget the query: the next intervention reads it again
     loss = F.cross_entropy(logits.float(), batch.target, reduction="none")
     return loss.double().cpu(), torch.stack([outputs[n] for n in names], dim=1)  # (B, L, H, D)
 

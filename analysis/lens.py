@@ -49,7 +49,7 @@ def logit_lens(model, tokenizer, examples, top=5) -> dict:
         q = torch.tensor([items[n].query for n in group], device=device)
         target = torch.tensor([items[n].next_id for n in group], device=device)
         for i, stream in enumerate(cache[name] for name in points):
-            logits = model.lm_head(model.ln_f(stream[b, q]))[:, : cfg.vocab_size].float()  # (B, V)
+            logits = model.unembed(stream[b, q]).float()  # (B, V)
             p = torch.softmax(logits, -1)
             true = logits[b, target]
             ranks[i] += ((logits > true[:, None]).sum(-1) + 1).tolist()

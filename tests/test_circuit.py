@@ -10,7 +10,8 @@ import torch
 
 from analysis.circuit import circuit_of_pairs
 from analysis.circuit_svg import circuit_svg
-from analysis.edges import attribution, build_graph, make_batches, patched_lds, twin_runs
+from analysis.edge_runs import attribution, patched_lds, twin_runs
+from analysis.edges import build_graph, make_batches
 from analysis.patching import Pair, make_pair
 from data.pronouns import examples
 from data.tokenizer import train_tokenizer

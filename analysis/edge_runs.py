@@ -1,0 +1,251 @@
+"""The graph of analysis/edges.py run through the model: three runners over one small state.
+
+    record      one pass with every sender's write kept, and what each receiver group read
+                (the twins' run: what a patch subtracts, and the inputs a "twin" Step reads);
+    patch       one pass with a plan of corrections (edges.corrections): each receiver reads
+                its Step; only the senders some Step names are recorded;
+    attribute   one clean pass with autograd's graph and every receiver's input split per
+                head, then one backward pass: each receiver's input gradient meets the matrix
+                of the senders' differences twin - clean (S, B, T, C), as edge attribution
+                patching's code builds it, scoring every edge at once.
+
+Each runs the model to its final stream (GPT.residual: no unembedding of every position) and the
+logits receiver reads that stream; the LD is read at the pronoun alone, through GPT.unembed,
+for all of a pass's batches in one call.
+
+What is hooked changes what is computed: a hooked hook_result computes each head's write apart,
+a hooked q, k or v input each head's own copy of the stream. A patch hooks a layer's heads only
+where some Step names them, and its q, k, v inputs only where some head's Step differs; where
+every head reads the twin's stream there (every edge into the layer's heads patched), ln1 is
+handed the twin's own normalised stream and the layer runs unsplit.
+
+Letters: N examples, B batch, T tokens, C channels, H heads, G receivers of a group, S senders.
+"""
+
+from dataclasses import dataclass, field
+from typing import NamedTuple
+
+import torch
+
+from analysis.edges import Batch, Graph, Group, Step, corrections
+from model.hooks import hooks
+
+
+class Recorded(NamedTuple):
+    """One run of a batch, as record() keeps it."""
+
+    acts: torch.Tensor  # (S, B, T, C) every sender's write
+    inputs: list[torch.Tensor]  # per group of the graph: the stream it read (B, T, C)
+    normalized: list[torch.Tensor]  # per layer: ln1's normalised input (B, T, C)
+
+
+@dataclass
+class _State:
+    """What one pass carries between its hooks."""
+
+    graph: Graph
+    batch: Batch
+    acts: torch.Tensor | None = None  # (S, B, T, C) where every sender is recorded
+    twin: Recorded | None = None  # what the differences are taken against
+    needed: set = field(default_factory=set)  # senders whose differences a plan reads
+    delta: dict = field(default_factory=dict)  # sender -> (B, T, C) this run minus the twin's
+    inputs: list = field(default_factory=list)
+    normalized: list = field(default_factory=list)
+    leaf: torch.Tensor | None = None  # the embeddings, where gradients are taken
+
+
+def _keep(state: _State, first: int, value: torch.Tensor) -> None:
+    """Senders first .. first + n - 1 wrote value (n, B, T, C)."""
+    if state.acts is not None:
+        state.acts[first : first + len(value)] = value.detach()
+    for i in range(len(value)):
+        if first + i in state.needed:
+            state.delta[first + i] = value[i] - state.twin.acts[first + i]
+
+
+def _sender_hooks(model, state: _State, layers=None, grad=False) -> dict:
+    """Hooks that record the embeddings' senders, the heads' writes of `layers` (None: all) and
+    every MLP's write; with grad, the embeddings become the leaf gradients are taken to."""
+    graph, where = state.graph, state.batch.antecedent[..., None]  # (B, T, 1)
+
+    def embed(x, hook):
+        if grad:
+            x = state.leaf = x.detach().requires_grad_(True)
+        _keep(state, 0, torch.stack((x * where, x * ~where)))
+        return x
+
+    def heads(first):
+        return lambda x, hook: _keep(state, first, x.permute(2, 0, 1, 3))  # (H, B, T, C)
+
+    def mlp(first):
+        return lambda x, hook: _keep(state, first, x[None])
+
+    fns = {"blocks.0.hook_resid_pre": embed}
+    for l in range(model.config.n_layer):
+        if layers is None or l in layers:
+            fns[f"blocks.{l}.attn.hook_result"] = heads(graph.heads[l].start)
+        fns[f"blocks.{l}.hook_mlp_out"] = mlp(graph.mlps[l])
+    return fns
+
+
+def record(model, graph: Graph, batch: Batch, ids: torch.Tensor) -> tuple[Recorded, torch.Tensor]:
+    """(Recorded, final stream (B, T, C)) of one pass of ids, nothing changed."""
+    B, T = ids.shape
+    shape = (len(graph.senders), B, T, model.config.n_embd)
+    acts = torch.empty(shape, device=ids.device, dtype=model.tok_emb.weight.dtype)
+    state = _State(graph, batch, acts=acts)
+    streams = {}  # hook point -> the stream it held
+
+    def keep(x, hook):
+        streams[hook.name] = x
+
+    def normalized(x, hook):
+        state.normalized.append(x)
+
+    read = {g.stream: keep for g in graph.groups[:-1]}
+    read.update({f"blocks.{l}.ln1.hook_normalized": normalized for l in range(len(graph.mlps))})
+    with torch.no_grad(), hooks(model, _sender_hooks(model, state)), hooks(model, read):
+        final = model.residual(ids)
+    inputs = [streams[g.stream] for g in graph.groups[:-1]] + [final]
+    return Recorded(acts, inputs, state.normalized), final
+
+
+def _reads(step: Step | None, x: torch.Tensor, state: _State, twin_input: torch.Tensor):
+    """What one receiver reads (B, T, C) under its Step, x being its input in this run."""
+    if step is None:
+        return x
+    out = x if step.kind == "+" else twin_input
+    for s in step.senders:
+        out = out - state.delta[s] if step.kind == "+" else out + state.delta[s]
+    return out
+
+
+def _receiver(state, index, steps):
+    """The hook of the graph's group `index`: each of its receivers reads its Step."""
+    group = state.graph.groups[index]
+
+    def fn(x, hook):
+        twin = state.twin.inputs[index]
+        if not group.split:
+            return _reads(steps[0], x, state, twin)
+        return torch.stack([_reads(s, x[:, :, g], state, twin) for g, s in enumerate(steps)], 2)
+
+    return fn
+
+
+def patch(model, graph: Graph, batch: Batch, twin: Recorded, plan: list) -> torch.Tensor:
+    """The final stream (B, T, C) of the clean input with `plan` (edges.corrections) applied:
+    each receiver reads its Step, the senders' differences recomputed as the pass goes."""
+    needed = {s for step in plan if step for s in step.senders}
+    layers = {l for l, heads in enumerate(graph.heads) if needed & set(heads)}
+    state = _State(graph, batch, twin=twin, needed=needed)
+    fns = _sender_hooks(model, state, layers)
+    by_group = [plan[g.receivers.start : g.receivers.stop] for g in graph.groups]
+    twin_fed = set()  # layers whose heads all read the twin's stream for q, k and v
+    for l in range(len(graph.heads)):
+        steps = [s for g, ss in zip(graph.groups, by_group) if g.layer == l and g.split for s in ss]
+        if all(s is not None and s.kind == "twin" and not s.senders for s in steps):
+            twin_fed.add(l)
+            fns[f"blocks.{l}.ln1.hook_normalized"] = _replace(twin.normalized[l])
+    for index, group in enumerate(graph.groups[:-1]):
+        if any(by_group[index]) and not (group.split and group.layer in twin_fed):
+            fns[group.point] = _receiver(state, index, by_group[index])
+    with torch.no_grad(), hooks(model, fns):
+        final = model.residual(batch.clean)
+    return _reads(plan[-1], final, state, twin.inputs[-1])
+
+
+def _replace(value):
+    """A hook that hands on `value` in place of what it sees."""
+    return lambda x, hook: value
+
+
+def attribute(
+    model, graph: Graph, batch: Batch, twin: Recorded
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """(scores (B, S, R) in float64: each edge's first-order estimate of LD(edge patched) -
+    LD(clean), 0 where no edge is; the clean LDs (B,)) from one forward and one backward pass."""
+    S, R = graph.allowed.shape
+    B, T = batch.clean.shape
+    acts = torch.empty(twin.acts.shape, device=twin.acts.device, dtype=twin.acts.dtype)
+    state = _State(graph, batch, acts=acts)
+    scores = torch.zeros(B, S, R, dtype=torch.float64, device=acts.device)
+    diff = {}  # "d": twin - clean (B, S, T·C), known once the forward pass is done
+
+    def meet(group: Group, grad):  # grad (B, T, G, C) -> (B, upstream, G) scores
+        g = grad.permute(0, 1, 3, 2).reshape(B, -1, grad.size(2))  # (B, T·C, G)
+        part = torch.bmm(diff["d"][:, : group.upstream], g)
+        scores[:, : group.upstream, group.receivers.start : group.receivers.stop] += part.double()
+
+    def receiver(group):
+        def fn(x, hook):
+            x = x.clone()  # q, k and v share one tensor: each copy gets its own gradient
+            x.register_hook(lambda g: meet(group, g if group.split else g[:, :, None]))
+            return x
+
+        return fn
+
+    fns = _sender_hooks(model, state, grad=True)
+    for group in graph.groups[:-1]:
+        fns[group.point] = receiver(group)
+    with torch.enable_grad(), hooks(model, fns):
+        final = receiver(graph.groups[-1])(model.residual(batch.clean), None)
+        ld = lds(model, [final], [batch])
+    diff["d"] = (twin.acts - acts).transpose(0, 1).reshape(B, S, -1)  # (B, S, T·C)
+    torch.autograd.grad(ld.sum(), [state.leaf])  # each example's LD depends on its own row only
+    return scores, ld.detach()
+
+
+def lds(model, finals: list[torch.Tensor], batches: list[Batch]) -> torch.Tensor:
+    """The logit difference at the pronoun, clean next - twin's next, of every row of `batches`
+    (their order), read from their final streams (B, T, C) through GPT.unembed at that position
+    only (as the logit lens reads it), one call for all of them."""
+    rows = torch.cat(
+        [f[torch.arange(len(f), device=f.device), b.last] for f, b in zip(finals, batches)]
+    )
+    logits = model.unembed(rows)  # (N, C) -> (N, V)
+    n = torch.arange(len(rows), device=rows.device)
+    clean = torch.cat([b.clean_next for b in batches])
+    corrupt = torch.cat([b.corrupt_next for b in batches])
+    return logits[n, clean] - logits[n, corrupt]
+
+
+def _spread(values: torch.Tensor, batches: list[Batch], n: int) -> torch.Tensor:
+    """(n,) float64 on the CPU: `values` in batch order put at their rows, NaN elsewhere."""
+    out = torch.full((n,), float("nan"), dtype=torch.float64)
+    out[[r for b in batches for r in b.rows]] = values.detach().double().cpu()
+    return out
+
+
+@torch.no_grad()
+def twin_runs(model, graph: Graph, batches: list[Batch]) -> tuple[list[Recorded], torch.Tensor]:
+    """The twins' runs, one Recorded per batch, and their LDs (N,)."""
+    runs = [record(model, graph, batch, batch.corrupt) for batch in batches]
+    n = sum(len(b.rows) for b in batches)
+    return [r for r, _ in runs], _spread(lds(model, [f for _, f in runs], batches), batches, n)
+
+
+@torch.no_grad()
+def patched_lds(model, graph: Graph, batches, twins, patched: torch.Tensor, only=None):
+    """(N,) each example's LD on its clean input with the (S, R) bool `patched` edges patched
+    from its twin (NaN for rows of the batches not in `only`, a set of batch indices)."""
+    plan = corrections(graph, patched & graph.allowed)
+    chosen = [i for i in range(len(batches)) if only is None or i in only]
+    finals = [patch(model, graph, batches[i], twins[i], plan) for i in chosen]
+    n = sum(len(b.rows) for b in batches)
+    return _spread(
+        lds(model, finals, [batches[i] for i in chosen]), [batches[i] for i in chosen], n
+    )
+
+
+def attribution(model, graph: Graph, batches, twins) -> tuple[torch.Tensor, torch.Tensor]:
+    """Edge attribution patching: (N, S, R) each example's first-order estimate of LD(edge
+    patched) - LD(clean), 0 where no edge is, and the clean LDs (N,)."""
+    n = sum(len(b.rows) for b in batches)
+    S, R = graph.allowed.shape
+    scores = torch.zeros(n, S, R, dtype=torch.float64)
+    clean = torch.zeros(n, dtype=torch.float64)
+    for batch, twin in zip(batches, twins):
+        part, ld = attribute(model, graph, batch, twin)
+        scores[batch.rows], clean[batch.rows] = part.cpu(), ld.double().cpu()
+    return scores * graph.allowed, clean
