@@ -42,7 +42,7 @@ from typing import NamedTuple
 
 import torch
 
-from analysis.batching import by_length
+from analysis.batching import BATCH_SIZE, by_length
 from analysis.bootstrap import means_with_intervals, resample
 from analysis.errors import NothingToMeasure
 from analysis.probe import MIN_FOR_STATS, candidate_scores, position_rules, random_rate, winners
@@ -51,7 +51,6 @@ from data.pronouns import DECIDED_BY
 
 METHODS = ("substitution", "closeness")
 DETERMINER = "the"  # the spans are bare nouns; a pronoun stands for a whole noun phrase
-BATCH_SIZE = 64
 
 
 class Substituted(NamedTuple):

@@ -1,6 +1,10 @@
 """The one way the analyses batch examples: by token length, so that no batch needs padding and
 no padding can leak into attention."""
 
+# Examples per forward pass in the probe, the model's answer and the causal tests: enough rows
+# to keep the matmuls efficient, few enough that one pass's activations stay small.
+BATCH_SIZE = 64
+
 
 def by_length(
     lengths: list[int], batch_size: int | None = None, shortest_first: bool = False

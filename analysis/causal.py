@@ -33,14 +33,13 @@ from typing import NamedTuple
 import torch
 import torch.nn.functional as F
 
-from analysis.batching import by_length
+from analysis.batching import BATCH_SIZE, by_length
 from analysis.bootstrap import means_with_intervals, resample
 from analysis.errors import NothingToMeasure
 from analysis.interventions import block_keys, replace_where
 from analysis.words import encode_item
 from model.hooks import hooks, per_layer
 
-BATCH_SIZE = 64
 MEASURES = ("antecedent", "distractor")  # knockouts, reported for layers and all heads
 
 

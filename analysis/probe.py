@@ -43,13 +43,12 @@ from typing import NamedTuple
 
 import torch
 
-from analysis.batching import by_length
+from analysis.batching import BATCH_SIZE, by_length
 from analysis.words import encode_item
 from checks import positive_int
 from data.pronouns import DECIDED_BY, PRONOUNS
 from model.hooks import per_layer, run_with_cache
 
-BATCH_SIZE = 64
 # Below this many examples, intervals and p-values are false precision, and the reports print
 # point values only: a percentile bootstrap of a handful of values has few distinct resamples
 # (of one example, a single point), and a permutation test over n items of two candidates cannot
