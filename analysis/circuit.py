@@ -33,7 +33,7 @@ from typing import NamedTuple
 import torch
 
 from analysis.bootstrap import interval, resample
-from analysis.edge_runs import attribution, patched_lds, twin_runs
+from analysis.edge_runs import attribution, patched_lds, single_lds, twin_runs
 from analysis.edges import Batch, Graph, build_graph, make_batches
 from analysis.patching import NoTwins, make_pair, recovered
 from analysis.probe import MIN_FOR_STATS
@@ -87,7 +87,8 @@ def circuit_of_pairs(
     graph = build_graph(cfg.n_layer, cfg.n_head)
     batches = make_batches(pairs, kinds, len(graph.senders), cfg.n_embd, device)
     twins, corrupt = twin_runs(model, graph, batches)
-    scores, clean = attribution(model, graph, batches, twins)
+    cleans = []
+    scores, clean = attribution(model, graph, batches, twins, cleans)
     S, R = graph.allowed.shape
 
     def patched(edges, only=None):  # (N,) LDs with exactly `edges` (flat indices) patched
@@ -97,7 +98,9 @@ def circuit_of_pairs(
 
     # The whole set's top edges, patched one at a time on every example: each set compares
     # them with its own examples' attributions.
-    singles = {int(e): patched(e) for e in ranked(scores.mean(0), graph)[:checked]}
+    top = ranked(scores.mean(0), graph)[:checked].tolist()
+    singles = {e: single_lds(model, graph, batches, twins, cleans, e) for e in top}
+    del cleans
     context = Measured(batches, graph, scores, clean, corrupt, singles, patched)
     options = dict(seed=seed, resamples=resamples, min_gap=min_gap)
     result = one_set(context, range(len(batches)), **options)

@@ -39,6 +39,16 @@ class Recorded(NamedTuple):
     normalized: list[torch.Tensor]  # per layer: ln1's normalised input (B, T, C)
 
 
+class Clean(NamedTuple):
+    """What one edge patched alone starts from, kept by attribute(): the clean run's stream
+    entering each block and leaving the last (L + 1 of them, (B, T, C)), and the writes of the
+    senders that are no head (the embeddings' and the MLPs'; the heads' would be most of the
+    memory)."""
+
+    streams: list[torch.Tensor]
+    writes: dict[int, torch.Tensor]
+
+
 @dataclass
 class _State:
     """What one pass carries between its hooks."""
@@ -133,12 +143,18 @@ def _receiver(state, index, steps):
     return fn
 
 
-def patch(model, graph: Graph, batch: Batch, twin: Recorded, plan: list) -> torch.Tensor:
+def patch(
+    model, graph: Graph, batch: Batch, twin: Recorded, plan: list, start=None
+) -> torch.Tensor:
     """The final stream (B, T, C) of the clean input with `plan` (edges.corrections) applied:
-    each receiver reads its Step, the senders' differences recomputed as the pass goes."""
+    each receiver reads its Step, the senders' differences recomputed as the pass goes. `start`
+    (layer, the clean stream entering it, {sender: difference} of senders before it) begins the
+    pass at that block, for a plan whose first Step is read there or later."""
     needed = {s for step in plan if step for s in step.senders}
     layers = {l for l, heads in enumerate(graph.heads) if needed & set(heads)}
     state = _State(graph, batch, twin=twin, needed=needed)
+    layer, stream, known = start or (0, None, {})
+    state.delta.update(known)
     fns = _sender_hooks(model, state, layers)
     by_group = [plan[g.receivers.start : g.receivers.stop] for g in graph.groups]
     twin_fed = set()  # layers whose heads all read the twin's stream for q, k and v
@@ -151,8 +167,23 @@ def patch(model, graph: Graph, batch: Batch, twin: Recorded, plan: list) -> torc
         if any(by_group[index]) and not (group.split and group.layer in twin_fed):
             fns[group.point] = _receiver(state, index, by_group[index])
     with torch.no_grad(), hooks(model, fns):
-        final = model.residual(batch.clean)
+        final = model.residual(batch.clean) if stream is None else model.blocks_from(stream, layer)
     return _reads(plan[-1], final, state, twin.inputs[-1])
+
+
+def patch_one(model, graph: Graph, batch, twin: Recorded, clean: Clean, edge: int):
+    """The final stream (B, T, C) of the clean input with the one edge `edge` (a flat index
+    into (S, R)) patched. Upstream of its receiver the pass is the clean run, so it starts from
+    the clean stream at the receiver's block (at its sender's, for a head's write that the
+    clean run did not keep): an edge into the logits costs no block at all."""
+    u, r = divmod(edge, len(graph.receivers))
+    plan = [None] * len(graph.receivers)
+    plan[r] = Step("+", [u])
+    to = next(g.layer for g in graph.groups if r in g.receivers)
+    head = next((l for l, heads in enumerate(graph.heads) if u in heads), None)
+    layer = to if head is None or head == to else head
+    known = {u: clean.writes[u] - twin.acts[u]} if head is None else {}
+    return patch(model, graph, batch, twin, plan, (layer, clean.streams[layer], known))
 
 
 def _replace(value):
@@ -162,9 +193,10 @@ def _replace(value):
 
 def attribute(
     model, graph: Graph, batch: Batch, twin: Recorded
-) -> tuple[torch.Tensor, torch.Tensor]:
+) -> tuple[torch.Tensor, torch.Tensor, Clean]:
     """(scores (B, S, R) in float64: each edge's first-order estimate of LD(edge patched) -
-    LD(clean), 0 where no edge is; the clean LDs (B,)) from one forward and one backward pass."""
+    LD(clean), 0 where no edge is; the clean LDs (B,); the Clean run) from one forward and one
+    backward pass."""
     S, R = graph.allowed.shape
     B, T = batch.clean.shape
     acts = torch.empty(twin.acts.shape, device=twin.acts.device, dtype=twin.acts.dtype)
@@ -188,12 +220,16 @@ def attribute(
     fns = _sender_hooks(model, state, grad=True)
     for group in graph.groups[:-1]:
         fns[group.point] = receiver(group)
-    with torch.enable_grad(), hooks(model, fns):
-        final = receiver(graph.groups[-1])(model.residual(batch.clean), None)
-        ld = lds(model, [final], [batch])
+    streams = []
+    entering = {f"blocks.{l}.hook_resid_pre" for l in range(len(graph.heads))}
+    keep = {lambda name: name in entering: lambda x, hook: streams.append(x.detach())}
+    with torch.enable_grad(), hooks(model, fns), hooks(model, keep):
+        final = model.residual(batch.clean)
+        ld = lds(model, [receiver(graph.groups[-1])(final, None)], [batch])
     diff["d"] = (twin.acts - acts).transpose(0, 1).reshape(B, S, -1)  # (B, S, T·C)
     torch.autograd.grad(ld.sum(), [state.leaf])  # each example's LD depends on its own row only
-    return scores, ld.detach()
+    writes = {s: acts[s].clone() for s in [0, 1] + graph.mlps}
+    return scores, ld.detach(), Clean(streams + [final.detach()], writes)
 
 
 def lds(model, finals: list[torch.Tensor], batches: list[Batch]) -> torch.Tensor:
@@ -238,14 +274,27 @@ def patched_lds(model, graph: Graph, batches, twins, patched: torch.Tensor, only
     )
 
 
-def attribution(model, graph: Graph, batches, twins) -> tuple[torch.Tensor, torch.Tensor]:
+def attribution(
+    model, graph: Graph, batches, twins, cleans: list | None = None
+) -> tuple[torch.Tensor, torch.Tensor]:
     """Edge attribution patching: (N, S, R) each example's first-order estimate of LD(edge
-    patched) - LD(clean), 0 where no edge is, and the clean LDs (N,)."""
+    patched) - LD(clean), 0 where no edge is, and the clean LDs (N,). `cleans`, a list, receives
+    each batch's Clean run (what single_lds starts from)."""
     n = sum(len(b.rows) for b in batches)
     S, R = graph.allowed.shape
     scores = torch.zeros(n, S, R, dtype=torch.float64)
     clean = torch.zeros(n, dtype=torch.float64)
     for batch, twin in zip(batches, twins):
-        part, ld = attribute(model, graph, batch, twin)
+        part, ld, run = attribute(model, graph, batch, twin)
         scores[batch.rows], clean[batch.rows] = part.cpu(), ld.double().cpu()
+        if cleans is not None:
+            cleans.append(run)
     return scores * graph.allowed, clean
+
+
+@torch.no_grad()
+def single_lds(model, graph: Graph, batches, twins, cleans, edge: int) -> torch.Tensor:
+    """(N,) each example's LD with the one edge `edge` (a flat index into (S, R)) patched, as
+    patched_lds gives it, each pass started where the edge is read (patch_one)."""
+    finals = [patch_one(model, graph, b, t, c, edge) for b, t, c in zip(batches, twins, cleans)]
+    return _spread(lds(model, finals, batches), batches, sum(len(b.rows) for b in batches))

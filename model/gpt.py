@@ -234,9 +234,13 @@ class GPT(nn.Module):
             if self.hook_pos_embed.fns:  # TransformerLens's shape: one row per batch row
                 pos = self.hook_pos_embed(pos.expand(B, T, -1))  # (B, T, C)
             x = x + pos
-        x = self.drop(x)
-        for i, block in enumerate(self.blocks):
-            x = block(x, caches[i] if caches is not None else None)
+        return self.blocks_from(self.drop(x), 0, caches)
+
+    def blocks_from(self, x: torch.Tensor, layer: int, caches: list | None = None) -> torch.Tensor:
+        """The stream x (B, T, C) entering block `layer` through that block and every one after
+        it: the stream leaving the last (TransformerLens's start_at_layer)."""
+        for i in range(layer, len(self.blocks)):
+            x = self.blocks[i](x, caches[i] if caches is not None else None)
         return x
 
     def unembed(self, x: torch.Tensor) -> torch.Tensor:
