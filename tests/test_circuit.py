@@ -153,6 +153,24 @@ def test_an_edge_patched_alone_from_its_block_on_is_the_whole_pass(setup):
         ).abs().max() > 1e-6
 
 
+def test_a_layer_fed_the_twins_stream_runs_unsplit_to_the_same_lds(setup):
+    """Every edge into layer 1's heads patched: they all read the twin's stream, and the layer
+    runs unsplit on the twin's normalised stream. Keeping one edge whose sender's difference is
+    exactly 0 (embed:other: the twins differ at the antecedent only) forces the split path and
+    must change nothing."""
+    model, pairs = setup
+    graph, batches, twins, _ = prepared(model, pairs)
+    heads = [r for r, name in enumerate(graph.receivers) if name.startswith("L1H")]
+    into = torch.zeros_like(graph.allowed)
+    into[:, heads] = True
+    unsplit = patched_lds(model, graph, batches, twins, into)
+    into[graph.senders.index("embed:other"), heads[0]] = False
+    split = patched_lds(model, graph, batches, twins, into)
+    clean = patched_lds(model, graph, batches, twins, torch.zeros_like(into))
+    assert torch.allclose(unsplit, split, atol=1e-10)
+    assert (unsplit - clean).abs().max() > 1e-3
+
+
 def test_attribution_is_the_derivative_of_patching_each_edge(setup):
     """The one backward pass against a directional derivative taken edge by edge: patching an
     edge from a twin only eps of the way from the clean run (its senders' writes clean +
