@@ -58,7 +58,7 @@ class _State:
     acts: torch.Tensor | None = None  # (S, B, T, C) where every sender is recorded
     twin: Recorded | None = None  # what the differences are taken against
     needed: set = field(default_factory=set)  # senders whose differences a plan reads
-    delta: dict = field(default_factory=dict)  # sender -> (B, T, C) this run minus the twin's
+    diff: torch.Tensor | None = None  # (S, B, T, C) this run minus the twin, where needed, else 0
     inputs: list = field(default_factory=list)
     normalized: list = field(default_factory=list)
     leaf: torch.Tensor | None = None  # the embeddings, where gradients are taken
@@ -70,7 +70,7 @@ def _keep(state: _State, first: int, value: torch.Tensor) -> None:
         state.acts[first : first + len(value)] = value.detach()
     for i in range(len(value)):
         if first + i in state.needed:
-            state.delta[first + i] = value[i] - state.twin.acts[first + i]
+            torch.sub(value[i], state.twin.acts[first + i], out=state.diff[first + i])
 
 
 def _sender_hooks(model, state: _State, layers=None, grad=False) -> dict:
@@ -120,25 +120,46 @@ def record(model, graph: Graph, batch: Batch, ids: torch.Tensor) -> tuple[Record
     return Recorded(acts, inputs, state.normalized), final
 
 
-def _reads(step: Step | None, x: torch.Tensor, state: _State, twin_input: torch.Tensor):
-    """What one receiver reads (B, T, C) under its Step, x being its input in this run."""
-    if step is None:
-        return x
-    out = x if step.kind == "+" else twin_input
-    for s in step.senders:
-        out = out - state.delta[s] if step.kind == "+" else out + state.delta[s]
-    return out
-
-
 def _receiver(state, index, steps):
-    """The hook of the graph's group `index`: each of its receivers reads its Step."""
+    """The hook of the graph's group `index`: each of its receivers reads its Step. The sums of
+    differences are one matrix product, coefficients (G, upstream) of -1 (patched, "+") or +1
+    (kept, "twin") against the differences (upstream, B·T·C), where that reads less than adding
+    them one by one; else they are added in place."""
     group = state.graph.groups[index]
+    diff = state.diff[: group.upstream]
+    twin_heads = [g for g, s in enumerate(steps) if s is not None and s.kind == "twin"]
+    terms = [
+        (g, s, -1.0 if step.kind == "+" else 1.0)
+        for g, step in enumerate(steps)
+        if step
+        for s in step.senders
+    ]
+    weights = None
+    if len(terms) > 2 * len(steps):
+        g, s, sign = zip(*terms)
+        weights = torch.zeros(len(steps), group.upstream, dtype=diff.dtype)
+        weights[list(g), list(s)] = torch.tensor(sign, dtype=diff.dtype)
+        weights = weights.to(diff.device)
+    from_twin = torch.zeros(len(steps), dtype=torch.bool)
+    from_twin[twin_heads] = True
+    from_twin = from_twin.to(diff.device)[:, None]  # (G, 1)
 
     def fn(x, hook):
-        twin = state.twin.inputs[index]
+        twin = state.twin.inputs[index]  # (B, T, C)
         if not group.split:
-            return _reads(steps[0], x, state, twin)
-        return torch.stack([_reads(s, x[:, :, g], state, twin) for g, s in enumerate(steps)], 2)
+            out = twin.clone() if twin_heads else x.clone()
+        elif twin_heads:
+            out = torch.where(from_twin, twin[:, :, None], x)  # (B, T, G, C)
+        else:
+            out = x.clone()
+        view = out if group.split else out[:, :, None]  # (B, T, G, C)
+        if weights is not None:
+            sums = (weights @ diff.flatten(1)).view(len(steps), *diff.shape[1:])  # (G, B, T, C)
+            view += sums.permute(1, 2, 0, 3)
+        else:
+            for g, s, sign in terms:
+                view[:, :, g].add_(diff[s], alpha=sign)
+        return out
 
     return fn
 
@@ -153,8 +174,10 @@ def patch(
     needed = {s for step in plan if step for s in step.senders}
     layers = {l for l, heads in enumerate(graph.heads) if needed & set(heads)}
     state = _State(graph, batch, twin=twin, needed=needed)
+    state.diff = torch.zeros(twin.acts.shape, device=twin.acts.device, dtype=twin.acts.dtype)
     layer, stream, known = start or (0, None, {})
-    state.delta.update(known)
+    for sender, value in known.items():
+        state.diff[sender] = value
     fns = _sender_hooks(model, state, layers)
     by_group = [plan[g.receivers.start : g.receivers.stop] for g in graph.groups]
     twin_fed = set()  # layers whose heads all read the twin's stream for q, k and v
@@ -168,7 +191,7 @@ def patch(
             fns[group.point] = _receiver(state, index, by_group[index])
     with torch.no_grad(), hooks(model, fns):
         final = model.residual(batch.clean) if stream is None else model.blocks_from(stream, layer)
-    return _reads(plan[-1], final, state, twin.inputs[-1])
+    return _receiver(state, len(graph.groups) - 1, plan[-1:])(final, None) if plan[-1] else final
 
 
 def patch_one(model, graph: Graph, batch, twin: Recorded, clean: Clean, edge: int):
