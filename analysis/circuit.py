@@ -27,17 +27,18 @@ none below analysis.probe.MIN_FOR_STATS examples.
 """
 
 import random
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import NamedTuple
 
 import torch
 
 from analysis.bootstrap import interval, resample
-from analysis.edge_runs import attribution, patched_lds, single_lds, twin_runs
+from analysis.edge_measures import attribution, patched_lds, single_lds, twin_runs
 from analysis.edges import Batch, Graph, build_graph, make_batches
 from analysis.patching import NoTwins, make_pair, recovered
 from analysis.probe import MIN_FOR_STATS
 from data.pronouns import DECIDED_BY
+from model.gpt import GPT
 
 FAITHFUL = 0.9  # the share of the gap a circuit must keep
 # A gap below half a logit moves the odds of the two continuations by less than e^0.5 ≈ 1.6:
@@ -48,12 +49,12 @@ SHOWN = 20  # edges listed beyond the circuit's own
 
 
 def trace_circuit(
-    model,
+    model: GPT,
     tokenizer,
-    examples,
-    seed=0,
-    resamples=1000,
-    checked=CHECKED,
+    examples: list,
+    seed: int = 0,
+    resamples: int = 1000,
+    checked: int = CHECKED,
     min_gap: float | None = MIN_GAP,
 ) -> dict:
     """JSON-ready circuit of `examples` (see the module docstring), the whole set's at the top
@@ -80,7 +81,13 @@ def trace_circuit(
 
 
 def circuit_of_pairs(
-    model, pairs, kinds, seed=0, resamples=1000, checked=CHECKED, min_gap: float | None = MIN_GAP
+    model: GPT,
+    pairs: list,
+    kinds: list,
+    seed: int = 0,
+    resamples: int = 1000,
+    checked: int = CHECKED,
+    min_gap: float | None = MIN_GAP,
 ) -> dict:
     """trace_circuit's result for Pairs of analysis.patching and each one's kind (or None)."""
     cfg, device = model.config, next(model.parameters()).device
@@ -120,7 +127,7 @@ def circuit_of_pairs(
     return result
 
 
-def ranked(mean, graph) -> torch.Tensor:
+def ranked(mean: torch.Tensor, graph: Graph) -> torch.Tensor:
     """The graph's edges (flat indices into (S, R)) by |mean score|, largest first."""
     flat = graph.allowed.flatten().nonzero().flatten()
     return flat[mean.flatten()[flat].abs().argsort(descending=True, stable=True)]
@@ -138,7 +145,9 @@ class Measured(NamedTuple):
     patched: Callable  # patched(edges, only) -> (N,) LDs with `edges` patched (NaN off `only`)
 
 
-def one_set(context: Measured, chosen, seed: int, resamples: int, min_gap) -> dict:
+def one_set(
+    context: Measured, chosen: Iterable[int], seed: int, resamples: int, min_gap: float | None
+) -> dict:
     """The circuit of the examples in batches `chosen`."""
     chosen = set(chosen)
     rows = torch.tensor(sorted(r for i in chosen for r in context.batches[i].rows))
@@ -214,7 +223,7 @@ def _listed(context: Measured, edges, size, rows, draws) -> list[dict]:
     return out
 
 
-def sizes(n_edges) -> list[int]:
+def sizes(n_edges: int) -> list[int]:
     """The circuit sizes the search tries: every one up to 16, then steps of a quarter, then
     the whole graph (~50 sizes for GPT-2 small's 32,936 edges: 6 passes to search, not 15)."""
     out = list(range(min(n_edges, 16) + 1))
@@ -223,7 +232,9 @@ def sizes(n_edges) -> list[int]:
     return out
 
 
-def prune(kept, n_edges, corrupt, clean) -> tuple[int, torch.Tensor]:
+def prune(
+    kept: Callable, n_edges: int, corrupt: torch.Tensor, clean: torch.Tensor
+) -> tuple[int, torch.Tensor]:
     """(k, LDs) for the smallest k of sizes(n_edges) whose faithfulness is >= FAITHFUL, by
     binary search, where kept(k) gives the LDs with the top k edges kept; the whole graph (the
     clean run) if no smaller size is."""
@@ -241,7 +252,7 @@ def prune(kept, n_edges, corrupt, clean) -> tuple[int, torch.Tensor]:
     return grid[hi], best
 
 
-def agreement(checks) -> dict:
+def agreement(checks: list[tuple[float, float]]) -> dict:
     """How well attribution matches real patching on (eap, patched) pairs of mean effects:
     Spearman's rank correlation, the share of edges whose signs agree, the median ratio."""
     if len(checks) < 2:

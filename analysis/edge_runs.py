@@ -19,6 +19,8 @@ where some Step names them, and its q, k, v inputs only where some head's Step d
 every head reads the twin's stream there (every edge into the layer's heads patched), ln1 is
 handed the twin's own normalised stream and the layer runs unsplit.
 
+analysis/edge_measures.py runs them over every batch of a set.
+
 Letters: N examples, B batch, T tokens, C channels, H heads, G receivers of a group, S senders.
 """
 
@@ -27,7 +29,8 @@ from typing import NamedTuple
 
 import torch
 
-from analysis.edges import Batch, Graph, Group, Step, corrections
+from analysis.edges import Batch, Graph, Group, Step
+from model.gpt import GPT
 from model.hooks import hooks
 
 
@@ -59,7 +62,6 @@ class _State:
     twin: Recorded | None = None  # what the differences are taken against
     needed: set = field(default_factory=set)  # senders whose differences a plan reads
     diff: torch.Tensor | None = None  # (S, B, T, C) this run minus the twin, where needed, else 0
-    inputs: list = field(default_factory=list)
     normalized: list = field(default_factory=list)
     leaf: torch.Tensor | None = None  # the embeddings, where gradients are taken
 
@@ -98,7 +100,9 @@ def _sender_hooks(model, state: _State, layers=None, grad=False) -> dict:
     return fns
 
 
-def record(model, graph: Graph, batch: Batch, ids: torch.Tensor) -> tuple[Recorded, torch.Tensor]:
+def record(
+    model: GPT, graph: Graph, batch: Batch, ids: torch.Tensor
+) -> tuple[Recorded, torch.Tensor]:
     """(Recorded, final stream (B, T, C)) of one pass of ids, nothing changed."""
     B, T = ids.shape
     shape = (len(graph.senders), B, T, model.config.n_embd)
@@ -165,7 +169,7 @@ def _receiver(state, index, steps):
 
 
 def patch(
-    model, graph: Graph, batch: Batch, twin: Recorded, plan: list, start=None
+    model: GPT, graph: Graph, batch: Batch, twin: Recorded, plan: list, start: tuple | None = None
 ) -> torch.Tensor:
     """The final stream (B, T, C) of the clean input with `plan` (edges.corrections) applied:
     each receiver reads its Step, the senders' differences recomputed as the pass goes. `start`
@@ -194,7 +198,9 @@ def patch(
     return _receiver(state, len(graph.groups) - 1, plan[-1:])(final, None) if plan[-1] else final
 
 
-def patch_one(model, graph: Graph, batch, twin: Recorded, clean: Clean, edge: int):
+def patch_one(
+    model: GPT, graph: Graph, batch: Batch, twin: Recorded, clean: Clean, edge: int
+) -> torch.Tensor:
     """The final stream (B, T, C) of the clean input with the one edge `edge` (a flat index
     into (S, R)) patched. Upstream of its receiver the pass is the clean run, so it starts from
     the clean stream at the receiver's block (at its sender's, for a head's write that the
@@ -215,7 +221,7 @@ def _replace(value):
 
 
 def attribute(
-    model, graph: Graph, batch: Batch, twin: Recorded
+    model: GPT, graph: Graph, batch: Batch, twin: Recorded
 ) -> tuple[torch.Tensor, torch.Tensor, Clean]:
     """(scores (B, S, R) in float64: each edge's first-order estimate of LD(edge patched) -
     LD(clean), 0 where no edge is; the clean LDs (B,); the Clean run) from one forward and one
@@ -255,7 +261,7 @@ def attribute(
     return scores, ld.detach(), Clean(streams + [final.detach()], writes)
 
 
-def lds(model, finals: list[torch.Tensor], batches: list[Batch]) -> torch.Tensor:
+def lds(model: GPT, finals: list[torch.Tensor], batches: list[Batch]) -> torch.Tensor:
     """The logit difference at the pronoun, clean next - twin's next, of every row of `batches`
     (their order), read from their final streams (B, T, C) through GPT.unembed at that position
     only (as the logit lens reads it), one call for all of them."""
@@ -267,57 +273,3 @@ def lds(model, finals: list[torch.Tensor], batches: list[Batch]) -> torch.Tensor
     clean = torch.cat([b.clean_next for b in batches])
     corrupt = torch.cat([b.corrupt_next for b in batches])
     return logits[n, clean] - logits[n, corrupt]
-
-
-def _spread(values: torch.Tensor, batches: list[Batch], n: int) -> torch.Tensor:
-    """(n,) float64 on the CPU: `values` in batch order put at their rows, NaN elsewhere."""
-    out = torch.full((n,), float("nan"), dtype=torch.float64)
-    out[[r for b in batches for r in b.rows]] = values.detach().double().cpu()
-    return out
-
-
-@torch.no_grad()
-def twin_runs(model, graph: Graph, batches: list[Batch]) -> tuple[list[Recorded], torch.Tensor]:
-    """The twins' runs, one Recorded per batch, and their LDs (N,)."""
-    runs = [record(model, graph, batch, batch.corrupt) for batch in batches]
-    n = sum(len(b.rows) for b in batches)
-    return [r for r, _ in runs], _spread(lds(model, [f for _, f in runs], batches), batches, n)
-
-
-@torch.no_grad()
-def patched_lds(model, graph: Graph, batches, twins, patched: torch.Tensor, only=None):
-    """(N,) each example's LD on its clean input with the (S, R) bool `patched` edges patched
-    from its twin (NaN for rows of the batches not in `only`, a set of batch indices)."""
-    plan = corrections(graph, patched & graph.allowed)
-    chosen = [i for i in range(len(batches)) if only is None or i in only]
-    finals = [patch(model, graph, batches[i], twins[i], plan) for i in chosen]
-    n = sum(len(b.rows) for b in batches)
-    return _spread(
-        lds(model, finals, [batches[i] for i in chosen]), [batches[i] for i in chosen], n
-    )
-
-
-def attribution(
-    model, graph: Graph, batches, twins, cleans: list | None = None
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """Edge attribution patching: (N, S, R) each example's first-order estimate of LD(edge
-    patched) - LD(clean), 0 where no edge is, and the clean LDs (N,). `cleans`, a list, receives
-    each batch's Clean run (what single_lds starts from)."""
-    n = sum(len(b.rows) for b in batches)
-    S, R = graph.allowed.shape
-    scores = torch.zeros(n, S, R, dtype=torch.float64)
-    clean = torch.zeros(n, dtype=torch.float64)
-    for batch, twin in zip(batches, twins):
-        part, ld, run = attribute(model, graph, batch, twin)
-        scores[batch.rows], clean[batch.rows] = part.cpu(), ld.double().cpu()
-        if cleans is not None:
-            cleans.append(run)
-    return scores * graph.allowed, clean
-
-
-@torch.no_grad()
-def single_lds(model, graph: Graph, batches, twins, cleans, edge: int) -> torch.Tensor:
-    """(N,) each example's LD with the one edge `edge` (a flat index into (S, R)) patched, as
-    patched_lds gives it, each pass started where the edge is read (patch_one)."""
-    finals = [patch_one(model, graph, b, t, c, edge) for b, t, c in zip(batches, twins, cleans)]
-    return _spread(lds(model, finals, batches), batches, sum(len(b.rows) for b in batches))

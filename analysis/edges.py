@@ -118,7 +118,9 @@ class Batch(NamedTuple):
 PAD_SLACK = 4  # a batch's pairs are at most this many tokens longer than its shortest
 
 
-def make_batches(pairs, kinds, n_senders, n_embd, device) -> list[Batch]:
+def make_batches(
+    pairs: list, kinds: list, n_senders: int, n_embd: int, device: torch.device | str
+) -> list[Batch]:
     """`pairs` (analysis.patching.Pair) grouped by kind, so that any kind's set is a union of
     batches; by length within a kind (PAD_SLACK), each batch cut to hold at most BUFFER_NUMBERS
     sender activations."""

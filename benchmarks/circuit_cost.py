@@ -11,6 +11,7 @@ weights, except that a set with no preference skips its search; here every set i
 by a BPE of the built-in sentences (1024 tokens; a model's larger vocabulary only widens its
 unembedding, which the GPT-2 shape keeps at 50257)."""
 
+import argparse
 import random
 import resource
 import time
@@ -22,7 +23,7 @@ def _rss_mb():
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
-def identity_pairs(model, tokenizer, examples, seed=0) -> tuple[list, list]:
+def identity_pairs(model, tokenizer, examples: list, seed: int = 0) -> tuple[list, list]:
     """The identity circuit's (pairs, kinds), as trace_circuit makes them: each example with
     its antecedent swapped for a same-kind noun (analysis.patching.make_pair), where it has one."""
     from analysis.patching import make_pair
@@ -37,7 +38,7 @@ def identity_pairs(model, tokenizer, examples, seed=0) -> tuple[list, list]:
 CIRCUITS = {"identity": identity_pairs}
 
 
-def bench_circuit(args, circuits=None) -> dict:
+def bench_circuit(args: argparse.Namespace, circuits: dict | None = None) -> dict:
     """Seconds and peak RSS of each circuit of `circuits` (default CIRCUITS): its pairs made and
     circuit_of_pairs, at the default shape (or --run) then GPT-2 small's."""
     from analysis.circuit import circuit_of_pairs

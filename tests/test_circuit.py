@@ -10,14 +10,8 @@ import torch
 
 from analysis.circuit import circuit_of_pairs
 from analysis.circuit_svg import circuit_svg
-from analysis.edge_runs import (
-    Recorded,
-    attribution,
-    patched_lds,
-    record,
-    single_lds,
-    twin_runs,
-)
+from analysis.edge_measures import attribution, patched_lds, single_lds, twin_runs
+from analysis.edge_runs import Recorded, record
 from analysis.edges import build_graph, make_batches
 from analysis.patching import Pair, make_pair
 from data.pronouns import examples
