@@ -38,6 +38,7 @@ from analysis.edges import Batch, Graph, build_graph, make_batches
 from analysis.patching import NoTwins, make_pair, recovered
 from analysis.probe import MIN_FOR_STATS
 from data.pronouns import DECIDED_BY
+from data.tokenizer import Tokenizer
 from model.gpt import GPT
 
 FAITHFUL = 0.9  # the share of the gap a circuit must keep
@@ -50,7 +51,7 @@ SHOWN = 20  # edges listed beyond the circuit's own
 
 def trace_circuit(
     model: GPT,
-    tokenizer,
+    tokenizer: Tokenizer,
     examples: list,
     seed: int = 0,
     resamples: int = 1000,
