@@ -15,9 +15,9 @@ for all of a pass's batches in one call.
 
 What is hooked changes what is computed: a hooked hook_result computes each head's write apart,
 a hooked q, k or v input each head's own copy of the stream. A patch hooks a layer's heads only
-where some Step names them, and its q, k, v inputs only where some head's Step differs; where
-every head reads the twin's stream there (every edge into the layer's heads patched), ln1 is
-handed the twin's own normalised stream and the layer runs unsplit.
+where some Step names them, and its q, k, v inputs only where some head there has a Step; where
+every head reads the twin's stream for q, k and v (every edge into the layer's heads patched),
+ln1 is handed the twin's own normalised stream and the layer runs unsplit.
 
 analysis/edge_measures.py runs them over every batch of a set.
 
