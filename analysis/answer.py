@@ -42,7 +42,7 @@ from typing import NamedTuple
 
 import torch
 
-from analysis.batching import by_length
+from analysis.batching import BATCH_SIZE, by_length
 from analysis.bootstrap import means_with_intervals, resample
 from analysis.errors import NothingToMeasure
 from analysis.probe import MIN_FOR_STATS, candidate_scores, position_rules, random_rate, winners
@@ -53,7 +53,6 @@ from model.gpt import GPT
 
 METHODS = ("substitution", "closeness")
 DETERMINER = "the"  # the spans are bare nouns; a pronoun stands for a whole noun phrase
-BATCH_SIZE = 64
 # Examples read at once: their (V,) rows for closeness are held until their KL is taken, so
 # memory stays bounded for a file of any size (a default set's 300 are read at once).
 EXAMPLES_AT_ONCE = 512

@@ -2,9 +2,11 @@
 no padding can leak into attention; and with a bound, so that memory does not grow with the
 number of examples (a forward's logits are batch x length x vocabulary floats)."""
 
-# The most examples one forward of an analysis takes: 64 sequences of the default model's 64
-# tokens have logits of 64 MB (4096-wide), where a probe file's thousands in one batch took GBs.
-MAX_BATCH = 64
+# The most examples one forward of an analysis takes: enough rows to keep the matmuls
+# efficient, few enough that one pass's activations stay small. 64 sequences of the default
+# model's 64 tokens have logits of 64 MB (4096-wide), where a probe file's thousands in one
+# batch took GBs.
+BATCH_SIZE = 64
 
 
 def by_length(

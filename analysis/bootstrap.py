@@ -17,6 +17,12 @@ def resample(n: int, resamples: int, seed: int) -> torch.Tensor:
     return torch.randint(n, (resamples, n), generator=torch.Generator().manual_seed(seed))
 
 
+def interval(resampled: torch.Tensor) -> list[float]:
+    """[lo, hi]: the 95% percentile interval of one measure's values over the resamples (R,)."""
+    lo, hi = torch.quantile(resampled, torch.tensor(LEVELS, dtype=resampled.dtype))
+    return [lo.item(), hi.item()]
+
+
 def means_with_intervals(values: dict[str, torch.Tensor], draws: torch.Tensor) -> dict:
     """{name: mean, name_ci: [lo, hi]} for each (N,) tensor of per-example values, over the
     resamples `draws` (R, N) of example indices."""
@@ -28,6 +34,5 @@ def means_with_intervals(values: dict[str, torch.Tensor], draws: torch.Tensor) -
                 for at in range(0, len(draws), RESAMPLES_AT_ONCE)
             ]
         )  # (R,)
-        lo, hi = torch.quantile(means, torch.tensor(LEVELS, dtype=means.dtype))
-        out[name], out[f"{name}_ci"] = per_example.mean().item(), [lo.item(), hi.item()]
+        out[name], out[f"{name}_ci"] = per_example.mean().item(), interval(means)
     return out

@@ -25,14 +25,12 @@ from typing import NamedTuple
 
 import torch
 
-from analysis.batching import by_length
+from analysis.batching import BATCH_SIZE, by_length
 from analysis.words import encode_item
 from data.pronouns import Example
 from data.tokenizer import Tokenizer
 from model.gpt import GPT
 from model.hooks import per_layer, run_with_cache
-
-BATCH_SIZE = 64
 
 
 class CandidateScores(NamedTuple):

@@ -34,14 +34,13 @@ from typing import NamedTuple
 import torch
 import torch.nn.functional as F
 
-from analysis.batching import by_length
+from analysis.batching import BATCH_SIZE, by_length
 from analysis.bootstrap import means_with_intervals, resample
 from analysis.errors import NothingToMeasure
 from analysis.interventions import block_keys, replace_where
 from analysis.words import encode_item
 from model.hooks import hooks, per_layer
 
-BATCH_SIZE = 64
 MEASURES = ("antecedent", "distractor")  # knockouts, reported for layers and all heads
 
 
@@ -149,7 +148,7 @@ def _query_loss(model, batch, edits=None):
     with hooks(model, edits or {}), hooks(model, keep):  # kept after the edits
         logits = model(batch.query, caches=batch.caches)[:, -1]  # (B, V)
     for cache in batch.caches:
-        cache.length -= 1  # forget the query: the next intervention reads it again
+        cache.rewind()  # forget the query: the next intervention reads it again
     loss = F.cross_entropy(logits.float(), batch.target, reduction="none")
     return loss.double().cpu(), torch.stack([outputs[n] for n in names], dim=1)  # (B, L, H, D)
 

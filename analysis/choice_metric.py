@@ -14,12 +14,12 @@ what patching them does are patched for real.
 
 import torch
 
+from analysis.batching import BATCH_SIZE
 from analysis.interventions import replace_where
 from analysis.patching import Pair
 from model.gpt import GPT
 from model.hooks import hooks, run_with_cache
 
-BATCH_SIZE = 64
 # Heads patched for real, both ways, to find the deciding ones: those with the largest
 # first-order estimate of what patching them does (GPT-2 small has 144; each costs 2 passes).
 CANDIDATES = 8

@@ -27,13 +27,19 @@ none below analysis.probe.MIN_FOR_STATS examples.
 """
 
 import random
+from collections.abc import Callable, Iterable
+from typing import NamedTuple
 
 import torch
 
-from analysis.edges import attribution, build_graph, make_batches, patched_lds, twin_runs
-from analysis.patching import NoTwins, make_pair
+from analysis.bootstrap import interval, resample
+from analysis.edge_measures import attribution, patched_lds, single_lds, twin_runs
+from analysis.edges import Batch, Graph, build_graph, make_batches
+from analysis.patching import NoTwins, make_pair, recovered
 from analysis.probe import MIN_FOR_STATS
 from data.pronouns import DECIDED_BY
+from data.tokenizer import Tokenizer
+from model.gpt import GPT
 
 FAITHFUL = 0.9  # the share of the gap a circuit must keep
 # A gap below half a logit moves the odds of the two continuations by less than e^0.5 ≈ 1.6:
@@ -44,12 +50,12 @@ SHOWN = 20  # edges listed beyond the circuit's own
 
 
 def trace_circuit(
-    model,
-    tokenizer,
-    examples,
-    seed=0,
-    resamples=1000,
-    checked=CHECKED,
+    model: GPT,
+    tokenizer: Tokenizer,
+    examples: list,
+    seed: int = 0,
+    resamples: int = 1000,
+    checked: int = CHECKED,
     min_gap: float | None = MIN_GAP,
 ) -> dict:
     """JSON-ready circuit of `examples` (see the module docstring), the whole set's at the top
@@ -76,12 +82,12 @@ def trace_circuit(
 
 
 def circuit_of_pairs(
-    model,
-    pairs,
-    kinds,
-    seed=0,
-    resamples=1000,
-    checked=CHECKED,
+    model: GPT,
+    pairs: list,
+    kinds: list,
+    seed: int = 0,
+    resamples: int = 1000,
+    checked: int = CHECKED,
     min_gap: float | None = MIN_GAP,
     faithful: float = FAITHFUL,
 ) -> dict:
@@ -91,7 +97,8 @@ def circuit_of_pairs(
     graph = build_graph(cfg.n_layer, cfg.n_head)
     batches = make_batches(pairs, kinds, len(graph.senders), cfg.n_embd, device)
     twins, corrupt = twin_runs(model, graph, batches)
-    scores, _ = attribution(model, graph, batches, twins)
+    cleans = []
+    scores, clean = attribution(model, graph, batches, twins, cleans)
     S, R = graph.allowed.shape
 
     def patched(edges, only=None):  # (N,) LDs with exactly `edges` (flat indices) patched
@@ -99,11 +106,12 @@ def circuit_of_pairs(
         where[edges] = True
         return patched_lds(model, graph, batches, twins, where.view(S, R), only)
 
-    clean = patched([])  # the same path every patch takes
     # The whole set's top edges, patched one at a time on every example: each set compares
     # them with its own examples' attributions.
-    singles = {int(e): patched(e) for e in ranked(scores.mean(0), graph)[:checked]}
-    context = (batches, scores, clean, corrupt, singles, graph, patched)
+    top = ranked(scores.mean(0), graph)[:checked].tolist()
+    singles = {e: single_lds(model, graph, batches, twins, cleans, e) for e in top}
+    del cleans
+    context = Measured(batches, graph, scores, clean, corrupt, singles, patched)
     options = dict(seed=seed, resamples=resamples, min_gap=min_gap, faithful=faithful)
     result = one_set(context, range(len(batches)), **options)
     result["by_kind"] = {}
@@ -122,39 +130,38 @@ def circuit_of_pairs(
     return result
 
 
-def ranked(mean, graph) -> torch.Tensor:
+def ranked(mean: torch.Tensor, graph: Graph) -> torch.Tensor:
     """The graph's edges (flat indices into (S, R)) by |mean score|, largest first."""
     flat = graph.allowed.flatten().nonzero().flatten()
     return flat[mean.flatten()[flat].abs().argsort(descending=True, stable=True)]
 
 
-def one_set(context, chosen, seed, resamples, min_gap, faithful=FAITHFUL) -> dict:
+class Measured(NamedTuple):
+    """What every set's circuit is read from: the measurements of all examples."""
+
+    batches: list[Batch]
+    graph: Graph
+    scores: torch.Tensor  # (N, S, R) each example's attribution of each edge
+    clean: torch.Tensor  # (N,) LDs of the clean runs
+    corrupt: torch.Tensor  # (N,) LDs of the twins
+    singles: dict[int, torch.Tensor]  # checked edge (flat index) -> (N,) LDs with it patched
+    patched: Callable  # patched(edges, only) -> (N,) LDs with `edges` patched (NaN off `only`)
+
+
+def one_set(
+    context: Measured,
+    chosen: Iterable[int],
+    seed: int,
+    resamples: int,
+    min_gap: float | None,
+    faithful: float = FAITHFUL,
+) -> dict:
     """The circuit of the examples in batches `chosen`."""
-    batches, scores, clean, corrupt, singles, graph, patched = context
     chosen = set(chosen)
-    rows = torch.tensor(sorted(r for i in chosen for r in batches[i].rows))
-    c, z = clean[rows], corrupt[rows]
+    rows = torch.tensor(sorted(r for i in chosen for r in context.batches[i].rows))
+    c, z = context.clean[rows], context.corrupt[rows]
     n = len(rows)
-    draws = (
-        torch.randint(n, (resamples, n), generator=torch.Generator().manual_seed(seed))
-        if n >= MIN_FOR_STATS
-        else None
-    )
-
-    def interval(values):  # values (resamples,) -> [lo, hi]
-        return torch.quantile(values, torch.tensor([0.025, 0.975], dtype=values.dtype)).tolist()
-
-    def recovered(lds):  # (n,) LDs -> (mean - corrupt) / (clean - corrupt), and its interval
-        point = ((lds.mean() - z.mean()) / (c.mean() - z.mean())).item()
-        if draws is None:
-            return point, None
-        zd = z[draws].mean(1)
-        return point, interval((lds[draws].mean(1) - zd) / (c[draws].mean(1) - zd))
-
-    def share(lds):  # the share of the gap a patch takes away: 1 - recovered
-        point, ci = recovered(lds)
-        return 1 - point, None if ci is None else [1 - ci[1], 1 - ci[0]]
-
+    draws = resample(n, resamples, seed) if n >= MIN_FOR_STATS else None
     gap = (c - z).mean().item()
     gap_ci = interval((c - z)[draws].mean(1)) if draws is not None else None
     out = {
@@ -168,32 +175,20 @@ def one_set(context, chosen, seed, resamples, min_gap, faithful=FAITHFUL) -> dic
     if not out["preference"]:
         return {**out, "edges": [], "faithfulness": None, "size": None}
 
-    eap = scores[rows]  # (n, S, R)
-    order = ranked(eap.mean(0), graph)
-    size, lds = prune(lambda k: patched(order[k:], chosen)[rows], len(order), z, c, faithful)
-    faith, faith_ci = recovered(lds)
+    eap = context.scores[rows]  # (n, S, R)
+    order = ranked(eap.mean(0), context.graph)
+    size, lds = prune(
+        lambda k: context.patched(order[k:], chosen)[rows], len(order), z, c, faithful
+    )
+    faith, faith_ci = _recovered(lds, c, z, draws)
     R = eap.size(2)
-    edges = []
-    for rank, e in enumerate(order[: max(SHOWN, size)].tolist()):
-        values = eap[:, e // R, e % R]  # (n,) each example's estimate of LD patched - LD clean
-        edge = {
-            "from": graph.senders[e // R],
-            "to": graph.receivers[e % R],
-            "eap": values.mean().item(),
-            "in_circuit": rank < size,
-        }
-        edge["share"], edge["share_ci"] = share(c + values)
-        if e in singles:
-            edge["patched"] = (singles[e][rows] - c).mean().item()
-            edge["patched_share"], edge["patched_share_ci"] = share(singles[e][rows])
-        edges.append(edge)
     checks = [
         (eap[:, e // R, e % R].mean().item(), (lds[rows] - c).mean().item())
-        for e, lds in singles.items()
+        for e, lds in context.singles.items()
     ]
     return {
         **out,
-        "edges": edges,
+        "edges": _listed(context, order[: max(SHOWN, size)].tolist(), size, rows, draws),
         "faithfulness": faith,
         "faithfulness_ci": faith_ci,
         "size": size,
@@ -201,7 +196,44 @@ def one_set(context, chosen, seed, resamples, min_gap, faithful=FAITHFUL) -> dic
     }
 
 
-def sizes(n_edges) -> list[int]:
+def _recovered(lds, clean, corrupt, draws) -> tuple[float, list[float] | None]:
+    """(mean LD - corrupt) / (clean - corrupt) of the (n,) LDs, and its interval over `draws`
+    (None without)."""
+    point = recovered(lds, clean, corrupt).item()
+    if draws is None:
+        return point, None
+    return point, interval(recovered(lds[draws], clean[draws], corrupt[draws]))
+
+
+def _share(lds, clean, corrupt, draws) -> tuple[float, list[float] | None]:
+    """The share of the gap a patch giving the (n,) LDs takes away: 1 - recovered."""
+    point, ci = _recovered(lds, clean, corrupt, draws)
+    return 1 - point, None if ci is None else [1 - ci[1], 1 - ci[0]]
+
+
+def _listed(context: Measured, edges, size, rows, draws) -> list[dict]:
+    """The JSON rows of `edges` (flat indices, ranked), the first `size` in the circuit."""
+    graph, R = context.graph, context.scores.size(2)
+    c, z = context.clean[rows], context.corrupt[rows]
+    out = []
+    for rank, e in enumerate(edges):
+        values = context.scores[rows, e // R, e % R]  # (n,) estimates of LD patched - LD clean
+        edge = {
+            "from": graph.senders[e // R],
+            "to": graph.receivers[e % R],
+            "eap": values.mean().item(),
+            "in_circuit": rank < size,
+        }
+        edge["share"], edge["share_ci"] = _share(c + values, c, z, draws)
+        if e in context.singles:
+            alone = context.singles[e][rows]
+            edge["patched"] = (alone - c).mean().item()
+            edge["patched_share"], edge["patched_share_ci"] = _share(alone, c, z, draws)
+        out.append(edge)
+    return out
+
+
+def sizes(n_edges: int) -> list[int]:
     """The circuit sizes the search tries: every one up to 16, then steps of a quarter, then
     the whole graph (~50 sizes for GPT-2 small's 32,936 edges: 6 passes to search, not 15)."""
     out = list(range(min(n_edges, 16) + 1))
@@ -210,7 +242,13 @@ def sizes(n_edges) -> list[int]:
     return out
 
 
-def prune(kept, n_edges, corrupt, clean, faithful=FAITHFUL) -> tuple[int, torch.Tensor]:
+def prune(
+    kept: Callable,
+    n_edges: int,
+    corrupt: torch.Tensor,
+    clean: torch.Tensor,
+    faithful: float = FAITHFUL,
+) -> tuple[int, torch.Tensor]:
     """(k, LDs) for the smallest k of sizes(n_edges) whose faithfulness is >= `faithful`, by
     binary search, where kept(k) gives the LDs with the top k edges kept; the whole graph (the
     clean run) if no smaller size is."""
@@ -231,7 +269,7 @@ def prune(kept, n_edges, corrupt, clean, faithful=FAITHFUL) -> tuple[int, torch.
     return grid[hi], best
 
 
-def agreement(checks) -> dict:
+def agreement(checks: list[tuple[float, float]]) -> dict:
     """How well attribution matches real patching on (eap, patched) pairs of mean effects:
     Spearman's rank correlation, the share of edges whose signs agree, the median ratio."""
     if len(checks) < 2:

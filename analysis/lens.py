@@ -11,7 +11,7 @@ import statistics
 
 import torch
 
-from analysis.batching import MAX_BATCH, by_length
+from analysis.batching import BATCH_SIZE, by_length
 from analysis.errors import NothingToMeasure
 from analysis.words import encode_item
 from model.hooks import per_layer, run_with_cache
@@ -42,14 +42,14 @@ def logit_lens(model, tokenizer, examples, top=5) -> dict:
     points = stream_points(L)
     ranks, probs = [[] for _ in range(L + 1)], [[] for _ in range(L + 1)]
     first_top = None
-    for group in by_length([len(it.ids) for it in items], MAX_BATCH):
+    for group in by_length([len(it.ids) for it in items], BATCH_SIZE):
         idx = torch.tensor([items[n].ids for n in group], device=device)  # (B, T)
         _, cache = run_with_cache(model, idx, names=points)
         b = torch.arange(len(group), device=device)
         q = torch.tensor([items[n].query for n in group], device=device)
         target = torch.tensor([items[n].next_id for n in group], device=device)
         for i, stream in enumerate(cache[name] for name in points):
-            logits = model.lm_head(model.ln_f(stream[b, q]))[:, : cfg.vocab_size].float()  # (B, V)
+            logits = model.unembed(stream[b, q]).float()  # (B, V)
             p = torch.softmax(logits, -1)
             true = logits[b, target]
             ranks[i] += ((logits > true[:, None]).sum(-1) + 1).tolist()

@@ -31,7 +31,8 @@ from typing import NamedTuple
 
 import torch
 
-from analysis.batching import MAX_BATCH, by_length
+from analysis.batching import BATCH_SIZE, by_length
+from analysis.bootstrap import interval, resample
 from analysis.errors import NothingToMeasure
 from analysis.interventions import replace_where
 from analysis.lens import stream_points
@@ -233,20 +234,17 @@ def patching_of_pairs(model, pairs, seed=0, resamples=1000, skipped=0) -> dict:
     `skipped`: the examples that gave none."""
     parts = [
         patch_group(model, [pairs[i] for i in group])
-        for group in by_length([len(p.clean) for p in pairs], MAX_BATCH)
+        for group in by_length([len(p.clean) for p in pairs], BATCH_SIZE)
     ]
     clean, corrupt, heads, stream, mlps = (torch.cat(values, -1) for values in zip(*parts))
-    draws = torch.randint(
-        len(clean), (resamples, len(clean)), generator=torch.Generator().manual_seed(seed)
-    )
+    draws = resample(len(clean), resamples, seed)
 
     def cell(values):
         point = recovered(values, clean, corrupt).item()
         if len(clean) < MIN_FOR_STATS:
             return {"recovered": point}
         boot = recovered(values[draws], clean[draws], corrupt[draws])  # (resamples,)
-        lo, hi = torch.quantile(boot, torch.tensor([0.025, 0.975], dtype=boot.dtype)).tolist()
-        return {"recovered": point, "recovered_ci": [lo, hi]}
+        return {"recovered": point, "recovered_ci": interval(boot)}
 
     return {
         "heads": [[cell(heads[l, h]) for h in range(heads.size(1))] for l in range(heads.size(0))],

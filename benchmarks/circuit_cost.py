@@ -1,7 +1,9 @@
 """What `generate.py --probe --circuit` costs: the circuit's computation (analysis/circuit.py:
-twins, attribution, the checked edges, the pruning of the whole set and of each kind) on the
-default model's shape with the 300 built-in test sentences, and on GPT-2 small's shape with 100
-of them, each with its peak memory, at the threads generate.py would use.
+the pairs, twins, attribution, the checked edges, the pruning of the whole set and of each
+kind) on the default model's shape with the 300 built-in test sentences, and on GPT-2 small's
+shape with 100 of them, each with its peak memory, at the threads generate.py would use; for
+each circuit of CIRCUITS (a name and its pair maker), so that a circuit on other twins is timed
+by adding its pair maker there (or passing bench_circuit a dict of them).
 
 Random weights unless --run names a run folder for the first: the cost does not depend on the
 weights, except that a set with no preference skips its search; here every set is searched
@@ -9,6 +11,8 @@ weights, except that a set with no preference skips its search; here every set i
 by a BPE of the built-in sentences (1024 tokens; a model's larger vocabulary only widens its
 unembedding, which the GPT-2 shape keeps at 50257)."""
 
+import argparse
+import random
 import resource
 import time
 
@@ -19,9 +23,25 @@ def _rss_mb():
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
-def bench_circuit(args):
-    """Seconds and peak RSS of trace_circuit, default shape (or --run) then GPT-2 small's."""
-    from analysis.circuit import trace_circuit
+def identity_pairs(model, tokenizer, examples: list, seed: int = 0) -> tuple[list, list]:
+    """The identity circuit's (pairs, kinds), as trace_circuit makes them: each example with
+    its antecedent swapped for a same-kind noun (analysis.patching.make_pair), where it has one."""
+    from analysis.patching import make_pair
+
+    rng = random.Random(seed)
+    made = [(make_pair(tokenizer, ex, model.config.block_size, rng), ex) for ex in examples]
+    return [p for p, _ in made if p], [ex.decided_by for p, ex in made if p]
+
+
+# The circuits timed, by name: a pair maker (model, tokenizer, examples) -> (pairs, kinds) for
+# analysis.circuit.circuit_of_pairs. Another kind of twin is one more entry.
+CIRCUITS = {"identity": identity_pairs}
+
+
+def bench_circuit(args: argparse.Namespace, circuits: dict | None = None) -> dict:
+    """Seconds and peak RSS of each circuit of `circuits` (default CIRCUITS): its pairs made and
+    circuit_of_pairs, at the default shape (or --run) then GPT-2 small's."""
+    from analysis.circuit import circuit_of_pairs
     from data.pronouns import examples
     from data.tokenizer import train_tokenizer
     from model.device import generation_threads
@@ -41,27 +61,31 @@ def bench_circuit(args):
             100,
         ),
     }
-    for label, (shape, n) in shapes.items():
-        if args.run and shape["n_layer"] == 2:
-            from runs.loading import load_run
+    for name, make_pairs in (circuits or CIRCUITS).items():
+        for label, (shape, n) in shapes.items():
+            if args.run and shape["n_layer"] == 2:
+                from runs.loading import load_run
 
-            run = load_run(args.run)
-            model, tok, min_gap, label = run.model, run.tokenizer, 0.5, f"{args.run}, 300 sentences"
-        else:
-            torch.manual_seed(0)
-            model, tok, min_gap = GPT(GPTConfig(**shape)).eval(), tokenizer, None
-        threads, before = generation_threads(model.config.n_embd), torch.get_num_threads()
-        torch.set_num_threads(threads or before)  # as generate.py sets them
-        start = time.perf_counter()
-        try:
-            result = trace_circuit(model, tok, test[:n], min_gap=min_gap)
-        finally:
-            torch.set_num_threads(before)
-        used = threads or before
-        rows[f"circuit s, {label}, {used} thread{'s' if used > 1 else ''}"] = (
-            time.perf_counter() - start
-        )
-        rows[f"circuit edges, {label}"] = f"{result['n_edges']:,} ({result['n']} twins)"
-        rows[f"peak RSS MB after it, {label}"] = _rss_mb()
-        del model, result
+                run = load_run(args.run)
+                model, tok, min_gap = run.model, run.tokenizer, 0.5
+                label = f"{args.run}, 300 sentences"
+            else:
+                torch.manual_seed(0)
+                model, tok, min_gap = GPT(GPTConfig(**shape)).eval(), tokenizer, None
+            threads, before = generation_threads(model.config.n_embd), torch.get_num_threads()
+            torch.set_num_threads(threads or before)  # as generate.py sets them
+            start = time.perf_counter()
+            try:
+                pairs, kinds = make_pairs(model, tok, test[:n])
+                result = circuit_of_pairs(model, pairs, kinds, min_gap=min_gap)
+            finally:
+                torch.set_num_threads(before)
+            used = threads or before
+            key = f"{name} circuit, {label}"
+            rows[f"{key}, s at {used} thread{'s' if used > 1 else ''}"] = (
+                time.perf_counter() - start
+            )
+            rows[f"{key}, edges"] = f"{result['n_edges']:,} ({result['n']} twins)"
+            rows[f"{key}, peak RSS MB after it"] = _rss_mb()
+            del model, result
     return rows

@@ -74,6 +74,12 @@ class KVCache:
         self.length = end
         return self.k[:, :, :end], self.v[:, :, :end]
 
+    def rewind(self, n: int = 1) -> None:
+        """Forget the last n positions appended: the next append writes over them."""
+        if not 0 <= n <= self.length:
+            raise ValueError(f"cannot rewind {n} positions of a KV cache holding {self.length}")
+        self.length -= n
+
 
 def rotary_angles(positions, head_size, base=10000.0):
     """(cos, sin), each (positions, head_size / 2): position p turns channel pair i by the angle

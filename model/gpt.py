@@ -114,9 +114,13 @@ class MLP(nn.Module):
 
 def layer_norm(ln, point, x):
     """ln(x), with `point` seeing x normalised before ln's gain and bias, where TransformerLens
-    puts hook_normalized; with nothing hooked, ln(x) itself (one fused call)."""
+    puts hook_normalized; with nothing hooked, ln(x) itself (one fused call). A LayerNorm
+    swapped for another module (an nn.Identity, to make the model linear there) has no gain or
+    bias to keep apart: the point sees its output."""
     if not point.fns:
         return ln(x)
+    if not isinstance(ln, nn.LayerNorm):
+        return point(ln(x))
     x = point(F.layer_norm(x, ln.normalized_shape, eps=ln.eps)) * ln.weight
     return x + ln.bias if ln.bias is not None else x
 
@@ -207,14 +211,22 @@ class GPT(HookedMixin, nn.Module):
             nn.init.normal_(block.mlp.w_out.weight, mean=0.0, std=residual_std)
 
     def forward(self, idx, caches=None, return_type="logits"):
-        """idx (B, T) token ids -> logits (B, T, V) for every position ((T,) ids or text: see
-        model.hooked, as return_type is).
+        """idx (B, T) token ids -> logits (B, T, V) for every position: unembed(residual(idx))
+        ((T,) ids or text: see model.hooked, as return_type is).
 
         `caches` (one KVCache per layer, from `new_caches`) makes idx the continuation of the
         positions already cached. To see or change what it computes inside, install hooks
         on its named points (model.hooks).
         """
         idx = idx if isinstance(idx, torch.Tensor) and idx.dim() == 2 else self.input_tokens(idx)
+        logits = self.unembed(self.residual(idx, caches))
+        return logits if return_type == "logits" else self.returned(logits, idx, return_type)
+
+    def residual(self, idx: torch.Tensor, caches: list | None = None) -> torch.Tensor:
+        """idx (B, T) -> the residual stream leaving the last block (B, T, C), which only the
+        final LayerNorm reads: the forward pass without its unembedding (for a reader of one
+        position, such as the logit lens or the circuit, where unembedding every position
+        would cost a third of a GPT-2-sized model's work)."""
         B, T = idx.shape
         start = caches[0].length if caches is not None else 0
         if start + T > self.config.block_size:
@@ -228,13 +240,23 @@ class GPT(HookedMixin, nn.Module):
             if self.hook_pos_embed.fns:  # TransformerLens's shape: one row per batch row
                 pos = self.hook_pos_embed(pos.expand(B, T, -1))  # (B, T, C)
             x = x + pos
-        x = self.drop(x)
-        for i, block in enumerate(self.blocks):
-            x = block(x, caches[i] if caches is not None else None)
-        logits = self.lm_head(layer_norm(self.ln_f, self.hook_ln_final, x))  # (B, T, padded V)
+        return self.blocks_from(self.drop(x), 0, caches)
+
+    def blocks_from(self, x: torch.Tensor, layer: int, caches: list | None = None) -> torch.Tensor:
+        """The stream x (B, T, C) entering block `layer` through that block and every one after
+        it: the stream leaving the last (TransformerLens's start_at_layer)."""
+        for i in range(layer, len(self.blocks)):
+            x = self.blocks[i](x, caches[i] if caches is not None else None)
+        return x
+
+    def unembed(self, x: torch.Tensor) -> torch.Tensor:
+        """The residual stream x (..., C) -> logits (..., V): the final LayerNorm (through its
+        hook point, ln_final.hook_normalized), then the LM head, the padded vocabulary's extra
+        rows cropped (they are no tokens)."""
+        logits = self.lm_head(layer_norm(self.ln_f, self.hook_ln_final, x))  # (..., padded V)
         if self.config.padded_vocab_size != self.config.vocab_size:
-            logits = logits[..., : self.config.vocab_size]  # padding rows are no tokens: (B, T, V)
-        return logits if return_type == "logits" else self.returned(logits, idx, return_type)
+            logits = logits[..., : self.config.vocab_size]  # (..., V)
+        return logits
 
     def new_caches(self, batch_size):
         """One empty KVCache per layer, on the model's device, in the dtype keys and values are

@@ -10,7 +10,9 @@ import torch
 
 from analysis.circuit import circuit_of_pairs
 from analysis.circuit_svg import circuit_svg
-from analysis.edges import attribution, build_graph, make_batches, patched_lds, twin_runs
+from analysis.edge_measures import attribution, patched_lds, single_lds, twin_runs
+from analysis.edge_runs import Recorded, record
+from analysis.edges import build_graph, make_batches
 from analysis.patching import Pair, make_pair
 from data.pronouns import examples
 from data.tokenizer import train_tokenizer
@@ -118,6 +120,75 @@ def test_attribution_is_real_patching_where_the_first_order_is_exact(setup):
         )
         > 1e-4
     )
+
+
+def test_an_edge_patched_alone_from_its_block_on_is_the_whole_pass(setup):
+    """single_lds starts each pass where its edge is read, from the clean run it kept; the
+    whole pass of patched_lds gives the same LDs, for edges into every kind of receiver."""
+    model, pairs = setup
+    graph, batches, twins, _ = prepared(model, pairs)
+    cleans = []
+    attribution(model, graph, batches, twins, cleans)
+    S, R = graph.allowed.shape
+    named = [
+        ("embed:antecedent", "L0H1.v"),  # from block 0
+        ("L0H0", "MLP0"),
+        ("L0H1", "L1H0.k"),  # a head's write read a block later: starts at its sender's
+        ("MLP0", "L1H1.q"),
+        ("MLP1", "logits"),  # no block at all
+        ("L1H0", "logits"),
+    ]
+    for u, v in named:
+        edge = graph.senders.index(u) * R + graph.receivers.index(v)
+        alone = torch.zeros(S * R, dtype=torch.bool)
+        alone[edge] = True
+        whole = patched_lds(model, graph, batches, twins, alone.view(S, R))
+        started = single_lds(model, graph, batches, twins, cleans, edge)
+        assert torch.allclose(started, whole, atol=1e-10), (u, v)
+        assert (
+            whole - patched_lds(model, graph, batches, twins, 0 * alone.view(S, R))
+        ).abs().max() > 1e-6
+
+
+def test_a_layer_fed_the_twins_stream_runs_unsplit_to_the_same_lds(setup):
+    """Every edge into layer 1's heads patched: they all read the twin's stream, and the layer
+    runs unsplit on the twin's normalised stream. Keeping one edge whose sender's difference is
+    exactly 0 (embed:other: the twins differ at the antecedent only) forces the split path and
+    must change nothing."""
+    model, pairs = setup
+    graph, batches, twins, _ = prepared(model, pairs)
+    heads = [r for r, name in enumerate(graph.receivers) if name.startswith("L1H")]
+    into = torch.zeros_like(graph.allowed)
+    into[:, heads] = True
+    unsplit = patched_lds(model, graph, batches, twins, into)
+    into[graph.senders.index("embed:other"), heads[0]] = False
+    split = patched_lds(model, graph, batches, twins, into)
+    clean = patched_lds(model, graph, batches, twins, torch.zeros_like(into))
+    assert torch.allclose(unsplit, split, atol=1e-10)
+    assert (unsplit - clean).abs().max() > 1e-3
+
+
+def test_attribution_is_the_derivative_of_patching_each_edge(setup):
+    """The one backward pass against a directional derivative taken edge by edge: patching an
+    edge from a twin only eps of the way from the clean run (its senders' writes clean +
+    eps (twin - clean)) moves the LD by eps times the edge's score, to first order."""
+    model, pairs = setup
+    graph, batches, twins, _ = prepared(model, pairs)
+    scores, clean = attribution(model, graph, batches, twins)
+    eps = 1e-6
+    near = []
+    for batch, twin in zip(batches, twins):
+        clean_acts = record(model, graph, batch, batch.clean)[0].acts
+        near.append(
+            Recorded(clean_acts + eps * (twin.acts - clean_acts), twin.inputs, twin.normalized)
+        )
+    S, R = graph.allowed.shape
+    edges = graph.allowed.flatten().nonzero().flatten().tolist()
+    for edge in edges[:: max(1, len(edges) // 15)]:
+        alone = torch.zeros(S * R, dtype=torch.bool)
+        alone[edge] = True
+        moved = (patched_lds(model, graph, batches, near, alone.view(S, R)) - clean) / eps
+        assert torch.allclose(moved, scores[:, edge // R, edge % R], rtol=1e-3, atol=1e-5), edge
 
 
 def hand_built():

@@ -3,7 +3,7 @@
 import pytest
 import torch
 
-from model.gpt import GPTConfig, lm_loss
+from model.gpt import GPT, GPTConfig, lm_loss
 from tests.helpers import explicit_path, patterns
 
 
@@ -132,3 +132,21 @@ def test_input_longer_than_block_size_is_refused(tiny_gpt):
     model = tiny_gpt()
     with pytest.raises(ValueError, match="block_size"):
         model(torch.zeros(1, 17, dtype=torch.long))
+
+
+def test_unembed_reads_through_ln_final_and_crops_the_padded_vocabulary():
+    from model.hooks import hooks
+
+    torch.manual_seed(0)
+    model = GPT(GPTConfig(vocab_size=10, block_size=8, n_layer=1, n_head=2, n_embd=16)).eval()
+    assert model.config.padded_vocab_size == 64  # rows 10..63 are padding
+    x = torch.randn(2, 3, 16)
+    with torch.no_grad():
+        logits = model.unembed(x)
+        assert logits.shape == (2, 3, 10)
+        assert torch.allclose(logits, model.lm_head(model.ln_f(x))[..., :10], atol=1e-6)
+        torch.nn.init.normal_(model.ln_f.bias)
+        with hooks(model, {"ln_final.hook_normalized": lambda v, hook: torch.zeros_like(v)}):
+            blank = model.unembed(x)  # every position reads ln_f's bias alone
+        assert torch.allclose(blank, model.lm_head(model.ln_f.bias)[:10].expand(2, 3, 10))
+        assert not torch.allclose(blank, model.unembed(x))

@@ -105,11 +105,11 @@ def test_the_lens_runs_in_bounded_batches_with_the_same_numbers(tiny_gpt, monkey
     model = tiny_gpt(vocab_size=tokenizer.vocab_size, block_size=128).eval()
     sizes = []
     model.register_forward_pre_hook(lambda module, args: sizes.append(args[0].shape[0]))
-    monkeypatch.setattr(analysis.lens, "MAX_BATCH", 10**9)
+    monkeypatch.setattr(analysis.lens, "BATCH_SIZE", 10**9)
     whole = logit_lens(model, tokenizer, examples("test")[:80])
     assert max(sizes) > 3  # some length has more than 3 items: the bound below splits it
     sizes.clear()
-    monkeypatch.setattr(analysis.lens, "MAX_BATCH", 3)
+    monkeypatch.setattr(analysis.lens, "BATCH_SIZE", 3)
     bounded = logit_lens(model, tokenizer, examples("test")[:80])
     assert max(sizes) == 3
     assert bounded["median_rank"] == whole["median_rank"]

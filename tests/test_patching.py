@@ -122,11 +122,11 @@ def test_patching_runs_in_bounded_batches_with_the_same_numbers(setup, monkeypat
     sizes = []
     handle = model.register_forward_pre_hook(lambda module, args: sizes.append(args[0].shape[0]))
     try:
-        monkeypatch.setattr(analysis.patching, "MAX_BATCH", 10**9)
+        monkeypatch.setattr(analysis.patching, "BATCH_SIZE", 10**9)
         whole = activation_patching(model, tokenizer, examples("test")[:60], resamples=200)
         assert max(sizes) > 4  # some length has more than 4 pairs: the bound below splits it
         sizes.clear()
-        monkeypatch.setattr(analysis.patching, "MAX_BATCH", 4)
+        monkeypatch.setattr(analysis.patching, "BATCH_SIZE", 4)
         bounded = activation_patching(model, tokenizer, examples("test")[:60], resamples=200)
     finally:
         handle.remove()

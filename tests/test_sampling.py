@@ -143,3 +143,19 @@ def test_a_uniform_model_samples_every_token(tiny_gpt):
     tokens = torch.cat(list(generate(model, torch.zeros(1, 1, dtype=torch.long), 100, generator=g)))
     assert set(tokens.tolist()) == set(range(8))
     assert math.isclose(tokens.float().mean().item(), 3.5, abs_tol=0.5)
+
+
+def test_a_rewound_cache_forgets_its_last_position(tiny_gpt):
+    model = tiny_gpt().eval()
+    ids = torch.tensor([[3, 1, 4, 1, 5]])
+    with torch.no_grad():
+        caches = model.new_caches(1)
+        model(ids[:, :4], caches=caches)
+        model(torch.tensor([[9]]), caches=caches)  # a query read, then forgotten
+        for cache in caches:
+            cache.rewind()
+        assert caches[0].length == 4
+        logits = model(ids[:, 4:], caches=caches)[:, -1]
+        assert torch.allclose(logits, model(ids)[:, -1], atol=1e-5)
+    with pytest.raises(ValueError, match="cannot rewind 6"):
+        caches[0].rewind(6)  # it holds 5
