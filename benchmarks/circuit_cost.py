@@ -18,6 +18,8 @@ import time
 
 import torch
 
+from analysis import choice, circuit
+
 
 def _rss_mb():
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
@@ -33,9 +35,22 @@ def identity_pairs(model, tokenizer, examples: list, seed: int = 0) -> tuple[lis
     return [p for p, _ in made if p], [ex.decided_by for p, ex in made if p]
 
 
+def choice_pairs(model, tokenizer, examples: list) -> tuple[list, list]:
+    """The choice circuit's (pairs, kinds), as analysis.choice makes them: each example with its
+    choice twin (both candidates kept, the answer flipped), where one is token-aligned."""
+    from analysis.choice_pairs import choice_pairs as made
+
+    choices = made(tokenizer, examples, model.config.block_size)
+    return choices.pairs, choices.kinds
+
+
 # The circuits timed, by name: a pair maker (model, tokenizer, examples) -> (pairs, kinds) for
-# analysis.circuit.circuit_of_pairs. Another kind of twin is one more entry.
-CIRCUITS = {"identity": identity_pairs}
+# analysis.circuit.circuit_of_pairs, and the share of the gap its circuit keeps. Another kind
+# of twin is one more entry.
+CIRCUITS = {
+    "identity": (identity_pairs, circuit.FAITHFUL),
+    "choice": (choice_pairs, choice.FAITHFUL),
+}
 
 
 def bench_circuit(args: argparse.Namespace, circuits: dict | None = None) -> dict:
@@ -61,7 +76,7 @@ def bench_circuit(args: argparse.Namespace, circuits: dict | None = None) -> dic
             100,
         ),
     }
-    for name, make_pairs in (circuits or CIRCUITS).items():
+    for name, (make_pairs, faithful) in (circuits or CIRCUITS).items():
         for label, (shape, n) in shapes.items():
             if args.run and shape["n_layer"] == 2:
                 from runs.loading import load_run
@@ -77,7 +92,7 @@ def bench_circuit(args: argparse.Namespace, circuits: dict | None = None) -> dic
             start = time.perf_counter()
             try:
                 pairs, kinds = make_pairs(model, tok, test[:n])
-                result = circuit_of_pairs(model, pairs, kinds, min_gap=min_gap)
+                result = circuit_of_pairs(model, pairs, kinds, min_gap=min_gap, faithful=faithful)
             finally:
                 torch.set_num_threads(before)
             used = threads or before
