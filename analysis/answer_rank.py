@@ -9,8 +9,6 @@ Numbers only (`test_prompt`); the words are format_test_prompt's.
 
 import torch
 
-from analysis.terminal import display_token
-
 TOP = 10  # the tokens shown at each answer position, TransformerLens's default top_k
 
 
@@ -54,27 +52,3 @@ def test_prompt(model, tokenizer, prompt: str, answer: str, top: int = TOP) -> d
         "answer_tokens": [tokenizer.decode([t]) for t in answer_ids],
         "answer": rows,
     }
-
-
-def format_test_prompt(result: dict) -> str:
-    """test_prompt's result as TransformerLens prints it: the tokens, each answer token's rank,
-    logit and probability with the top tokens there, and the ranks in one line."""
-    shown = lambda token: f"|{display_token(token, spaces=False)}|"  # noqa: E731
-    lines = [
-        f"Tokenized prompt: {[t for t in result['prompt_tokens']]}",
-        f"Tokenized answer: {[t for t in result['answer_tokens']]}",
-    ]
-    for row in result["answer"]:
-        lines += [
-            "",
-            f"Performance on answer token {shown(row['token'])}:",
-            f"Rank: {row['rank']:<8} Logit: {row['logit']:6.2f} Prob: {row['prob']:6.2%} "
-            f"Token: {shown(row['token'])}",
-        ]
-        lines += [
-            f"Top {k}th token. Logit: {t['logit']:6.2f} Prob: {t['prob']:6.2%} "
-            f"Token: {shown(t['token'])}"
-            for k, t in enumerate(row["top"])
-        ]
-    ranks = [(row["token"], row["rank"]) for row in result["answer"]]
-    return "\n".join([*lines, "", f"Ranks of the answer tokens: {ranks}"])

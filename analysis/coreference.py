@@ -2,7 +2,7 @@
 (analysis/probe.py: does a head's attention find the antecedent?) and the causal tests
 (analysis/causal.py: does the model use it?), on the built-in dev and test sets, on the
 hand-written natural set, or on a user's JSONL file. Its plain-text report is
-analysis/text_reports.py's study_report."""
+reports/text_reports.py's study_report."""
 
 from analysis.answer import model_answer
 from analysis.causal import causal_tests, with_best_head

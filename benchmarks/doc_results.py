@@ -13,8 +13,8 @@ through two kinds of marks, which this script rewrites and tests/test_doc_result
 the JSON:
 
 - a block: a line `<!-- results:NAME -->`, the generated text, a line `<!-- /results -->`; the
-  text is BLOCKS[NAME] of the results, the project's own reports (analysis/probe_report.py,
-  analysis/text_reports.py) of the saved result;
+  text is BLOCKS[NAME] of the results, the project's own reports (reports/probe_report.py,
+  reports/text_reports.py) of the saved result;
 - a number in prose: `<!--n:NAME-->TEXT<!--/n-->`, TEXT being NUMBERS[NAME] of the results.
 
 What the prose says about the numbers (which is larger, which head) is not generated: after a
@@ -30,11 +30,11 @@ import sys
 from datetime import datetime, timezone
 from pathlib import Path
 
-from analysis.answer_rank import format_test_prompt
-from analysis.circuit_report import format_circuit
-from analysis.lens_report import format_lens
-from analysis.probe_report import format_report
-from analysis.text_reports import format_causal, format_patching
+from reports.circuit_report import format_circuit
+from reports.lens_report import format_lens
+from reports.probe_report import format_report
+from reports.prompt_report import format_test_prompt
+from reports.text_reports import format_causal, format_patching
 from storage.atomic import write_atomic
 
 ROOT = Path(__file__).resolve().parent.parent

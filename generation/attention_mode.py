@@ -7,15 +7,15 @@ import sys
 from pathlib import Path
 
 from analysis.errors import NoQueryWord
-from analysis.html import sentence_page
-from analysis.page_writer import Page, write_html
-from analysis.term_colour import COLOR_CHOICES, colour_mode
-from analysis.terminal import DEFAULT_TOP, MANY_HEADS, render_sentence
 from analysis.words import QUERY_POSITIONS, sentence_attention
 from checks import positive_int
 from data.pronouns import ATTENTION_EXAMPLES, DEFAULT_COUNT
 from generation.probe_mode import keep_probe, permutations, study_or_say
 from generation.user_text import read_user_text
+from reports.html import sentence_page
+from reports.page_writer import Page, write_html
+from reports.term_colour import COLOR_CHOICES, colour_mode
+from reports.terminal import DEFAULT_TOP, MANY_HEADS, render_sentence
 from runs.folder import METRICS_FILE, PROBE_FILE, probe_path, read_metrics, saved_probe
 from storage.atomic import check_writable
 

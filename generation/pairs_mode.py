@@ -4,10 +4,10 @@ printed as the probe prints its own (or, with --json, one JSON object). Nothing 
 
 import json
 
-from analysis.circuit_report import format_circuit
-from analysis.text_reports import format_patching
 from analysis.user_pairs import pairs_study
 from data.prompt_pairs import read_prompt_pairs
+from reports.circuit_report import format_circuit
+from reports.text_reports import format_patching
 
 WORDS = (
     "Your pairs: read below, 'the pronoun' is each prompt's last token, where the metric is read; "

@@ -7,9 +7,9 @@ import shutil
 
 from analysis.coreference import study
 from analysis.errors import NothingToMeasure
-from analysis.text_reports import study_report
 from checks import positive_int
 from data.pronouns import NATURAL
+from reports.text_reports import study_report
 from runs.folder import PROBE_FILE, save_probe, saved_probe
 
 PERMUTATIONS = 1000  # the probe's label shuffles unless --permutations says otherwise

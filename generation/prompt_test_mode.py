@@ -4,7 +4,8 @@ TransformerLens prints it, or with --json as one JSON object."""
 
 import json
 
-from analysis.answer_rank import format_test_prompt, test_prompt
+from analysis.answer_rank import test_prompt
+from reports.prompt_report import format_test_prompt
 
 
 def add_flags(parser) -> None:

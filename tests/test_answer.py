@@ -18,8 +18,8 @@ import pytest
 import torch
 
 from analysis.answer import model_answer, phrase, substitute
-from analysis.answer_report import format_answer
 from data.pronouns import Example, examples, write_jsonl
+from reports.answer_report import format_answer
 from tests.helpers import make_run, run_generate
 from tests.test_probe import KnownModel, uniform
 
@@ -248,7 +248,7 @@ def test_a_one_example_file_prints_the_answer_without_intervals(run_folder, tmp_
 
 
 def test_the_page_shows_the_models_answer_beside_the_best_head():
-    from analysis.probe_tables import answer_table
+    from reports.probe_tables import answer_table
 
     def row(n, s, c, h):
         return {

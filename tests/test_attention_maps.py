@@ -9,19 +9,6 @@ import torch
 
 import generate
 from analysis.errors import NoQueryWord
-from analysis.term_colour import colour_mode
-from analysis.terminal import (
-    RESET,
-    display_token,
-    render_sentence,
-    render_token_grid,
-    render_top_heads,
-    render_word_rows,
-    sgr_colours,
-    visible_len,
-    weight_legend,
-    wrap,
-)
 from analysis.words import (
     encode_item,
     find_query_span,
@@ -33,6 +20,19 @@ from data.pronouns import Example
 from data.tokenizer import train_tokenizer
 from generation.attention_mode import show_attention
 from model.gpt import GPT, GPTConfig
+from reports.term_colour import colour_mode
+from reports.terminal import (
+    RESET,
+    display_token,
+    render_sentence,
+    render_token_grid,
+    render_top_heads,
+    render_word_rows,
+    sgr_colours,
+    visible_len,
+    weight_legend,
+    wrap,
+)
 from runs.loading import Run
 from tests.helpers import patterns
 
@@ -630,7 +630,7 @@ def test_cli_errors(char_run, argv, message):
 
 
 def test_the_24_bit_ramp_gets_brighter_in_even_steps_like_the_greys():
-    from analysis.term_colour import grey_index, heat
+    from reports.term_colour import grey_index, heat
 
     def lightness(rgb):  # relative luminance, 0..255
         r, g, b = rgb

@@ -14,11 +14,12 @@ import torch
 
 from analysis.causal import causal_tests, knockout_at_query, with_best_head
 from analysis.interventions import block_keys
-from analysis.text_reports import format_causal, signed
 from data.pronouns import Example
 from data.tokenizer import train_tokenizer
 from model.gpt import GPT, GPTConfig
 from model.hooks import hooks
+from reports.formatting import signed
+from reports.text_reports import format_causal
 from tests.helpers import explicit_path
 
 TOKENIZER = train_tokenizer("char", "abcdefghijklmnopqrstuvwxyz .")

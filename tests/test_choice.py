@@ -267,7 +267,7 @@ def test_choice_study_on_examples_without_twins_is_nothing_to_measure(bpe):
 
 
 def test_the_page_shows_both_circuits_side_by_side_each_named_by_its_question():
-    from analysis.page_writer import render_html
+    from reports.page_writer import render_html
     from tests.test_html import SENTENCES
 
     edge = {"from": "embed:changed", "to": "L0H2.q", "share": 0.42, "in_circuit": True}
@@ -314,7 +314,7 @@ def test_the_page_shows_both_circuits_side_by_side_each_named_by_its_question():
     assert "too few right both ways (3)" in section and "30/41" in section
     assert section.count('<div class="side-by-side">') == 2 and "shared: L0H2 -&gt; MLP0" in section
     assert render_html(SENTENCES, {"best_head": (0, 2)}).count("circuit choice") == 0
-    from analysis.choice_page import choice_section
+    from reports.choice_page import choice_section
 
     answer = {"all": {"cand_at_1": {"substitution": 0.893}}, "decided_by": {}}
     section = choice_section(choice, identity, {"model_answer": answer})

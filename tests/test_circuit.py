@@ -9,7 +9,6 @@ import pytest
 import torch
 
 from analysis.circuit import circuit_of_pairs
-from analysis.circuit_svg import circuit_svg
 from analysis.edge_measures import attribution, patched_lds, single_lds, twin_runs
 from analysis.edge_runs import Recorded, record
 from analysis.edges import build_graph, make_batches
@@ -17,6 +16,7 @@ from analysis.patching import Pair, make_pair
 from data.pronouns import examples
 from data.tokenizer import train_tokenizer
 from model.gpt import GPT, GPTConfig
+from reports.circuit_svg import circuit_svg
 from tests.helpers import RUN_TEXT, make_run, run_generate
 
 
@@ -295,8 +295,8 @@ def test_probe_circuit_json_and_report(tmp_path):
 
 
 def test_the_page_draws_each_sets_circuit_with_its_numbers_in_view():
-    from analysis.circuit_svg import circuit_section
-    from analysis.page_writer import render_html
+    from reports.circuit_svg import circuit_section
+    from reports.page_writer import render_html
     from tests.test_html import SENTENCES
 
     edge = {"from": "embed:antecedent", "to": "L0H2.v", "share": 0.61, "in_circuit": True}

@@ -12,12 +12,12 @@ import pytest
 import torch
 
 import generate
-from analysis.text_reports import signed
 from data.pronouns import ATTENTION_EXAMPLES
 from generation.sample_mode import sample
 from model.checkpoint import NoCheckpoint
 from model.device import generation_threads
 from model.sampling import generate as sample_tokens
+from reports.formatting import signed
 from runs.loading import load_run
 from tests.helpers import ROOT, error_line, make_run, run_generate, run_main, run_script
 

@@ -19,11 +19,11 @@ import numpy as np
 import pytest
 import torch
 
-from analysis.html import ASSETS, BEST_HEAD_MEANS, sentence_page
-from analysis.page_writer import Page, render_html, write_html
 from analysis.words import sentence_attention
 from data.tokenizer import train_tokenizer
 from model.gpt import GPT, GPTConfig
+from reports.html import ASSETS, BEST_HEAD_MEANS, sentence_page
+from reports.page_writer import Page, render_html, write_html
 
 
 def page_args(
@@ -886,7 +886,7 @@ out.clientWidth = document.documentElement.clientWidth;
 @needs_browser
 @pytest.mark.parametrize("width", [1280, 420])  # a desktop, a phone
 def test_real_browser_shows_the_terminals_table_of_every_head_as_numbers(tmp_path, width):
-    from analysis.terminal import render_sentence
+    from reports.terminal import render_sentence
 
     sentence = headline_run(2, 4)
     terminal = render_sentence(sentence).splitlines()  # what generate.py --attention prints
@@ -905,7 +905,7 @@ def test_real_browser_shows_the_terminals_table_of_every_head_as_numbers(tmp_pat
 
 
 def test_with_many_heads_the_page_shows_the_terminals_compact_view_and_escapes_words():
-    from analysis.terminal import render_sentence
+    from reports.terminal import render_sentence
 
     sentence = headline_run(12, 12)
     terminal = render_sentence(sentence, top=3).splitlines()[2:]  # each word's 3 top heads
@@ -1036,7 +1036,8 @@ def test_the_probes_main_result_is_on_the_page_with_the_natural_sets_where_saved
 
 
 def test_signed_numbers_print_an_exact_or_rounded_zero_without_a_sign():
-    from analysis.text_reports import format_patching, signed
+    from reports.formatting import signed
+    from reports.text_reports import format_patching
 
     assert [signed(x) for x in (0.0, -0.0, -0.004, 0.004, -0.005001, 0.12)] == [
         "0.00",
@@ -1181,7 +1182,7 @@ def test_real_browser_reaches_each_token_by_keyboard_and_marks_the_selected_one(
 
 
 def test_a_notebook_shows_the_same_page_in_a_sandboxed_frame():
-    from analysis.page_writer import Notebook, attention_view
+    from reports.page_writer import Notebook, attention_view
 
     shown = Notebook(SENTENCES, {"best_head": (1, 2)})._repr_html_()
     frame = re.fullmatch(

@@ -5,10 +5,10 @@ import pytest
 import torch
 
 from analysis.lens import logit_lens, stream_points
-from analysis.lens_report import format_lens
 from data.pronouns import examples
 from data.tokenizer import train_tokenizer
 from model.hooks import hooks, run_with_cache
+from reports.lens_report import format_lens
 from tests.helpers import RUN_TEXT
 
 
@@ -75,8 +75,8 @@ def test_the_lens_reads_each_point_and_its_last_row_is_the_models_prediction(tin
 
 
 def test_the_example_is_the_same_whole_sentence_from_its_start_in_the_report_and_on_the_page():
-    from analysis.depth_tables import lens_section
-    from analysis.lens_report import lens_example_text
+    from reports.depth_tables import lens_section
+    from reports.lens_report import lens_example_text
 
     text = "The lovely turtle kept away from the silver flower. Busy and greedy, it"
     lens = {

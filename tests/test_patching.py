@@ -8,10 +8,10 @@ import torch
 
 from analysis.interventions import replace_where
 from analysis.patching import COLUMNS, activation_patching, make_pair, patch_group, recovered
-from analysis.text_reports import format_patching
 from data.pronouns import examples
 from data.tokenizer import train_tokenizer
 from model.hooks import hooks, run_with_cache
+from reports.text_reports import format_patching
 from tests.helpers import RUN_TEXT
 
 

@@ -20,11 +20,11 @@ import torch
 
 from analysis.candidates import candidate_scores
 from analysis.probe import run_probe
-from analysis.probe_report import format_report, query_word_notes
 from analysis.words import sentence_attention, token_indices, token_spans
 from data.pronouns import Example
 from data.tokenizer import train_tokenizer
 from model.attention import CausalSelfAttention
+from reports.probe_report import format_report, query_word_notes
 from tests.helpers import patterns
 
 TOKENIZER = train_tokenizer("char", "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ ,.")

@@ -7,8 +7,8 @@ import stat
 
 import pytest
 
-from analysis.text_reports import signed
 from data.pronouns import examples, natural, write_jsonl
+from reports.formatting import signed
 from tests.helpers import make_run, run_generate, run_script
 
 

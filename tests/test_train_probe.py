@@ -119,7 +119,7 @@ def test_the_default_run_probes_at_least_12_times_most_of_them_early():
 
 
 def test_the_plots_mark_where_the_best_head_first_reaches_90_percent():
-    from analysis.curve import curve_section, first_pass
+    from reports.curve import curve_section, first_pass
 
     def grid(v):
         return [[0.1, v], [0.2, 0.3]]

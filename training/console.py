@@ -10,7 +10,7 @@ from pathlib import Path
 
 from tqdm import tqdm
 
-from analysis.curve import FILE_SIZE, curve_lines, draw_curve
+from reports.curve import FILE_SIZE, curve_lines, draw_curve
 from runs.folder import read_metrics
 from storage.atomic import write_atomic
 
@@ -280,7 +280,7 @@ def plot_losses(records, png_path):
 
 
 def plot_probe(records, png_path):
-    """probe.png: the probe during training (analysis.curve's drawing, the page's too), with its
+    """probe.png: the probe during training (reports.curve's drawing, the page's too), with its
     legend; nothing when the records hold no probe line."""
     lines = curve_lines(records)
     if lines:

@@ -1,18 +1,19 @@
 """Both circuits in plain text, as `generate.py --probe --circuit` prints them, each named by the
-question it answers: the identity circuit (analysis/circuit_report.py: how the antecedent's noun
+question it answers: the identity circuit (reports/circuit_report.py: how the antecedent's noun
 reaches the prediction) and then the choice (analysis/choice.py: which candidate wins): the
 twins found, the choice accuracy and flip beside the substitution answer, the deciding heads,
 each set's choice circuit and the edges it shares with the identity circuit."""
 
-from analysis.circuit_report import format_circuit, with_interval
 from analysis.probe import MIN_FOR_STATS
-
-LISTED = 12  # edges listed per set at most
+from reports.circuit_report import format_circuit, with_interval
+from reports.formatting import pct
 
 
 def _pct(x, ci=None):
-    text = "-" if x is None else f"{100 * x:.1f}%"
-    return text + ("" if ci is None else f" [{100 * ci[0]:.1f},{100 * ci[1]:.1f}]")
+    return pct(x, ci, sep=",")
+
+
+LISTED = 12  # edges listed per set at most
 
 
 def format_circuits(result: dict) -> str:

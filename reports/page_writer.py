@@ -1,18 +1,18 @@
 """The page's writer: the sentences, the probe's result once, and a small Page of the run's facts,
-put together into one self-contained HTML page (what each part shows: analysis/html.py)."""
+put together into one self-contained HTML page (what each part shows: reports/html.py)."""
 
 import html
 import json
 from dataclasses import dataclass
 from string import Template
 
-from analysis.causal_tables import causal_section
-from analysis.choice_page import choice_section
-from analysis.circuit_svg import circuit_section
-from analysis.curve import curve_section
-from analysis.depth_tables import lens_section, patching_section
-from analysis.head_tables import heads_section, word_rows
-from analysis.html import (
+from reports.causal_tables import causal_section
+from reports.choice_page import choice_section
+from reports.circuit_svg import circuit_section
+from reports.curve import curve_section
+from reports.depth_tables import lens_section, patching_section
+from reports.head_tables import heads_section, word_rows
+from reports.html import (
     SCALE,
     _best,
     _sentence,
@@ -21,7 +21,7 @@ from analysis.html import (
     numbers_section,
     run_section,
 )
-from analysis.probe_tables import probe_section
+from reports.probe_tables import probe_section
 from storage.atomic import write_atomic
 
 
@@ -123,7 +123,7 @@ class Notebook:
 def attention_view(model, tokenizer, text: str, probe: dict | None = None, **query) -> Notebook:
     """One sentence's page for a notebook: `attention_view(run.model, run.tokenizer, "The dog
     barked because it was hungry.")`; `query`: sentence_attention's `word` and `query`."""
-    from analysis.html import sentence_page
     from analysis.words import sentence_attention
+    from reports.html import sentence_page
 
     return Notebook([sentence_page(sentence_attention(model, tokenizer, text, **query))], probe)

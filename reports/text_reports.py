@@ -1,15 +1,16 @@
 """The coreference study's plain-text report, as `generate.py --probe` prints it (study_report):
-the probe's (analysis/probe_report.py), the model's answer (analysis/answer_report.py), the logit
-lens' (analysis/lens_report.py), and here the causal tests' (analysis/causal.py) and activation
+the probe's (reports/probe_report.py), the model's answer (reports/answer_report.py), the logit
+lens' (reports/lens_report.py), and here the causal tests' (analysis/causal.py) and activation
 patching's (analysis/patching.py), each from the JSON-ready result its module computes. The
-page's tables (analysis/causal_tables.py, analysis/depth_tables.py) say a number as these
+page's tables (reports/causal_tables.py, reports/depth_tables.py) say a number as these
 reports do, through the helpers here."""
 
-from analysis.answer_report import format_answer
-from analysis.choice_report import format_circuits
-from analysis.lens_report import format_lens
 from analysis.probe import MIN_FOR_STATS
-from analysis.probe_report import format_report
+from reports.answer_report import format_answer
+from reports.choice_report import format_circuits
+from reports.formatting import recovered_text, signed, with_ci
+from reports.lens_report import format_lens
+from reports.probe_report import format_report
 
 READING = (
     "Positive: the prediction needed what was taken away. The control should stay near 0.",
@@ -51,22 +52,6 @@ def patching_skipped(skipped: dict) -> str:
         f"no example has a corrupted twin under this model's {kind} tokenizer (an antecedent "
         "from the lexicon, a same-kind noun of its token length, and another continuation)"
     )
-
-
-def signed(x):
-    """A delta as the reports and the page show it: +0.12, -0.05, and 0.00 (no sign) for
-    anything that rounds to zero, so that no "-0.00" or "+0.00" claims a direction."""
-    text = f"{x:+.2f}"
-    return "0.00" if text in ("+0.00", "-0.00") else text
-
-
-def with_ci(deltas, name, n):
-    """deltas[name] and its interval deltas[name + "_ci"]: +0.12 [+0.08, +0.16]; the value
-    alone when the mean is over fewer than MIN_FOR_STATS examples (n)."""
-    if n < MIN_FOR_STATS:
-        return signed(deltas[name])
-    lo, hi = deltas[f"{name}_ci"]
-    return f"{signed(deltas[name])} [{signed(lo)}, {signed(hi)}]"
 
 
 def intervals_said(result):
@@ -146,16 +131,6 @@ def format_causal(result: dict, width: int = 100) -> str:
         if "ablation" in deltas:  # the best head: its ablation beneath
             lines.append(f"  {'':<13} ablation   {with_ci(deltas, 'ablation', n):>{w}}")
     return "\n".join([*lines, "", *READING])
-
-
-def recovered_text(cell):
-    """A cell as the report and the page show it: "+0.98 [+0.98, +0.99]", or "+0.98" alone
-    where the set was too small for an interval."""
-    text = signed(cell["recovered"])
-    if "recovered_ci" in cell:
-        lo, hi = cell["recovered_ci"]
-        text += f" [{signed(lo)}, {signed(hi)}]"
-    return text
 
 
 def format_patching(result: dict) -> str:

@@ -9,18 +9,18 @@ weight written under the map. The probe's best head, if given, is outlined. The 
 or, on a narrow page, across it.
 
 Above the maps, the run's facts: checkpoint, step, validation loss, and the probe's best head
-with its scores; the probe's main result (analysis.probe_tables: every head's cand@1, the
+with its scores; the probe's main result (reports.probe_tables: every head's cand@1, the
 baselines, the p-value, the natural sentences' where saved); the table the terminal prints,
-every head's attention from the pronoun to each word (analysis.head_tables); the best head's
+every head's attention from the pronoun to each word (reports.head_tables); the best head's
 row over tokens; then, when the probe's result has them, its causal tests as tables (does the
-head matter? analysis.causal_tables), and when the run's metrics.jsonl has probe lines, the
-probe's training curve (analysis.curve). Each sentence's token strip is tinted by the attention
+head matter? reports.causal_tables), and when the run's metrics.jsonl has probe lines, the
+probe's training curve (reports.curve). Each sentence's token strip is tinted by the attention
 of one row (the query token, the pronoun at first), with a colour scale and a line that says
 which row.
 
 Everything is inline (CSS, JS, and the data as JSON) because bertviz, which loads its scripts
 from a CDN, draws a blank page whenever the CDN is unreachable; the template, CSS and scripts
-are files in analysis/assets/, read and inlined as the page is written. Text from the user
+are files in reports/assets/, read and inlined as the page is written. Text from the user
 (tokens, words) reaches the page inside the JSON block, with "<", ">" and "&" written as \\u
 escapes so no token can close the <script> element, and the script puts it on screen with
 textContent, never as HTML; the tables of numbers write it escaped with html.escape. Weights
@@ -39,8 +39,8 @@ from pathlib import Path
 
 import torch
 
-from analysis.head_tables import attention_cell
-from analysis.terminal import display_token
+from reports.head_tables import attention_cell
+from reports.terminal import display_token
 
 SCALE = 10_000  # weights are stored as round(weight * SCALE)
 ASSETS = Path(__file__).with_name("assets")  # the page's template, CSS and scripts
@@ -52,7 +52,7 @@ BEST_HEAD_MEANS = (
 
 
 def asset(name):
-    """The text of one of the page's files in analysis/assets/."""
+    """The text of one of the page's files in reports/assets/."""
     return (ASSETS / name).read_text(encoding="utf-8")
 
 

@@ -6,8 +6,9 @@ the same way."""
 import html
 import math
 
-from analysis.cells import BLUE, ORANGE, tinted_cell
-from analysis.text_reports import READING, intervals_said, signed, together, with_ci
+from reports.cells import BLUE, ORANGE, tinted_cell
+from reports.formatting import signed, with_ci
+from reports.text_reports import READING, intervals_said, together
 
 CAUSAL_GRIDS = (
     ("antecedent", "Antecedent knocked out"),

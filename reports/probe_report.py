@@ -1,6 +1,6 @@
 """The probe's plain-text report, as `generate.py --probe` prints it first: run_probe's result
 (analysis/probe.py) as the table of every head's cand@1, the best heads ranked, the baselines, the
-p-value and the caveats. The page's tables (analysis/probe_tables.py) say the p-value as this
+p-value and the caveats. The page's tables (reports/probe_tables.py) say the p-value as this
 report does."""
 
 from analysis.probe import MIN_FOR_STATS, ONE_SET

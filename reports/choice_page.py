@@ -6,13 +6,9 @@ they share. A set with no preference says so and draws no choice circuit."""
 
 from html import escape
 
-from analysis.circuit_svg import circuit_svg
 from analysis.probe import MIN_FOR_STATS
-
-
-def _pct(x, ci=None):
-    text = "-" if x is None else f"{100 * x:.1f}%"
-    return text if ci is None else f"{text} [{100 * ci[0]:.1f}, {100 * ci[1]:.1f}]"
+from reports.circuit_svg import circuit_svg
+from reports.formatting import pct
 
 
 def _through(head, inputs):
@@ -29,9 +25,9 @@ def _row(name, part, found, tried, substitution):
     cells = [
         name,
         f"{found}/{tried}",
-        _pct(part["accuracy"], part["accuracy_ci"]),
-        _pct(part["flip"], part["flip_ci"]),
-        _pct(substitution),
+        pct(part["accuracy"], part["accuracy_ci"]),
+        pct(part["flip"], part["flip_ci"]),
+        pct(substitution),
         f"{part['clean_cm']:.2f} / {part['twin_cm']:.2f}",
         heads,
     ]
@@ -44,12 +40,12 @@ def _said(part, choice):
         return "no preference (accuracy at chance or under the bar): no choice circuit"
     if not circuit["drawn"]:
         return (
-            f"prefers the antecedent ({_pct(part['accuracy'])}) but the twin hardly moves it "
-            f"(flip {_pct(part['flip'])}): no choice circuit"
+            f"prefers the antecedent ({pct(part['accuracy'])}) but the twin hardly moves it "
+            f"(flip {pct(part['flip'])}): no choice circuit"
         )
     return (
         f"{circuit['size']} of {choice['n_edges']} edges keep "
-        f"{_pct(circuit['faithfulness'])} of the choice gap"
+        f"{pct(circuit['faithfulness'])} of the choice gap"
     )
 
 
@@ -58,7 +54,7 @@ def _figures(name, part, identity, choice):
     if identity is not None:
         said = "no preference: no circuit"
         if identity.get("faithfulness") is not None:
-            said = f"{identity['size']} edges keep {_pct(identity['faithfulness'])}"
+            said = f"{identity['size']} edges keep {pct(identity['faithfulness'])}"
         figures.append(
             f"<figure><figcaption>{escape(name)}, identity (does the antecedent's noun reach "
             f"the prediction?): {escape(said)}</figcaption>"

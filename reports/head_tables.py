@@ -11,8 +11,8 @@ import html
 
 import torch
 
-from analysis.cells import BLUE, tinted_cell
-from analysis.terminal import (
+from reports.cells import BLUE, tinted_cell
+from reports.terminal import (
     DEFAULT_TOP,
     MANY_HEADS,
     MARK,

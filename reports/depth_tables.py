@@ -4,10 +4,10 @@ screenshot keeps them) and tinted by its value."""
 
 import html
 
-from analysis.causal_tables import interval_html
-from analysis.cells import ORANGE, tinted_cell
-from analysis.lens_report import lens_example_text
-from analysis.text_reports import recovered_text, signed
+from reports.causal_tables import interval_html
+from reports.cells import ORANGE, tinted_cell
+from reports.formatting import recovered_text, signed
+from reports.lens_report import lens_example_text
 
 
 def _tinted(text, share, best=False):

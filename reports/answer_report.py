@@ -3,7 +3,7 @@ after the probe's report: both methods' cand@1 beside the best head's, the basel
 often each method agrees with the head."""
 
 from analysis.probe import MIN_FOR_STATS
-from analysis.probe_report import QUERY_WORDS
+from reports.probe_report import QUERY_WORDS
 
 # What the model's-answer methods mean, as the report and the page say it.
 ANSWER_METHODS = (

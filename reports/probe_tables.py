@@ -1,14 +1,14 @@
 """The probe's main result (analysis.probe's run_probe) as the page's tables, as `generate.py
---probe` prints it (analysis.probe_report.format_report): every head's cand@1 on the held-out set as
+--probe` prints it (reports.probe_report.format_report): every head's cand@1 on the held-out set as
 an L x H grid, the best head outlined; the best head beside the baselines on dev and test; the
 permutation test; and, when the saved result carries one under "natural", the same on the
 hand-written natural sentences (`generate.py --probe natural`)."""
 
 import html
 
-from analysis.answer_report import ANSWER_METHODS
-from analysis.cells import BLUE, tinted_cell
-from analysis.probe_report import significance
+from reports.answer_report import ANSWER_METHODS
+from reports.cells import BLUE, tinted_cell
+from reports.probe_report import significance
 
 
 def _rate_cell(rate, best=False):

@@ -17,7 +17,7 @@ Prose (the sentence, notes, the legend) is wrapped at spaces to the width (wrap)
 import re
 import unicodedata
 
-from analysis.term_colour import LIGHT, sgr_colours
+from reports.term_colour import LIGHT, sgr_colours
 
 SHADES = " ░▒▓█"
 MARK = "▲"
