@@ -84,13 +84,19 @@ def _quoted(arg: str) -> str:
 
 
 def _machine() -> str:
+    """The CPU's name and the kernels torch picks on it (its capability: AVX512, AVX2, ...),
+    which decide the last digits of the numbers."""
+    import torch
+
+    name = platform.processor() or platform.machine()
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():
             if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
+                name = line.split(":", 1)[1].strip()
+                break
     except OSError:
         pass
-    return platform.processor() or platform.machine()
+    return f"{name}, {torch.backends.cpu.get_cpu_capability()}"
 
 
 def lines_from(text: str, start: str) -> list[str]:
@@ -156,6 +162,56 @@ def circuit_kinds_table(results: dict) -> str:
     return "\n".join(rows)
 
 
+def _choice_circuit(part: dict) -> str:
+    """The choice table's circuit cell: its size and faithfulness, or why none is drawn."""
+    circuit = part["circuit"]
+    if circuit["drawn"]:
+        f = circuit["faithfulness_ci"]
+        faith = f"{pct(circuit['faithfulness'])} [{f[0] * 100:.1f}, {f[1] * 100:.1f}]"
+        return f"{circuit['size']} edges, {faith}"
+    if not part["prefers"]:
+        return "none: no preference"
+    gap = circuit["gap_ci"]
+    return f"none: the twin hardly moves CM (gap {circuit['gap']:.2f} [{gap[0]:.2f}, {gap[1]:.2f}])"
+
+
+def choice_table(results: dict) -> str:
+    """The choice on its twins, one row for the whole set and one a kind."""
+    probe = results["outputs"]["probe"]
+    choice, answer = probe["choice"], probe["model_answer"]
+    found, tried = choice["twins"]["found"], choice["twins"]["tried"]
+    rows = [
+        "| kind | twins found | choice accuracy | flip | substitution answer | deciding heads "
+        "| choice circuit |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    parts = [
+        ("all", choice, answer["all"]),
+        *((kind, part, answer["decided_by"][kind]) for kind, part in choice["by_kind"].items()),
+    ]
+    for kind, part, said in parts:
+        twins = (
+            f"{sum(found.values())} / {answer['all']['examples']}"
+            if kind == "all"
+            else f"{found[kind]} / {tried[kind]} ({found[kind] / tried[kind]:.0%})"
+        )
+        deciding = ", ".join(h.replace("H", " H") for h in part["deciding"]) or (
+            f"— ({part['right']} right both ways)"
+        )
+        a, f = part["accuracy_ci"], part["flip_ci"]
+        cells = [
+            kind,
+            twins,
+            f"{pct(part['accuracy'])} [{a[0] * 100:.1f}, {a[1] * 100:.1f}]",
+            f"{pct(part['flip'])} [{f[0] * 100:.1f}, {f[1] * 100:.1f}]",
+            pct(said["cand_at_1"]["substitution"]),
+            deciding,
+            _choice_circuit(part),
+        ]
+        rows.append("| " + " | ".join(cells) + " |")
+    return "\n".join(rows)
+
+
 def test_prompt_excerpt(result: dict) -> str:
     """The --test-prompt report with only the first answer token's three top tokens."""
     lines = format_test_prompt(result).splitlines()
@@ -182,6 +238,7 @@ BLOCKS = {  # name: the text between a block's marks, from the results
         "\n".join(lines_from(format_circuit(r["outputs"]["probe"]["circuit"]), "all "))
     ),
     "circuit-kinds": circuit_kinds_table,
+    "choice-table": choice_table,
     "test-prompt": lambda r: _fenced(
         test_prompt_excerpt(r["outputs"]["test_prompt"]),
         f'python generate.py --test-prompt "{TEST_PROMPT[0]}" --answer "{TEST_PROMPT[1]}"',
