@@ -57,6 +57,11 @@ def add_flags(parser):
         help="show only layer L's heads; with --head H also that head's token-by-token map",
     )
     add("--head", type=int, metavar="H", help="with --layer L: print that head's token map")
+    _add_view_flags(add)
+
+
+def _add_view_flags(add):
+    """How the maps are shown: the compact view or a line per head, colour, the page."""
     add(
         "--top-heads",
         type=int,
