@@ -240,12 +240,18 @@ def run_with_cache(
     idx: torch.Tensor,
     names: NameOrPredicate | Iterable[str] | None = None,
     detach: bool = True,
+    names_filter: NameOrPredicate | Iterable[str] | None = None,
     **forward_kwargs: object,
 ) -> tuple[torch.Tensor, ActivationCache]:
     """(logits, cache): the model's logits on idx and an ActivationCache {name: tensor}
     (model.cache) of the points asked for (None: all of them but the split inputs, which on a
     large model and a long input is a great deal of memory). A point that fires several times in
-    one pass keeps its last value. detach=False keeps autograd's graph in the cached tensors."""
+    one pass keeps its last value. detach=False keeps autograd's graph in the cached tensors.
+    `names_filter` is TransformerLens's name for `names`: give one of the two."""
+    if names_filter is not None:
+        if names is not None:
+            raise ValueError("names and names_filter say the same thing; give one of them")
+        names = names_filter
     config = getattr(model, "config", None)
     cache = ActivationCache(n_layers=getattr(config, "n_layer", None))
     chosen = set(select(model, names))

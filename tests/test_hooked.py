@@ -468,3 +468,14 @@ def test_transformerlens_tools_read_our_model_and_cache(run, capsys):
     stack = tl.ActivationCache(dict(ours), model).accumulated_resid()
     want = torch.stack([ours["resid_pre", 0], ours["resid_pre", 1], ours["resid_post", -1]])
     assert torch.equal(stack, want)
+
+
+def test_the_module_run_with_cache_takes_transformer_lens_names_filter(tiny_gpt):
+    from model.hooks import run_with_cache
+
+    model = tiny_gpt().eval()
+    idx = torch.zeros(1, 5, dtype=torch.long)
+    _, cache = run_with_cache(model, idx, names_filter=lambda n: n.endswith("hook_pattern"))
+    assert sorted(cache) == ["blocks.0.attn.hook_pattern", "blocks.1.attn.hook_pattern"]
+    with pytest.raises(ValueError, match="give one of them"):
+        run_with_cache(model, idx, names=["hook_embed"], names_filter=["hook_embed"])
