@@ -153,6 +153,7 @@ BLOCKS = {  # name: the text between a block's marks, from the results
 FORMATS = {  # a number mark's `:FORMAT`: how its value is written
     "pct": lambda x: f"{x:.1%}",
     "pct0": lambda x: f"{x:.0%}",
+    "pctn": lambda x: f"{100 * x:.1f}",  # a share as a percentage without its sign
     "f1": lambda x: f"{x:.1f}",
     "f2": lambda x: f"{x:.2f}",
     "f3": lambda x: f"{x:.3f}",
