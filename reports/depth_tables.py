@@ -43,7 +43,7 @@ and the top tokens for the first of them, “{html.escape(lens_example_text(ex))
 
 def patching_section(patching):
     """The patching heatmaps: each head's output, the residual stream by role, and each MLP's
-    output by role (results saved before MLPs were patched have no such table); "" without."""
+    output by role; "" without."""
     if not patching:
         return ""
     heads = patching["heads"]
@@ -67,15 +67,13 @@ def patching_section(patching):
         for point, row in zip(patching["points"], patching["stream"])
     )
     stream_top = "".join(f"<th>{html.escape(c)}</th>" for c in patching["columns"])
-    mlp_table = ""
-    if "mlps" in patching:
-        mlp_rows = "".join(
-            f"<tr><th>block {l}</th>"
-            + "".join(_tinted(recovered_text(c), c["recovered"]) for c in row)
-            + "</tr>"
-            for l, row in enumerate(patching["mlps"])
-        )
-        mlp_table = f"""
+    mlp_rows = "".join(
+        f"<tr><th>block {l}</th>"
+        + "".join(_tinted(recovered_text(c), c["recovered"]) for c in row)
+        + "</tr>"
+        for l, row in enumerate(patching["mlps"])
+    )
+    mlp_table = f"""
 <div class="scroll"><table><caption>Each MLP's output, by place in the sentence</caption>
 <tr><th></th>{stream_top}</tr>{mlp_rows}</table></div>"""
     return f"""<section class="patching"><h2>What carries the antecedent to the pronoun?</h2>

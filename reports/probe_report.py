@@ -24,10 +24,7 @@ NOTE_WORDS = 3  # query words quoted in the note about non-pronouns
 
 
 def query_word_notes(result: dict) -> list[str]:
-    """The note on query words that are not pronouns, if some are (run_probe's query_words;
-    results saved before it carry their notes as sentences)."""
-    if "query_words" not in result:
-        return result.get("notes", [])
+    """The note on query words that are not pronouns, if some are (run_probe's query_words)."""
     q = result["query_words"]
     if not q["not_pronouns"]:
         return []
@@ -59,11 +56,11 @@ def format_report(result: dict, top: int = 5) -> str:
     """A plain-text report of run_probe's result: table, ranking, baselines, p-value, caveats."""
     same = result["selection"] == "same data"
     dev, test = ONE_SET * 2 if same else ("dev", "test")  # the keys of the per-split values
-    test_name = result.get("test_set", "test")  # results saved before sets had names: "test"
+    test_name = result["test_set"]
     score = "cand@1" if same else f"{test_name} cand@1"
     heads, b, best = result["heads"], result["baselines"], result["best_head"]
     n_head = max(h["head"] for h in heads) + 1
-    where = QUERY_WORDS[result.get("query", "pronoun")]  # results saved before --query: pronoun
+    where = QUERY_WORDS[result["query"]]
     lines = [f"Pronoun probe: read at {where}, does a head's attention pick its antecedent?"]
     lines += _count_lines(result, same, test_name)
     lines += [f"Note: {note}." for note in query_word_notes(result)]
@@ -108,7 +105,7 @@ def format_report(result: dict, top: int = 5) -> str:
             "Note: the head and the position rule were chosen on dev and are reported "
             f"on {test_name}; choosing them there would inflate the numbers."
         )
-    kinds = result.get("decided_by", {})  # older results lack it
+    kinds = result["decided_by"]
     lines += _by_deciding_lines(kinds, best, score, same, test)
     return "\n".join(lines + ["", PUBLISHED])
 

@@ -76,7 +76,7 @@ def _counts(result, name, same):
 def probe_result_tables(result):
     """(intro sentence, tables) of one run_probe result."""
     same = result["selection"] == "same data"
-    name = result.get("test_set", "test")  # results saved before sets had names: "test"
+    name = result["test_set"]
     chosen = (
         "chosen and scored on the same examples (optimistic; the p-value pays for the choice)"
         if same

@@ -171,15 +171,14 @@ def format_patching(result: dict) -> str:
         f"  {point:<10}" + "".join(f"{recovered_text(c):>21}" for c in row)
         for point, row in zip(result["points"], result["stream"])
     ]
-    if "mlps" in result:  # results saved before MLPs were patched have none
-        lines += [
-            "",
-            "each MLP's output patched (rows: the block; columns: where in the sentence):",
-        ]
-        lines += [
-            f"  {'block ' + str(l):<10}" + "".join(f"{recovered_text(c):>21}" for c in row)
-            for l, row in enumerate(result["mlps"])
-        ]
+    lines += [
+        "",
+        "each MLP's output patched (rows: the block; columns: where in the sentence):",
+    ]
+    lines += [
+        f"  {'block ' + str(l):<10}" + "".join(f"{recovered_text(c):>21}" for c in row)
+        for l, row in enumerate(result["mlps"])
+    ]
     lines.append(
         "1 = the clean run's preference for its own continuation is back, 0 = as corrupted. Where "
         "the antecedent's column fades and the pronoun's rises is the block that carries the "

@@ -10,6 +10,10 @@ from storage.atomic import write_atomic
 
 METRICS_FILE = "metrics.jsonl"  # one JSON object per line, each with "step"
 PROBE_FILE = "probe.json"
+# The layout of a saved probe result. A file of another version, or of none (saved before
+# versions), is not read: the result is measured again, never half-read. Raise it with any
+# change of the result's keys that a reader depends on.
+PROBE_FORMAT = 2
 META_FILE = "meta.json"  # the data and the tokenizer's file name
 CONFIG_FILE = "config.yaml"  # the resolved training config
 LOSS_PLOT, PROBE_PLOT = "loss.png", "probe.png"
@@ -50,11 +54,13 @@ def save_probe(run, folder, result):
     nothing for a folder that is not a run folder. ValueError (one line) if it cannot be written."""
     path = probe_path(folder)
     if path is not None:
-        write_atomic(path, json.dumps({**result, "checkpoint": checkpoint_id(run)}) + "\n")
+        saved = {**result, "checkpoint": checkpoint_id(run), "format_version": PROBE_FORMAT}
+        write_atomic(path, json.dumps(saved) + "\n")
 
 
 def saved_probe(run, folder):
-    """The probe result saved in the run folder for this very checkpoint, or None."""
+    """The probe result saved in the run folder for this very checkpoint in this PROBE_FORMAT,
+    or None (then it is measured again)."""
     path = probe_path(folder)
     try:
         saved = json.loads(path.read_text(encoding="utf-8"))
@@ -62,4 +68,6 @@ def saved_probe(run, folder):
         return None
     if not isinstance(saved, dict) or saved.get("checkpoint") != checkpoint_id(run):
         return None  # a probe of an earlier checkpoint: this one may have other heads
+    if saved.get("format_version") != PROBE_FORMAT:
+        return None  # another layout: measured again rather than half-read
     return saved if isinstance(saved.get("best_head"), dict) else None

@@ -18,6 +18,7 @@ from model.checkpoint import NoCheckpoint
 from model.device import generation_threads
 from model.sampling import generate as sample_tokens
 from reports.formatting import signed
+from runs.folder import PROBE_FORMAT
 from runs.loading import load_run
 from tests.helpers import ROOT, error_line, make_run, run_generate, run_main, run_script
 
@@ -439,7 +440,8 @@ def test_html_reuses_the_probe_saved_for_this_checkpoint_and_says_when_it_runs_i
     code, out, err = run_generate("--ckpt", folder, "--probe", "--json", "--permutations", 5)
     assert code == 0 and err == ""
     saved = json.loads((folder / "probe.json").read_text())
-    assert saved == {**json.loads(out), "checkpoint": {"step": 0, "best_val_loss": None}}
+    checkpoint = {"step": 0, "best_val_loss": None}
+    assert saved == {**json.loads(out), "checkpoint": checkpoint, "format_version": PROBE_FORMAT}
     best = saved["best_head"]
 
     code, out, err = run_generate("--ckpt", folder, "--attention", SENTENCE, "--html", page)

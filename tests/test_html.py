@@ -740,6 +740,7 @@ def patching_result(L, H, best):
         ],
         "points": ["embedding"] + [f"block {l}" for l in range(L)],
         "columns": ["antecedent", "between", "pronoun"],
+        "mlps": [[cell(0.37), cell(0.0), cell(-0.12)] for _ in range(L)],
         "clean_ld": 5.3,
         "corrupt_ld": -5.1,
         "n": 297,
@@ -772,18 +773,10 @@ def test_the_patching_and_lens_sections_show_their_numbers():
         **page_args(best_head=(1, 2), lens=lens_result(2), patching=patching_result(2, 4, (0, 2))),
     )
     patching = page[page.index('<section class="patching">') : page.index('<section class="lens">')]
-    assert patching.count("<table>") == 2 and "+0.90 [+0.85, +0.95]" in cells(
-        patching
-    )  # no MLPs saved
-    with_mlps = patching_result(2, 4, (0, 2))
-    with_mlps["mlps"] = [
-        [{"recovered": 0.37}, {"recovered": 0.0}, {"recovered": -0.12}] for _ in range(2)
-    ]
-    page = render_html(
-        SENTENCES, **page_args(best_head=(1, 2), lens=lens_result(2), patching=with_mlps)
-    )
+    assert patching.count("<table>") == 3 and "+0.90 [+0.85, +0.95]" in cells(patching)
     table = page[page.index("Each MLP's output") : page.index('<section class="lens">')]
-    assert "+0.37" in cells(table) and "-0.12" in cells(table) and table.count("block 1") == 1
+    assert "+0.37 [+0.32, +0.42]" in cells(table) and "-0.12 [-0.17, -0.07]" in cells(table)
+    assert table.count("block 1") == 1
     assert "0.00 [-0.05, +0.05]" in cells(patching)  # the stream's zeros, unsigned
     assert patching.count('class="best"') == 1 and "297 sentence pairs" in patching
     lens = page[page.index('<section class="lens">') :]
