@@ -56,7 +56,7 @@ def asset(name):
     return (ASSETS / name).read_text(encoding="utf-8")
 
 
-def _best(best_head):
+def best_pair(best_head: object) -> tuple[int, int] | None:
     """(layer, head) from None, a pair, or the probe's {"layer": .., "head": ..} dict."""
     if best_head is None:
         return None
@@ -86,7 +86,7 @@ def sentence_page(sentence):
     }
 
 
-def _sentence(s, i, best):
+def page_sentence(s: dict, i: int, best: tuple[int, int] | None) -> dict:
     """Validate one sentence dict and turn it into the page's JSON form."""
     try:
         tokens, attention = s["tokens"], s["attention"]
@@ -149,7 +149,7 @@ def _facts(checkpoint, step, val_loss, best_head, decided_by=None):
         # A run stopped before its first evaluation has best_val_loss = inf: nothing to say.
         if math.isfinite(val_loss):
             rows.append(("Best validation loss", f"{val_loss:.4f}"))
-    best = _best(best_head)
+    best = best_pair(best_head)
     if best is not None:
         scores = best_head if isinstance(best_head, dict) else {}
         said = ", ".join(

@@ -14,11 +14,11 @@ from reports.depth_tables import lens_section, patching_section
 from reports.head_tables import heads_section, word_rows
 from reports.html import (
     SCALE,
-    _best,
-    _sentence,
     asset,
+    best_pair,
     maps_section,
     numbers_section,
+    page_sentence,
     run_section,
 )
 from reports.probe_tables import probe_section
@@ -42,13 +42,13 @@ def render_html(sentences: list, probe: dict | None = None, page: Page | None = 
     """The page as a string (see write_html)."""
     probe, page = probe or {}, page or Page()
     best_head = probe.get("best_head")
-    best = _best(best_head)
+    best = best_pair(best_head)
     if not sentences:
         raise ValueError("no sentences to draw; pass at least one")
     data = {
         "scale": SCALE,
         "best": best,
-        "sentences": [_sentence(s, i, best) for i, s in enumerate(sentences)],
+        "sentences": [page_sentence(s, i, best) for i, s in enumerate(sentences)],
     }
     words = [
         word_rows(s, i, (len(c["attention"]), len(c["attention"][0])))
