@@ -26,7 +26,6 @@ Intervals: 95% percentile bootstrap over examples (ratios of means, as analysis/
 none below analysis.probe.MIN_FOR_STATS examples.
 """
 
-import random
 from collections.abc import Callable, Iterable
 from typing import NamedTuple
 
@@ -35,7 +34,7 @@ import torch
 from analysis.bootstrap import interval, resample
 from analysis.edge_measures import attribution, patched_lds, single_lds, twin_runs
 from analysis.edges import Batch, Graph, build_graph, make_batches
-from analysis.patching import NoTwins, make_pair, recovered
+from analysis.patching import recovered, twin_pairs
 from analysis.probe import MIN_FOR_STATS
 from data.pronouns import DECIDED_BY
 from data.tokenizer import Tokenizer
@@ -61,23 +60,12 @@ def trace_circuit(
     """JSON-ready circuit of `examples` (see the module docstring), the whole set's at the top
     level and each kind's under "by_kind". min_gap None searches a circuit whatever the gap
     (for timing a model that has none). NoTwins where no example has a twin."""
-    rng = random.Random(seed)
-    made = [
-        (make_pair(tokenizer, ex, model.config.block_size, rng), ex.decided_by) for ex in examples
-    ]
-    made = [(p, kind) for p, kind in made if p is not None]
-    if not made:
-        kind = getattr(tokenizer, "kind", "")
-        raise NoTwins(
-            kind,
-            f"no example has a corrupted twin under this model's {kind} "
-            "tokenizer (an antecedent from the lexicon, a same-kind noun of its token "
-            "length, and another continuation); the circuit needs some",
-        )
+    pairs, kept = twin_pairs(tokenizer, examples, model.config.block_size, seed, "the circuit")
+    kinds = [ex.decided_by for ex in kept]
     result = circuit_of_pairs(
-        model, *zip(*made), seed=seed, resamples=resamples, checked=checked, min_gap=min_gap
+        model, pairs, kinds, seed=seed, resamples=resamples, checked=checked, min_gap=min_gap
     )
-    result["skipped"] = len(examples) - len(made)
+    result["skipped"] = len(examples) - len(pairs)
     return result
 
 

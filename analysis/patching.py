@@ -40,6 +40,7 @@ from analysis.probe import MIN_FOR_STATS
 from analysis.words import encode_item
 from data.pronouns import Example
 from data.pronouns.lexicon import lexicon
+from data.tokenizer import Tokenizer
 from model.hooks import hooks, per_layer, run_with_cache
 
 COLUMNS = ("antecedent", "between", "pronoun")
@@ -203,29 +204,38 @@ def recovered(patched, clean, corrupt):
     return (patched.mean(-1) - corrupt.mean(-1)) / (clean.mean(-1) - corrupt.mean(-1))
 
 
+def twin_pairs(
+    tokenizer: Tokenizer, examples: list[Example], block_size: int, seed: int, needed_by: str
+) -> tuple[list[Pair], list[Example]]:
+    """Each example's corrupted twin as a Pair (make_pair, one seeded draw for the set), and the
+    examples that gave one; NoTwins, saying what `needed_by` needs, where none does."""
+    rng = random.Random(seed)
+    made = [(make_pair(tokenizer, ex, block_size, rng), ex) for ex in examples]
+    made = [(pair, ex) for pair, ex in made if pair is not None]
+    if made:
+        pairs, kept = zip(*made)
+        return list(pairs), list(kept)
+    kind = getattr(tokenizer, "kind", "")
+    if kind == "char":  # every doing's first token is its space
+        raise NoTwins(
+            kind,
+            "no example has a corrupted twin under this model's char "
+            "tokenizer: each continuation's first token is a space, the same for "
+            f"every noun; {needed_by} needs a tokenizer with word tokens (bpe, gpt2)",
+        )
+    raise NoTwins(
+        kind,
+        f"no example has a corrupted twin under this model's {kind} tokenizer "
+        "(an antecedent from the lexicon, a same-kind noun of its token length, "
+        f"and another continuation); {needed_by} needs some",
+    )
+
+
 def activation_patching(model, tokenizer, examples, seed=0, resamples=1000) -> dict:
     """JSON-ready: heads [layer][head], stream [point][column] and mlps [layer][column]
     recovered fractions with "_ci" intervals beside them (none below MIN_FOR_STATS pairs),
     points and columns named, the clean and corrupt mean logit differences, and n, skipped."""
-    rng = random.Random(seed)
-    pairs = [
-        p for p in (make_pair(tokenizer, ex, model.config.block_size, rng) for ex in examples) if p
-    ]
-    if not pairs:
-        kind = getattr(tokenizer, "kind", "")
-        if kind == "char":  # every doing's first token is its space
-            raise NoTwins(
-                kind,
-                "no example has a corrupted twin under this model's char "
-                "tokenizer: each continuation's first token is a space, the same for "
-                "every noun; patching needs a tokenizer with word tokens (bpe, gpt2)",
-            )
-        raise NoTwins(
-            kind,
-            f"no example has a corrupted twin under this model's {kind} tokenizer "
-            "(an antecedent from the lexicon, a same-kind noun of its token length, "
-            "and another continuation); activation patching needs some",
-        )
+    pairs, _ = twin_pairs(tokenizer, examples, model.config.block_size, seed, "activation patching")
     return patching_of_pairs(model, pairs, seed, resamples, skipped=len(examples) - len(pairs))
 
 

@@ -12,7 +12,6 @@ by a BPE of the built-in sentences (1024 tokens; a model's larger vocabulary onl
 unembedding, which the GPT-2 shape keeps at 50257)."""
 
 import argparse
-import random
 import resource
 import time
 
@@ -27,12 +26,11 @@ def _rss_mb():
 
 def identity_pairs(model, tokenizer, examples: list, seed: int = 0) -> tuple[list, list]:
     """The identity circuit's (pairs, kinds), as trace_circuit makes them: each example with
-    its antecedent swapped for a same-kind noun (analysis.patching.make_pair), where it has one."""
-    from analysis.patching import make_pair
+    its antecedent swapped for a same-kind noun (analysis.patching.twin_pairs), where it has one."""
+    from analysis.patching import twin_pairs
 
-    rng = random.Random(seed)
-    made = [(make_pair(tokenizer, ex, model.config.block_size, rng), ex) for ex in examples]
-    return [p for p, _ in made if p], [ex.decided_by for p, ex in made if p]
+    pairs, kept = twin_pairs(tokenizer, examples, model.config.block_size, seed, "the circuit")
+    return pairs, [ex.decided_by for ex in kept]
 
 
 def choice_pairs(model, tokenizer, examples: list) -> tuple[list, list]:
