@@ -46,6 +46,7 @@ from analysis.batching import BATCH_SIZE, by_length
 from analysis.bootstrap import means_with_intervals, resample
 from analysis.errors import NothingToMeasure
 from analysis.probe import MIN_FOR_STATS, candidate_scores, position_rules, random_rate, winners
+from analysis.results import AnswerResult, AnswerRow
 from analysis.words import encode_item, model_window, token_spans
 from data.pronouns import DECIDED_BY, Example
 from data.tokenizer import Tokenizer
@@ -193,7 +194,7 @@ def _rate(hits):
     return hits.sum().item() / hits.numel()  # exact counts, not a float32 mean
 
 
-def _row(hits, agree, no_answer, scores, keep, resamples, seed):
+def _row(hits, agree, no_answer, scores, keep, resamples, seed) -> AnswerRow:
     """One line of model_answer's result: the items where the (N,) bool `keep` holds."""
     rules = position_rules(scores)
     n = int(keep.sum())
@@ -225,21 +226,11 @@ def model_answer(
     query: str = "pronoun",
     seed: int = 0,
     resamples: int = 1000,
-) -> dict:
+) -> AnswerResult:
     """Both methods' answers (see the module docstring) on labelled examples, beside the head
-    `head` (layer, index; e.g. the probe's best) read at `query` (analysis.words.QUERY_POSITIONS).
-    Returns a JSON-ready dict:
-      methods     METHODS, in the order the rows give them
-      head        {layer, head}
-      all         the whole set: {examples, cand_at_1, agreement, no_answer, baselines} and, on at
-                  least MIN_FOR_STATS items, cand_at_1_ci and agreement_ci; cand_at_1 {method,
-                  "head": cand@1}, agreement {method: share of items where the method's answer
-                  is the head's pick}, no_answer {method: items with no answer}, baselines
-                  {random, first, nearest} as the probe's, _ci {name: [lo, hi]}
-      decided_by  {kind: the same for the items of that kind} for each kind the items name
-      n, skipped  examples used; examples the tokenizer cannot encode with a substitution
-      seed, resamples   of the bootstrap
-    ValueError when no example can be read."""
+    `head` (layer, index; e.g. the probe's best) read at `query` (analysis.words.QUERY_POSITIONS),
+    each key documented at analysis.results.AnswerResult. NothingToMeasure when no example can
+    be read."""
     picks, kept = answers(model, tokenizer, examples)
     scores = candidate_scores(model, tokenizer, kept, query)  # every kept example encodes
     layer, index = head

@@ -6,6 +6,7 @@ resamples (`draws`), so two measures' intervals come from the same replicated se
 
 import torch
 
+Interval = list[float]  # [lo, hi] of one measure, as a result carries it (analysis/results.py)
 LEVELS = (0.025, 0.975)  # the 95% percentile interval
 # Resamples gathered at once: R x N values of a probe file's 50,000 examples would be 400 MB
 # for each measure; 64 rows at a time are 26 MB, with the same means.
@@ -17,7 +18,7 @@ def resample(n: int, resamples: int, seed: int) -> torch.Tensor:
     return torch.randint(n, (resamples, n), generator=torch.Generator().manual_seed(seed))
 
 
-def interval(resampled: torch.Tensor) -> list[float]:
+def interval(resampled: torch.Tensor) -> Interval:
     """[lo, hi]: the 95% percentile interval of one measure's values over the resamples (R,)."""
     lo, hi = torch.quantile(resampled, torch.tensor(LEVELS, dtype=resampled.dtype))
     return [lo.item(), hi.item()]

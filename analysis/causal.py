@@ -29,6 +29,7 @@ Letters: N examples, L layers, H heads, B batch, T tokens, D head size.
 
 import random
 from collections import Counter
+from collections.abc import Callable
 from typing import NamedTuple
 
 import torch
@@ -38,7 +39,11 @@ from analysis.batching import BATCH_SIZE, by_length
 from analysis.bootstrap import means_with_intervals, resample
 from analysis.errors import NothingToMeasure
 from analysis.interventions import block_keys, replace_where
+from analysis.results import CausalResult, CausalStudy
 from analysis.words import encode_item
+from data.pronouns import Example
+from data.tokenizer import Tokenizer
+from model.gpt import GPT
 from model.hooks import hooks, per_layer
 
 MEASURES = ("antecedent", "distractor")  # knockouts, reported for layers and all heads
@@ -114,7 +119,7 @@ def _prefill(model, cases, device):
     return _Batch(idx[:, -1:], target, keys[0].to(device), keys[1].to(device), caches)
 
 
-def knockout_at_query(heads, keys):
+def knockout_at_query(heads: torch.Tensor, keys: torch.Tensor) -> dict[str, Callable]:
     """Hooks for one query position: in the heads marked in `heads` (L, H), the query of batch
     row b may not attend to the keys marked in keys[b] (B, S)."""
     heads = heads.to(keys.device)
@@ -127,7 +132,7 @@ def knockout_at_query(heads, keys):
     }
 
 
-def ablate_at_query(heads, mean):
+def ablate_at_query(heads: torch.Tensor, mean: torch.Tensor) -> dict[str, Callable]:
     """Hooks for one query position: the heads marked in `heads` (L, H) output mean[l, h]
     (L, H, D) there (hook_z is (B, T, H, D))."""
     heads = heads.to(mean.device)
@@ -166,14 +171,18 @@ def _clean_pass(model, chunks, device):
 
 
 @torch.no_grad()
-def causal_tests(model, tokenizer, examples, seed=0, resamples=1000, batch_size=BATCH_SIZE):
+def causal_tests(
+    model: GPT,
+    tokenizer: Tokenizer,
+    examples: list[Example],
+    seed: int = 0,
+    resamples: int = 1000,
+    batch_size: int = BATCH_SIZE,
+) -> CausalResult:
     """Knockout and ablation at the pronoun for labelled examples (data.pronouns.Example); see
-    the module docstring. Returns a JSON-ready dict, every delta in nats (intervened - clean):
-      all_heads  {antecedent, distractor, antecedent_ci, distractor_ci}: all heads knocked out
-      layers     one such dict per layer: that layer's heads together
-      heads      [layer][head] {antecedent, distractor, ablation, and their _ci}: one head alone
-      n, skipped examples used and skipped; clean_loss their mean next-token loss; seed, resamples
-    Every interval is the 2.5th..97.5th percentile of `resamples` bootstrap means."""
+    the module docstring and, for each key, analysis.results.CausalResult. Every delta is in
+    nats (intervened - clean), every interval the 2.5th..97.5th percentile of `resamples`
+    bootstrap means."""
     cfg = model.config
     L, H = cfg.n_layer, cfg.n_head
     cases, why = _cases(tokenizer, examples, cfg.block_size, seed)
@@ -232,7 +241,7 @@ def causal_tests(model, tokenizer, examples, seed=0, resamples=1000, batch_size=
     }
 
 
-def with_best_head(result, layer, head):
+def with_best_head(result: CausalResult, layer: int, head: int) -> CausalStudy:
     """causal_tests' result plus "best_head": {layer, head, antecedent, distractor, ablation}
     (and their _ci) of head (layer, head), e.g. the probe's best head."""
     return {**result, "best_head": {"layer": layer, "head": head, **result["heads"][layer][head]}}

@@ -33,9 +33,18 @@ from analysis.bootstrap import means_with_intervals, resample
 from analysis.choice_metric import choice_metrics, head_inputs
 from analysis.choice_pairs import Choices, choice_pairs
 from analysis.circuit import circuit_of_pairs
+from analysis.circuit_results import (
+    ChoiceCircuit,
+    ChoiceResult,
+    ChoiceSet,
+    CircuitSet,
+    Through,
+    Twins,
+)
 from analysis.errors import NothingToMeasure
 from analysis.patching import patching_of_pairs
 from analysis.probe import MIN_FOR_STATS
+from analysis.results import Study
 from data.pronouns import DECIDED_BY, Example
 from data.tokenizer import Tokenizer
 from model.gpt import GPT
@@ -84,7 +93,7 @@ def deciding(heads: torch.Tensor, clean: torch.Tensor, twin: torch.Tensor) -> di
     return {"right": n, "flip_share": flip_share, "deciding": names}
 
 
-def _through(inputs: torch.Tensor, clean: torch.Tensor, twin: torch.Tensor) -> dict:
+def _through(inputs: torch.Tensor, clean: torch.Tensor, twin: torch.Tensor) -> Through:
     """{q, k, v: the share of the right-both-ways examples whose preference patching that input
     alone flips both ways} for one head's (3, 2, N) patched CMs."""
     right = (clean > 0) & (twin < 0)
@@ -93,7 +102,7 @@ def _through(inputs: torch.Tensor, clean: torch.Tensor, twin: torch.Tensor) -> d
     return dict(zip("qkv", shares))
 
 
-def _circuit(part: dict, prefers: bool) -> dict:
+def _circuit(part: dict, prefers: bool) -> ChoiceCircuit:
     """One set's circuit from circuit_of_pairs, its embedding node renamed; no edges where the
     set shows no preference."""
     keep = ("gap", "gap_ci", "size", "faithfulness", "faithfulness_ci", "agreement")
@@ -115,12 +124,13 @@ def choice_study(
     seed: int = 0,
     resamples: int = 1000,
     patch: bool = False,
-) -> dict:
-    """JSON-ready: the whole set's {n, accuracy, flip, ..., prefers, deciding, circuit} at the top
+) -> ChoiceResult:
+    """The whole set's {n, accuracy, flip, ..., prefers, deciding, circuit} at the top
     level and each kind's under "by_kind", with the twins found and skipped (see the module
     docstring); with `patch`, activation patching (analysis.patching.patching_of_pairs: the
     example's run patched into the twin's) on the whole set under "patching", its first column
-    the changed tokens. NothingToMeasure("choice") where no example has a token-aligned twin."""
+    the changed tokens. Each key is documented at analysis.circuit_results.ChoiceResult.
+    NothingToMeasure("choice") where no example has a token-aligned twin."""
     made = choice_pairs(tokenizer, examples, model.config.block_size)
     if not made.pairs:
         raise NothingToMeasure(
@@ -163,11 +173,11 @@ def choice_study(
     return result
 
 
-def _twins(made: Choices) -> dict:
+def _twins(made: Choices) -> dict[str, Twins]:
     return {"twins": {"found": made.found, "tried": made.tried, "skipped": made.skipped}}
 
 
-def shared_edges(identity: dict, choice: dict) -> list[str]:
+def shared_edges(identity: CircuitSet | dict, choice: ChoiceResult | ChoiceSet) -> list[str]:
     """The edges ("from -> to") in both circuits of one set (identity: analysis/circuit.py's
     result for it, choice: choice_study's)."""
 
@@ -178,7 +188,7 @@ def shared_edges(identity: dict, choice: dict) -> list[str]:
 
 
 def with_shared(
-    result: dict, model: GPT, tokenizer: Tokenizer, examples: list[Example], patch: bool = False
+    result: Study, model: GPT, tokenizer: Tokenizer, examples: list[Example], patch: bool = False
 ) -> None:
     """Put choice_study's result (with `patch`, its patching too) under result["choice"] (or why
     not under "choice_skipped"), each set's edges shared with the identity circuit

@@ -32,6 +32,7 @@ from typing import NamedTuple
 import torch
 
 from analysis.bootstrap import interval, resample
+from analysis.circuit_results import Agreement, CircuitResult, CircuitSet, Edge, PairsCircuit
 from analysis.edge_measures import attribution, patched_lds, single_lds, twin_runs
 from analysis.edges import Batch, Graph, build_graph, make_batches
 from analysis.patching import recovered, twin_pairs
@@ -56,10 +57,11 @@ def trace_circuit(
     resamples: int = 1000,
     checked: int = CHECKED,
     min_gap: float | None = MIN_GAP,
-) -> dict:
-    """JSON-ready circuit of `examples` (see the module docstring), the whole set's at the top
-    level and each kind's under "by_kind". min_gap None searches a circuit whatever the gap
-    (for timing a model that has none). NoTwins where no example has a twin."""
+) -> CircuitResult:
+    """The circuit of `examples` (see the module docstring), the whole set's at the top level
+    and each kind's under "by_kind" (analysis.circuit_results.CircuitResult). min_gap None
+    searches a circuit whatever the gap (for timing a model that has none). NoTwins where no
+    example has a twin."""
     pairs, kept = twin_pairs(tokenizer, examples, model.config.block_size, seed, "the circuit")
     kinds = [ex.decided_by for ex in kept]
     result = circuit_of_pairs(
@@ -78,7 +80,7 @@ def circuit_of_pairs(
     checked: int = CHECKED,
     min_gap: float | None = MIN_GAP,
     faithful: float = FAITHFUL,
-) -> dict:
+) -> PairsCircuit:
     """trace_circuit's result for Pairs of analysis.patching and each one's kind (or None), the
     circuit keeping at least `faithful` of the gap."""
     cfg, device = model.config, next(model.parameters()).device
@@ -143,7 +145,7 @@ def one_set(
     resamples: int,
     min_gap: float | None,
     faithful: float = FAITHFUL,
-) -> dict:
+) -> CircuitSet:
     """The circuit of the examples in batches `chosen`."""
     chosen = set(chosen)
     rows = torch.tensor(sorted(r for i in chosen for r in context.batches[i].rows))
@@ -199,7 +201,7 @@ def _share(lds, clean, corrupt, draws) -> tuple[float, list[float] | None]:
     return 1 - point, None if ci is None else [1 - ci[1], 1 - ci[0]]
 
 
-def _listed(context: Measured, edges, size, rows, draws) -> list[dict]:
+def _listed(context: Measured, edges, size, rows, draws) -> list[Edge]:
     """The JSON rows of `edges` (flat indices, ranked), the first `size` in the circuit."""
     graph, R = context.graph, context.scores.size(2)
     c, z = context.clean[rows], context.corrupt[rows]
@@ -257,7 +259,7 @@ def prune(
     return grid[hi], best
 
 
-def agreement(checks: list[tuple[float, float]]) -> dict:
+def agreement(checks: list[tuple[float, float]]) -> Agreement:
     """How well attribution matches real patching on (eap, patched) pairs of mean effects:
     Spearman's rank correlation, the share of edges whose signs agree, the median ratio."""
     if len(checks) < 2:

@@ -12,20 +12,23 @@ from analysis.errors import NothingToMeasure
 from analysis.lens import logit_lens
 from analysis.patching import NoTwins, activation_patching
 from analysis.probe import run_probe
+from analysis.results import Study
 from analysis.words import encode_item
 from data.pronouns import NATURAL, examples, natural, read_examples
+from data.tokenizer import Tokenizer
+from model.gpt import GPT
 
 
 def study(
-    model,
-    tokenizer,
-    path="",
-    permutations=1000,
-    causal=True,
-    patch=False,
-    circuit=False,
-    query="pronoun",
-):
+    model: GPT,
+    tokenizer: Tokenizer,
+    path: str = "",
+    permutations: int = 1000,
+    causal: bool = True,
+    patch: bool = False,
+    circuit: bool = False,
+    query: str = "pronoun",
+) -> Study:
     """run_probe's result for a user's JSONL file at `path` (one set of examples), for the
     built-in dev and test sets when `path` is empty, or, when `path` is "natural", for the
     natural sentences as the test set with the head chosen on the generated dev set, its

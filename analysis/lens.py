@@ -13,20 +13,27 @@ import torch
 
 from analysis.batching import BATCH_SIZE, by_length
 from analysis.errors import NothingToMeasure
+from analysis.results import LensResult
 from analysis.words import encode_item
+from data.pronouns import Example
+from data.tokenizer import Tokenizer
+from model.gpt import GPT
 from model.hooks import per_layer, run_with_cache
 
 
-def stream_points(n_layer):
+def stream_points(n_layer: int) -> list[str]:
     """The hook points of the residual stream entering each block, and leaving the last."""
     return per_layer("hook_resid_pre", n_layer) + [f"blocks.{n_layer - 1}.hook_resid_post"]
 
 
 @torch.no_grad()
-def logit_lens(model, tokenizer, examples, top=5) -> dict:
-    """JSON-ready: per point, the true next token's mean probability, median rank (1 = the
-    model's first choice) and the share of items where it ranks first; and the `top` tokens at
-    each point for the first item, with their probabilities."""
+def logit_lens(
+    model: GPT, tokenizer: Tokenizer, examples: list[Example], top: int = 5
+) -> LensResult:
+    """Per point, the true next token's mean probability, median rank (1 = the model's first
+    choice) and the share of items where it ranks first; and the `top` tokens at each point for
+    the first item, with their probabilities (analysis.results.LensResult). NothingToMeasure
+    where no example has a token after its pronoun."""
     cfg = model.config
     items = [
         it

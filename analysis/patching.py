@@ -33,6 +33,7 @@ import torch
 
 from analysis.batching import BATCH_SIZE, by_length
 from analysis.bootstrap import interval, resample
+from analysis.circuit_results import Cell, PatchingResult
 from analysis.errors import NothingToMeasure
 from analysis.interventions import replace_where
 from analysis.lens import stream_points
@@ -41,6 +42,7 @@ from analysis.words import encode_item
 from data.pronouns import Example
 from data.pronouns.lexicon import lexicon
 from data.tokenizer import Tokenizer
+from model.gpt import GPT
 from model.hooks import hooks, per_layer, run_with_cache
 
 COLUMNS = ("antecedent", "between", "pronoun")
@@ -84,7 +86,9 @@ class NoTwins(NothingToMeasure):
         self.tokenizer = tokenizer
 
 
-def make_pair(tokenizer, example, block_size, rng):
+def make_pair(
+    tokenizer: Tokenizer, example: Example, block_size: int, rng: random.Random
+) -> Pair | None:
     """The example and a corrupted twin as a Pair, or None (see the module docstring)."""
     clean = encode_item(tokenizer, example, block_size)
     if clean is None or clean.next_id is None or not clean.tokens[clean.antecedent]:
@@ -159,7 +163,7 @@ class Patched(NamedTuple):
 
 
 @torch.no_grad()
-def patch_group(model, pairs, source="clean") -> Patched:
+def patch_group(model: GPT, pairs: list[Pair], source: str = "clean") -> Patched:
     """Every patch of the module docstring, for pairs of one token length. source="corrupt"
     patches the corrupted run into itself (a check: nothing moves)."""
     cfg, device = model.config, next(model.parameters()).device
@@ -198,7 +202,7 @@ def patch_group(model, pairs, source="clean") -> Patched:
     )
 
 
-def recovered(patched, clean, corrupt):
+def recovered(patched: torch.Tensor, clean: torch.Tensor, corrupt: torch.Tensor) -> torch.Tensor:
     """(mean patched - mean corrupt) / (mean clean - mean corrupt), means over the last
     dimension (the examples; a leading dimension holds bootstrap resamples)."""
     return (patched.mean(-1) - corrupt.mean(-1)) / (clean.mean(-1) - corrupt.mean(-1))
@@ -231,15 +235,23 @@ def twin_pairs(
     )
 
 
-def activation_patching(model, tokenizer, examples, seed=0, resamples=1000) -> dict:
-    """JSON-ready: heads [layer][head], stream [point][column] and mlps [layer][column]
-    recovered fractions with "_ci" intervals beside them (none below MIN_FOR_STATS pairs),
-    points and columns named, the clean and corrupt mean logit differences, and n, skipped."""
+def activation_patching(
+    model: GPT,
+    tokenizer: Tokenizer,
+    examples: list[Example],
+    seed: int = 0,
+    resamples: int = 1000,
+) -> PatchingResult:
+    """The recovered fraction of every head's output, the residual stream and each MLP's
+    output, patched one at a time (see the module docstring), each key documented at
+    analysis.circuit_results.PatchingResult. NoTwins where no example has a twin."""
     pairs, _ = twin_pairs(tokenizer, examples, model.config.block_size, seed, "activation patching")
     return patching_of_pairs(model, pairs, seed, resamples, skipped=len(examples) - len(pairs))
 
 
-def patching_of_pairs(model, pairs, seed=0, resamples=1000, skipped=0) -> dict:
+def patching_of_pairs(
+    model: GPT, pairs: list[Pair], seed: int = 0, resamples: int = 1000, skipped: int = 0
+) -> PatchingResult:
     """activation_patching's result for Pairs made elsewhere (a user's own: analysis/user_pairs);
     `skipped`: the examples that gave none."""
     parts = [
@@ -249,7 +261,7 @@ def patching_of_pairs(model, pairs, seed=0, resamples=1000, skipped=0) -> dict:
     clean, corrupt, heads, stream, mlps = (torch.cat(values, -1) for values in zip(*parts))
     draws = resample(len(clean), resamples, seed)
 
-    def cell(values):
+    def cell(values) -> Cell:
         point = recovered(values, clean, corrupt).item()
         if len(clean) < MIN_FOR_STATS:
             return {"recovered": point}

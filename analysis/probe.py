@@ -27,27 +27,7 @@ as windowed (analysis/candidates.py). A query word that is not a pronoun ("the",
 scored all the same, but the result carries a note saying so: a head can then reach 100% or 0%
 for reasons that have nothing to do with coreference.
 
-run_probe's result, a JSON-ready dict (<split>: dev and test, or all for one set):
-  best_head  {layer, head, <split>...}: chosen by dev cand@1, ties to the lowest (layer, head)
-  baselines  {random, first, nearest, position}: each per split; position adds its "rule"
-  decided_by {kind: {examples, best_head, random, kind_best}} for each kind of item the test
-             examples name (data.pronouns.jsonl DECIDED_BY; {} where none do): best_head is
-             the best head's test cand@1 on them; kind_best {layer, head, <split>...} the
-             head best on dev's items of that kind, None where dev has none
-  p_value    the permutation test's p; None (no test run) when fewer than MIN_FOR_STATS
-             examples are scored, and then p_value_reason is "too few examples" and
-             p_value_needs MIN_FOR_STATS
-  permutations, seed, selection
-  heads      one {layer, head, <split>..., mass_antecedent, mass_distractors,
-             mass_first_token} per head, layer-major; masses are means over test items
-  counts     per split: {examples, used, windowed, antecedent_unseen, skipped_unencodable}:
-             windowed items were read in the last block_size tokens up to the pronoun, and
-             of those antecedent_unseen lost their antecedent from that window
-  block_size the model's
-  test_set   the name of the test examples (None for one set)
-  query      the position attention was read from
-  query_words {examples, not_pronouns, words}: the query words that are not pronouns
-             (for those the probe measures where that word looks, not coreference)
+run_probe's result is analysis.results.ProbeResult, each key documented there.
 
 Letters: N examples, L layers, H heads, K candidates.
 """
@@ -60,6 +40,15 @@ from analysis.candidates import (
     position_rules,
     random_rate,
     winners,
+)
+from analysis.results import (
+    Baselines,
+    Counts,
+    HeadRow,
+    HeadScores,
+    KindRow,
+    ProbeResult,
+    QueryWords,
 )
 from checks import positive_int
 from data.pronouns import DECIDED_BY, PRONOUNS, Example
@@ -104,7 +93,7 @@ def _masses(scores: CandidateScores):
     return ante.mean(0), distr.mean(0), scores.first.mean(0)
 
 
-def query_words(examples) -> dict:
+def query_words(examples: list[Example]) -> QueryWords:
     """How many examples' query words are not pronouns (compared case-insensitively), of how
     many, and those words, each once in order: {examples, not_pronouns, words}."""
     words = [ex.text[ex.pronoun[0] : ex.pronoun[1]] for ex in examples]
@@ -112,11 +101,9 @@ def query_words(examples) -> dict:
     return {"examples": len(words), "not_pronouns": len(odd), "words": list(dict.fromkeys(odd))}
 
 
-def head_scores(model, tokenizer, examples) -> dict:
+def head_scores(model: GPT, tokenizer: Tokenizer, examples: list[Example]) -> HeadScores:
     """Every head's cand@1 on one set of examples and the position baselines, with no
-    permutations: what training logs as the head forms (train.probe_interval). JSON-ready:
-    {"heads": L×H list, "best": cand@1 of the best head, "best_head": [layer, head],
-     "baselines": {"random", "first", "nearest"}}."""
+    permutations: what training logs as the head forms (train.probe_interval)."""
     scores = candidate_scores(model, tokenizer, examples)
     hits = (winners(scores) == scores.label[:, None, None]).sum(0)  # (L, H)
     n = len(scores.label)
@@ -140,7 +127,7 @@ def _per_split(splits, dev, test):
     return {ONE_SET[0]: test} if splits == ONE_SET else {"dev": dev, "test": test}
 
 
-def _head_rows(hits_dev, n_dev, hits_test, test_scores, splits):
+def _head_rows(hits_dev, n_dev, hits_test, test_scores, splits) -> list[HeadRow]:
     """run_probe's "heads": each head's cand@1 per split (from (L, H) hit counts) and its mean
     attention masses on the test items."""
     ante, distr, sink = _masses(test_scores)
@@ -160,7 +147,7 @@ def _head_rows(hits_dev, n_dev, hits_test, test_scores, splits):
     ]
 
 
-def _by_deciding(dev_scores, hits_dev, test_scores, hits_test, best, splits):
+def _by_deciding(dev_scores, hits_dev, test_scores, hits_test, best, splits) -> dict[str, KindRow]:
     """run_probe's "decided_by": for each kind the test items name, their count, the best head's
     cand@1 on them, the random baseline, and the head best on dev's items of that kind (None
     where dev has none) with its dev and test cand@1. hits_*: (N, L, H) bool."""
@@ -190,7 +177,7 @@ def _by_deciding(dev_scores, hits_dev, test_scores, hits_test, best, splits):
     return out
 
 
-def _baselines(dev_scores, test_scores, splits):
+def _baselines(dev_scores, test_scores, splits) -> Baselines:
     """run_probe's "baselines": random, first, nearest, and the position rule best on dev, each
     a value per split (_per_split)."""
     rules_dev, rules_test = position_rules(dev_scores), position_rules(test_scores)
@@ -221,7 +208,7 @@ def _permutation_test(w_dev, dev_scores, w_test, test_scores, same, permutations
     return {"p_value": (1 + above) / (1 + permutations), **done}
 
 
-def _counts(examples, scores: CandidateScores) -> dict:
+def _counts(examples, scores: CandidateScores) -> Counts:
     """run_probe's "counts" of one split: its examples, those used, windowed and skipped."""
     return {
         "examples": len(examples),
@@ -241,7 +228,7 @@ def run_probe(
     seed: int = 0,
     test_set: str = "test",
     query: str = "pronoun",
-) -> dict:
+) -> ProbeResult:
     """Score every head on dev and test examples (lists of data.pronouns.Example); `test_set`
     names the test examples in the report ("natural" for the hand-written set); `query` is the
     position attention is read from (analysis.words.QUERY_POSITIONS).
@@ -249,8 +236,7 @@ def run_probe(
     test=None: one set of examples; the head and the position rule are chosen and scored on the
     same data, "selection" says "same data" (else "dev"), and every value given per split
     has the one split "all" in place of "dev" and "test" (the same items under two names would
-    read as a held-out result). Returns the JSON-ready dict the module docstring describes
-    (run_probe's result)."""
+    read as a held-out result)."""
     positive_int("permutations", permutations)
     same = test is None
     splits = ONE_SET if same else ("dev", "test")

@@ -12,6 +12,7 @@ and the two continuations' first tokens, which must differ.
 """
 
 from analysis.circuit import circuit_of_pairs
+from analysis.circuit_results import PairsResult
 from analysis.patching import Pair, patching_of_pairs
 from data.prompt_pairs import TextPair
 
@@ -57,12 +58,13 @@ def pairs_study(
     circuit: bool = True,
     seed: int = 0,
     resamples: int = 1000,
-) -> dict:
-    """JSON-ready: "pairs" (how many), with `patch` activation patching's result under
-    "patching" (analysis.patching), with `circuit` the circuit's under "circuit"
-    (analysis.circuit; no kinds: "by_kind" is empty). ValueError as encode_pairs."""
+) -> PairsResult:
+    """How many pairs ("pairs"), with `patch` activation patching's result under "patching"
+    (analysis.patching), with `circuit` the circuit's under "circuit" (analysis.circuit; no
+    kinds: "by_kind" is empty): analysis.circuit_results.PairsResult. ValueError as
+    encode_pairs."""
     pairs = encode_pairs(tokenizer, text_pairs, model.config.block_size)
-    result: dict = {"pairs": len(pairs)}
+    result: PairsResult = {"pairs": len(pairs)}
     if patch:
         result["patching"] = patching_of_pairs(model, pairs, seed, resamples)
     if circuit:

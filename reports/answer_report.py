@@ -3,6 +3,7 @@ after the probe's report: both methods' cand@1 beside the best head's, the basel
 often each method agrees with the head."""
 
 from analysis.probe import MIN_FOR_STATS
+from analysis.results import AnswerResult
 from reports.probe_report import QUERY_WORDS
 
 # What the model's-answer methods mean, as the report and the page say it.
@@ -23,7 +24,7 @@ def _cand_cell(row, name):
     return text
 
 
-def format_answer(answer: dict, query: str = "pronoun") -> str:
+def format_answer(answer: AnswerResult, query: str = "pronoun") -> str:
     """The model's own answer (analysis/answer.py) as plain text: both methods' cand@1 beside
     the head's, on the whole set and on each kind of item; then the baselines and how often
     each method's answer is the head's pick, on the same items. `query`: where the head was

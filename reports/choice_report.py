@@ -4,7 +4,9 @@ reaches the prediction) and then the choice (analysis/choice.py: which candidate
 twins found, the choice accuracy and flip beside the substitution answer, the deciding heads,
 each set's choice circuit and the edges it shares with the identity circuit."""
 
+from analysis.circuit_results import ChoiceResult
 from analysis.probe import MIN_FOR_STATS
+from analysis.results import AnswerResult, Study
 from reports.circuit_report import format_circuit, with_interval
 from reports.formatting import pct
 
@@ -16,7 +18,7 @@ def _pct(x, ci=None):
 LISTED = 12  # edges listed per set at most
 
 
-def format_circuits(result: dict) -> str:
+def format_circuits(result: Study) -> str:
     """The identity circuit's report (where the result has one) and the choice's."""
     parts = []
     if "circuit" in result:
@@ -47,7 +49,7 @@ def _substitution(answer, kind):
     return None if row is None else row["cand_at_1"]["substitution"]
 
 
-def format_choice(choice: dict, answer: dict | None = None) -> str:
+def format_choice(choice: ChoiceResult, answer: AnswerResult | None = None) -> str:
     """The choice part (choice_study's result), with the substitution answer's cand@1 (the
     study's model_answer, on all the set's items) beside the accuracy where given."""
     from analysis.choice_pairs import SKIPS

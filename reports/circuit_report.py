@@ -2,6 +2,8 @@
 JSON-ready result of analysis/circuit.py: per set (all examples, then each kind), the ranked
 edges with their share of the gap and its interval, then the circuit's faithfulness and size."""
 
+from analysis.circuit_results import CircuitResult
+
 LISTED = 12  # edges listed per set at most (the circuit's first, then the next by |score|)
 AT_LEAST = 5  # edges listed per set even where the circuit is smaller
 
@@ -19,7 +21,7 @@ def _ci(ci):
     return "" if ci is None else f"[{100 * ci[0]:.1f}, {100 * ci[1]:.1f}]"
 
 
-def format_circuit(result: dict) -> str:
+def format_circuit(result: CircuitResult) -> str:
     """The whole set's circuit, then each kind's."""
     lines = [
         "Circuit at the pronoun: the edges that carry the antecedent to the prediction "

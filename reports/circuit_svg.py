@@ -11,6 +11,8 @@ carry the model's preference; orange ones work against it.
 
 from html import escape
 
+from analysis.circuit_results import ChoiceCircuit, CircuitSet
+
 WIDTH, ROW, NODE_W, NODE_H, MARGIN = 640, 80, 104, 26, 24
 LABEL_W = 7  # a label character's width at font-size 12, at most (digits, "%", "q k v")
 PORTS = {"q": -0.3, "k": 0.0, "v": 0.3}  # where on a head's lower side an edge meets it
@@ -34,7 +36,7 @@ def _depth(node):
     return 2 * int(node[1 : node.index("H")]) + 1
 
 
-def circuit_svg(part: dict) -> str:
+def circuit_svg(part: CircuitSet | ChoiceCircuit) -> str:
     """An SVG of `part`'s circuit edges (one set of circuit results: the whole set or a kind);
     a short SVG that says so where the set has no circuit."""
     edges = [e for e in part.get("edges", []) if e.get("in_circuit")]

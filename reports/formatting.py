@@ -1,6 +1,7 @@
 """How the reports and the page write a number: one home for the terminal's text and the HTML
 tables alike, so that both say +0.98 [+0.97, +0.99] or 91.0% the same way."""
 
+from analysis.circuit_results import Cell
 from analysis.probe import MIN_FOR_STATS
 
 
@@ -20,7 +21,7 @@ def with_ci(deltas: dict, name: str, n: int) -> str:
     return f"{signed(deltas[name])} [{signed(lo)}, {signed(hi)}]"
 
 
-def recovered_text(cell: dict) -> str:
+def recovered_text(cell: Cell) -> str:
     """A cell as the report and the page show it: "+0.98 [+0.98, +0.99]", or "+0.98" alone
     where the set was too small for an interval."""
     text = signed(cell["recovered"])

@@ -3,10 +3,12 @@ the report and the page show it."""
 
 import re
 
+from analysis.results import LensExample, LensResult
+
 LENS_EXAMPLE_CHARS = 160  # the logit lens' example sentence, shown whole up to this long
 
 
-def lens_example_text(example: dict, limit: int = LENS_EXAMPLE_CHARS) -> str:
+def lens_example_text(example: LensExample, limit: int = LENS_EXAMPLE_CHARS) -> str:
     """The logit lens' example as the report and the page show it: its text up to the pronoun,
     from the start of the sentence; a longer one from the first sentence start that leaves at
     most `limit` characters (else its last words), after "… "."""
@@ -21,7 +23,7 @@ def lens_example_text(example: dict, limit: int = LENS_EXAMPLE_CHARS) -> str:
     return "… " + text[start:]
 
 
-def format_lens(lens: dict) -> str:
+def format_lens(lens: LensResult) -> str:
     """The logit lens as plain text: one row per point in depth."""
     ex = lens["example"]
     lines = [

@@ -6,6 +6,7 @@ import json
 from dataclasses import dataclass
 from string import Template
 
+from analysis.results import Study
 from reports.causal_tables import causal_section
 from reports.choice_page import choice_section
 from reports.circuit_svg import circuit_section
@@ -38,7 +39,7 @@ class Page:
     records: tuple | list = ()
 
 
-def render_html(sentences: list, probe: dict | None = None, page: Page | None = None) -> str:
+def render_html(sentences: list, probe: Study | None = None, page: Page | None = None) -> str:
     """The page as a string (see write_html)."""
     probe, page = probe or {}, page or Page()
     best_head = probe.get("best_head")
@@ -83,7 +84,7 @@ def render_html(sentences: list, probe: dict | None = None, page: Page | None = 
     )
 
 
-def write_html(path, sentences: list, probe: dict | None = None, page: Page | None = None) -> None:
+def write_html(path, sentences: list, probe: Study | None = None, page: Page | None = None) -> None:
     """Write the page to `path` with storage.atomic.write_atomic: a reader never sees half a
     page, and a path that cannot take it (a folder, a read-only place) is a one-line ValueError.
 
@@ -120,7 +121,7 @@ class Notebook:
         )
 
 
-def attention_view(model, tokenizer, text: str, probe: dict | None = None, **query) -> Notebook:
+def attention_view(model, tokenizer, text: str, probe: Study | None = None, **query) -> Notebook:
     """One sentence's page for a notebook: `attention_view(run.model, run.tokenizer, "The dog
     barked because it was hungry.")`; `query`: sentence_attention's `word` and `query`."""
     from analysis.words import sentence_attention

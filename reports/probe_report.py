@@ -4,6 +4,7 @@ p-value and the caveats. The page's tables (reports/probe_tables.py) say the p-v
 report does."""
 
 from analysis.probe import MIN_FOR_STATS, ONE_SET
+from analysis.results import ProbeResult
 
 PUBLISHED = (
     'Published context (other models and data): Clark et al. 2019, "What Does BERT Look At?": '
@@ -23,7 +24,7 @@ QUERY_WORDS = {
 NOTE_WORDS = 3  # query words quoted in the note about non-pronouns
 
 
-def query_word_notes(result: dict) -> list[str]:
+def query_word_notes(result: ProbeResult) -> list[str]:
     """The note on query words that are not pronouns, if some are (run_probe's query_words)."""
     q = result["query_words"]
     if not q["not_pronouns"]:
@@ -37,7 +38,7 @@ def query_word_notes(result: dict) -> list[str]:
     ]
 
 
-def significance(result: dict) -> str:
+def significance(result: ProbeResult) -> str:
     """The permutation test's sentence, or, on fewer than MIN_FOR_STATS scored examples (where
     the result has no p-value), why there is none."""
     used = list(result["counts"].values())[-1]["used"]  # the examples the head is scored on
@@ -52,7 +53,7 @@ def significance(result: dict) -> str:
     )
 
 
-def format_report(result: dict, top: int = 5) -> str:
+def format_report(result: ProbeResult, top: int = 5) -> str:
     """A plain-text report of run_probe's result: table, ranking, baselines, p-value, caveats."""
     same = result["selection"] == "same data"
     dev, test = ONE_SET * 2 if same else ("dev", "test")  # the keys of the per-split values

@@ -5,7 +5,9 @@ patching's (analysis/patching.py), each from the JSON-ready result its module co
 page's tables (reports/causal_tables.py, reports/depth_tables.py) say a number as these
 reports do, through the helpers here."""
 
+from analysis.circuit_results import NoTwinsSaid, PatchingResult
 from analysis.probe import MIN_FOR_STATS
+from analysis.results import CausalResult, CausalStudy, Study
 from reports.answer_report import format_answer
 from reports.choice_report import format_circuits
 from reports.formatting import recovered_text, signed, with_ci
@@ -18,7 +20,7 @@ READING = (
 )
 
 
-def study_report(result: dict) -> str:
+def study_report(result: Study) -> str:
     """The probe's plain-text report, then the logit lens', the causal tests', activation
     patching's and the circuit's when the result has them."""
     parts = [format_report(result)]
@@ -39,7 +41,7 @@ def study_report(result: dict) -> str:
     return "\n\n".join(parts)
 
 
-def patching_skipped(skipped: dict) -> str:
+def patching_skipped(skipped: NoTwinsSaid) -> str:
     """Why activation patching found nothing to patch, in words (the study's patching_skipped)."""
     kind = skipped.get("tokenizer", "")
     if kind == "char":
@@ -82,7 +84,7 @@ def _grid(heads, name):
     ]
 
 
-def format_causal(result: dict, width: int = 100) -> str:
+def format_causal(result: CausalResult | CausalStudy, width: int = 100) -> str:
     """A plain-text report of causal_tests' result (with_best_head's too): the L x H grid of
     antecedent-knockout deltas with the control beside it (below it when side by side would be
     wider than `width`), the head-ablation grid, and the layer and all-heads rows with CIs."""
@@ -133,7 +135,7 @@ def format_causal(result: dict, width: int = 100) -> str:
     return "\n".join([*lines, "", *READING])
 
 
-def format_patching(result: dict) -> str:
+def format_patching(result: PatchingResult) -> str:
     """The patching results as plain text: the heads' grid, then the stream's map."""
     heads, H = result["heads"], len(result["heads"][0])
     intervals = (

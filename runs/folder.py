@@ -4,22 +4,28 @@ metrics.jsonl, which training writes and the page draws, and probe.json, the pro
 
 import json
 from pathlib import Path
+from typing import TYPE_CHECKING
 
+from analysis.conform import mismatches
+from analysis.results import CheckpointId, SavedStudy, Study
 from model.checkpoint import CKPT_NAME
 from storage.atomic import write_atomic
 
+if TYPE_CHECKING:  # runs/loading.py imports this module
+    from runs.loading import Run
+
 METRICS_FILE = "metrics.jsonl"  # one JSON object per line, each with "step"
 PROBE_FILE = "probe.json"
-# The layout of a saved probe result. A file of another version, or of none (saved before
-# versions), is not read: the result is measured again, never half-read. Raise it with any
-# change of the result's keys that a reader depends on.
+# The layout of a saved probe result (analysis.results.SavedStudy). A file of another version,
+# or of none (saved before versions), is not read: the result is measured again, never
+# half-read. Raise it with any change of the result's types.
 PROBE_FORMAT = 2
 META_FILE = "meta.json"  # the data and the tokenizer's file name
 CONFIG_FILE = "config.yaml"  # the resolved training config
 LOSS_PLOT, PROBE_PLOT = "loss.png", "probe.png"
 
 
-def read_metrics(path):
+def read_metrics(path: str | Path) -> list[dict]:
     """The records of a metrics.jsonl file, a line torn by a kill left out; [] when there is no
     such file (a Hugging Face model has none)."""
     try:
@@ -35,7 +41,7 @@ def read_metrics(path):
     return records
 
 
-def probe_path(folder):
+def probe_path(folder: str | Path | None) -> Path | None:
     """Where the run folder `folder` keeps its probe result; None for a model that is not a
     train.py run folder (a Hugging Face download or a nanoGPT run is not ours to write into)."""
     folder = Path(folder) if folder else None
@@ -43,13 +49,13 @@ def probe_path(folder):
     return folder / PROBE_FILE if ours else None
 
 
-def checkpoint_id(run):
+def checkpoint_id(run: "Run") -> CheckpointId:
     """What tells one checkpoint of a run folder from the next: a saved probe result is this
     checkpoint's only if these match."""
     return {"step": run.ckpt.get("step"), "best_val_loss": run.ckpt.get("best_val_loss")}
 
 
-def save_probe(run, folder, result):
+def save_probe(run: "Run", folder: str | Path | None, result: Study) -> None:
     """Save a probe result of the run loaded from `folder` there, with its checkpoint_id;
     nothing for a folder that is not a run folder. ValueError (one line) if it cannot be written."""
     path = probe_path(folder)
@@ -58,9 +64,9 @@ def save_probe(run, folder, result):
         write_atomic(path, json.dumps(saved) + "\n")
 
 
-def saved_probe(run, folder):
+def saved_probe(run: "Run", folder: str | Path | None) -> SavedStudy | None:
     """The probe result saved in the run folder for this very checkpoint in this PROBE_FORMAT,
-    or None (then it is measured again)."""
+    of its type to the last key, or None (then it is measured again)."""
     path = probe_path(folder)
     try:
         saved = json.loads(path.read_text(encoding="utf-8"))
@@ -70,4 +76,4 @@ def saved_probe(run, folder):
         return None  # a probe of an earlier checkpoint: this one may have other heads
     if saved.get("format_version") != PROBE_FORMAT:
         return None  # another layout: measured again rather than half-read
-    return saved if isinstance(saved.get("best_head"), dict) else None
+    return None if mismatches(saved, SavedStudy) else saved  # e.g. edited by hand

@@ -16,10 +16,10 @@ MAY_IMPORT = {
     "model": {"model", "storage", "checks"},
     "data": {"data", "storage", "checks"},
     "configs": {"configs", "model", "data", "checks"},
-    "runs": {"runs", "model", "data", "storage", "checks"},
     # analysis/ computes (numbers and typed errors), reports/ shows them (terminal and page):
     # the computing side never imports the showing side.
     "analysis": {"analysis", "model", "data", "storage", "checks"},
+    "runs": {"runs", "analysis", "model", "data", "storage", "checks"},  # probe.json's type
     "reports": {"reports", "analysis", "model", "data", "storage", "checks"},
     "training": {
         "training",

@@ -7,6 +7,8 @@ import stat
 
 import pytest
 
+from analysis.conform import mismatches
+from analysis.results import SavedStudy, Study
 from data.pronouns import examples, natural, write_jsonl
 from reports.formatting import signed
 from tests.helpers import make_run, run_generate, run_script
@@ -43,8 +45,10 @@ def test_probe_json_has_the_documented_keys(run_folder):
         examples("test")
     )
     assert all(len(lens[key]) == 3 for key in ("mean_probability", "median_rank", "top1_share"))
+    assert mismatches(result, Study) == []  # and every other key is of its type
     # What --html shows is saved with it.
-    assert json.loads((run_folder / "probe.json").read_text())["causal"] == result["causal"]
+    saved = json.loads((run_folder / "probe.json").read_text())
+    assert saved["causal"] == result["causal"] and mismatches(saved, SavedStudy) == []
 
 
 def test_probe_natural_scores_the_head_chosen_on_dev_on_the_natural_set(run_folder, tmp_path):
@@ -63,6 +67,7 @@ def test_probe_natural_scores_the_head_chosen_on_dev_on_the_natural_set(run_fold
     )
     assert result["counts"]["test"]["examples"] == len(natural()) >= 200
     assert result["best_head"]["dev"] == json.loads(builtin)["best_head"]["dev"]  # chosen on dev
+    assert mismatches(result, Study) == []
     assert_causal_shape(result["causal"], result["best_head"], len(natural()))
     code, report, _ = run_generate(
         "--ckpt", run_folder, "--probe", "natural", "--permutations", "20", "--no-causal"

@@ -346,24 +346,3 @@ def test_load_run_refuses_a_tokenizer_that_does_not_fit_the_model(corpus, tmp_pa
     atomic_save(ckpt, out / "ckpt.pt")
     with pytest.raises(ValueError, match="mixes two runs"):
         load_run(out)
-
-
-def test_a_saved_probe_of_another_format_is_measured_again_not_half_read(tmp_path):
-    from types import SimpleNamespace
-
-    from runs.folder import PROBE_FILE, PROBE_FORMAT, save_probe, saved_probe
-
-    (tmp_path / "ckpt.pt").write_bytes(b"weights")  # what makes a folder a run folder
-    (tmp_path / "meta.json").write_text("{}")
-    run = SimpleNamespace(ckpt={"step": 7, "best_val_loss": 1.5})
-    result = {"best_head": {"layer": 0, "head": 2}, "test_set": "test"}
-    save_probe(run, tmp_path, result)
-    saved = json.loads((tmp_path / PROBE_FILE).read_text())
-    assert saved["format_version"] == PROBE_FORMAT
-    assert saved_probe(run, tmp_path)["best_head"] == result["best_head"]
-    for version in (None, PROBE_FORMAT - 1, PROBE_FORMAT + 1):  # None: saved before versions
-        old = {k: v for k, v in saved.items() if k != "format_version"}
-        if version is not None:
-            old["format_version"] = version
-        (tmp_path / PROBE_FILE).write_text(json.dumps(old))
-        assert saved_probe(run, tmp_path) is None  # the callers measure it again

@@ -12,6 +12,8 @@ import torch
 
 import generate
 from analysis.circuit import circuit_of_pairs
+from analysis.circuit_results import PairsResult
+from analysis.conform import mismatches
 from analysis.patching import activation_patching, make_pair, patching_of_pairs
 from analysis.user_pairs import encode_pairs, pairs_study
 from data.prompt_pairs import TextPair, read_prompt_pairs
@@ -77,7 +79,7 @@ def test_the_twins_written_as_a_users_pairs_give_the_same_patching_and_circuit(s
     assert len(kept) >= 10
     ours = pairs_study(model, tokenizer, [texts[i] for i in kept], resamples=200)
     built_in = [pairs[i] for i in kept]
-    assert ours["pairs"] == len(kept)
+    assert ours["pairs"] == len(kept) and mismatches(ours, PairsResult) == []
     assert ours["patching"] == patching_of_pairs(model, built_in, resamples=200)
     circuit = circuit_of_pairs(model, built_in, [None] * len(kept), resamples=200)
     assert ours["circuit"] == {**circuit, "skipped": 0}

@@ -1,0 +1,197 @@
+"""The types of the results that patch one run into another: activation patching, the circuit,
+the choice and a user's own pairs; a TypedDict per result, each field documented once, here.
+analysis/results.py says why TypedDicts (and how to read `total=False`), and holds the study
+that gathers these with the probe's."""
+
+from typing import TypedDict
+
+from analysis.bootstrap import Interval
+
+# --- activation patching (analysis/patching.py) ------------------------------------------------
+
+
+class _CellInterval(TypedDict, total=False):  # on at least MIN_FOR_STATS pairs
+    recovered_ci: Interval
+
+
+class Cell(_CellInterval):
+    recovered: float  # 0 the corrupted run, 1 the clean one
+
+
+class PatchingResult(TypedDict):
+    """activation_patching's and patching_of_pairs' result."""
+
+    heads: list[list[Cell]]  # [layer][head]: the head's output at the pronoun
+    stream: list[list[Cell]]  # [point][column]: the residual stream
+    mlps: list[list[Cell]]  # [layer][column]: each MLP's output
+    points: list[str]  # "embedding", "block 0", ...
+    columns: list[str]  # analysis.patching.COLUMNS (the choice's first is "changed")
+    clean_ld: float  # mean logit difference, clean
+    corrupt_ld: float  # the same, corrupted
+    n: int
+    skipped: int
+    seed: int
+    resamples: int
+
+
+class NoTwinsSaid(TypedDict):
+    """Why patching or the circuit is missing (analysis.patching.NoTwins)."""
+
+    reason: str
+    tokenizer: str
+
+
+# --- the circuit (analysis/circuit.py) ---------------------------------------------------------
+
+
+class _AgreementValues(TypedDict, total=False):  # on at least two checked edges
+    spearman: float
+    sign_agreement: float
+    median_ratio: float | None  # None: no edge's real effect is nonzero
+
+
+class Agreement(_AgreementValues):
+    """How attribution's scores match real patching on the checked edges."""
+
+    edges: int
+
+
+_EdgeFields = TypedDict(  # "from" is a keyword: the functional form names it
+    "_EdgeFields",
+    {
+        "from": str,  # a node: "embed:antecedent", "L0H2", "MLP0", ...
+        "to": str,  # a node and its input: "L1H0.q", "MLP1", "logits"
+        "eap": float,  # attribution's estimate of LD patched - LD clean
+        "in_circuit": bool,
+        "share": float,  # the share of the gap patching it alone takes away (estimated)
+        "share_ci": Interval | None,
+    },
+)
+
+
+class _EdgePatched(TypedDict, total=False):  # the checked edges, patched for real
+    patched: float  # LD patched - LD clean
+    patched_share: float
+    patched_share_ci: Interval | None
+
+
+class Edge(_EdgeFields, _EdgePatched):
+    pass
+
+
+class _CircuitFound(TypedDict, total=False):  # where the set shows a preference
+    faithfulness_ci: Interval | None
+    agreement: Agreement
+
+
+class CircuitSet(_CircuitFound):
+    """The circuit of one set: the whole set's, or one kind's."""
+
+    n: int
+    clean_ld: float
+    corrupt_ld: float
+    gap: float  # clean - corrupt: the preference to explain
+    gap_ci: Interval | None
+    preference: bool  # the gap is at least min_gap and its interval above 0
+    edges: list[Edge]  # ranked, the circuit's first; [] without a preference
+    faithfulness: float | None  # the share of the gap the circuit keeps
+    size: int | None  # the circuit's edges
+
+
+class PairsCircuit(CircuitSet):
+    """circuit_of_pairs' result."""
+
+    by_kind: dict[str, CircuitSet]
+    n_edges: int  # the graph's
+    threshold: float  # the faithfulness the circuit must reach
+    min_gap: float | None
+    checked: int  # edges patched for real
+    seed: int
+    resamples: int
+
+
+class CircuitResult(PairsCircuit):
+    """trace_circuit's result."""
+
+    skipped: int  # examples with no twin
+
+
+# --- which candidate wins (analysis/choice.py) -------------------------------------------------
+
+
+class ChoiceCircuit(TypedDict):
+    gap: float
+    gap_ci: Interval | None
+    size: int | None
+    faithfulness: float | None
+    faithfulness_ci: Interval | None
+    agreement: Agreement | None
+    drawn: bool  # the set prefers and its twins move CM enough
+    edges: list[Edge]  # [] where not drawn
+
+
+class Through(TypedDict):
+    """The share of the right-both-ways examples whose preference patching one input of a
+    deciding head flips both ways."""
+
+    q: float
+    k: float
+    v: float
+
+
+class _SharedEdges(TypedDict, total=False):  # beside an identity circuit
+    shared_edges: list[str]  # "from -> to", in both circuits
+
+
+class ChoiceSet(_SharedEdges):
+    """One set's choice: the whole set's, or one kind's."""
+
+    n: int
+    accuracy: float  # the share with CM > 0
+    flip: float  # CM > 0 on the example and < 0 on its twin
+    clean_cm: float
+    twin_cm: float
+    accuracy_ci: Interval | None
+    flip_ci: Interval | None
+    clean_cm_ci: Interval | None
+    twin_cm_ci: Interval | None
+    prefers: bool
+    right: int  # examples right both ways
+    flip_share: list[list[float | None]]  # [layer][head]; None: not patched
+    deciding: list[str]  # "L0H2", ...
+    circuit: ChoiceCircuit
+    inputs: dict[str, Through]  # each deciding head's
+
+
+class Twins(TypedDict):
+    found: dict[str, int]  # kind -> pairs made
+    tried: dict[str, int]  # kind -> examples tried
+    skipped: dict[str, int]  # reason -> examples left out
+
+
+class _ChoicePatched(TypedDict, total=False):
+    patching: PatchingResult
+
+
+class ChoiceResult(ChoiceSet, _ChoicePatched):
+    """choice_study's result."""
+
+    by_kind: dict[str, ChoiceSet]
+    twins: Twins
+    threshold: float
+    prefers_from: float
+    decides_from: float
+    n_edges: int
+    seed: int
+    resamples: int
+
+
+class _PairsParts(TypedDict, total=False):
+    patching: PatchingResult
+    circuit: CircuitResult  # no kinds: by_kind is {}
+
+
+class PairsResult(_PairsParts):
+    """pairs_study's result: on a user's own clean/corrupt pairs (analysis/user_pairs.py)."""
+
+    pairs: int

@@ -1,0 +1,254 @@
+"""The types of the study's results: one TypedDict per result, each field documented once, here.
+
+A result is the JSON object `generate.py --probe --json` prints and probe.json keeps, so its type
+is a TypedDict (a dict at run time, read as `result["best_head"]["layer"]` in Python as in the
+JSON) rather than a class that would need its own converter each way. analysis/conform.py checks
+a value against these types: the tests check every function's result, and runs/folder.py a saved
+probe.json before it is read (one that does not conform is measured again, never half-read).
+
+A class with `total=False` holds the keys that only some results have; the class deriving from
+it adds the ones every result has. Per split means a value for "dev" and "test", or for "all"
+alone where the probe reads one set of examples (analysis.probe.ONE_SET). Intervals are
+[lo, hi], the 95% percentile bootstrap interval (analysis/bootstrap.py), None where the set has
+fewer than analysis.probe.MIN_FOR_STATS examples. The results of patching one run into another
+(patching, the circuit, the choice) have theirs in analysis/circuit_results.py.
+"""
+
+from typing import TypedDict
+
+from analysis.bootstrap import Interval
+from analysis.circuit_results import ChoiceResult, CircuitResult, NoTwinsSaid, PatchingResult
+
+# --- the probe (analysis/probe.py) -------------------------------------------------------------
+
+
+class PerSplit(TypedDict, total=False):
+    dev: float
+    test: float
+    all: float
+
+
+class HeadRate(PerSplit):
+    """A head and its cand@1 per split."""
+
+    layer: int
+    head: int
+
+
+class HeadRow(HeadRate):
+    # Mean attention from the query over the test items: on the antecedent's tokens, on every
+    # distractor's together, on token 0 (where a head with nothing to do parks its attention).
+    mass_antecedent: float
+    mass_distractors: float
+    mass_first_token: float
+
+
+class PositionRule(PerSplit):
+    rule: str  # the position rule best on dev: "first", "nearest", "2nd from left", ...
+
+
+class Baselines(TypedDict):
+    random: PerSplit  # a uniformly drawn candidate, in expectation
+    first: PerSplit  # the leftmost candidate
+    nearest: PerSplit  # the closest candidate that ends before the pronoun
+    position: PositionRule
+
+
+class KindRow(TypedDict):
+    """The probe on the test items of one kind (data.pronouns DECIDED_BY)."""
+
+    examples: int
+    best_head: float  # the best head's cand@1 on them
+    random: float
+    kind_best: HeadRate | None  # the head best on dev's items of this kind; None: dev has none
+
+
+class Counts(TypedDict):
+    examples: int
+    used: int
+    windowed: int  # read in the last block_size tokens up to the pronoun
+    antecedent_unseen: int  # of those, the antecedent lost from that window
+    skipped_unencodable: int
+
+
+class QueryWords(TypedDict):
+    """The query words that are not pronouns: there the probe measures where that word looks,
+    not coreference."""
+
+    examples: int
+    not_pronouns: int
+    words: list[str]  # each once, in order
+
+
+class _WhyNoPValue(TypedDict, total=False):
+    p_value_reason: str  # "too few examples"
+    p_value_needs: int  # MIN_FOR_STATS
+
+
+class ProbeResult(_WhyNoPValue):
+    """run_probe's result."""
+
+    best_head: HeadRate  # chosen by dev cand@1, ties to the lowest (layer, head)
+    baselines: Baselines
+    decided_by: dict[str, KindRow]  # {} where the test items name no kind
+    p_value: float | None  # None: fewer than MIN_FOR_STATS examples, no test run
+    permutations: int
+    seed: int
+    selection: str  # "dev", or "same data" where one set is both
+    heads: list[HeadRow]  # every head, layer-major
+    counts: dict[str, Counts]  # per split
+    block_size: int
+    test_set: str | None  # the test examples' name ("test", "natural"); None for one set
+    query: str  # where attention is read from (analysis.words.QUERY_POSITIONS)
+    query_words: QueryWords
+
+
+class PlainBaselines(TypedDict):
+    random: float
+    first: float
+    nearest: float
+
+
+class HeadScores(TypedDict):
+    """head_scores' result: what training logs as the head forms."""
+
+    heads: list[list[float]]  # [layer][head] cand@1
+    best: float
+    best_head: list[int]  # [layer, head]
+    baselines: PlainBaselines
+
+
+# --- the model's own answer (analysis/answer.py) -----------------------------------------------
+
+
+class Head(TypedDict):
+    layer: int
+    head: int
+
+
+class _AnswerIntervals(TypedDict, total=False):  # on at least MIN_FOR_STATS items
+    cand_at_1_ci: dict[str, Interval]
+    agreement_ci: dict[str, Interval]
+
+
+class AnswerRow(_AnswerIntervals):
+    examples: int
+    cand_at_1: dict[str, float]  # each method's, and the head's under "head"
+    agreement: dict[str, float]  # each method's share of items where it answers the head's pick
+    no_answer: dict[str, int]  # each method's items with no answer (a tie)
+    baselines: PlainBaselines  # the probe's, on these items
+
+
+class AnswerResult(TypedDict):
+    """model_answer's result."""
+
+    methods: list[str]  # analysis.answer.METHODS, in the order the rows give them
+    head: Head  # the head beside which the answer is read
+    all: AnswerRow  # the whole set
+    decided_by: dict[str, AnswerRow]  # each kind the items name
+    n: int  # examples used
+    skipped: int  # examples the tokenizer cannot encode with a substitution
+    seed: int
+    resamples: int
+
+
+# --- the causal tests (analysis/causal.py): changes of the next-token loss, in nats ---------
+
+
+class Knockouts(TypedDict):
+    antecedent: float  # the antecedent's tokens hidden from the query
+    distractor: float  # one drawn distractor's, the control
+    antecedent_ci: Interval
+    distractor_ci: Interval
+
+
+class HeadEffects(Knockouts):
+    ablation: float  # the head's output at the query replaced by its mean
+    ablation_ci: Interval
+
+
+class HeadEffectsAt(HeadEffects):
+    layer: int
+    head: int
+
+
+class CausalResult(TypedDict):
+    """causal_tests' result."""
+
+    all_heads: Knockouts  # every head knocked out together
+    layers: list[Knockouts]  # one layer's heads together
+    heads: list[list[HeadEffects]]  # [layer][head]: one head alone
+    n: int
+    skipped: int
+    clean_loss: float  # the mean next-token loss with nothing changed
+    seed: int
+    resamples: int
+
+
+class CausalStudy(CausalResult):
+    """with_best_head's result: causal_tests' with the probe's best head picked out."""
+
+    best_head: HeadEffectsAt
+
+
+# --- the logit lens (analysis/lens.py) ---------------------------------------------------------
+
+
+class LensExample(TypedDict):
+    text: str  # the first item, up to its pronoun
+    next: str  # its true next token
+    top: list[list[tuple[str, float]]]  # per point, the top tokens and their probabilities
+
+
+class LensResult(TypedDict):
+    """logit_lens' result, a value per point (entering each block, leaving the last)."""
+
+    points: list[str]
+    mean_probability: list[float]  # of the true next token
+    median_rank: list[float]  # 1: the model's first choice
+    top1_share: list[float]
+    n: int
+    skipped: int  # items whose text ends at the pronoun
+    example: LensExample
+
+
+class NothingSaid(TypedDict):
+    """Why a part is missing (analysis.errors.NothingToMeasure)."""
+
+    reason: str
+    message: str
+
+
+# --- the study (analysis/coreference.py) and the file that keeps it (runs/folder.py) -----------
+
+
+class _StudyParts(TypedDict, total=False):
+    model_answer: AnswerResult
+    logit_lens: LensResult
+    patching: PatchingResult
+    patching_skipped: NoTwinsSaid
+    circuit: CircuitResult
+    circuit_skipped: NoTwinsSaid
+    choice: ChoiceResult
+    choice_skipped: NothingSaid
+    causal: CausalStudy
+
+
+class Study(ProbeResult, _StudyParts):
+    """study's result: the probe and the parts asked for."""
+
+
+class CheckpointId(TypedDict):
+    step: int | None
+    best_val_loss: float | None
+
+
+class _NaturalKept(TypedDict, total=False):
+    natural: Study  # `--probe natural`'s, kept beside the built-in sets'
+
+
+class SavedStudy(Study, _NaturalKept):
+    """probe.json: the built-in sets' study of one checkpoint."""
+
+    checkpoint: CheckpointId
+    format_version: int
