@@ -170,6 +170,13 @@ def _clean_pass(model, chunks, device):
     return clean, (total / len(clean)).to(outputs.dtype)
 
 
+def _heads_of(L, H, layer, head):
+    """(L, H) bool: every head (layer None), one layer's heads (head None), or one head."""
+    heads = torch.zeros(L, H, dtype=torch.bool)
+    heads[slice(None) if layer is None else layer, slice(None) if head is None else head] = True
+    return heads
+
+
 @torch.no_grad()
 def causal_tests(
     model: GPT,
@@ -199,12 +206,6 @@ def causal_tests(
     clean, mean = _clean_pass(model, chunks, device)
 
     # Pass 2: every intervention, one batch at a time (only one batch's KV caches are held).
-    def heads_of(layer=None, head=None):
-        """(L, H) bool: every head, one layer's heads, or one head."""
-        heads = torch.zeros(L, H, dtype=torch.bool)
-        heads[slice(None) if layer is None else layer, slice(None) if head is None else head] = True
-        return heads
-
     scopes = [
         (None, None),
         *((l, None) for l in range(L)),
@@ -214,7 +215,7 @@ def causal_tests(
     for chunk in chunks:
         batch = _prefill(model, chunk, device)
         for layer, head in scopes:
-            heads = heads_of(layer, head)
+            heads = _heads_of(L, H, layer, head)
             edits = {k: knockout_at_query(heads, getattr(batch, k)) for k in MEASURES}
             if head is not None:  # ablation is measured for single heads
                 edits["ablation"] = ablate_at_query(heads, mean)
