@@ -26,14 +26,15 @@ lint: $(TEST_STAMP)
 
 # pytest exits 5 when it collected no tests: that must fail loudly, never pass. The suite runs on
 # every core (pytest-xdist), a test file per worker: most of its time is real processes starting.
+# The files go out in tests/conftest.py's order, the slowest kinds first (--no-loadscope-reorder).
 test: lint
-	@$(PY) -m pytest -q -n auto --dist loadfile tests; rc=$$?; \
+	@$(PY) -m pytest -q -n auto --dist loadfile --no-loadscope-reorder tests; rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "make test: pytest collected no tests" >&2; exit 1; fi; exit $$rc
 
 # The quick loop while working: everything but the tests marked slow (subprocesses, the real
 # browser, longer trainings); `make test` still runs them all.
 test-fast: $(TEST_STAMP)
-	@$(PY) -m pytest -q -n auto --dist loadfile -m "not slow" tests; rc=$$?; \
+	@$(PY) -m pytest -q -n auto --dist loadfile --no-loadscope-reorder -m "not slow" tests; rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "make test-fast: pytest collected no tests" >&2; exit 1; fi; exit $$rc
 
 # The main job on the built-in corpus, offline: train (or resume), sample, measure attention (the

@@ -2,6 +2,8 @@
 and call (the repository root, running a script, a tiny training config, a tiny run folder) are
 in tests/helpers.py. The repository root is on sys.path through pyproject.toml's pythonpath."""
 
+from collections import Counter
+
 import pytest
 import torch
 
@@ -10,6 +12,17 @@ from model.gpt import GPT, GPTConfig
 # Test models are tiny: one thread is as fast, and several pytest or torchrun processes on a small
 # machine would otherwise fight over the cores.
 torch.set_num_threads(1)
+
+
+def pytest_collection_modifyitems(config, items):
+    """The files with the most tests marked slow (real processes) first, each file's tests in
+    their order: `make test` hands out whole files in this order (--dist loadfile
+    --no-loadscope-reorder), so the last to run are quick ones and neither worker waits long for
+    the other at the end. (xdist's own order, most tests first, left the 7 slow tests of
+    test_restart.py to the end, with the other worker idle.)"""
+    slow = Counter(item.path for item in items if item.get_closest_marker("slow"))
+    items.sort(key=lambda item: -slow[item.path])  # a stable sort: files stay whole
+
 
 TINY_GPT = dict(
     vocab_size=50, block_size=16, n_layer=2, n_head=4, n_embd=32, vocab_multiple=1

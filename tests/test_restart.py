@@ -3,18 +3,20 @@ old run whole until then; a refused run leaves the folder as it found it. Throug
 user runs it."""
 
 import os
+import shutil
 import signal
 import subprocess
+import sys
 import time
 from pathlib import Path
 
 import pytest
 
 from tests.helpers import (
+    ROOT,
     TINY_MODEL,
     error_line,
     run_script,
-    start_training,
     tiny_config,
     write_yaml,
 )
@@ -46,6 +48,22 @@ def tiny_args(corpus, out, *overrides, source=None):
     ]
 
 
+@pytest.fixture(scope="module")
+def trained(corpus, tmp_path_factory):
+    """A run folder train.py trained for tiny_args's 10 steps, made once for this file's tests."""
+    out = tmp_path_factory.mktemp("restart") / "my"
+    r = run_script("train.py", *tiny_args(corpus, out))
+    assert r.returncode == 0, r.stderr
+    return out
+
+
+@pytest.fixture
+def my_run(trained, tmp_path):
+    """`tmp_path / "my"`: a copy of the `trained` run folder (its files, bytes and times), for a
+    test to change."""
+    return Path(shutil.copytree(trained, tmp_path / "my", symlinks=True))
+
+
 def other_text(tmp_path):
     """Another corpus, with characters the fixture's has not: another tokenizer too."""
     path = tmp_path / "other.txt"
@@ -54,10 +72,9 @@ def other_text(tmp_path):
 
 
 def test_a_forced_restart_that_fails_before_its_first_checkpoint_leaves_the_old_run_whole(
-    corpus, tmp_path
+    corpus, my_run, tmp_path
 ):
-    out = tmp_path / "my"
-    assert run_script("train.py", *tiny_args(corpus, out)).returncode == 0
+    out = my_run  # trained once for this file, copied
     before = snapshot(out)
     r = run_script(
         "train.py", *tiny_args(corpus, out, "train.lr=1e6", source=other_text(tmp_path)), "--force"
@@ -95,9 +112,10 @@ def aside_folders(out):
     return [p for p in out.parent.iterdir() if p.name.startswith(f".{out.name}.")]
 
 
-def test_kill_9_or_a_second_run_during_a_forced_restart_never_touch_the_old_run(corpus, tmp_path):
-    out = tmp_path / "my"
-    assert run_script("train.py", *tiny_args(corpus, out)).returncode == 0
+def test_kill_9_or_a_second_run_during_a_forced_restart_never_touch_the_old_run(
+    corpus, my_run, tmp_path
+):
+    out = my_run  # trained once for this file, copied
     before = snapshot(out)
     link = tmp_path / "link"
     link.symlink_to(out, target_is_directory=True)  # out_dir given through a symlink, with a slash
@@ -112,8 +130,8 @@ def test_kill_9_or_a_second_run_during_a_forced_restart_never_touch_the_old_run(
         tmp_path / "c.yaml",
     )
     proc = subprocess.Popen(
-        [*start_training(cfg).args, "--force"],
-        cwd=start_training.__globals__["ROOT"],
+        [sys.executable, "train.py", str(cfg), "--force"],
+        cwd=ROOT,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -150,9 +168,8 @@ def test_kill_9_or_a_second_run_during_a_forced_restart_never_touch_the_old_run(
     assert not aside_folders(out)
 
 
-def test_a_refused_run_leaves_the_folder_as_it_found_it(corpus, tmp_path):
-    out = tmp_path / "my"
-    assert run_script("train.py", *tiny_args(corpus, out)).returncode == 0
+def test_a_refused_run_leaves_the_folder_as_it_found_it(corpus, my_run, tmp_path):
+    out = my_run  # trained once for this file, copied
     before = snapshot(out)
     stat = os.stat(out / ".lock")
     r = run_script(
@@ -213,9 +230,10 @@ runpy.run_path("train.py", run_name="__main__")
 
 
 @pytest.mark.parametrize("renames_done", [1, 2])
-def test_a_swap_killed_between_its_renames_loses_neither_run(corpus, tmp_path, renames_done):
-    out, other = tmp_path / "my", other_text(tmp_path)
-    assert run_script("train.py", *tiny_args(corpus, out)).returncode == 0
+def test_a_swap_killed_between_its_renames_loses_neither_run(
+    corpus, my_run, tmp_path, renames_done
+):
+    out, other = my_run, other_text(tmp_path)
     (out / "notes.txt").write_text("mine")
     killed = run_script(
         "-c", KILLED_MID_SWAP, renames_done, *tiny_args(corpus, out, source=other), "--force"

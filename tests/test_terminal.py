@@ -12,7 +12,7 @@ import termios
 
 import pytest
 
-from tests.helpers import ROOT, tiny_config, write_yaml
+from tests.helpers import ROOT, run_main, tiny_config, write_yaml
 
 ESCAPES = re.compile(r"\x1b\[[\d;?]*[A-Za-z]")
 
@@ -54,14 +54,37 @@ def drawn(text):
     return [ESCAPES.sub("", part) for line in text.split("\n") for part in line.split("\r")]
 
 
+# warmup_iters past max_iters: the run says so in a note longer than 80 columns.
+WARMUP_PAST_THE_END = ["train.max_iters=30", "train.warmup_iters=40", "train.eval_interval=15"]
+
+
+@pytest.fixture(scope="module")
+def piped_note(corpus, tmp_path_factory):
+    """The warmup note of a WARMUP_PAST_THE_END run piped, as one line: the same run's, whatever
+    the width of the terminal the tests below draw it on."""
+    folder = tmp_path_factory.mktemp("piped")
+    cfg = write_yaml(tiny_config(corpus, folder / "p", *WARMUP_PAST_THE_END), folder / "c.yaml")
+    piped = subprocess.run(
+        [sys.executable, "train.py", cfg],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "OMP_NUM_THREADS": "1"},
+    )
+    assert piped.returncode == 0, piped.stderr[-2000:]
+    [note] = [line for line in piped.stdout.splitlines() if "warmup_iters" in line]
+    return note
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("columns", [80, 120])
 def test_training_on_a_terminal_fits_its_width_dropping_bar_fields_and_wrapping_notes(
-    corpus, tmp_path, columns
+    corpus, tmp_path, columns, piped_note
 ):
-    # warmup_iters past max_iters: the run says so in a note longer than 80 columns.
-    overrides = ["train.max_iters=30", "train.warmup_iters=40", "train.eval_interval=15"]
-    cfg = write_yaml(tiny_config(corpus, tmp_path / "run", *overrides), tmp_path / "c.yaml")
+    cfg = write_yaml(
+        tiny_config(corpus, tmp_path / "run", *WARMUP_PAST_THE_END), tmp_path / "c.yaml"
+    )
     code, text = in_terminal(["train.py", cfg], columns)
     assert code == 0, text[-2000:]
     lines = drawn(text)
@@ -75,15 +98,7 @@ def test_training_on_a_terminal_fits_its_width_dropping_bar_fields_and_wrapping_
     else:  # lr goes first, whole
         assert not any("lr " in b for b in fields) and all("loss " in b for b in fields), fields
     # The note, wrapped at spaces: put together, its words are the piped run's, none cut.
-    piped = subprocess.run(
-        [sys.executable, "train.py", cfg, "out_dir=" + str(tmp_path / "p")],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env={**os.environ, "OMP_NUM_THREADS": "1"},
-    )
-    [note] = [line for line in piped.stdout.splitlines() if "warmup_iters" in line]
+    note = piped_note
     assert len(note) > 80
     start = next(i for i, line in enumerate(lines) if line.startswith("note: train.warmup_iters"))
     shown = [lines[start]]
@@ -100,8 +115,8 @@ def test_training_on_a_terminal_fits_its_width_dropping_bar_fields_and_wrapping_
 @pytest.mark.slow
 def test_eval_only_shows_progress_on_a_terminal_and_none_in_a_pipe(corpus, tmp_path):
     cfg = write_yaml(tiny_config(corpus, tmp_path / "run"), tmp_path / "c.yaml")
-    code, _ = in_terminal(["train.py", cfg], 80)
-    assert code == 0
+    trained = run_main("train.py", cfg)  # the run to evaluate, trained in this process
+    assert trained.returncode == 0, trained.stderr
     code, text = in_terminal(["train.py", cfg, "--eval-only"], 80)
     assert code == 0 and "nats/token" in text
     assert re.search(r"val text\.txt: +\d+%\|", text), text[-1000:]
