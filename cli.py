@@ -1,11 +1,14 @@
 """The scripts' argument parser: argparse, but every error is one `error: ...` line on stderr with
 exit code 2 (argparse prints its usage first), and an option we do not have gets what to type
-instead. The ground floor beside checks.py: it imports nothing of the project, and train.py,
-generate.py and bench.py all use it."""
+instead; and Ctrl-C held back while torch starts. The ground floor beside checks.py: it imports
+nothing of the project, and train.py, generate.py and bench.py all use it."""
 
 import argparse
+import contextlib
 import difflib
-from collections.abc import Callable
+import signal
+import threading
+from collections.abc import Callable, Iterator
 
 UNRECOGNIZED = "unrecognized arguments:"
 
@@ -39,3 +42,26 @@ class OneLineErrorParser(argparse.ArgumentParser):
         ours = [o for action in self._actions for o in action.option_strings if o.startswith("--")]
         close = difflib.get_close_matches(name, ours, n=1, cutoff=0.75)
         return f"did you mean {close[0]}?" if close else None
+
+
+@contextlib.contextmanager
+def interrupt_after() -> Iterator[None]:
+    """Hold Ctrl-C (SIGINT) back until the block ends, then raise it as KeyboardInterrupt. For
+    importing torch: an interrupt raised inside its C++ start-up aborts the process ("terminate
+    called after throwing ... KeyboardInterrupt", no exit code 130) where the script would say
+    one line. Nothing changes where SIGINT is not Python's usual handler (ignored, as under
+    nohup) or off the main thread, where no signal arrives."""
+    if (
+        threading.current_thread() is not threading.main_thread()
+        or signal.getsignal(signal.SIGINT) is not signal.default_int_handler
+    ):
+        yield
+        return
+    asked = []
+    signal.signal(signal.SIGINT, lambda signum, frame: asked.append(signum))
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+    if asked:
+        raise KeyboardInterrupt

@@ -12,10 +12,11 @@ python train.py --export-hf DIR                  # out_dir's run as a Hugging Fa
 import argparse
 import contextlib
 import errno
+import importlib
 import os
 import sys
 
-from cli import OneLineErrorParser
+from cli import OneLineErrorParser, interrupt_after
 
 DEFAULT_CONFIG = "configs/default.yaml"  # as --help says it; configs.paths has the file
 
@@ -221,6 +222,8 @@ def quiet_when_reader_leaves():
 
 def main(argv=None):
     try:
+        with interrupt_after():  # Ctrl-C while torch starts: one line, after it has started
+            importlib.import_module("torch")
         from configs.load import describe, load_config
         from configs.paths import DEFAULT_CONFIG as default_file
 

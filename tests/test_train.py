@@ -345,6 +345,21 @@ def test_ctrl_c_during_start_up_is_one_line(corpus, tmp_path):
     assert proc.returncode == 130 and "Traceback" not in stderr, stderr
 
 
+def test_ctrl_c_held_back_while_torch_starts_is_raised_when_it_has():
+    from cli import interrupt_after
+
+    ran = []
+    with pytest.raises(KeyboardInterrupt), interrupt_after():
+        os.kill(os.getpid(), signal.SIGINT)  # a Ctrl-C in the middle of the block
+        time.sleep(0.01)  # where the handler runs, between two bytecodes
+        ran.append("the rest of the block")
+    assert ran == ["the rest of the block"]  # nothing was raised inside it
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    with interrupt_after():
+        ran.append("no Ctrl-C")  # and without one, nothing is raised
+    assert len(ran) == 2
+
+
 def worker_pid(parent, rank):
     """The PID of the torchrun worker of `rank` under the process `parent` (from /proc)."""
     for stat in Path("/proc").glob("[0-9]*/stat"):
