@@ -116,9 +116,10 @@ def run(args):
 
 def work(args, config):
     """What the flags ask of the resolved `config`: prepare, evaluate, export or train."""
+    from lab.run import train  # torch loads only when needed
     from training.evaluate import evaluate_only
-    from training.loop import TrainingStopped, train  # torch loads only when needed
     from training.start import prepare_corpus, pretrained_start
+    from training.stopping import TrainingStopped
 
     if args.prepare_only:
         pretrained = pretrained_start(config)  # fine-tuning prepares with the source's tokenizer

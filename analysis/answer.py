@@ -45,9 +45,10 @@ import torch
 from analysis.batching import BATCH_SIZE, by_length
 from analysis.bootstrap import means_with_intervals, resample
 from analysis.errors import NothingToMeasure
+from analysis.items import encode_item
 from analysis.probe import MIN_FOR_STATS, candidate_scores, position_rules, random_rate, winners
 from analysis.results import AnswerResult, AnswerRow
-from analysis.words import encode_item, model_window, token_spans
+from analysis.words import model_window, token_spans
 from data.pronouns import DECIDED_BY, Example
 from data.tokenizer import Tokenizer
 from model.gpt import GPT

@@ -26,7 +26,7 @@ from typing import NamedTuple
 import torch
 
 from analysis.batching import BATCH_SIZE, by_length
-from analysis.words import encode_item
+from analysis.items import encode_item
 from data.pronouns import Example
 from data.tokenizer import Tokenizer
 from model.gpt import GPT

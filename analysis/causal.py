@@ -39,8 +39,8 @@ from analysis.batching import BATCH_SIZE, by_length
 from analysis.bootstrap import means_with_intervals, resample
 from analysis.errors import NothingToMeasure
 from analysis.interventions import block_keys, replace_where
+from analysis.items import encode_item
 from analysis.results import CausalResult, CausalStudy
-from analysis.words import encode_item
 from data.pronouns import Example
 from data.tokenizer import Tokenizer
 from model.gpt import GPT

@@ -9,11 +9,11 @@ from analysis.causal import causal_tests, with_best_head
 from analysis.choice import with_shared
 from analysis.circuit import trace_circuit
 from analysis.errors import NothingToMeasure
+from analysis.items import encode_item
 from analysis.lens import logit_lens
 from analysis.patching import NoTwins, activation_patching
 from analysis.probe import run_probe
 from analysis.results import Study
-from analysis.words import encode_item
 from data.pronouns import NATURAL, examples, natural, read_examples
 from data.tokenizer import Tokenizer
 from model.gpt import GPT

@@ -13,8 +13,8 @@ import torch
 
 from analysis.batching import BATCH_SIZE, by_length
 from analysis.errors import NothingToMeasure
+from analysis.items import encode_item
 from analysis.results import LensResult
-from analysis.words import encode_item
 from data.pronouns import Example
 from data.tokenizer import Tokenizer
 from model.gpt import GPT

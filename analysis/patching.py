@@ -36,9 +36,9 @@ from analysis.bootstrap import interval, resample
 from analysis.circuit_results import Cell, PatchingResult
 from analysis.errors import NothingToMeasure
 from analysis.interventions import replace_where
+from analysis.items import encode_item
 from analysis.lens import stream_points
 from analysis.probe import MIN_FOR_STATS
-from analysis.words import encode_item
 from data.pronouns import Example
 from data.pronouns.lexicon import lexicon
 from data.tokenizer import Tokenizer

@@ -16,17 +16,17 @@ LOSS_MEMORY_CHILD = """
 import os, sys, torch
 sys.path.insert(0, os.getcwd())
 from model.gpt import GPT, GPTConfig, lm_loss
-from training.runtime import TrainingLoss
 variant = sys.argv[1]
 torch.manual_seed(0)
 raw = GPT(GPTConfig(vocab_size=50257, vocab_multiple=64, block_size=512, n_layer=2, \
 n_head=4, n_embd=256))
-loss_of = TrainingLoss(raw)
+loss_of = lambda x, y: raw(x, y)[1]
 if variant == "compiled model, eager loss":
     compiled = torch.compile(raw)
     loss_of = lambda x, y: lm_loss(compiled(x), y)
 elif variant == "model and loss compiled together":
-    loss_of = torch.compile(loss_of)
+    compiled = torch.compile(raw)
+    loss_of = lambda x, y: compiled(x, y)[1]
 x = torch.randint(0, 50257, (8, 512)); y = torch.randint(0, 50257, (8, 512))
 def step():
     loss_of(x, y).backward()
@@ -47,9 +47,9 @@ def bench_loss_memory(args):
     """The memory one training step takes above what stays resident, on the CPU at GPT-2's
     vocabulary (8 x 512 tokens, 2 x 4 x 256 body, 50,304 padded rows): eager, the model compiled
     with the loss outside the graph (the old path), and the model and its loss compiled together
-    (TrainingLoss, what training compiles now). Each in its own process, the peak resident set
-    (Linux /proc VmHWM, reset after warm-up) minus the resident set before the measured steps;
-    MALLOC_MMAP_THRESHOLD_ makes freed tensors leave the resident set."""
+    (GPT.forward with targets, what training compiles now). Each in its own process, the
+    peak resident set (Linux /proc VmHWM, reset after warm-up) minus the resident set before the
+    measured steps; MALLOC_MMAP_THRESHOLD_ makes freed tensors leave the resident set."""
     if not Path("/proc/self/clear_refs").exists():
         return {"loss memory": "needs Linux (/proc/self/clear_refs)"}
     env = dict(

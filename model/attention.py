@@ -21,7 +21,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from model.hooks import HookPoint
+from model.hook_point import HookPoint
 
 
 def attention(q, k, v, mask=None, scale=None, on_scores=None, on_weights=None):
@@ -109,7 +109,7 @@ def causal_mask(start, T, S, device=None):
 def heads_point(point, x):
     """Pass x (B, H, T, D), as attention holds it, through `point`, which shows (B, T, H, D) as
     TransformerLens does; with nothing hooked, x itself."""
-    if not point.fns:
+    if not point.active:
         return x
     return point(x.transpose(1, 2)).transpose(1, 2)  # (B, H, T, D) <-> (B, T, H, D)
 
@@ -197,7 +197,7 @@ class CausalSelfAttention(nn.Module):
         S = k.size(2)
 
         dropout_p = self.dropout if self.training else 0.0
-        if self.hook_attn_scores.fns or self.hook_pattern.fns:
+        if self.hook_attn_scores.active or self.hook_pattern.active:
             out = self.explicit(q, k, v, causal_mask(start, T, S, q.device), dropout_p)
         elif start == 0:
             out = F.scaled_dot_product_attention(q, k, v, dropout_p=dropout_p, is_causal=True)
@@ -207,7 +207,7 @@ class CausalSelfAttention(nn.Module):
             mask = causal_mask(start, T, S, q.device)
             out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p)
         z = self.hook_z(out.transpose(1, 2))  # (B, H, T, D) -> (B, T, H, D)
-        if self.hook_result.fns:
+        if self.hook_result.active:
             return self.resid_dropout(self.per_head_result(z))
         return self.resid_dropout(self.w_out(z.contiguous().view(B, T, H * D)))  # concat heads
 

@@ -129,12 +129,13 @@ def model_parts(ckpt, path="the checkpoint", fix="give a run folder train.py wro
     return config, weights
 
 
-def build_gpt(config, state_dict, device="cpu"):
-    """GPT(config) in eval mode whose parameters are `state_dict`'s tensors themselves (not
-    copies), built without a random init: the parameters are first made on the meta device
-    (shapes, no memory, no random numbers), then replaced. ValueError if names or shapes differ."""
+def build_gpt(config, state_dict, device="cpu", cls=GPT):
+    """cls(config), a GPT by default, in eval mode whose parameters are `state_dict`'s tensors
+    themselves (not copies), built without a random init: the parameters are first made on the
+    meta device (shapes, no memory, no random numbers), then replaced. ValueError if names or
+    shapes differ."""
     with _ParametersOnMeta():
-        model = GPT(config)
+        model = cls(config)
     try:
         model.load_state_dict(state_dict, assign=True)
     except RuntimeError as e:  # names or shapes that do not fit the config

@@ -16,8 +16,7 @@ import torch.nn.functional as F
 
 from checks import positive_int
 from model.attention import CausalSelfAttention, KVCache
-from model.hooked import HookedMixin
-from model.hooks import HookPoint
+from model.hook_point import HookPoint
 
 
 @dataclass
@@ -117,7 +116,7 @@ def layer_norm(ln, point, x):
     puts hook_normalized; with nothing hooked, ln(x) itself (one fused call). A LayerNorm
     swapped for another module (an nn.Identity, to make the model linear there) has no gain or
     bias to keep apart: the point sees its output."""
-    if not point.fns:
+    if not point.active:
         return ln(x)
     if not isinstance(ln, nn.LayerNorm):
         return point(ln(x))
@@ -163,7 +162,7 @@ class Block(nn.Module):
     def forward(self, x, cache=None):
         x = self.hook_resid_pre(x)
         split = (self.hook_q_input, self.hook_k_input, self.hook_v_input)
-        if any(point.fns for point in split):  # each head its own copy of the stream for q, k, v
+        if any(point.active for point in split):  # each head its own copy of the stream for q, k, v
             copies = x[:, :, None, :].expand(-1, -1, self.attn.n_head, -1)  # (B, T, H, C)
             attn_in = [layer_norm(self.ln_1, self.hook_ln1, point(copies)) for point in split]
         else:
@@ -175,8 +174,9 @@ class Block(nn.Module):
         return self.hook_resid_post(x)
 
 
-class GPT(HookedMixin, nn.Module):
-    """The decoder; TransformerLens's methods (run_with_cache, cfg, ...) come from HookedMixin."""
+class GPT(nn.Module):
+    """The decoder. TransformerLens's calls (run_with_cache, to_tokens, cfg, ...) are a layer
+    above it: model.hooked.HookedGPT, what runs.loading.load_run gives."""
 
     def __init__(self, config):
         super().__init__()
@@ -210,17 +210,16 @@ class GPT(HookedMixin, nn.Module):
             nn.init.normal_(block.attn.w_out.weight, mean=0.0, std=residual_std)
             nn.init.normal_(block.mlp.w_out.weight, mean=0.0, std=residual_std)
 
-    def forward(self, idx, caches=None, return_type="logits"):
-        """idx (B, T) token ids -> logits (B, T, V) for every position: unembed(residual(idx))
-        ((T,) ids or text: see model.hooked, as return_type is).
+    def forward(self, idx, targets=None, caches=None):
+        """idx (B, T) token ids -> logits (B, T, V), the next token's scores at every position;
+        with targets (B, T), the next ids, (logits, loss) with the mean cross-entropy.
 
         `caches` (one KVCache per layer, from `new_caches`) makes idx the continuation of the
-        positions already cached. To see or change what it computes inside, install hooks
-        on its named points (model.hooks).
+        positions already cached (sampling). To see or change what the model computes inside,
+        hook its named points (model.hooks).
         """
-        idx = idx if isinstance(idx, torch.Tensor) and idx.dim() == 2 else self.input_tokens(idx)
         logits = self.unembed(self.residual(idx, caches))
-        return logits if return_type == "logits" else self.returned(logits, idx, return_type)
+        return logits if targets is None else (logits, lm_loss(logits, targets))
 
     def residual(self, idx: torch.Tensor, caches: list | None = None) -> torch.Tensor:
         """idx (B, T) -> the residual stream leaving the last block (B, T, C), which only the
@@ -237,7 +236,7 @@ class GPT(HookedMixin, nn.Module):
         x = self.hook_embed(self.tok_emb(idx))  # (B, T, C)
         if self.pos_emb is not None:
             pos = self.pos_emb(self.positions[start : start + T])  # (T, C)
-            if self.hook_pos_embed.fns:  # TransformerLens's shape: one row per batch row
+            if self.hook_pos_embed.active:  # TransformerLens's shape: one row per batch row
                 pos = self.hook_pos_embed(pos.expand(B, T, -1))  # (B, T, C)
             x = x + pos
         return self.blocks_from(self.drop(x), 0, caches)
@@ -290,6 +289,8 @@ class GPT(HookedMixin, nn.Module):
         return 6 * self.num_params() + 12 * c.n_layer * c.n_embd * T
 
 
-def lm_loss(logits, targets):
-    """Mean cross-entropy of logits (B, T, V) against next-token targets (B, T)."""
-    return F.cross_entropy(logits.reshape(-1, logits.size(-1)), targets.reshape(-1))
+def lm_loss(logits, targets, reduction="mean"):
+    """Cross-entropy of logits (B, T, V) against next-token targets (B, T): the mean, or with
+    reduction="none" each position's loss (B, T). The one next-token loss of the project."""
+    loss = F.cross_entropy(logits.flatten(0, -2), targets.flatten(), reduction=reduction)
+    return loss if reduction != "none" else loss.view(targets.shape)

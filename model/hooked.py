@@ -1,5 +1,8 @@
-"""TransformerLens's calling conventions on our GPT, so that code written for its models runs on
-ours unchanged (GPT inherits HookedMixin):
+"""TransformerLens's calling conventions over our GPT, so that code written for its models runs
+on ours unchanged. HookedGPT is a GPT (the same weights, the same forward) with these calls on
+top; runs.loading.load_run gives one, and the plain GPT of model.gpt knows nothing of them:
+
+    model = load_run("out/default").model      a HookedGPT, its run's tokenizer attached
 
     model.cfg                                  its config names: n_layers, n_heads, d_model, ...
     model.to_tokens(text), to_str_tokens(text) with the tokenizer attached (set_tokenizer)
@@ -18,9 +21,9 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 
 import torch
-import torch.nn.functional as F
 
 from model.cache import ActivationCache
+from model.gpt import GPT, lm_loss
 from model.hooks import NameOrPredicate, hooks, remove_hooks, run_with_cache, select
 from model.keywords import keywords_checked, unknown_keyword
 from model.text import TextMixin
@@ -86,7 +89,7 @@ class HookedMixin(TextMixin):
             return logits if return_type else None
         if idx.size(1) < 2:
             raise ValueError("a loss needs at least two tokens: one to read and one to predict")
-        loss = F.cross_entropy(logits[:, :-1].flatten(0, 1), idx[:, 1:].flatten())
+        loss = lm_loss(logits[:, :-1], idx[:, 1:])
         return (logits, loss) if return_type == "both" else loss
 
     @keywords_checked
@@ -192,7 +195,7 @@ class HookedMixin(TextMixin):
         if len(args) != 1:
             raise TypeError(f"{method}() takes the tokens as its one positional argument")
         method_keys = inspect.signature(getattr(type(self), method)).parameters
-        known = [k for k in inspect.signature(self.forward).parameters if k != "idx"]
+        known = [k for k in inspect.signature(self.forward).parameters if k != "input"]
         for key in kwargs:
             if key not in known and key != "prepend_bos":
                 takes = [*known, "prepend_bos", *method_keys]
@@ -211,3 +214,18 @@ def _on_gradient(fn):
             value.register_hook(lambda grad: fn(grad, point))
 
     return hook
+
+
+class HookedGPT(HookedMixin, GPT):
+    """A GPT that also takes text, TransformerLens's return_type and its calls (the module
+    docstring). Its state dict is a GPT's: either loads the other's weights."""
+
+    def forward(self, input, targets=None, caches=None, return_type="logits"):
+        """GPT's forward on `input`: (B, T) ids, (T,) ids as a batch of one, or text (model.text);
+        return_type "logits", "loss" (the mean next-token loss of the input itself), "both"
+        (logits, loss) or None. With targets, GPT's (logits, loss)."""
+        idx = self.input_tokens(input)
+        if targets is not None:
+            return super().forward(idx, targets, caches)
+        logits = super().forward(idx, caches=caches)
+        return logits if return_type == "logits" else self.returned(logits, idx, return_type)

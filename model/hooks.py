@@ -59,49 +59,7 @@ from contextlib import contextmanager
 import torch
 
 from model.cache import ActivationCache
-
-
-class HookPoint:
-    """One named place in the forward pass. `point(x)` passes x through the hooks installed
-    on it, in order; with none it is x itself. A plain object, not a module: it adds nothing to
-    the state dict and costs one call where nothing is hooked."""
-
-    __slots__ = ("name", "fns")
-
-    def __init__(self, name: str):
-        self.name = name
-        self.fns: list[Callable] = []
-
-    def __call__(self, x: torch.Tensor) -> torch.Tensor:
-        for fn in self.fns:
-            if x.requires_grad and x._base is not None:
-                # A view (q, k, v are slices of one matmul) that autograd forbids editing in
-                # place, as TransformerLens's hooks do (value[:, :, h] = 0): a copy, the same
-                # values and the same graph.
-                x = x.clone()
-            out = fn(x, self)
-            if out is not None:
-                if not isinstance(out, torch.Tensor) or out.shape != x.shape:
-                    raise ValueError(_bad_replacement(self.name, x, out))
-                x = out
-        return x
-
-    def layer(self) -> int:
-        """The block the point is in (blocks.{layer}.*), as TransformerLens's hook.layer()."""
-        if not self.name.startswith("blocks."):
-            raise ValueError(f"{self.name} is in no block: it has no layer")
-        return int(self.name.split(".")[1])
-
-    def __repr__(self):
-        return f"HookPoint({self.name!r}, {len(self.fns)} hooks)"
-
-
-def _bad_replacement(name, x, out):
-    got = f"shape {tuple(out.shape)}" if isinstance(out, torch.Tensor) else type(out).__name__
-    return (
-        f"a hook on {name} returned {got} where the point is {tuple(x.shape)}: return a tensor "
-        "of the same shape, or None to keep the value"
-    )
+from model.hook_point import HookPoint
 
 
 def per_layer(point: str, n_layer: int) -> list[str]:
@@ -112,11 +70,7 @@ def per_layer(point: str, n_layer: int) -> list[str]:
 
 def hook_points(model: torch.nn.Module) -> dict[str, HookPoint]:
     """Every HookPoint of `model` and its submodules, by name, in the order they fire."""
-    points = {}
-    for module in model.modules():
-        for value in vars(module).values():
-            if isinstance(value, HookPoint):
-                points[value.name] = value
+    points = {m.name: m for m in model.modules() if isinstance(m, HookPoint)}
     return dict(sorted(points.items(), key=lambda item: _firing_order(item[0])))
 
 

@@ -16,6 +16,7 @@ token, which is GPT-2's BOS, and is a ValueError for a tokenizer that has none.
 import torch
 
 from model.keywords import keywords_checked
+from model.sampling import generate as sample_tokens
 
 
 def _tokens_of(texts, tokenizer, prepend_bos):
@@ -140,8 +141,6 @@ class TextMixin:
         every row has written the end-of-text token (eos_token_id, else the tokenizer's where
         it has one; a finished row is padded with it). return_type "input" gives text for
         text and ids for ids, "str" or "tokens" one of them. verbose prints nothing here."""
-        from model.sampling import generate  # model.sampling imports model.gpt, which imports us
-
         if return_type not in ("input", "str", "tokens"):
             raise ValueError(f"return_type must be 'input', 'str' or 'tokens', got {return_type!r}")
         if isinstance(input, str) and not input:
@@ -150,7 +149,7 @@ class TextMixin:
         eos = eos_token_id if eos_token_id is not None else getattr(self.tokenizer, "eot_id", None)
         rows, done = [idx], torch.zeros(idx.size(0), dtype=torch.bool, device=idx.device)
         temperature = temperature if do_sample else 0.0
-        for ids in generate(
+        for ids in sample_tokens(
             self, idx, max_new_tokens, temperature, top_k, top_p, None, use_past_kv_cache
         ):
             if stop_at_eos and eos is not None:

@@ -3,16 +3,14 @@ metrics.jsonl, which training writes and the page draws, and probe.json, the pro
 `generate.py --probe` saves for the page of the same checkpoint."""
 
 import json
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from analysis.conform import mismatches
 from analysis.results import CheckpointId, SavedStudy, Study
 from model.checkpoint import CKPT_NAME
+from model.hooked import HookedGPT
 from storage.atomic import write_atomic
-
-if TYPE_CHECKING:  # runs/loading.py imports this module
-    from runs.loading import Run
 
 METRICS_FILE = "metrics.jsonl"  # one JSON object per line, each with "step"
 PROBE_FILE = "probe.json"
@@ -23,6 +21,16 @@ PROBE_FORMAT = 2
 META_FILE = "meta.json"  # the data and the tokenizer's file name
 CONFIG_FILE = "config.yaml"  # the resolved training config
 LOSS_PLOT, PROBE_PLOT = "loss.png", "probe.png"
+
+
+@dataclass
+class Run:
+    """What runs.loading.load_run returns: everything that sampling and the analyses read."""
+
+    model: HookedGPT  # a GPT with TransformerLens's calls on top (model.hooked)
+    tokenizer: object
+    meta: dict
+    ckpt: dict
 
 
 def read_metrics(path: str | Path) -> list[dict]:

@@ -17,7 +17,7 @@ of its meta.pkl, found beside ckpt.pt or given (data/nanogpt_meta.py), or else G
 import hashlib
 import json
 import re
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from pathlib import Path
 
 from data.nanogpt_meta import nanogpt_char_tokenizer
@@ -30,22 +30,11 @@ from model.checkpoint import (
     model_parts,
     not_a_checkpoint_folder,
 )
-from model.gpt import GPT
 from model.gpt2_import import read_gpt2
+from model.hooked import HookedGPT
 from model.nanogpt_import import is_nanogpt, read_nanogpt
-from runs.folder import META_FILE
+from runs.folder import META_FILE, Run
 from storage.hub import WEIGHT_FILES, is_hub_name, model_folder
-
-
-@dataclass
-class Run:
-    """What load_run returns: everything that sampling and the analyses read."""
-
-    model: GPT
-    tokenizer: object
-    meta: dict
-    ckpt: dict
-
 
 NANOGPT_META = "meta.pkl"
 
@@ -63,7 +52,7 @@ def load_run(source, device="cpu", nanogpt_meta=None):
         source, device, vocab_multiple=1, nanogpt_meta=nanogpt_meta
     )
     try:
-        model = build_gpt(config, state_dict, device)
+        model = build_gpt(config, state_dict, device, cls=HookedGPT)
     except ValueError as e:  # tensors that do not fit the shape the checkpoint records
         where = Path(source) / CKPT_NAME if (Path(source) / CKPT_NAME).is_file() else source
         raise ValueError(f"{where}: {e}; give a run folder train.py wrote") from None

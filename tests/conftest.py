@@ -8,6 +8,7 @@ import pytest
 import torch
 
 from model.gpt import GPT, GPTConfig
+from model.hooked import HookedGPT
 
 # Test models are tiny: one thread is as fast, and several pytest or torchrun processes on a small
 # machine would otherwise fight over the cores.
@@ -63,5 +64,17 @@ def tiny_gpt():
     def build(**overrides):
         torch.manual_seed(0)
         return GPT(GPTConfig(**{**TINY_GPT, **overrides}))
+
+    return build
+
+
+@pytest.fixture
+def tiny_hooked_gpt():
+    """tiny_hooked_gpt(**GPTConfig keys): tiny_gpt's model, the same weights, as a HookedGPT
+    (TransformerLens's calls on top, model.hooked)."""
+
+    def build(**overrides):
+        torch.manual_seed(0)
+        return HookedGPT(GPTConfig(**{**TINY_GPT, **overrides}))
 
     return build

@@ -18,11 +18,12 @@ from data.prepare import prepare
 from data.pronouns import write_jsonl
 from data.sources import pronouns_path
 from data.tokenizer import CharTokenizer
+from lab.plots import plot_losses
 from model.checkpoint import atomic_save, load_checkpoint
 from reports.page_writer import write_html
 from storage.atomic import clean_stale_temps, make_temp_folder, write_atomic
 from tests.helpers import ROOT, mount_tmpfs, one_line, read_only_folder
-from training.console import Metrics, plot_losses
+from training.console import Metrics
 
 SENTENCE = {"tokens": ["a", " b"], "attention": torch.full((1, 1, 2, 2), 0.5), "pronoun": None}
 WRITERS = {

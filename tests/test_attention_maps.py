@@ -9,8 +9,8 @@ import torch
 
 import generate
 from analysis.errors import NoQueryWord
+from analysis.items import encode_item
 from analysis.words import (
-    encode_item,
     find_query_span,
     group_tokens,
     model_window,

@@ -204,8 +204,8 @@ def test_a_key_written_twice_in_a_config_file_is_refused(tmp_path):
 @pytest.fixture
 def tiny_run(corpus, tmp_path):
     """A 2-step run of the tiny config in tmp_path/run, and that config as a file."""
+    from lab.run import train
     from tests.helpers import tiny_config, write_yaml
-    from training.loop import train
 
     config = tiny_config(corpus, tmp_path / "run", "train.max_iters=2", "train.eval_interval=2")
     train(config)
@@ -226,8 +226,8 @@ def test_a_resume_keeps_the_modes_a_user_gave_the_files(tiny_run):
 
 
 def test_init_from_into_a_folder_that_holds_another_run_is_refused(corpus, tiny_run, tmp_path):
+    from lab.run import train
     from tests.helpers import tiny_config
-    from training.loop import train
 
     out, cfg = tiny_run
     source = tmp_path / "source"

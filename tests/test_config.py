@@ -13,10 +13,10 @@ import yaml
 
 from configs.load import describe, load_config, to_yaml
 from configs.schema import ConfigError, TrainConfig
+from lab.run import train
 from model.checkpoint import load_checkpoint
 from model.gpt import GPT, GPTConfig
 from tests.helpers import ROOT, error_line, run_main
-from training.loop import train
 
 CONFIGS = sorted((ROOT / "configs").glob("*.yaml"))
 GPT2_VOCAB = 50257

@@ -64,8 +64,8 @@ def test_train_end_to_end_on_the_gpu_with_auto_device_and_compile(tmp_path):
     """What every single-GPU run does at start-up: device auto (a bare CUDA device must get its
     index), dtype auto, torch.compile; then evaluation and the final whole-split loss."""
     from configs.load import load_config
+    from lab.run import train
     from model.checkpoint import load_checkpoint
-    from training.loop import train
     from training.runtime import compile_problem
 
     problem = compile_problem("cuda")

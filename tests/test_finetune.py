@@ -7,10 +7,10 @@ import torch
 
 from data.loader import get_batch
 from data.prepare import prepare
+from lab.run import train
 from model.gpt import lm_loss
 from runs.loading import load_run
 from tests.helpers import tiny_config
-from training.loop import train
 from training.seeds import micro_batch_generator
 
 

@@ -61,8 +61,8 @@ def test_shorthand_resolves_as_transformerlens_resolves_it(key):
 
 
 @torch.no_grad()
-def test_the_cache_takes_full_names_shorthand_and_negative_layers(tiny_gpt):
-    model = tiny_gpt().eval()
+def test_the_cache_takes_full_names_shorthand_and_negative_layers(tiny_hooked_gpt):
+    model = tiny_hooked_gpt().eval()
     logits, cache = model.run_with_cache(IDX)
     assert isinstance(cache, ActivationCache) and isinstance(cache, dict)
     assert cache["pattern", 0] is cache["blocks.0.attn.hook_pattern"]
@@ -82,8 +82,8 @@ def test_the_cache_takes_full_names_shorthand_and_negative_layers(tiny_gpt):
 
 
 @torch.no_grad()
-def test_names_filter_takes_a_name_a_list_a_predicate_or_nothing(tiny_gpt):
-    model = tiny_gpt().eval()
+def test_names_filter_takes_a_name_a_list_a_predicate_or_nothing(tiny_hooked_gpt):
+    model = tiny_hooked_gpt().eval()
     z = "blocks.1.attn.hook_z"
     assert list(model.run_with_cache(IDX, names_filter=z)[1]) == [z]
     assert list(model.run_with_cache(IDX, names_filter=[z, "hook_embed"])[1]) == ["hook_embed", z]
@@ -98,8 +98,8 @@ def test_names_filter_takes_a_name_a_list_a_predicate_or_nothing(tiny_gpt):
 
 
 @torch.no_grad()
-def test_run_with_hooks_zero_ablates_and_every_hook_comes_off(tiny_gpt):
-    model = tiny_gpt().eval()
+def test_run_with_hooks_zero_ablates_and_every_hook_comes_off(tiny_hooked_gpt):
+    model = tiny_hooked_gpt().eval()
     seen = []
 
     def zero_head_1(z, hook):
@@ -122,8 +122,8 @@ def test_run_with_hooks_zero_ablates_and_every_hook_comes_off(tiny_gpt):
     assert no_hooks_left(model) and not torch.equal(twice, ablated)
 
 
-def test_hooks_come_off_on_an_exception_and_stay_only_when_asked(tiny_gpt):
-    model = tiny_gpt().eval()
+def test_hooks_come_off_on_an_exception_and_stay_only_when_asked(tiny_hooked_gpt):
+    model = tiny_hooked_gpt().eval()
 
     def broken(value, hook):
         raise RuntimeError("a broken hook")
@@ -144,8 +144,8 @@ def test_hooks_come_off_on_an_exception_and_stay_only_when_asked(tiny_gpt):
     assert no_hooks_left(model)
 
 
-def test_unknown_keywords_and_names_are_one_line_errors_naming_the_nearest(tiny_gpt):
-    model = tiny_gpt().eval()
+def test_unknown_keywords_and_names_are_one_line_errors_naming_the_nearest(tiny_hooked_gpt):
+    model = tiny_hooked_gpt().eval()
     with pytest.raises(TypeError) as e:
         model.run_with_cache(IDX, names_filer="hook_embed")
     one_line(e, "names_filer", "names_filter")
@@ -167,8 +167,8 @@ def test_unknown_keywords_and_names_are_one_line_errors_naming_the_nearest(tiny_
     assert no_hooks_left(model)
 
 
-def test_cfg_has_transformerlens_names_and_is_read_only(tiny_gpt):
-    model = tiny_gpt()
+def test_cfg_has_transformerlens_names_and_is_read_only(tiny_hooked_gpt):
+    model = tiny_hooked_gpt()
     cfg = model.cfg
     assert (cfg.n_layers, cfg.n_heads, cfg.d_model, cfg.d_head, cfg.d_vocab, cfg.n_ctx) == (
         2,
@@ -187,8 +187,8 @@ def test_cfg_has_transformerlens_names_and_is_read_only(tiny_gpt):
 
 
 @torch.no_grad()
-def test_one_dimensional_tokens_are_a_batch_of_one(tiny_gpt):
-    model = tiny_gpt().eval()
+def test_one_dimensional_tokens_are_a_batch_of_one(tiny_hooked_gpt):
+    model = tiny_hooked_gpt().eval()
     ids = IDX[0]
     logits, cache = run_with_cache(model, ids, ["blocks.0.attn.hook_pattern"])  # issue 45's case
     assert logits.shape == (1, 12, 50) and cache["pattern", 0].shape == (1, 4, 12, 12)
@@ -202,8 +202,8 @@ def test_one_dimensional_tokens_are_a_batch_of_one(tiny_gpt):
 
 
 @torch.no_grad()
-def test_return_type_gives_the_next_token_loss(tiny_gpt):
-    model = tiny_gpt().eval()
+def test_return_type_gives_the_next_token_loss(tiny_hooked_gpt):
+    model = tiny_hooked_gpt().eval()
     logits = model(IDX)
     loss = model(IDX, return_type="loss")
     assert torch.equal(loss, lm_loss(logits[:, :-1], IDX[:, 1:]))
@@ -215,8 +215,8 @@ def test_return_type_gives_the_next_token_loss(tiny_gpt):
     one_line(e, "'logit'", "loss")
 
 
-def test_a_backward_hook_sees_the_gradient_of_its_point(tiny_gpt):
-    model = tiny_gpt().eval()
+def test_a_backward_hook_sees_the_gradient_of_its_point(tiny_hooked_gpt):
+    model = tiny_hooked_gpt().eval()
     name = "blocks.0.hook_resid_post"
     grads = []
     with model.hooks(bwd_hooks=[(name, lambda grad, hook: grads.append(grad))]):
@@ -228,8 +228,8 @@ def test_a_backward_hook_sees_the_gradient_of_its_point(tiny_gpt):
     torch.testing.assert_close(grads[0], expected, atol=1e-7, rtol=0)
 
 
-def test_incl_bwd_caches_each_points_gradient_and_add_hook_keeps_a_hook(tiny_gpt):
-    model = tiny_gpt().eval()
+def test_incl_bwd_caches_each_points_gradient_and_add_hook_keeps_a_hook(tiny_hooked_gpt):
+    model = tiny_hooked_gpt().eval()
     names = ["blocks.0.hook_resid_post", "blocks.1.attn.hook_v"]
     loss, cache = model.run_with_cache(IDX, names_filter=names, incl_bwd=True, return_type="loss")
     assert sorted(cache) == sorted(names + [f"{n}_grad" for n in names]) and no_hooks_left(model)
@@ -310,8 +310,8 @@ def test_generate_continues_text_as_our_sampler_does(run):
     one_line(e, "prompt")
 
 
-def test_a_bare_model_says_how_to_get_a_tokenizer(tiny_gpt):
-    model = tiny_gpt()
+def test_a_bare_model_says_how_to_get_a_tokenizer(tiny_hooked_gpt):
+    model = tiny_hooked_gpt()
     for call in (lambda: model.to_tokens(TEXT), lambda: model.to_str_tokens(IDX[0])):
         with pytest.raises(ValueError) as e:
             call()
@@ -470,10 +470,10 @@ def test_transformerlens_tools_read_our_model_and_cache(run, capsys):
     assert torch.equal(stack, want)
 
 
-def test_the_module_run_with_cache_takes_transformer_lens_names_filter(tiny_gpt):
+def test_the_module_run_with_cache_takes_transformer_lens_names_filter(tiny_hooked_gpt):
     from model.hooks import run_with_cache
 
-    model = tiny_gpt().eval()
+    model = tiny_hooked_gpt().eval()
     idx = torch.zeros(1, 5, dtype=torch.long)
     _, cache = run_with_cache(model, idx, names_filter=lambda n: n.endswith("hook_pattern"))
     assert sorted(cache) == ["blocks.0.attn.hook_pattern", "blocks.1.attn.hook_pattern"]

@@ -21,7 +21,19 @@ MAY_IMPORT = {
     "analysis": {"analysis", "model", "data", "storage", "checks"},
     "runs": {"runs", "analysis", "model", "data", "storage", "checks"},  # probe.json's type
     "reports": {"reports", "analysis", "model", "data", "storage", "checks"},
+    # The core's training loop knows nothing of the lab: what watches it plugs in (lab/).
     "training": {
+        "training",
+        "runs",
+        "configs",
+        "model",
+        "data",
+        "storage",
+        "checks",
+    },
+    # The lab: the training run as train.py runs it, the live probe and the plots.
+    "lab": {
+        "lab",
         "training",
         "reports",
         "analysis",
@@ -59,6 +71,7 @@ MAY_IMPORT = {
     # bench.py and its benchmarks time every floor, generate.py's thread choice included
     "benchmarks": {
         "benchmarks",
+        "lab",
         "generate",
         "generation",
         "training",
@@ -73,6 +86,7 @@ MAY_IMPORT = {
     },
     "bench": {
         "benchmarks",
+        "lab",
         "generate",
         "generation",
         "training",
@@ -121,6 +135,79 @@ def test_layers_only_look_down(path):
     assert imported_floors(path) <= MAY_IMPORT[floor], (
         f"{path} imports {sorted(imported_floors(path) - MAY_IMPORT[floor])}"
     )
+
+
+def module_of(path):
+    """The dotted name of a project module: model/gpt.py is model.gpt, data/__init__.py data."""
+    return path.removesuffix(".py").removesuffix("/__init__").replace("/", ".")
+
+
+def imported_modules(path, modules):
+    """The project's modules that the file imports, anywhere in it: `from a.b import c` is a.b.c
+    where that is a module, else a.b."""
+    found = set()
+    for node in ast.walk(ast.parse((ROOT / path).read_text())):
+        if isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            names = [f"{node.module}.{alias.name}" for alias in node.names] + [node.module]
+        else:
+            continue
+        for name in names:
+            while name and name not in modules:
+                name = name.rpartition(".")[0]
+            if name and name != module_of(path):
+                found.add(name)
+    return found
+
+
+def import_cycles(graph):
+    """Every import circle of `graph` {module: imported modules}, each as a list of modules
+    (Tarjan's strongly connected components of more than one module)."""
+    index, low, stack, on_stack, cycles = {}, {}, [], set(), []
+
+    def visit(v):
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in graph.get(v, ()):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                cycles.append(sorted(component))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return cycles
+
+
+def test_no_module_imports_itself_back():
+    # Across packages and inside one: a circle holds only by the order of its imports (a
+    # delayed import, a type hint), and the reader cannot tell which module comes first.
+    paths = [p for p in project_modules() if not p.startswith("tests/")]
+    modules = {module_of(p): p for p in paths}
+    graph = {m: imported_modules(p, modules) for m, p in modules.items()}
+    # A package's __init__ that re-exports its modules is not a circle with them.
+    for m in graph:
+        graph[m] = {d for d in graph[m] if not m.startswith(d + ".")}
+    assert import_cycles(graph) == []
+
+
+def test_the_circle_check_finds_a_circle():
+    graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}
+    assert import_cycles(graph) == [["a", "b", "c"]]
 
 
 def test_transformer_lens_is_a_reference_of_the_tests_only():

@@ -13,10 +13,10 @@ from configs.schema import ConfigError
 from data.loader import get_batch, get_mixed_batch
 from data.mix import prepare_mix
 from data.mix_spec import MixEntry, parse_mix, source_name
+from lab.live_probe import probe_examples, probe_interval
+from lab.run import train
 from tests.helpers import run_main, tiny_config, torchrun_two, write_yaml
 from training.console import Console
-from training.live_probe import probe_examples, probe_interval
-from training.loop import train
 from training.runtime import Runtime
 
 CPU = Runtime(torch.device("cpu"), torch.float32)

@@ -6,10 +6,10 @@ import pickle
 import pytest
 import torch
 
+from lab.run import train
 from model.gpt import GPT, GPTConfig
 from runs.loading import NoNanogptMeta, load_run
 from tests.helpers import error_line, run_generate, run_main, tiny_config
-from training.loop import train
 
 CHARS = sorted(set("\n !'.,?abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"))
 # Our names -> nanoGPT's (the inverse of model/nanogpt_import.py's table), as its GPT names them.

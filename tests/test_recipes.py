@@ -33,9 +33,9 @@ def model_and_idx(tiny_gpt):
     )
 
 
-def test_the_transformerlens_recipe_caches_patterns_and_zero_ablates_a_head(tiny_gpt):
+def test_the_transformerlens_recipe_caches_patterns_and_zero_ablates_a_head(tiny_hooked_gpt):
     tokenizer = train_tokenizer("char", RUN_TEXT, None)
-    model = tiny_gpt(vocab_size=tokenizer.vocab_size, block_size=64).eval()
+    model = tiny_hooked_gpt(vocab_size=tokenizer.vocab_size, block_size=64).eval()
     model.set_tokenizer(tokenizer)  # as load_run attaches the run's
     scope = run_recipe(RECIPES[0], model, None)
     tokens = scope["tokens"]

@@ -12,8 +12,8 @@ import pytest
 import train as train_script
 from configs.load import load_config
 from configs.paths import PROJECT_ROOT
+from lab.run import train
 from tests.helpers import ROOT, TINY_MODEL, error_line
-from training.loop import train
 
 # The tiny model (tests/helpers.py), 4 steps: seconds.
 TINY = [

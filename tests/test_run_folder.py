@@ -12,12 +12,14 @@ import pytest
 import torch
 
 from configs.schema import TrainConfig
+from lab.run import train
+from model import gpt
 from model.checkpoint import atomic_save, load_checkpoint
 from tests.helpers import run_script, start_training, tiny_config, wait_for_metrics, write_yaml
-from training import loop, runtime
-from training.loop import TrainingStopped, train
+from training import loop
 from training.optim import lr_at
 from training.resume import CannotResume
+from training.stopping import TrainingStopped
 
 
 def snapshot(folder):
@@ -235,7 +237,7 @@ def test_tokens_per_second_leave_out_evaluation_that_falls_between_log_lines(
 
 
 def test_nan_before_any_checkpoint_does_not_claim_one(corpus, tmp_path, monkeypatch):
-    monkeypatch.setattr(runtime, "lm_loss", lambda logits, targets: logits.sum() * float("nan"))
+    monkeypatch.setattr(gpt, "lm_loss", lambda logits, targets: logits.sum() * float("nan"))
     with pytest.raises(
         TrainingStopped, match=rf"no checkpoint.*{re.escape(str(tmp_path / 'run'))}"
     ):

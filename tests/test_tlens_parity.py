@@ -8,11 +8,11 @@ from contextlib import contextmanager
 import pytest
 import torch
 
+from lab.run import train
 from model.hooks import hooks, run_with_cache
 from runs.export import export_hf
 from runs.loading import load_run
 from tests.helpers import tiny_config
-from training.loop import train
 
 SAME = dict(atol=1e-5, rtol=0)  # float32 on both sides
 # The points of one block (blocks.{l}.*), then those around the blocks: all of ours.

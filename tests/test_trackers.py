@@ -8,9 +8,9 @@ import pytest
 
 from configs.load import load_config
 from configs.schema import ConfigError
+from lab.run import train
 from tests.helpers import error_line, run_main, run_script, tiny_config
 from training import trackers
-from training.loop import train
 
 
 def records(out):

@@ -17,6 +17,8 @@ import pytest
 import torch
 
 from configs.schema import TrainConfig
+from lab.run import train
+from model import gpt
 from model.checkpoint import CKPT_NAME, atomic_save, load_checkpoint
 from model.device import cpu_bf16_native
 from model.gpt import ARCHITECTURE_KEYS, GPT, GPTConfig, lm_loss
@@ -29,10 +31,10 @@ from tests.helpers import (
     wait_for_metrics,
     write_yaml,
 )
-from training import loop, runtime
-from training.loop import TrainingStopped, train
+from training import loop
 from training.optim import lr_at
 from training.resume import CannotResume
+from training.stopping import TrainingStopped
 
 
 def test_lr_schedule_warmup_then_cosine():
@@ -216,7 +218,7 @@ def test_a_checkpoint_older_than_the_architecture_options_resumes_as_gpt2(corpus
 def test_non_finite_loss_stops_and_keeps_last_good_checkpoint(corpus, tmp_path, monkeypatch):
     out = tmp_path / "run"
     calls = {"n": 0}
-    real = runtime.lm_loss
+    real = gpt.lm_loss
 
     def failing_after_12_steps(logits, targets):
         calls["n"] += 1
@@ -224,7 +226,7 @@ def test_non_finite_loss_stops_and_keeps_last_good_checkpoint(corpus, tmp_path, 
         # Training calls come one per step; evaluation's (eval_iters x 2) come at step 10.
         return loss * float("nan") if calls["n"] > 12 + 4 else loss
 
-    monkeypatch.setattr(runtime, "lm_loss", failing_after_12_steps)  # TrainingLoss calls it
+    monkeypatch.setattr(gpt, "lm_loss", failing_after_12_steps)  # GPT.forward calls it
     with pytest.raises(TrainingStopped, match=rf"step 10.*{re.escape(str(out))}.*intact"):
         train(tiny_config(corpus, out))
     ckpt = load_checkpoint(out)
@@ -544,17 +546,17 @@ def test_piped_output_is_one_plain_line_per_log_and_eval(corpus, tmp_path):
     assert "val loss" in evals[0] and "tok/s" in evals[0] and lines[-1].startswith("done:")
 
 
-def test_the_training_module_is_the_loss_then_ddp_then_compile(tmp_path, tiny_gpt):
+def test_the_training_module_is_the_model_then_ddp_then_compile(tmp_path, tiny_gpt):
     import torch.distributed as dist
     from torch.nn.parallel import DistributedDataParallel as DDP
 
-    from training.runtime import Runtime, TrainingLoss, training_module
+    from training.runtime import Runtime, training_module
 
     model = tiny_gpt()
     x, y = torch.randint(0, 50, (2, 8)), torch.randint(0, 50, (2, 8))
     plain = training_module(model, Runtime(torch.device("cpu"), torch.float32), compile=False)
-    assert isinstance(plain, TrainingLoss) and plain.model is model
-    assert plain(x, y).item() == pytest.approx(lm_loss(model(x), y).item())
+    assert plain is model
+    assert plain(x, y)[1].item() == pytest.approx(lm_loss(model(x), y).item())
     dist.init_process_group(
         "gloo", init_method=f"file://{tmp_path / 'store'}", rank=0, world_size=1
     )
@@ -564,9 +566,7 @@ def test_the_training_module_is_the_loss_then_ddp_then_compile(tmp_path, tiny_gp
             model, ddp_runtime, compile=True
         )  # compiles lazily: no compiler run
         assert isinstance(wrapped, torch._dynamo.eval_frame.OptimizedModule)
-        assert isinstance(wrapped._orig_mod, DDP) and isinstance(
-            wrapped._orig_mod.module, TrainingLoss
-        )
+        assert isinstance(wrapped._orig_mod, DDP) and wrapped._orig_mod.module is model
     finally:
         dist.destroy_process_group()
 

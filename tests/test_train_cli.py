@@ -5,8 +5,8 @@ import json
 import pytest
 
 import train as train_script
+from lab.run import train
 from tests.helpers import tiny_config, write_yaml
-from training.loop import train
 
 
 def run_cli(capsys, *argv):

@@ -6,10 +6,10 @@ import pytest
 import torch
 
 from data.pronouns import natural
+from lab.live_probe import probe_examples, probe_schedule
+from lab.run import train
 from tests.helpers import tiny_config
 from training.console import Console
-from training.live_probe import probe_examples, probe_schedule
-from training.loop import train
 from training.runtime import Runtime
 
 SENTENCES = [
@@ -167,16 +167,16 @@ def test_both_plots_are_written_at_each_evaluation_and_probe_png_uses_the_pages_
 
 
 def test_loss_png_labels_the_range_where_the_evaluations_sit(monkeypatch, tmp_path):
-    from training import console
+    from lab import plots
 
     drawn = []
-    monkeypatch.setattr(console, "_save", lambda fig, path: drawn.append(fig))
+    monkeypatch.setattr(plots, "_save", lambda fig, path: drawn.append(fig))
     records = [{"step": s, "loss": 4.2 * 0.9 ** (s / 10) + 1.2} for s in range(10, 2010, 10)]
     records += [
         {"step": s, "train_loss": 1.2 + 0.2 * 500 / s, "val_loss": 1.25 + 0.2 * 500 / s}
         for s in (500, 1000, 1500, 2000)
     ]  # 1.30 to 1.45
-    console.plot_losses(records, tmp_path / "loss.png")
+    plots.plot_losses(records, tmp_path / "loss.png")
     (ax,) = drawn[0].axes
     low, high = ax.get_ylim()
     labelled = [t for t in ax.yaxis.get_majorticklocs() if low <= t <= high]
@@ -188,10 +188,10 @@ def test_loss_png_labels_the_range_where_the_evaluations_sit(monkeypatch, tmp_pa
 def test_probe_pngs_legend_lies_inside_the_figure_with_a_margin(monkeypatch, tmp_path):
     """probe.png's legend had three columns, wider than the figure: its right edge was cut
     ("nats/toker") and its first swatch touched the left edge."""
-    from training import console
+    from lab import plots
 
     drawn = []
-    monkeypatch.setattr(console, "_save", lambda fig, path: drawn.append(fig))
+    monkeypatch.setattr(plots, "_save", lambda fig, path: drawn.append(fig))
     records = []
     for i, step in enumerate((2, 20, 200, 1200)):  # as the default run logs them, 2 x 4 heads
         grid = [[0.45 + 0.01 * h for h in range(4)] for _ in range(2)]
@@ -206,7 +206,7 @@ def test_probe_pngs_legend_lies_inside_the_figure_with_a_margin(monkeypatch, tmp
                 "probe_baselines": {"random": 0.451, "first": 0.5, "nearest": 0.407},
             },
         ]
-    console.plot_probe(records, tmp_path / "probe.png")
+    plots.plot_probe(records, tmp_path / "probe.png")
     [fig] = drawn
     fig.canvas.draw()  # constrained layout places the legend as the file is written
     [legend] = fig.legends

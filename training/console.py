@@ -1,5 +1,5 @@
-"""What a run shows and leaves behind for people: the console, metrics.jsonl, loss.png,
-probe.png and a closing summary."""
+"""What a run shows and leaves behind for people: the console, metrics.jsonl and a closing
+summary (the plots are the lab's: lab/plots.py)."""
 
 import json
 import math
@@ -10,7 +10,6 @@ from pathlib import Path
 
 from tqdm import tqdm
 
-from reports.curve import FILE_SIZE, curve_lines, draw_curve
 from runs.folder import read_metrics
 from storage.atomic import write_atomic
 
@@ -194,97 +193,6 @@ class Metrics:
 
     def records(self):
         return read_metrics(self.path)
-
-
-def _figure():
-    """A new (fig, ax) for a PNG file. matplotlib is imported only when a plot is drawn, and its
-    Figure is made without pyplot: no backend to choose, nothing global, nothing to close."""
-    from matplotlib.figure import Figure
-
-    fig = Figure(figsize=(7, 4), dpi=100, layout="tight")
-    return fig, fig.add_subplot()
-
-
-def _save(fig, png_path):
-    """Write the figure to png_path atomically (storage.atomic)."""
-    write_atomic(png_path, lambda f: fig.savefig(f, format="png"))
-
-
-LOSS_TICKS = (
-    1.0,
-    1.1,
-    1.2,
-    1.3,
-    1.4,
-    1.5,
-    1.7,
-    2.0,
-    2.2,
-    2.5,
-    3.0,
-    3.5,
-    4.0,
-    5.0,
-    6.0,
-    7.0,
-    8.0,
-    9.0,
-)
-
-
-def plot_losses(records, png_path):
-    """Train (every log line, a line) and train/val (every evaluation, points) loss against
-    step, on a log axis
-    (the first steps' drop would flatten the range where evaluations sit), and the whole val
-    split's loss at the end as a star."""
-    logs = [r for r in records if "loss" in r]
-    evals = [r for r in records if "val_loss" in r]
-    full = [r for r in records if "val_loss_full" in r]
-    fig, ax = _figure()
-    if logs:
-        ax.plot(
-            [r["step"] for r in logs],
-            [r["loss"] for r in logs],
-            lw=1,
-            alpha=0.5,
-            label="train (batch)",
-        )
-    if evals:
-        # Points, not lines: at the default eval_interval there are two or three evaluations, and
-        # lines between them would cross the axis and hide the batch curve they sit on.
-        steps = [r["step"] for r in evals]
-        ax.plot(steps, [r["train_loss"] for r in evals], "o", label="train (eval)")
-        ax.plot(steps, [r["val_loss"] for r in evals], "s", label="val")
-    if full:
-        ax.plot(
-            [full[-1]["step"]],
-            [full[-1]["val_loss_full"]],
-            "*",
-            ms=12,
-            color="C3",
-            label=f"val, whole split: {full[-1]['val_loss_full']:.3f}",
-        )
-    ax.set_yscale("log")
-    from matplotlib.ticker import FormatStrFormatter, LogLocator, NullFormatter
-
-    # Labelled ticks at about even log steps, so that a range as narrow as where evaluations sit
-    # (1.2-1.4, 2.2-2.3) is read off the axis; 2.5, not 2.5 x 10^0.
-    ax.yaxis.set_major_locator(LogLocator(subs=LOSS_TICKS))
-    ax.yaxis.set_major_formatter(FormatStrFormatter("%.1f"))
-    ax.yaxis.set_minor_formatter(NullFormatter())
-    ax.set_xlabel("step")
-    ax.set_ylabel("cross-entropy (nats/token, log scale)")
-    ax.grid(alpha=0.3, which="both")
-    ax.legend()
-    _save(fig, png_path)
-
-
-def plot_probe(records, png_path):
-    """probe.png: the probe during training (reports.curve's drawing, the page's too), with its
-    legend; nothing when the records hold no probe line."""
-    lines = curve_lines(records)
-    if lines:
-        _save(draw_curve(lines, FILE_SIZE, legend=True), png_path)
 
 
 def summary(final, tokens_seen, seconds, out_dir):

@@ -4,6 +4,7 @@ folder's files and metrics, and the set-up it says. The fixed parts of a run tra
 its changing counters in `Progress`.
 """
 
+import contextlib
 import json
 import math
 from dataclasses import dataclass
@@ -18,17 +19,19 @@ from model.checkpoint import CKPT_NAME
 from model.device import bf16_native, fast_matmul_dtype
 from model.gpt import GPT
 from runs.folder import CONFIG_FILE, META_FILE, METRICS_FILE
-from runs.restart import Aside, clean_stale_asides
+from runs.restart import Aside, clean_stale_asides, finish_cut_swap, written_aside
 from storage.atomic import clean_stale_temps, write_atomic
+from storage.lock import folder_lock
 from training.console import Console, Metrics
-from training.live_probe import probe_interval, probe_schedule
 from training.optim import lr_at, make_optimizer
 from training.resume import (
     load_optimizer_state,
     load_scaler_state,
 )
 from training.runtime import Runtime, peak_flops, training_module
+from training.start import how_it_starts, prepare_data, pretrained_start
 from training.trackers import Trackers
+from training.watchers import Record, RunSteps, SignalStop, Watcher, Watchers
 
 
 @dataclass(kw_only=True)
@@ -39,16 +42,15 @@ class Job:
     runtime: Runtime
     data: Mixture  # the prepared sources (one, or a data.mix)
     raw_model: GPT  # the plain module: evaluation and checkpoints use it
-    model: torch.nn.Module  # what the training step calls, model(x, y) -> loss: TrainingLoss,
-    # maybe DDP-wrapped, maybe compiled
+    model: torch.nn.Module  # what the training step calls, model(x, y) -> (logits, loss): the
+    # GPT, maybe DDP-wrapped, maybe compiled
     optimizer: torch.optim.Optimizer
     scaler: torch.amp.GradScaler
     fingerprint: dict
     metrics: Metrics | None  # rank 0 only
     peak: float | None  # FLOP/s of one process at 100% MFU (None: unknown)
     console: Console
-    probe_examples: list | None  # labelled sentences the probe scores (rank 0; None: off)
-    probe_steps: frozenset  # the steps after which the probe runs (probe_schedule)
+    watch: Watcher  # what watches the run (training/watchers.py): told of logs and evaluations
     aside: Aside | None = None  # a forced restart's folder until its first checkpoint (rank 0)
 
     @property
@@ -60,6 +62,17 @@ class Job:
     def folder(self):
         """Where the run's files are written now: out_dir, or a forced restart's aside folder."""
         return self.aside.folder if self.aside else self.out_dir
+
+    def checkpoint_state(self, progress: "Progress") -> str:
+        """Where the run's checkpoint stands, for a message that says why the run stopped."""
+        if self.aside and not self.aside.published:
+            return (
+                f"no checkpoint was written; {self.out_dir} still holds the old run, untouched "
+                "(a forced restart replaces it only at the new run's first checkpoint)"
+            )
+        if progress.saved_step is None:
+            return f"no checkpoint was written to {self.out_dir}"
+        return f"the checkpoint of step {progress.saved_step} in {self.out_dir} is intact"
 
     @property
     def tokens_per_step(self):
@@ -85,11 +98,45 @@ class Progress:
     started: float = 0.0
 
 
-def build(config, runtime, data, start, console, labelled=None, aside=None):
+@contextlib.contextmanager
+def open_job(config, runtime, force, watchers=()):
+    """(Job, Progress) of a run about to train, inside what guards it: the run folder's lock
+    (rank 0 alone writes the folder, so it alone holds it) and, for a forced restart, the aside
+    folder that replaces the old run at the first checkpoint (runs.restart). Training's own
+    watchers come first, then `watchers`."""
+    console = Console(runtime.is_main)
+    if runtime.is_main and (note := finish_cut_swap(config.out_dir)):  # before its lock
+        console.note(note)
+    lock = folder_lock(config.out_dir, "training run") if runtime.is_main else None
+    with lock or contextlib.nullcontext():
+        settings = config.train
+        if settings.grad_accum_steps % runtime.world_size:
+            raise ValueError(
+                f"train.grad_accum_steps ({settings.grad_accum_steps}) must be a multiple of the "
+                f"number of processes ({runtime.world_size}): each process runs an equal share "
+                "of the micro-batches"
+            )
+        watch = Watchers([Record(), SignalStop(), RunSteps(), *watchers])
+        pretrained = pretrained_start(config)
+        data = prepare_data(config, runtime, pretrained)
+        watch.prepare(config, runtime, console)  # a watcher's inputs fail before the folder
+        start = how_it_starts(config, data, pretrained, force)
+        del pretrained
+        aside_wanted = start.aside and runtime.is_main
+        with written_aside(config.out_dir) if aside_wanted else contextlib.nullcontext() as aside:
+            job, progress = build(config, runtime, data, start, console, watch, aside)
+            del start  # a checkpoint's weights and moments need not stay for the whole run
+            try:
+                yield job, progress
+            finally:
+                if job.metrics is not None:
+                    job.metrics.close()  # the trackers' last records reach their files
+
+
+def build(config, runtime, data, start, console, watch, aside=None):
     """The Job: the model, optimizer and loss scaler as `start` says (its checkpoint's state, its
     source's weights with a fresh optimizer, or fresh), the run folder's files and metrics (in
-    `aside`'s folder, a runs.restart.Aside, when given), and the probe's sentences `labelled`
-    (None: off); and the counters to start from."""
+    `aside`'s folder, a runs.restart.Aside, when given); and the counters to start from."""
     settings = config.train
     torch.manual_seed(config.seed)  # the same initial weights on every process
     raw_model = GPT(start.model_config).to(runtime.device)
@@ -100,7 +147,7 @@ def build(config, runtime, data, start, console, labelled=None, aside=None):
     progress.loss_sum = torch.zeros(
         (), device=runtime.device
     )  # summed on the device: no sync per step
-    model = training_module(raw_model, runtime, settings.compile)
+    model = training_module(raw_model, runtime, settings.compile)  # what the step calls
     metrics, peak = None, None
     if runtime.is_main:  # rank 0 alone writes the run folder
         metrics, peak = open_run_folder(config, runtime, data, start, progress, console, aside)
@@ -117,11 +164,21 @@ def build(config, runtime, data, start, console, labelled=None, aside=None):
         metrics=metrics,
         peak=peak,
         console=console,
-        probe_examples=labelled,
-        probe_steps=probe_schedule(settings.max_iters, probe_interval(config)),
+        watch=watch,
         aside=aside,
     )
     return job, progress
+
+
+def publish_aside(job, step):
+    """A forced restart's first checkpoint is written: its aside folder replaces the old run."""
+    kept = job.aside.publish()
+    job.metrics.path = job.folder / METRICS_FILE  # Metrics appends by path
+    kept = f"; kept from the old folder: {', '.join(kept)}" if kept else ""
+    job.console.say(
+        f"{job.out_dir}: the old run is replaced by this one at its first "
+        f"checkpoint (step {step}){kept}"
+    )
 
 
 def open_run_folder(config, runtime, data, start, progress, console, aside=None):

@@ -18,7 +18,6 @@ import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel as DDP
 
 from model.device import pick_device, pick_dtype
-from model.gpt import lm_loss
 from storage.atomic import write_atomic
 
 # Dense bf16 tensor-core peaks (FLOP/s), from the vendors' data sheets (the "without sparsity"
@@ -275,25 +274,13 @@ def mfu(flops_per_token, tokens_per_sec, peak, world_size):
     return flops_per_token * tokens_per_sec / (peak * world_size)
 
 
-class TrainingLoss(torch.nn.Module):
-    """The model and its loss as one module, what the training step calls: compiled together,
-    the cross-entropy fuses with the LM head (no float32 log-softmax of every logit in memory),
-    and DDP wraps both."""
-
-    def __init__(self, model):
-        super().__init__()
-        self.model = model
-
-    def forward(self, x, y):
-        return lm_loss(self.model(x), y)
-
-
 def training_module(raw_model, runtime, compile):
-    """What the training step calls: TrainingLoss(raw_model), under torchrun DDP-wrapped, then
-    maybe compiled. Compiling after the DDP wrap is the order torch's notes on DDP and compile
+    """What the training step calls, model(x, y) -> (logits, loss): raw_model, under torchrun
+    DDP-wrapped, then maybe compiled (the loss compiled with the model: the cross-entropy fuses
+    with the LM head). Compiling after the DDP wrap is the order torch's notes on DDP and compile
     advise: dynamo's DDPOptimizer then cuts the graph at the gradient buckets, so that each
     bucket's all-reduce overlaps the rest of the backward."""
-    model = TrainingLoss(raw_model)
+    model = raw_model
     if runtime.ddp:
         # The only buffer (positions) is a constant: syncing it every forward would be waste.
         model = DDP(

@@ -11,6 +11,7 @@ import torch.distributed as dist
 from configs.schema import config_dict
 from data.mix import Mixture, prepare_mix
 from data.mix_spec import mix_entries
+from data.sources import check_source
 from model.checkpoint import CKPT_NAME, load_checkpoint
 from model.gpt import SHAPE_KEYS, GPTConfig
 from runs.loading import load_pretrained
@@ -19,6 +20,8 @@ from training.resume import (
     check_resume,
     data_fingerprint,
 )
+from training.runtime import compile_problem, setup_runtime, teardown
+from training.trackers import check_installed
 
 # Shape keys a fine-tuning config must share with its source (block_size may be smaller: the
 # position table is cropped; dropout may differ).
@@ -50,6 +53,24 @@ class Start:
     changes: tuple = ()  # resumed: what the new config changes, as "key old→new"
     aside: bool = False  # --force over a run: written aside until its first checkpoint
     # (runs/restart.py)
+
+
+def start_runtime(config):
+    """The Runtime of a run (device, dtype, torchrun's processes), once what can be checked
+    before it is: each data source exists, each tracker's package imports, and train.compile
+    can build kernels here. Each is a one-line ValueError."""
+    for entry in mix_entries(config.data.mix, config.data.source):
+        check_source(entry.source)
+    check_installed(config.train.loggers)
+    runtime = setup_runtime(config.train.device, config.train.dtype)
+    problem = config.train.compile and compile_problem(runtime.device.type)
+    if problem:
+        teardown(runtime)
+        raise ValueError(
+            f"train.compile=true cannot build kernels here: {problem}; install it, "
+            "or set train.compile=false"
+        )
+    return runtime
 
 
 def pretrained_start(config):

@@ -1,29 +1,13 @@
-"""How a run stops early: the error that ends it (TrainingStopped), the signals that ask it to
-stop and save (StopRequests), and what a stop leaves in the run folder (checkpoint_state)."""
+"""How a run stops early: the error that ends it (TrainingStopped) and the signals that ask it to
+stop and save (StopRequests). What a stop leaves in the run folder: Job.checkpoint_state."""
 
 import signal
 import sys
 import threading
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:  # for the hints only: the job imports nothing from here
-    from training.job import Job, Progress
 
 
 class TrainingStopped(RuntimeError):
     """The run cannot go on (e.g. the loss stopped being finite); the message says why."""
-
-
-def checkpoint_state(job: "Job", progress: "Progress") -> str:
-    """Where the run's checkpoint stands, for a message that says why the run stopped."""
-    if job.aside and not job.aside.published:
-        return (
-            f"no checkpoint was written; {job.out_dir} still holds the old run, untouched "
-            "(a forced restart replaces it only at the new run's first checkpoint)"
-        )
-    if progress.saved_step is None:
-        return f"no checkpoint was written to {job.out_dir}"
-    return f"the checkpoint of step {progress.saved_step} in {job.out_dir} is intact"
 
 
 class StopRequests:

@@ -1,6 +1,7 @@
 """The coreference probe while a run trains: whether it is on and how often (a log-spaced
 schedule besides every interval, since a head forms early and fast), the labelled sentences it
-scores, and each probe's record in metrics.jsonl and line on the console."""
+scores, and each probe's record in metrics.jsonl and line on the console. A watcher of the
+training loop (training/watchers.py): training itself knows nothing of it."""
 
 import time
 
@@ -11,6 +12,7 @@ from data.mix_spec import mix_entries
 from data.pronouns import NATURAL, read_examples
 from data.pronouns import examples as pronoun_examples
 from data.pronouns import natural as natural_examples
+from training.watchers import Watcher, paused
 
 
 def holds_pronouns(config):
@@ -59,15 +61,32 @@ def probe_examples(config, runtime, console):
     return None
 
 
-def probe_heads(job, progress):
-    """Every head's cand@1 on the probe's sentences now, in metrics.jsonl and on the console
-    (rank 0; the others wait for it at the next step's all-reduce)."""
+class LiveProbe(Watcher):
+    """Every head's cand@1 on the probe's sentences at the steps of probe_schedule, in
+    metrics.jsonl and on the console (rank 0; the others wait for it at the next step's
+    all-reduce)."""
+
+    def __init__(self):
+        self.examples = None  # the labelled sentences (rank 0; None: the probe is off)
+        self.steps = frozenset()
+
+    def prepare(self, config, runtime, console):
+        self.examples = probe_examples(config, runtime, console)
+        self.steps = probe_schedule(config.train.max_iters, probe_interval(config))
+
+    def after_step(self, job, progress):
+        if self.examples and progress.step in self.steps:
+            probe_heads(job, progress, self.examples)
+
+
+def probe_heads(job, progress, examples):
+    """Every head's cand@1 on `examples` now: a record in metrics.jsonl and a line."""
     if not job.runtime.is_main:
         return
     started = time.perf_counter()
     job.raw_model.eval()
     with torch.inference_mode():
-        scores = head_scores(job.raw_model, job.data.tokenizer, job.probe_examples)
+        scores = head_scores(job.raw_model, job.data.tokenizer, examples)
     job.raw_model.train()
     layer, head = scores["best_head"]
     job.metrics.log(
@@ -82,4 +101,4 @@ def probe_heads(job, progress):
         f"step {progress.step}: probe best head L{layer} H{head} {scores['best']:.1%} "
         f"(baselines: first {b['first']:.1%}, nearest {b['nearest']:.1%})"
     )
-    progress.paused += time.perf_counter() - started
+    paused(progress, started)

@@ -1,0 +1,60 @@
+"""A named place in the forward pass that a hook can read or change (model.hooks installs them).
+
+A HookPoint is an identity layer, as TransformerLens's is: `point(x)` is x unless a hook is on
+it. Being a module, it shows in `model.named_modules()`, and PyTorch's own forward hooks (and
+the libraries built on them) reach it like any layer. Its `name` is TransformerLens's name for
+the place, such as blocks.0.attn.hook_pattern (the list with shapes: model.hooks).
+"""
+
+from collections.abc import Callable
+
+import torch
+import torch.nn as nn
+
+
+class HookPoint(nn.Module):
+    """Identity, unless hooks are installed: then x passes through each fn(x, hook) in turn,
+    and a fn that returns a tensor replaces x (None keeps it)."""
+
+    def __init__(self, name: str):
+        super().__init__()
+        self.name = name
+        self.fns: list[Callable] = []
+
+    @property
+    def active(self) -> bool:
+        """Whether anything watches this point: a hook of ours or a PyTorch forward hook. The
+        model computes what only a watched point needs (the explicit attention path, a head's
+        own write) only then."""
+        return bool(self.fns or self._forward_hooks or self._forward_pre_hooks)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        for fn in self.fns:
+            if x.requires_grad and x._base is not None:
+                # A view (q, k, v are slices of one matmul) that autograd forbids editing in
+                # place, as TransformerLens's hooks do (value[:, :, h] = 0): a copy, the same
+                # values and the same graph.
+                x = x.clone()
+            out = fn(x, self)
+            if out is not None:
+                if not isinstance(out, torch.Tensor) or out.shape != x.shape:
+                    raise ValueError(bad_replacement(self.name, x, out))
+                x = out
+        return x
+
+    def layer(self) -> int:
+        """The block the point is in (blocks.{layer}.*), as TransformerLens's hook.layer()."""
+        if not self.name.startswith("blocks."):
+            raise ValueError(f"{self.name} is in no block: it has no layer")
+        return int(self.name.split(".")[1])
+
+    def extra_repr(self) -> str:
+        return f"{self.name!r}, {len(self.fns)} hooks"
+
+
+def bad_replacement(name: str, x: torch.Tensor, out: object) -> str:
+    got = f"shape {tuple(out.shape)}" if isinstance(out, torch.Tensor) else type(out).__name__
+    return (
+        f"a hook on {name} returned {got} where the point is {tuple(x.shape)}: return a tensor "
+        "of the same shape, or None to keep the value"
+    )
