@@ -1,5 +1,5 @@
-"""The default model's numbers in README.md and docs/, from one named run, and the one command
-that refreshes them all:
+"""The default model's numbers in README.md and every page under docs/, from one named run, and
+the one command that refreshes them all:
 
     make doc-results                                  # RUN=out/default: the commands, then the docs
     python -m benchmarks.doc_results out/default      # the same
@@ -8,9 +8,9 @@ that refreshes them all:
 RESULTS (docs/results/default.json) holds what COMMANDS printed on one run folder (its name, the
 checkpoint's sha256, the date and the machine beside them): `generate.py --probe --patch
 --circuit --json`, `--probe natural --json`, `--probe --query next --json`, the headline
-sentence's `--attention` table and docs/generate.md's `--test-prompt --json`. The docs quote it
-through two kinds of marks, which this script rewrites and tests/test_doc_results.py holds to
-the JSON:
+sentence's `--attention` table and docs/guide/generate.md's `--test-prompt --json`. The docs
+quote it through two kinds of marks, which this script rewrites and tests/test_doc_results.py
+holds to the JSON:
 
 - a block: a line `<!-- results:NAME -->`, the generated text, a line `<!-- /results -->`; the
   text is BLOCKS[NAME] of the results, the project's own reports (reports/probe_report.py,
@@ -40,9 +40,9 @@ from storage.atomic import write_atomic
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "docs" / "results" / "default.json"
-DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
 SENTENCE = "The animal in the jungle went out on a hunt because it was hungry."
-TEST_PROMPT = ("The owl sat in the old tree because it", " hooted")  # docs/generate.md's
+TEST_PROMPT = ("The owl sat in the old tree because it", " hooted")  # docs/guide/generate.md's
 COMMANDS = {  # name: generate.py's flags after --ckpt RUN
     "probe": ["--probe", "--patch", "--circuit", "--json"],
     "natural": ["--probe", "natural", "--json"],

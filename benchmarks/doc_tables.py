@@ -8,7 +8,7 @@ def pct(x: float) -> str:
 
 
 def answer_table(results: dict) -> str:
-    """docs/interpretability.md's table of the model's own answer on both test sets."""
+    """docs/findings/mechanism.md's table of the model's own answer on both test sets."""
     head = results["outputs"]["probe"]["model_answer"]["head"]
     name = f"L{head['layer']} H{head['head']}"
     rows = [

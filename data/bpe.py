@@ -44,7 +44,7 @@ MIN_PAIR_COUNT = 2
 # 128 characters sits far above the pieces of prose in any script (a word, at most 3 digits, a
 # punctuation run or an 80-column rule of dashes stays whole), so ordinary text trains exactly as
 # before, and a token of more than 128 characters would be a memorised string, not a reusable
-# piece. Speed hardly depends on the cap between 64 and 256 (docs/performance.md).
+# piece. Speed hardly depends on the cap between 64 and 256 (docs/log/performance.md).
 MAX_PIECE_CHARS = 128
 
 # Quick runs print nothing; a step that runs longer than this shows a progress bar.

@@ -167,7 +167,8 @@ def inference_precision(device):
 
 # Sampling runs one token per step, and the causal tests one query per intervention: below GPT-2
 # small's width such matmuls are too small to share out, and on a busy machine a second thread
-# waits (spinning) for a core instead of helping (docs/performance.md, "Generation and threads").
+# waits (spinning) for a core instead of helping (docs/log/performance.md, "Generation and
+# threads").
 ONE_THREAD_BELOW_WIDTH = 768
 
 

@@ -112,7 +112,8 @@ def test_values_are_converted_by_field_type(tmp_path):
 
 
 def test_fields_typed_x_or_none_read_a_value_and_null(tmp_path):
-    # The schema writes `int | None` (docs/style.md), which the loader reads as typing.Optional.
+    # The schema writes `int | None` (docs/reference/style.md), which the loader reads as
+    # typing.Optional.
     assert typing.get_type_hints(TrainConfig)["probe_interval"] == (int | None)
     path = write(tmp_path, "train:\n  probe_interval: 7\n  peak_flops: 2e9\n")
     config = load_config(path)

@@ -1,5 +1,5 @@
-"""Every number README.md and docs/ give for the default model is the saved JSON's of one named
-run (docs/results/default.json): each marked table and number equals what
+"""Every number README.md and the pages under docs/ give for the default model is the saved JSON's
+of one named run (docs/results/default.json): each marked table and number equals what
 benchmarks/doc_results.py makes of that JSON, and its rewrite puts a stale one right."""
 
 import pytest
@@ -9,6 +9,7 @@ from benchmarks.doc_results import (
     COMMANDS,
     DOCS,
     RESULTS,
+    ROOT,
     load_results,
     marks,
     number,
@@ -26,7 +27,7 @@ def expected(results, name):
     return BLOCKS[name](results) if name in BLOCKS else number(results, name)
 
 
-@pytest.mark.parametrize("doc", DOCS, ids=lambda p: p.name)
+@pytest.mark.parametrize("doc", DOCS, ids=lambda p: str(p.relative_to(ROOT)))
 def test_each_marked_number_and_table_is_the_saved_runs(results, doc):
     stale = [
         (name, found, want)
@@ -36,12 +37,17 @@ def test_each_marked_number_and_table_is_the_saved_runs(results, doc):
     assert stale == [], f"{doc.name}: run `make doc-results` (or --docs-only): {stale[:3]}"
 
 
-def test_the_readme_and_the_experiment_quote_the_run_through_marks():
-    readme = dict(marks(DOCS[0].read_text()))
-    assert {"attention", "probe", "natural"} <= set(readme)
-    assert sum(":" in name for name in readme) >= 15  # the prose's numbers
-    experiment = dict(marks((RESULTS.parent.parent / "interpretability.md").read_text()))
-    assert {"answer-table", "query-next", "causal", "circuit"} <= set(experiment)
+def test_the_readme_and_the_findings_quote_the_run_through_marks():
+    assert DOCS[0] == ROOT / "README.md"
+    assert "attention" in dict(marks(DOCS[0].read_text()))  # the headline sentence's map
+    findings = RESULTS.parent.parent / "findings"
+    default = dict(marks((findings / "default-model.md").read_text()))
+    assert {"probe", "natural"} <= set(default)
+    assert sum(":" in name for name in default) >= 15  # the prose's numbers
+    mechanism = dict(marks((findings / "mechanism.md").read_text()))
+    blocks = {"answer-table", "query-next", "causal", "lens", "patching", "circuit", "choice-table"}
+    assert blocks <= set(mechanism)
+    assert set(DOCS) >= set(findings.glob("*.md"))  # every findings page is rewritten and held
 
 
 def test_the_results_name_their_run_and_the_commands_that_printed_them(results):

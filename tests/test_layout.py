@@ -1,5 +1,6 @@
-"""The house as a newcomer reads it: layers only look down, the README's Layout table is the
-tree, and pyproject.toml's dependencies are the requirements files'."""
+"""The house as a newcomer reads it: layers only look down, the layout table
+(docs/reference/layout.md) is the tree, and pyproject.toml's dependencies are the requirements
+files'."""
 
 import ast
 import re
@@ -228,14 +229,13 @@ def test_each_module_name_is_once_in_the_tree():
 
 
 def layout_paths():
-    """The paths named in the first column of the README's Layout table."""
-    readme = (ROOT / "README.md").read_text()
-    section = readme.split("\n## Layout\n", 1)[1].split("\n## ", 1)[0]
-    rows = [line for line in section.splitlines() if line.startswith("| `")]
+    """The paths named in the first column of the layout table."""
+    page = (ROOT / "docs" / "reference" / "layout.md").read_text()
+    rows = [line for line in page.splitlines() if line.startswith("| `")]
     return [path for row in rows for path in re.findall(r"`([^`]+)`", row.split(" | ")[0])]
 
 
-def test_the_readme_layout_table_is_the_tree():
+def test_the_layout_table_is_the_tree():
     named = layout_paths()
     missing = [p for p in named if not (list(ROOT.glob(p)) if "*" in p else (ROOT / p).exists())]
     assert missing == [], f"the Layout table names paths that do not exist: {missing}"

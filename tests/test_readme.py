@@ -1,8 +1,9 @@
 """The documentation's claims about the code: the line-by-line math table (docs/math.md) quotes code
 that really is in the function it names, tied by content so an added import or comment never
-breaks it; the README's JSONL example is a valid probe example; its "From Python" block runs as
-printed from another folder; every relative link in README.md and docs/*.md reaches a file of
-the checkout and, with an anchor, a heading of that file."""
+breaks it; the JSONL example of docs/reference/probe-files.md is a valid probe example; the "From
+Python" block of docs/reference/python.md runs as printed from another folder; every relative
+link in README.md and the pages under docs/ reaches a file of the checkout and, with an anchor, a
+heading of that file; the README stays a short door, and docs/README.md lists every page."""
 
 import ast
 import hashlib
@@ -45,10 +46,14 @@ def test_math_table_quotes_code_that_is_in_the_function_it_names():
         assert code in functions[name], f"docs/math.md says {name} holds {code!r}"
 
 
-def test_jsonl_example_in_readme_is_valid_and_points_at_its_words(tmp_path):
+PROBE_FILES = ROOT / "docs" / "reference" / "probe-files.md"
+PYTHON_API = ROOT / "docs" / "reference" / "python.md"
+
+
+def test_jsonl_example_of_the_probe_files_is_valid_and_points_at_its_words(tmp_path):
     from data.pronouns import read_jsonl
 
-    blocks = re.findall(r"```json\n(.*?)\n```", (ROOT / "README.md").read_text(), re.S)
+    blocks = re.findall(r"```json\n(.*?)\n```", PROBE_FILES.read_text(), re.S)
     assert blocks
     path = tmp_path / "example.jsonl"
     path.write_text(blocks[0] + "\n")
@@ -65,9 +70,9 @@ PLACEHOLDER = "/path/to/your/checkout"  # the From Python block's two paths star
 
 
 def from_python_block():
-    """The first ```python block under the README's "From Python" heading."""
-    readme = (ROOT / "README.md").read_text()
-    section = readme.split("\n## From Python", 1)[1].split("\n## ", 1)[0]
+    """The first ```python block under the Python API's "From Python" heading."""
+    page = PYTHON_API.read_text()
+    section = page.split("\n## From Python", 1)[1].split("\n## ", 1)[0]
     return re.search(r"```python\n(.*?)\n```", section, re.S).group(1)
 
 
@@ -140,8 +145,13 @@ def without_code_blocks(text):
     return re.sub(r"^```.*?^```", "", text, flags=re.M | re.S)
 
 
+def doc_pages():
+    """README.md and every Markdown page under docs/, its folders included."""
+    return [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
+
+
 def test_every_relative_link_in_the_docs_reaches_a_file_and_heading():
-    pages = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+    pages = doc_pages()
     assert len(pages) > 1
     broken = []
     for page in pages:
@@ -157,3 +167,23 @@ def test_every_relative_link_in_the_docs_reaches_a_file_and_heading():
             elif anchor and anchor not in heading_anchors(file.read_text()):
                 broken.append(f"{name} (no such heading)")
     assert broken == []
+
+
+def relative_links(page):
+    """The files `page` links to (anchors and web addresses left out), resolved."""
+    text = without_code_blocks(page.read_text())
+    targets = re.findall(r"\[[^\]]*\]\(([^)\s#]+)[^)\s]*\)", text)
+    return {(page.parent / t).resolve() for t in targets if not re.match(r"[a-z]+:", t)}
+
+
+def test_the_readme_is_a_door_to_the_docs():
+    readme = ROOT / "README.md"
+    assert len(readme.read_text().splitlines()) <= 250  # results and records live in docs/
+    assert (ROOT / "docs" / "README.md").resolve() in relative_links(readme)
+
+
+def test_the_docs_map_links_every_page():
+    index = ROOT / "docs" / "README.md"
+    pages = {p.resolve() for p in doc_pages()} - {index.resolve(), (ROOT / "README.md").resolve()}
+    unlisted = sorted(str(p.relative_to(ROOT.resolve())) for p in pages - relative_links(index))
+    assert unlisted == [], f"docs/README.md does not list {unlisted}"

@@ -1,4 +1,4 @@
-"""The recipes of docs/interpretability.md's "Looking inside from Python", run as written on a
+"""The recipes of docs/reference/python.md's "Looking inside from Python", run as written on a
 tiny model, with what each one computes checked."""
 
 import re
@@ -10,15 +10,14 @@ from data.tokenizer import train_tokenizer
 from model.hooks import hooks, run_with_cache
 from tests.helpers import ROOT, RUN_TEXT
 
-SECTION = (
-    (ROOT / "docs" / "interpretability.md").read_text().split("## Looking inside from Python")[1]
-)
+PAGE = ROOT / "docs" / "reference" / "python.md"
+SECTION = PAGE.read_text().split("## Looking inside from Python")[1]
 RECIPES = re.findall(r"```python\n(.*?)```", SECTION.split("\n## ")[0], re.S)
 
 
 def run_recipe(code, model, idx):
     scope = {"model": model, "idx": idx}
-    exec(compile(code, "docs/interpretability.md", "exec"), scope)
+    exec(compile(code, "docs/reference/python.md", "exec"), scope)
     return scope
 
 

@@ -190,7 +190,7 @@ def test_split_qkv_inputs_are_the_bridges(pair):
 
 
 def test_the_docs_recipe_runs_on_text_with_the_bridges_default_bos(pair):
-    """docs/models.md's recipe as written: run_with_cache on a string, TransformerLens
+    """docs/guide/models.md's recipe as written: run_with_cache on a string, TransformerLens
     prepending its beginning-of-text token, which the export declares inside the vocabulary
     (the newline, for a bpe run) rather than one past its end."""
     run, bridge, _ = pair

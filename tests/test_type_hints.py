@@ -1,4 +1,4 @@
-"""docs/style.md's type-hint rule on the modules it names as following it: every public
+"""docs/reference/style.md's type-hint rule on the modules it names as following it: every public
 function and public method has a hint on each parameter (self and cls aside) and on its
 return value. The list is read from the document, so a module named there stays true to it."""
 
@@ -9,12 +9,12 @@ import pytest
 
 from tests.helpers import ROOT
 
-STYLE = ROOT / "docs" / "style.md"
+STYLE = ROOT / "docs" / "reference" / "style.md"
 
 
 def named_modules():
-    """The modules docs/style.md says follow the rule: the paths in its "These modules follow
-    it" paragraph."""
+    """The modules docs/reference/style.md says follow the rule: the paths in its "These modules
+    follow it" paragraph."""
     text = STYLE.read_text(encoding="utf-8")
     paragraph = text.split("These modules follow it", 1)[1].split("\n\n", 1)[0]
     return re.findall(r"`([\w/]+\.py)`", paragraph.split(":", 1)[1])

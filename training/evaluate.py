@@ -27,7 +27,7 @@ from training.start import prepare_corpus
 # tokens, whatever the training batch. A GPU gains from large batches; a CPU runs fastest while a
 # batch's activations stay in a core's caches, which about 2K tokens of a small model do: larger
 # batches spill out of them, and much smaller ones measured slower too (the timings are in
-# docs/performance.md).
+# docs/log/performance.md).
 EVAL_TOKENS = {"cpu": 2_048}
 EVAL_TOKENS_OTHER = 16_384
 # windows_loss reads a text GROUP_BATCHES evaluation batches at a time: memory stays bounded for
