@@ -21,7 +21,6 @@ since a bf16 path that is fast on one CPU is emulated, many times slower, on ano
 """
 
 import argparse
-import difflib
 import json
 import os
 import resource
@@ -35,6 +34,7 @@ from benchmarks.inference import bench_causal, bench_generation, bench_load
 from benchmarks.preparation import bench_mix, bench_prepare, bench_tokenizer
 from benchmarks.step import bench_loss_memory, bench_profile
 from benchmarks.training import bench_optimizers, bench_speedrun, bench_train
+from checks import did_you_mean
 from cli import OneLineErrorParser
 
 
@@ -115,8 +115,8 @@ def main():
     chosen = args.what or ["train", "generate", "tokenizer", "prepare"]
     unknown = [w for w in chosen if w not in benches]
     if unknown:
-        close = difflib.get_close_matches(unknown[0], benches, n=1)
-        meant = f"did you mean {close[0]}? " if close else ""
+        meant = did_you_mean(unknown[0], benches)
+        meant = f"{meant} " if meant else ""
         p.exit(
             2, f"error: unknown benchmark {unknown[0]!r}; {meant}choose from {', '.join(benches)}\n"
         )

@@ -1,5 +1,9 @@
-"""The check every layer makes of a count it is given: the ground floor, importing nothing of the
-project, so that model/, data/, analysis/, configs/ and the scripts can all use it."""
+"""The checks every layer makes of what it is given: a count, and a name that must be one of a
+list (with the "did you mean" that names the nearest). The ground floor, importing nothing of
+the project, so that model/, data/, analysis/, configs/ and the scripts can all use it."""
+
+import difflib
+from collections.abc import Iterable
 
 
 def int_at_least(name: str, value: object, minimum: int, note: str = "") -> int:
@@ -15,3 +19,10 @@ def int_at_least(name: str, value: object, minimum: int, note: str = "") -> int:
 def positive_int(name: str, value: object, note: str = "") -> int:
     """`value`, if it is an int of at least 1: int_at_least(name, value, 1, note)."""
     return int_at_least(name, value, 1, note)
+
+
+def did_you_mean(name: str, choices: Iterable[str], n: int = 1, cutoff: float = 0.6) -> str:
+    """ "did you mean X?" (or "X or Y", up to n of them) for the choices nearest to a name that is
+    none of them; "" when none is near. The one place every "unknown name" message asks it."""
+    close = difflib.get_close_matches(str(name), list(choices), n=n, cutoff=cutoff)
+    return f"did you mean {' or '.join(close)}?" if close else ""

@@ -5,10 +5,11 @@ nothing of the project, and train.py, generate.py and bench.py all use it."""
 
 import argparse
 import contextlib
-import difflib
 import signal
 import threading
 from collections.abc import Callable, Iterator
+
+from checks import did_you_mean
 
 UNRECOGNIZED = "unrecognized arguments:"
 
@@ -40,8 +41,7 @@ class OneLineErrorParser(argparse.ArgumentParser):
         (underscores read as dashes), else None."""
         name = "--" + option.lstrip("-").split("=", 1)[0].replace("_", "-")
         ours = [o for action in self._actions for o in action.option_strings if o.startswith("--")]
-        close = difflib.get_close_matches(name, ours, n=1, cutoff=0.75)
-        return f"did you mean {close[0]}?" if close else None
+        return did_you_mean(name, ours, cutoff=0.75) or None
 
 
 @contextlib.contextmanager

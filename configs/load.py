@@ -5,7 +5,6 @@ flattened. Every error names the file, the key path and the reason.
 """
 
 import copy
-import difflib
 import types
 import typing
 from dataclasses import MISSING, fields
@@ -13,6 +12,7 @@ from pathlib import Path
 
 import yaml
 
+from checks import did_you_mean
 from configs.paths import DEFAULT_CONFIG, config_candidates, config_file, is_default_config
 from configs.ranges import check
 from configs.run_dir import Origin
@@ -105,8 +105,8 @@ def _convert(value, tp, choices, where, parse=None):
 
 
 def _unknown(key, valid, where):
-    close = difflib.get_close_matches(key, valid, n=1)
-    hint = f"; did you mean {close[0]!r}?" if close else ""
+    hint = did_you_mean(repr(key), [repr(v) for v in valid])
+    hint = f"; {hint}" if hint else ""
     return ConfigError(f"{where}: unknown key {key!r}{hint} Valid keys: {', '.join(valid)}")
 
 

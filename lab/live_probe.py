@@ -76,11 +76,16 @@ class LiveProbe(Watcher):
 
     def after_step(self, job, progress):
         if self.examples and progress.step in self.steps:
-            probe_heads(job, progress, self.examples)
+            settings = job.config.train
+            shown = (
+                progress.step % settings.eval_interval == 0 or progress.step == settings.max_iters
+            )
+            probe_heads(job, progress, self.examples, shown)
 
 
-def probe_heads(job, progress, examples):
-    """Every head's cand@1 on `examples` now: a record in metrics.jsonl and a line."""
+def probe_heads(job, progress, examples, shown=True):
+    """Every head's cand@1 on `examples` now: a record in metrics.jsonl, and a line on the
+    console when `shown` (the loop shows it beside each evaluation; probe.png draws them all)."""
     if not job.runtime.is_main:
         return
     started = time.perf_counter()
@@ -97,8 +102,9 @@ def probe_heads(job, progress, examples):
         probe_baselines=scores["baselines"],
     )
     b = scores["baselines"]
-    job.console.say(
-        f"step {progress.step}: probe best head L{layer} H{head} {scores['best']:.1%} "
-        f"(baselines: first {b['first']:.1%}, nearest {b['nearest']:.1%})"
-    )
+    if shown:
+        job.console.say(
+            f"step {progress.step}: probe best head L{layer} H{head} {scores['best']:.1%} "
+            f"(baselines: first {b['first']:.1%}, nearest {b['nearest']:.1%})"
+        )
     paused(progress, started)

@@ -17,10 +17,11 @@ type a, m, b or attention means attn, mlp, the block itself, attn; "normalized" 
 is ln_final's.
 """
 
-import difflib
 import re
 
 import torch
+
+from checks import did_you_mean
 
 _ACT_ALIASES = {
     "attn": "pattern",
@@ -103,8 +104,7 @@ class ActivationCache(dict):
         said = repr(key) if name == key else f"{key!r} ({name})"
         if not self:
             return f"{said}: the cache is empty; ask run_with_cache for it (names_filter)"
-        close = difflib.get_close_matches(name, list(self), n=3)
-        hint = f"nearest: {', '.join(close)}" if close else f"it holds {len(self)} other names"
+        hint = did_you_mean(name, self, n=3) or f"it holds {len(self)} other names"
         return f"{said} is not in the cache ({hint}); ask run_with_cache for it (names_filter)"
 
     def to(self, device: str | torch.device) -> "ActivationCache":

@@ -51,13 +51,13 @@ another head. The points fire in the order of the forward pass; with split input
 ln1.hook_normalized fires three times, once for each copy, on (B, T, H, C).
 """
 
-import difflib
 import re
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 
 import torch
 
+from checks import did_you_mean
 from model.cache import ActivationCache
 from model.hook_point import HookPoint
 
@@ -143,13 +143,8 @@ def select(
     names = [_SPLIT_ALIAS.sub(r"\1.\2", name) for name in names]
     for name in names:
         if name not in points:
-            close = difflib.get_close_matches(name, points, n=3)
-            hint = (
-                f"; did you mean {' or '.join(close)}?"
-                if close
-                else "; see model.hooks for the names"
-            )
-            raise ValueError(f"{type(model).__name__} has no hook point {name!r}{hint}")
+            hint = did_you_mean(name, points, n=3) or "see model.hooks for the names"
+            raise ValueError(f"{type(model).__name__} has no hook point {name!r}; {hint}")
     return names
 
 

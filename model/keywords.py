@@ -2,10 +2,11 @@
 nearest ones the function takes, where Python's own error names none. For the methods that
 TransformerLens users call with its keywords (model.hooked, model.text)."""
 
-import difflib
 import functools
 import inspect
 from collections.abc import Callable, Iterable
+
+from checks import did_you_mean
 
 NAMED = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
 
@@ -14,8 +15,7 @@ def unknown_keyword(function: str, key: str, takes: Iterable[str]) -> str:
     """The message for keyword `key`, which `function` does not take: the nearest of `takes`,
     or all of them where none is near."""
     takes = list(takes)
-    close = difflib.get_close_matches(key, takes, n=3)
-    hint = f"did you mean {', '.join(close)}?" if close else f"it takes {', '.join(takes)}"
+    hint = did_you_mean(key, takes, n=3) or f"it takes {', '.join(takes)}"
     return f"{function}() got an unknown keyword argument {key!r}; {hint}"
 
 

@@ -28,3 +28,13 @@ def test_a_higher_minimum_and_a_note_are_said():
 def test_positive_int_is_at_least_one_and_its_third_argument_is_the_note():
     with pytest.raises(ValueError, match=r"^n must be a positive integer \(or None\), got 0$"):
         positive_int("n", 0, "or None")
+
+
+def test_did_you_mean_names_the_nearest_or_nothing():
+    from checks import did_you_mean
+
+    assert did_you_mean("lenght", ["length", "width"]) == "did you mean length?"
+    assert did_you_mean("hook_patern", ["hook_pattern", "hook_pattern2", "zz"], n=2) == (
+        "did you mean hook_pattern or hook_pattern2?"
+    )
+    assert did_you_mean("qqqq", ["length", "width"]) == ""

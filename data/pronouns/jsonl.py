@@ -11,11 +11,11 @@ probe reports its heads on each kind apart. Also optional, "twin": the example's
 the same sentence with another candidate the answer (data/pronouns/twin_field.py).
 """
 
-import difflib
 import json
 import re
 from dataclasses import dataclass, replace
 
+from checks import did_you_mean
 from data.pronouns.twin_field import Twin, parse_twin
 from storage.atomic import write_atomic
 
@@ -161,8 +161,8 @@ def _parse_line(line: str) -> Example:
         )
     unknown = [k for k in record if k not in REQUIRED_KEYS + OPTIONAL_KEYS]
     if unknown:
-        close = difflib.get_close_matches(str(unknown[0]), REQUIRED_KEYS + OPTIONAL_KEYS, n=1)
-        hint = f'did you mean "{close[0]}"? ' if close else ""
+        hint = did_you_mean(f'"{unknown[0]}"', [f'"{k}"' for k in REQUIRED_KEYS + OPTIONAL_KEYS])
+        hint = f"{hint} " if hint else ""
         raise ValueError(
             f'unknown key "{unknown[0]}"; {hint}a line has the keys {", ".join(keys)}'
             f" and, if it says them, {', '.join(OPTIONAL_KEYS)}"
