@@ -51,6 +51,7 @@ another head. The points fire in the order of the forward pass; with split input
 ln1.hook_normalized fires three times, once for each copy, on (B, T, H, C).
 """
 
+import inspect
 import re
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
@@ -164,8 +165,7 @@ def hooks(model: torch.nn.Module, fns: Hooks, keep: bool = False) -> Iterator[to
     done = False
     try:
         for key, fn in fns.items() if isinstance(fns, dict) else fns:
-            if not callable(fn):
-                raise TypeError(f"the hook for {key!r} is a {type(fn).__name__}, not a function")
+            check_hook(key, fn)
             for name in select(model, key, points):
                 points[name].fns.append(fn)
                 added.append((points[name], fn))
@@ -176,6 +176,25 @@ def hooks(model: torch.nn.Module, fns: Hooks, keep: bool = False) -> Iterator[to
             for point, fn in reversed(added):
                 if fn in point.fns:  # remove_hooks inside the block may have taken it already
                     point.fns.remove(fn)
+
+
+def check_hook(key: NameOrPredicate, fn: Callable) -> None:
+    """A one-line TypeError unless fn can be called as fn(activation, hook), TransformerLens's
+    signature: checked when the hook is installed, not deep inside a forward pass."""
+    if not callable(fn):
+        raise TypeError(f"the hook for {key!r} is a {type(fn).__name__}, not a function")
+    try:
+        signature = inspect.signature(fn)
+    except (TypeError, ValueError):  # no signature to read (some builtins): called as it is
+        return
+    try:
+        signature.bind(None, None)
+    except TypeError:
+        name = getattr(fn, "__name__", type(fn).__name__)
+        raise TypeError(
+            f"the hook for {key!r}, {name}{signature}, cannot be called as fn(activation, "
+            "hook): give it exactly those two positional arguments (others need defaults)"
+        ) from None
 
 
 def remove_hooks(model: torch.nn.Module) -> None:

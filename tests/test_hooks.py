@@ -326,3 +326,27 @@ def test_a_hook_gets_its_point_and_a_replacement_of_another_shape_is_refused(tin
         with hooks(model, {"blocks.0.hook_resid_pre": lambda x, hook: 1.0}):
             model(IDX)
     assert all(not p.fns for p in hook_points(model).values())
+
+
+@pytest.mark.parametrize(
+    "fn",
+    [
+        lambda activation: None,  # too few
+        lambda activation, hook, extra: None,  # too many
+        lambda activation, *, hook: None,  # keyword-only
+    ],
+)
+def test_a_hook_of_the_wrong_signature_is_refused_when_installed(tiny_gpt, fn):
+    model = tiny_gpt().eval()
+    with pytest.raises(TypeError, match=r"blocks\.0\.attn\.hook_pattern.*fn\(activation, hook\)"):
+        with hooks(model, {"blocks.0.attn.hook_pattern": fn}):
+            model(torch.zeros(1, 4, dtype=torch.long))
+    assert not any(p.fns for p in hook_points(model).values())  # nothing left installed
+
+
+def test_a_hook_with_defaults_beyond_two_arguments_is_taken(tiny_gpt):
+    model = tiny_gpt().eval()
+    seen = []
+    with hooks(model, {"hook_embed": lambda activation, hook, tag="x": seen.append(tag)}):
+        model(torch.zeros(1, 4, dtype=torch.long))
+    assert seen == ["x"]

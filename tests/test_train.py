@@ -247,6 +247,33 @@ def test_a_diverged_run_stops_before_it_writes_over_the_good_checkpoint(corpus, 
     assert all(torch.equal(kept["model"][k], v) for k, v in good["model"].items())
 
 
+def test_a_stop_between_evaluations_evaluates_first_and_keeps_the_good_checkpoint(corpus, tmp_path):
+    # train.run_steps stops at step 25, between the evaluations at 20 and 30: the weights there
+    # are diverged, and a save without an evaluation would write them over the good checkpoint.
+    out = tmp_path / "run"
+    train(tiny_config(corpus, out))
+    good = load_checkpoint(out)
+    overrides = ("train.max_iters=40", "train.run_steps=5", "train.lr=30", "train.muon_lr=30")
+    with pytest.raises(TrainingStopped, match=r"step 25.*diverged; stopped without saving"):
+        train(tiny_config(corpus, out, *overrides))
+    kept = load_checkpoint(out)
+    assert kept["step"] == 20
+    assert all(torch.equal(kept["model"][k], v) for k, v in good["model"].items())
+
+
+def test_a_healthy_stop_between_evaluations_is_evaluated_and_saved(corpus, tmp_path):
+    out = tmp_path / "run"
+    result = train(tiny_config(corpus, out, "train.run_steps=7"))
+    assert result == {"step": 7, "stopped": True}
+    assert load_checkpoint(out)["step"] == 7
+    evals = [
+        r["step"]
+        for r in map(json.loads, (out / "metrics.jsonl").read_text().splitlines())
+        if "val_loss" in r
+    ]
+    assert evals == [7]  # the stop's evaluation, before its save
+
+
 def test_divergence_is_a_val_loss_far_above_the_best_in_ratio_and_in_nats():
     from training.divergence import diverged
 
