@@ -2,7 +2,6 @@
 with --html, every head's map on one page, the probe's best head outlined."""
 
 import os
-import shutil
 import sys
 from pathlib import Path
 
@@ -15,6 +14,7 @@ from generation.user_text import read_user_text
 from reports.html import sentence_page
 from reports.page_writer import Page, write_html
 from reports.term_colour import COLOR_CHOICES, colour_mode
+from reports.term_width import terminal_width
 from reports.terminal import DEFAULT_TOP, MANY_HEADS, render_sentence
 from runs.folder import METRICS_FILE, PROBE_FILE, probe_path, read_metrics, saved_probe
 from storage.atomic import check_writable
@@ -136,6 +136,11 @@ def check(args, mode):
         raise ValueError("--color goes with --attention: only the maps are coloured")
     if args.no_probe and args.html is None:
         raise ValueError("--no-probe goes with --html")
+    if args.summary and mode == "attention" and args.html is None:
+        raise ValueError(
+            "--summary with --attention prints the first sentence's maps and leaves every "
+            "sentence's to the page: give --html FILE"
+        )
     if chosen(args) and mode != "attention":
         raise ValueError("--probe and --attention are separate runs; give one of them")
 
@@ -173,10 +178,11 @@ def attention_sentences(args):
 
 
 def show_attention(run, args, out, err=None, ckpt=None):
-    """Attention maps for attention_sentences(args), checked before printing; with args.html also
-    the page, for the run at `ckpt` (its facts; its saved probe result)."""
+    """Attention maps for attention_sentences(args), checked before printing (with --summary the
+    first sentence's only); with args.html also the page of them all, for the run at `ckpt`
+    (its facts; its saved probe result)."""
     analysed = analyse(run, args)
-    write_maps(run, args, analysed, out)
+    write_maps(run, args, analysed[:1] if args.summary else analysed, out)
     if args.html:
         write_page(run, args, analysed, ckpt, out, err or sys.stderr)
 
@@ -236,7 +242,7 @@ def write_maps(run, args, analysed, out):
     n_layer, n_head = run.model.config.n_layer, run.model.config.n_head
     colour = colour_mode(out, os.environ, args.color)
     terminal = bool(getattr(out, "isatty", None) and out.isatty())
-    width = shutil.get_terminal_size((100, 24)).columns if terminal else 100
+    width = terminal_width(out)
     shown = n_head if args.layer is not None else n_layer * n_head
     top = args.top_heads
     if top is None and not args.all_heads and shown > MANY_HEADS:
