@@ -38,18 +38,18 @@ test-fast: $(TEST_STAMP)
 	if [ $$rc -eq 5 ]; then echo "make test-fast: pytest collected no tests" >&2; exit 1; fi; exit $$rc
 
 # The main job on the built-in corpus, offline: train (or resume), sample, measure attention (the
-# probe and its causal tests, saved to the run folder), then show it (the page reuses that result).
+# probe and its causal tests, saved to the run folder with the full report beside it) and say the
+# verdict, then one sentence's attention (the page, which reuses the probe's result, has them all).
 demo: $(STAMP)
 	$(PY) train.py configs/default.yaml
-	@echo; echo "== three samples =="
-	$(PY) generate.py --prompt "The owl" --num-samples 3 --max-new-tokens 60 --temperature 0.8 --seed 1
-	@echo; echo "== the coreference probe: which head finds the antecedent, what the model answers, and the circuit that carries it =="
-	$(PY) generate.py --probe --patch --circuit
-	@echo; echo "== the same head on hand-written English it never saw (data/pronouns/natural.jsonl) =="
-	$(PY) generate.py --probe natural
-	@echo; echo "== where does the pronoun look? (the page reuses the probe's saved result) =="
-	$(PY) generate.py --attention --html out/default/attention.html
-	@echo; echo "written: out/default/attention.html (open it in a browser), out/default/loss.png, out/default/probe.png"
+	@echo; echo "== three samples, each up to the end of its first line =="
+	$(PY) generate.py --prompt "The owl" --num-samples 3 --max-new-tokens 60 --temperature 0.8 --seed 1 --stop "\n"
+	@echo; echo "== which head finds what a pronoun stands for, and does the model use it? =="
+	$(PY) generate.py --probe --patch --circuit --summary
+	$(PY) generate.py --probe natural --summary
+	@echo; echo "== where does the pronoun look? the first sentence (the page has all six) =="
+	$(PY) generate.py --attention --html out/default/attention.html --summary
+	@echo "page: out/default/attention.html; plots: out/default/loss.png, probe.png"
 
 # The default model's numbers in README.md and docs/: the probe's commands on one run folder
 # (RUN, default out/default), saved to docs/results/default.json, and every marked number and

@@ -1,10 +1,12 @@
 """The scripts' argument parser: argparse, but every error is one `error: ...` line on stderr with
 exit code 2 (argparse prints its usage first), and an option we do not have gets what to type
-instead; and Ctrl-C held back while torch starts. The ground floor beside checks.py: it imports
-nothing of the project, and train.py, generate.py and bench.py all use it."""
+instead; Ctrl-C held back while torch starts; and the one terminal width every printed table and
+line is fitted to. The ground floor beside checks.py: it imports only checks.py, and the scripts,
+training's console, generation and reports all use it."""
 
 import argparse
 import contextlib
+import os
 import signal
 import threading
 from collections.abc import Callable, Iterator
@@ -65,3 +67,23 @@ def interrupt_after() -> Iterator[None]:
         signal.signal(signal.SIGINT, signal.default_int_handler)
     if asked:
         raise KeyboardInterrupt
+
+
+# What is written anywhere but a terminal (a pipe, a file, a StringIO) is fitted to 80 columns,
+# the width xterm, GNOME Terminal and macOS Terminal open at: a pipe, a log or a test sees what
+# such a terminal shows before anyone resizes it, and a report kept in a file reads whole in any
+# editor. COLUMNS is not read: the width is asked of the stream's own file descriptor (not of
+# stdout's, as shutil.get_terminal_size does, which is wrong for stderr).
+PIPED_WIDTH = 80
+
+
+def terminal_width(stream: object) -> int:
+    """The columns of the terminal `stream` writes to, or PIPED_WIDTH when it is no terminal or
+    says no width (a pseudo-terminal nobody sized reports 0)."""
+    isatty = getattr(stream, "isatty", None)
+    try:
+        if isatty and isatty():
+            return os.get_terminal_size(stream.fileno()).columns or PIPED_WIDTH
+    except (AttributeError, OSError, ValueError):  # no fileno, a closed stream
+        pass
+    return PIPED_WIDTH

@@ -2,13 +2,13 @@
 with --html, every head's map on one page, the probe's best head outlined."""
 
 import os
-import shutil
 import sys
 from pathlib import Path
 
 from analysis.errors import NoQueryWord
 from analysis.words import QUERY_POSITIONS, sentence_attention
 from checks import positive_int
+from cli import terminal_width
 from data.pronouns import ATTENTION_EXAMPLES, DEFAULT_COUNT
 from generation.probe_mode import keep_probe, permutations, study_or_say
 from generation.user_text import read_user_text
@@ -136,6 +136,11 @@ def check(args, mode):
         raise ValueError("--color goes with --attention: only the maps are coloured")
     if args.no_probe and args.html is None:
         raise ValueError("--no-probe goes with --html")
+    if args.summary and mode == "attention" and args.html is None:
+        raise ValueError(
+            "--summary with --attention prints the first sentence's maps and leaves every "
+            "sentence's to the page: give --html FILE"
+        )
     if chosen(args) and mode != "attention":
         raise ValueError("--probe and --attention are separate runs; give one of them")
 
@@ -173,10 +178,11 @@ def attention_sentences(args):
 
 
 def show_attention(run, args, out, err=None, ckpt=None):
-    """Attention maps for attention_sentences(args), checked before printing; with args.html also
-    the page, for the run at `ckpt` (its facts; its saved probe result)."""
+    """Attention maps for attention_sentences(args), checked before printing (with --summary the
+    first sentence's only); with args.html also the page of them all, for the run at `ckpt`
+    (its facts; its saved probe result)."""
     analysed = analyse(run, args)
-    write_maps(run, args, analysed, out)
+    write_maps(run, args, analysed[:1] if args.summary else analysed, out)
     if args.html:
         write_page(run, args, analysed, ckpt, out, err or sys.stderr)
 
@@ -236,7 +242,7 @@ def write_maps(run, args, analysed, out):
     n_layer, n_head = run.model.config.n_layer, run.model.config.n_head
     colour = colour_mode(out, os.environ, args.color)
     terminal = bool(getattr(out, "isatty", None) and out.isatty())
-    width = shutil.get_terminal_size((100, 24)).columns if terminal else 100
+    width = terminal_width(out)
     shown = n_head if args.layer is not None else n_layer * n_head
     top = args.top_heads
     if top is None and not args.all_heads and shown > MANY_HEADS:

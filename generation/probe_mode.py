@@ -1,16 +1,25 @@
-"""generate.py's coreference probe: its flags and their checks, its report (or JSON), and the
-built-in sets' result kept in the run folder for the attention page."""
+"""generate.py's coreference probe: its flags and their checks, its report (or JSON, or with
+--summary the verdict), and the built-in sets' result kept in the run folder for the attention
+page, with its full report beside it."""
 
 import json
 import os
-import shutil
 
 from analysis.coreference import study
 from analysis.errors import NothingToMeasure
 from checks import positive_int
+from cli import PIPED_WIDTH, terminal_width
 from data.pronouns import NATURAL
-from reports.text_reports import study_report
-from runs.folder import PROBE_FILE, save_probe, saved_probe
+from reports.text_reports import saved_report, study_report
+from reports.verdict_report import format_natural, format_verdict
+from runs.folder import (
+    PROBE_FILE,
+    REPORT_FILE,
+    probe_path,
+    save_probe,
+    save_report,
+    saved_probe,
+)
 
 PERMUTATIONS = 1000  # the probe's label shuffles unless --permutations says otherwise
 
@@ -29,6 +38,16 @@ def add_flags(parser):
         "built-in dev set; FILE: your JSONL examples; neither saved)",
     )
     add("--json", action="store_true", help="with --probe: print one JSON object")
+    add(
+        "--summary",
+        action="store_true",
+        help="the short form in the terminal, the whole in a file: with --probe or --probe "
+        "natural, a verdict of a few lines (the best head's cand@1 beside the baselines and its "
+        "p-value, the knockout, the model's own answer, the circuits) instead of the full "
+        f"report, which is in the run folder's {REPORT_FILE}, beside {PROBE_FILE} (every "
+        "--probe that saves the result writes it); with --attention --html FILE, the first "
+        "sentence's maps only, every sentence's on the page",
+    )
     add(
         "--patch",
         action="store_true",
@@ -66,6 +85,8 @@ def check(args, mode):
     """ValueError for the probe's flags given when `mode` is another, and a bad --permutations."""
     if args.json and mode not in ("probe", "test_prompt"):
         raise ValueError("--json goes with --probe or --test-prompt")
+    if args.summary:
+        check_summary(args, mode)
     if args.circuit and mode != "probe":
         raise ValueError("--circuit goes with --probe")
     if args.patch and mode != "probe":
@@ -78,6 +99,26 @@ def check(args, mode):
         positive_int("--permutations", args.permutations)
 
 
+def check_summary(args, mode):
+    """ValueError where --summary has no file to leave the rest in: it goes with the probe of
+    the built-in sets (or natural), read at the pronoun, whose report the run folder keeps, or
+    with the page (attention_mode checks that one)."""
+    if mode == "attention":
+        return
+    if mode != "probe":
+        raise ValueError("--summary goes with --probe (or --attention --html FILE)")
+    if args.json:
+        raise ValueError("--summary and --json are two outputs; give one of them")
+    if args.pairs is not None:
+        raise ValueError("--summary goes with the probe's sentences, not --pairs")
+    if args.probe not in ("", NATURAL) or (args.query or "pronoun") != "pronoun":
+        raise ValueError(
+            f"--summary leaves the full report in the run folder's {REPORT_FILE}, which only "
+            "--probe (or --probe natural) read at the pronoun writes; leave --summary out to "
+            "print the report"
+        )
+
+
 def permutations(args):
     """The label shuffles of the probe's permutation test: --permutations, else PERMUTATIONS."""
     return PERMUTATIONS if args.permutations is None else args.permutations
@@ -85,7 +126,8 @@ def permutations(args):
 
 def show_probe(run, args, ckpt, out, err):
     """Score every head on args.probe's examples and print the report (or, with --json, one JSON
-    object); the built-in sets' result is kept in the run folder at `ckpt`."""
+    object; with --summary, the verdict); the built-in sets' result is kept in the run folder
+    at `ckpt`, with the full report."""
     query = args.query or "pronoun"
     if args.probe == NATURAL and os.path.lexists(NATURAL):
         err.write(
@@ -102,16 +144,50 @@ def show_probe(run, args, ckpt, out, err):
         circuit=args.circuit,
         query=query,
     )
-    out.write(
-        (json.dumps(result) if args.json else fit_width(study_report(result), report_width(out)))
-        + "\n"
-    )
-    if not args.probe and query == "pronoun":  # the built-in sets: what --html outlines
-        keep_probe(run, ckpt, result, err)
-    elif args.probe == NATURAL:  # kept beside the built-in sets' result, for the page
+    if args.summary:
+        report = keep_result(run, ckpt, args, result, err)
+        if report is not None:
+            out.write(f"{fit_width(verdict(run, ckpt, args, result), terminal_width(out))}\n")
+            out.write(f"full report: {report}\n")
+            return
+        err.write(f"note: {unkept(run, ckpt, args)}, so the full report is printed here\n")
+    # The full report: asked for, or with --summary where it could not be kept (shown, not lost).
+    text = json.dumps(result) if args.json else fit_width(study_report(result), terminal_width(out))
+    out.write(text + "\n")
+    if not args.summary:
+        keep_result(run, ckpt, args, result, err)
+
+
+def verdict(run, ckpt, args, result):
+    """--summary's verdict: the study's; for the natural sentences, kept beside the built-in
+    sets' result, the same head's numbers beside theirs."""
+    if args.probe == NATURAL:
+        return format_natural(result, saved_probe(run, ckpt))
+    return format_verdict(result)
+
+
+def unkept(run, ckpt, args):
+    """Why the run folder at `ckpt` keeps no report of this result (for --summary's note)."""
+    if probe_path(ckpt) is None:
+        return f"{ckpt} is not a run folder train.py wrote"
+    if args.probe == NATURAL and saved_probe(run, ckpt) is None:
+        return (
+            "the natural sentences' result is kept beside the built-in sets', and this "
+            "checkpoint has none yet (--probe saves it)"
+        )
+    return "the run folder did not take it"
+
+
+def keep_result(run, ckpt, args, result, err):
+    """Keep the result in the run folder where it is the built-in sets' (or natural's, beside
+    theirs); the full report's path, or None where nothing was kept."""
+    if not args.probe and (args.query or "pronoun") == "pronoun":  # what --html outlines
+        return keep_probe(run, ckpt, result, err)
+    if args.probe == NATURAL:  # kept beside the built-in sets' result, for the page
         saved = saved_probe(run, ckpt)
         if saved is not None:
-            keep_probe(run, ckpt, {**saved, NATURAL: result}, err)
+            return keep_probe(run, ckpt, {**saved, NATURAL: result}, err)
+    return None
 
 
 def study_or_say(*args, **kwargs):
@@ -125,21 +201,21 @@ def study_or_say(*args, **kwargs):
         raise ValueError(f"{e}; --no-causal skips the causal tests") from None
 
 
-def keep_probe(run, ckpt, result, err) -> bool:
-    """Save the built-in probe's result in the run folder for --html; whether it was. A folder
-    that cannot take it is a note, not an error: the result has been shown."""
+def keep_probe(run, ckpt, result, err):
+    """Save the built-in probe's result in the run folder for --html (probe.json) and its full
+    report beside it (report.txt, as a pipe shows it); the report's path, or None where the
+    folder is not a run folder or cannot take them: that is a note, not an error, as the result
+    has been measured (and is shown)."""
     try:
         save_probe(run, ckpt, result)
     except ValueError as e:
         err.write(f"note: the probe's result was not saved: {e}\n")
-        return False
-    return True
-
-
-def report_width(stream):
-    """The columns a report may use: the terminal's, or 80 when the output is piped or a file."""
-    isatty = getattr(stream, "isatty", None)
-    return shutil.get_terminal_size((80, 24)).columns if isatty and isatty() else 80
+        return None
+    try:
+        return save_report(ckpt, fit_width(saved_report(result), PIPED_WIDTH))
+    except ValueError as e:
+        err.write(f"note: the probe's report was not saved: {e}\n")
+        return None
 
 
 def fit_width(text, width):

@@ -7,7 +7,7 @@ reports do, through the helpers here."""
 
 from analysis.circuit_results import NoTwinsSaid, PatchingResult
 from analysis.probe import MIN_FOR_STATS
-from analysis.results import CausalResult, CausalStudy, Study
+from analysis.results import CausalResult, CausalStudy, SavedStudy, Study
 from reports.answer_report import format_answer
 from reports.choice_report import format_circuits
 from reports.formatting import recovered_text, signed, with_ci
@@ -38,6 +38,18 @@ def study_report(result: Study) -> str:
         parts.append(f"The circuit skipped: {patching_skipped(result['circuit_skipped'])}")
     if "circuit" in result or "choice" in result or "choice_skipped" in result:
         parts.append(format_circuits(result))
+    return "\n\n".join(parts)
+
+
+NATURAL_HEADING = "== --probe natural: the same head on hand-written English it never saw =="
+
+
+def saved_report(saved: Study | SavedStudy) -> str:
+    """The run folder's report.txt: the built-in sets' study_report, then, where the natural
+    sentences' study is kept beside it (`--probe natural`), that one's under NATURAL_HEADING."""
+    parts = [study_report(saved)]
+    if "natural" in saved:
+        parts += [NATURAL_HEADING, study_report(saved["natural"])]
     return "\n\n".join(parts)
 
 

@@ -1,6 +1,7 @@
 """The files of a run folder besides the checkpoint that more than one program reads:
 metrics.jsonl, which training writes and the page draws, and probe.json, the probe's result that
-`generate.py --probe` saves for the page of the same checkpoint."""
+`generate.py --probe` saves for the page of the same checkpoint, with report.txt beside it: the
+same result in words, the full report that `--probe --summary` leaves out of the terminal."""
 
 import json
 from dataclasses import dataclass
@@ -18,6 +19,7 @@ PROBE_FILE = "probe.json"
 # or of none (saved before versions), is not read: the result is measured again, never
 # half-read. Raise it with any change of the result's types.
 PROBE_FORMAT = 2
+REPORT_FILE = "report.txt"  # probe.json's full text report, written with it
 META_FILE = "meta.json"  # the data and the tokenizer's file name
 CONFIG_FILE = "config.yaml"  # the resolved training config
 LOSS_PLOT, PROBE_PLOT = "loss.png", "probe.png"
@@ -70,6 +72,16 @@ def save_probe(run: "Run", folder: str | Path | None, result: Study) -> None:
     if path is not None:
         saved = {**result, "checkpoint": checkpoint_id(run), "format_version": PROBE_FORMAT}
         write_atomic(path, json.dumps(saved) + "\n")
+
+
+def save_report(folder: str | Path | None, text: str) -> Path | None:
+    """Write `text`, the full report of the probe result just saved, beside it in the run folder
+    `folder`; its path, or None for a folder that is not a run folder (nothing is written).
+    ValueError (one line) if it cannot be written."""
+    path = probe_path(folder)
+    if path is None:
+        return None
+    return write_atomic(path.with_name(REPORT_FILE), text if text.endswith("\n") else text + "\n")
 
 
 def saved_probe(run: "Run", folder: str | Path | None) -> SavedStudy | None:

@@ -24,7 +24,15 @@ import shutil
 from pathlib import Path
 
 from model.checkpoint import CKPT_NAME
-from runs.folder import CONFIG_FILE, LOSS_PLOT, META_FILE, METRICS_FILE, PROBE_FILE, PROBE_PLOT
+from runs.folder import (
+    CONFIG_FILE,
+    LOSS_PLOT,
+    META_FILE,
+    METRICS_FILE,
+    PROBE_FILE,
+    PROBE_PLOT,
+    REPORT_FILE,
+)
 from storage.atomic import exchange_folders, is_stale_temp, is_temp, make_temp_folder
 from storage.lock import LOCK_NAME, folder_lock
 
@@ -43,6 +51,7 @@ RUN_ENTRIES = frozenset(
         LOSS_PLOT,
         PROBE_PLOT,
         PROBE_FILE,
+        REPORT_FILE,
         LOCK_NAME,
         REPLACING,
         "tensorboard",

@@ -106,12 +106,17 @@ def test_a_prompt_longer_than_block_size_is_cropped_with_a_note(char_run):
 
 
 @pytest.mark.slow
-def test_attention_prints_one_line_per_layer_and_head_and_no_colour_into_a_pipe(bpe_run):
+def test_attention_prints_a_line_per_layer_and_head_in_80_columns_and_no_colour_into_a_pipe(
+    bpe_run,
+):
     proc = run_cli("--ckpt", bpe_run[0], "--attention", COLORTERM="truecolor")
     assert proc.returncode == 0, proc.stderr
     heads = [line for line in proc.stdout.splitlines() if re.match(r"L\d+ H\d+  ", line)]
-    assert len(heads) == 2 * 2 * len(ATTENTION_EXAMPLES)
-    assert all("▲" in line for line in heads)
+    assert {line[:5] for line in heads} == {"L0 H0", "L0 H1", "L1 H0", "L1 H1"}
+    # Each head's most attended word once a sentence, though a sentence too wide for the pipe's
+    # 80 columns goes on in a second block of columns.
+    assert sum(line.count("▲") for line in heads) == 2 * 2 * len(ATTENTION_EXAMPLES)
+    assert len(heads) > 2 * 2 * len(ATTENTION_EXAMPLES) and max(map(len, heads)) <= 80
     assert "\x1b" not in proc.stdout
 
 

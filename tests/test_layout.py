@@ -21,10 +21,11 @@ MAY_IMPORT = {
     # the computing side never imports the showing side.
     "analysis": {"analysis", "model", "data", "storage", "checks"},
     "runs": {"runs", "analysis", "model", "data", "storage", "checks"},  # probe.json's type
-    "reports": {"reports", "analysis", "model", "data", "storage", "checks"},
+    "reports": {"reports", "cli", "analysis", "model", "data", "storage", "checks"},
     # The core's training loop knows nothing of the lab: what watches it plugs in (lab/).
     "training": {
         "training",
+        "cli",
         "runs",
         "configs",
         "model",
@@ -47,6 +48,7 @@ MAY_IMPORT = {
     },
     "generation": {
         "generation",
+        "cli",
         "reports",
         "analysis",
         "runs",

@@ -248,6 +248,11 @@ def test_attention_html_writes_a_self_contained_page(run_folder, tmp_path):
         ),
         (["--attention", "--occurrence", "0"], ("--occurrence", "positive integer")),
         (["--occurrence", "2"], ("--occurrence", "--attention")),
+        (["--prompt", "x", "--summary"], ("--summary", "--probe")),
+        (["--probe", "--json", "--summary"], ("--summary", "--json")),
+        (["--probe", "mine.jsonl", "--summary"], ("--summary", "report.txt")),
+        (["--probe", "--query", "next", "--summary"], ("--summary", "report.txt")),
+        (["--attention", "--summary"], ("--summary", "--html FILE")),
     ],
 )
 def test_probe_and_page_errors_are_one_line(run_folder, argv, names):
@@ -500,6 +505,20 @@ def test_the_probe_report_fits_80_columns_through_a_real_pipe(run_folder):
 
     r = run_script("generate.py", "--ckpt", run_folder, "--probe", "--patch", "--permutations", "5")
     assert r.returncode == 0 and max(map(len, r.stdout.splitlines())) <= 80, r.stderr
+
+
+def test_a_summary_the_run_folder_cannot_keep_prints_the_full_report_and_says_why(
+    run_folder, tmp_path
+):
+    folder = tmp_path / "run"
+    folder.mkdir()
+    for name in os.listdir(run_folder):
+        if name not in ("probe.json", "report.txt"):
+            (folder / name).write_bytes((run_folder / name).read_bytes())
+    argv = ("--ckpt", folder, "--probe", "natural", "--permutations", "5", "--no-causal")
+    code, out, err = run_generate(*argv, "--summary")  # nothing to keep it beside yet
+    assert code == 0 and "--probe saves it" in err and "so the full report is printed" in err
+    assert out == run_generate(*argv)[1] and not (folder / "report.txt").exists()
 
 
 def test_the_natural_sets_result_is_kept_beside_the_built_in_one_and_shown_on_the_page(

@@ -3,13 +3,13 @@ summary (the plots are the lab's: lab/plots.py)."""
 
 import json
 import math
-import os
 import sys
 import textwrap
 from pathlib import Path
 
 from tqdm import tqdm
 
+from cli import terminal_width
 from runs.folder import read_metrics
 from storage.atomic import write_atomic
 
@@ -96,14 +96,6 @@ MIN_BAR = 10  # columns the bar itself keeps
 def perplexity(loss):
     """exp(loss), the one rule everywhere: capped at exp(50) so a diverged run prints a number."""
     return math.exp(min(loss, 50))
-
-
-def terminal_width(stream, fallback=80):
-    """The columns of the terminal `stream` writes to; `fallback` when it is none."""
-    try:
-        return os.get_terminal_size(stream.fileno()).columns
-    except (AttributeError, OSError, ValueError):
-        return fallback
 
 
 def fit_fields(fields, room, drops):
