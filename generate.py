@@ -24,7 +24,8 @@ from generation import attention_mode, pairs_mode, probe_mode, prompt_test_mode,
 from generation.default_run import default_out_dir, default_run_folder
 from model.checkpoint import NoCheckpoint
 from model.device import ONE_THREAD_BELOW_WIDTH, pick_device, use_generation_threads
-from runs.loading import NoNanogptMeta, load_run
+from runs.loading import NoNanogptMeta, UnusedNanogptMeta, load_run
+from runs.restart import leftover_note
 
 MODES = (
     sample_mode,
@@ -66,7 +67,7 @@ def build_parser():
         "--meta",
         metavar="FILE",
         help="a nanoGPT run's meta.pkl (its character vocabulary), where it is not beside its "
-        "ckpt.pt",
+        "ckpt.pt; refused for any other model, whose tokenizer is its own",
     )
     add(
         "--device",
@@ -122,6 +123,8 @@ def worded(error):
         return f"{error} (`python train.py` trains one)"
     if isinstance(error, NoNanogptMeta):
         return f"{error.problem}; give the meta.pkl file of the run's data with --meta"
+    if isinstance(error, UnusedNanogptMeta):  # refused: ignoring it would leave the user misled
+        return f"--meta is for a nanoGPT run; {error.source} is {error.what}: leave --meta out"
     return str(error)
 
 
@@ -132,7 +135,10 @@ def main(argv=None, out=None, err=None):
         args = build_parser().parse_args(argv)
         mode = check_args(args)
         device = pick_device(args.device)
-        ckpt = args.ckpt or default_run_folder(default_out_dir())
+        where = args.ckpt or default_out_dir()
+        if note := leftover_note(where):  # a killed forced restart's folder beside it
+            err.write(note + "\n")
+        ckpt = args.ckpt or default_run_folder(where)
         check_run_folder(ckpt)
         run = load_run(ckpt, device, nanogpt_meta=args.meta)
         use_generation_threads(run.model, args.threads)

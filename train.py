@@ -110,8 +110,14 @@ def run(args):
     if args.print_config:
         print(to_yaml(config), end="")
         return 0
-    with in_cli_words():
-        return work(args, config)
+    try:
+        with in_cli_words():
+            return work(args, config)
+    finally:  # a killed forced restart's folder that this run did not tidy: say what it is
+        from runs.restart import leftover_note
+
+        if note := leftover_note(config.out_dir):
+            print(note, file=sys.stderr)
 
 
 def work(args, config):

@@ -6,6 +6,7 @@ that gathers these with the probe's."""
 from typing import TypedDict
 
 from analysis.bootstrap import Interval
+from analysis.conform import Count, Share
 
 # --- activation patching (analysis/patching.py) ------------------------------------------------
 
@@ -28,8 +29,8 @@ class PatchingResult(TypedDict):
     columns: list[str]  # analysis.patching.COLUMNS (the choice's first is "changed")
     clean_ld: float  # mean logit difference, clean
     corrupt_ld: float  # the same, corrupted
-    n: int
-    skipped: int
+    n: Count
+    skipped: Count
     seed: int
     resamples: int
 
@@ -46,14 +47,14 @@ class NoTwinsSaid(TypedDict):
 
 class _AgreementValues(TypedDict, total=False):  # on at least two checked edges
     spearman: float
-    sign_agreement: float
+    sign_agreement: Share
     median_ratio: float | None  # None: no edge's real effect is nonzero
 
 
 class Agreement(_AgreementValues):
     """How attribution's scores match real patching on the checked edges."""
 
-    edges: int
+    edges: Count
 
 
 _EdgeFields = TypedDict(  # "from" is a keyword: the functional form names it
@@ -87,7 +88,7 @@ class _CircuitFound(TypedDict, total=False):  # where the set shows a preference
 class CircuitSet(_CircuitFound):
     """The circuit of one set: the whole set's, or one kind's."""
 
-    n: int
+    n: Count
     clean_ld: float
     corrupt_ld: float
     gap: float  # clean - corrupt: the preference to explain
@@ -95,17 +96,17 @@ class CircuitSet(_CircuitFound):
     preference: bool  # the gap is at least min_gap and its interval above 0
     edges: list[Edge]  # ranked, the circuit's first; [] without a preference
     faithfulness: float | None  # the share of the gap the circuit keeps
-    size: int | None  # the circuit's edges
+    size: Count | None  # the circuit's edges
 
 
 class PairsCircuit(CircuitSet):
     """circuit_of_pairs' result."""
 
     by_kind: dict[str, CircuitSet]
-    n_edges: int  # the graph's
+    n_edges: Count  # the graph's
     threshold: float  # the faithfulness the circuit must reach
     min_gap: float | None
-    checked: int  # edges patched for real
+    checked: Count  # edges patched for real
     seed: int
     resamples: int
 
@@ -113,7 +114,7 @@ class PairsCircuit(CircuitSet):
 class CircuitResult(PairsCircuit):
     """trace_circuit's result."""
 
-    skipped: int  # examples with no twin
+    skipped: Count  # examples with no twin
 
 
 # --- which candidate wins (analysis/choice.py) -------------------------------------------------
@@ -134,9 +135,9 @@ class Through(TypedDict):
     """The share of the right-both-ways examples whose preference patching one input of a
     deciding head flips both ways."""
 
-    q: float
-    k: float
-    v: float
+    q: Share
+    k: Share
+    v: Share
 
 
 class _SharedEdges(TypedDict, total=False):  # beside an identity circuit
@@ -146,9 +147,9 @@ class _SharedEdges(TypedDict, total=False):  # beside an identity circuit
 class ChoiceSet(_SharedEdges):
     """One set's choice: the whole set's, or one kind's."""
 
-    n: int
-    accuracy: float  # the share with CM > 0
-    flip: float  # CM > 0 on the example and < 0 on its twin
+    n: Count
+    accuracy: Share  # the share with CM > 0
+    flip: Share  # CM > 0 on the example and < 0 on its twin
     clean_cm: float
     twin_cm: float
     accuracy_ci: Interval | None
@@ -156,17 +157,17 @@ class ChoiceSet(_SharedEdges):
     clean_cm_ci: Interval | None
     twin_cm_ci: Interval | None
     prefers: bool
-    right: int  # examples right both ways
-    flip_share: list[list[float | None]]  # [layer][head]; None: not patched
+    right: Count  # examples right both ways
+    flip_share: list[list[Share | None]]  # [layer][head]; None: not patched
     deciding: list[str]  # "L0H2", ...
     circuit: ChoiceCircuit
     inputs: dict[str, Through]  # each deciding head's
 
 
 class Twins(TypedDict):
-    found: dict[str, int]  # kind -> pairs made
-    tried: dict[str, int]  # kind -> examples tried
-    skipped: dict[str, int]  # reason -> examples left out
+    found: dict[str, Count]  # kind -> pairs made
+    tried: dict[str, Count]  # kind -> examples tried
+    skipped: dict[str, Count]  # reason -> examples left out
 
 
 class _ChoicePatched(TypedDict, total=False):
@@ -194,4 +195,4 @@ class _PairsParts(TypedDict, total=False):
 class PairsResult(_PairsParts):
     """pairs_study's result: on a user's own clean/corrupt pairs (analysis/user_pairs.py)."""
 
-    pairs: int
+    pairs: Count

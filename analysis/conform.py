@@ -1,10 +1,33 @@
 """Does a JSON value have a result's type (analysis/results.py)? The few forms those types use,
 checked the way JSON carries them: a TypedDict is an object with its required keys and no
 others, a list or a tuple is an array (a tuple of its length), a float may be written as an
-integer, and a bool is not a number."""
+integer, a bool is not a number, and a number annotated with a range (Share, Count) lies in
+it: a share of 7.5 or a p-value of 5 is not a measurement."""
 
+import math
 import types
-from typing import Any, Literal, Union, get_args, get_origin, get_type_hints, is_typeddict
+from typing import (
+    Annotated,
+    Any,
+    Literal,
+    NamedTuple,
+    Union,
+    get_args,
+    get_origin,
+    get_type_hints,
+    is_typeddict,
+)
+
+
+class Between(NamedTuple):
+    """The range [lo, hi] of a number (Annotated[float, Between(0, 1)]); NaN is in none."""
+
+    lo: float
+    hi: float
+
+
+Share = Annotated[float, Between(0.0, 1.0)]  # a share or a probability: cand@1, p, accuracy
+Count = Annotated[int, Between(0, math.inf)]  # how many (examples, steps), or an index (a head)
 
 
 def mismatches(value: Any, tp: Any, where: str = "result") -> list[str]:
@@ -12,6 +35,8 @@ def mismatches(value: Any, tp: Any, where: str = "result") -> list[str]:
     if is_typeddict(tp):
         return _object(value, tp, where)
     origin, args = get_origin(tp), get_args(tp)
+    if origin is Annotated:
+        return mismatches(value, args[0], where) or _in_range(value, tp.__metadata__, where)
     if origin in (Union, types.UnionType):
         if any(not mismatches(value, arm, where) for arm in args):
             return []
@@ -36,12 +61,25 @@ def mismatches(value: Any, tp: Any, where: str = "result") -> list[str]:
 def _object(value, tp, where):
     if not isinstance(value, dict):
         return [f"{where}: {_short(value)} is not an object ({tp.__name__})"]
-    hints = get_type_hints(tp)
+    hints = get_type_hints(tp, include_extras=True)  # the ranges too
     out = [f"{where}: no {key!r}" for key in sorted(tp.__required_keys__ - value.keys())]
     out += [f"{where}: {key!r} is no key of {tp.__name__}" for key in value if key not in hints]
     for key in value.keys() & hints.keys():
         out += mismatches(value[key], hints[key], f"{where}.{key}")
     return out
+
+
+# A sum of float32 probabilities (a head's attention on a span) may pass 1 by a rounding.
+ROUNDING = 1e-6
+
+
+def _in_range(value, metadata, where) -> list[str]:
+    ranges = [m for m in metadata if isinstance(m, Between)]
+    return [
+        f"{where}: {value!r} is outside [{r.lo}, {r.hi}]"
+        for r in ranges
+        if not r.lo - ROUNDING <= value <= r.hi + ROUNDING  # False for NaN
+    ]
 
 
 def _scalar(value, tp) -> bool:
@@ -57,6 +95,12 @@ def _scalar(value, tp) -> bool:
 
 
 def _name(tp) -> str:
+    if get_origin(tp) is Annotated:  # a range is said where a value falls outside it
+        return _name(get_args(tp)[0])
+    if get_origin(tp) in (Union, types.UnionType):
+        return " | ".join(_name(arm) for arm in get_args(tp))
+    if tp is type(None):
+        return "None"
     return tp.__name__ if isinstance(tp, type) else str(tp).replace("typing.", "")
 
 

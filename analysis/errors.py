@@ -30,3 +30,19 @@ class NothingToMeasure(AnalysisError):
     def __init__(self, analysis: str, message: str):
         super().__init__(message)
         self.analysis = analysis
+
+
+class ReversedPairs(AnalysisError):
+    """Pairs whose corrupt prompts favour the answer at least as much as the clean ones: the
+    metric's gap (mean LD clean - mean LD corrupt) is not above 0, so a recovered fraction,
+    which divides by it, means nothing. Most likely clean and corrupt are swapped."""
+
+    reason = "reversed pairs"
+
+    def __init__(self, clean_ld: float, corrupt_ld: float):
+        super().__init__(
+            f"the corrupt prompts favour the answer at least as much as the clean ones (mean "
+            f"logit difference {clean_ld:.3f} clean, {corrupt_ld:.3f} corrupt), so no fraction "
+            "of it can be recovered: the pairs look reversed; swap clean and corrupt"
+        )
+        self.clean_ld, self.corrupt_ld = clean_ld, corrupt_ld

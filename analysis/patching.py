@@ -141,6 +141,19 @@ def _ld(logits, pairs):
     )
 
 
+@torch.no_grad()
+def mean_lds(model: GPT, pairs: list[Pair]) -> tuple[float, float]:
+    """(mean LD clean, mean LD corrupt) over `pairs`: the gap every recovered fraction divides
+    by, clean - corrupt, before any patch is made."""
+    device = next(model.parameters()).device
+    clean, corrupt = [], []
+    for group in by_length([len(p.clean) for p in pairs], BATCH_SIZE):
+        batch = [pairs[i] for i in group]
+        clean.append(_ld(model(torch.tensor([p.clean for p in batch], device=device)), batch))
+        corrupt.append(_ld(model(torch.tensor([p.corrupt for p in batch], device=device)), batch))
+    return torch.cat(clean).mean().item(), torch.cat(corrupt).mean().item()
+
+
 def _positions(pairs, T):
     """(3, B, T) bool: each pair's antecedent tokens, the tokens between, and the pronoun."""
     out = torch.zeros(len(COLUMNS), len(pairs), T, dtype=torch.bool)

@@ -3,8 +3,9 @@
 A result is the JSON object `generate.py --probe --json` prints and probe.json keeps, so its type
 is a TypedDict (a dict at run time, read as `result["best_head"]["layer"]` in Python as in the
 JSON) rather than a class that would need its own converter each way. analysis/conform.py checks
-a value against these types: the tests check every function's result, and runs/folder.py a saved
-probe.json before it is read (one that does not conform is measured again, never half-read).
+a value against these types, a number typed Share, Count or Rank within its range too: the tests
+check every function's result, and runs/folder.py a saved probe.json before it is read (one that
+does not conform, an accuracy of 7.5 say, is measured again, never half-read or shown).
 
 A class with `total=False` holds the keys that only some results have; the class deriving from
 it adds the ones every result has. Per split means a value for "dev" and "test", or for "all"
@@ -14,33 +15,35 @@ fewer than analysis.probe.MIN_FOR_STATS examples. The results of patching one ru
 (patching, the circuit, the choice) have theirs in analysis/circuit_results.py.
 """
 
-from typing import TypedDict
+import math
+from typing import Annotated, TypedDict
 
 from analysis.bootstrap import Interval
 from analysis.circuit_results import ChoiceResult, CircuitResult, NoTwinsSaid, PatchingResult
+from analysis.conform import Between, Count, Share
 
 # --- the probe (analysis/probe.py) -------------------------------------------------------------
 
 
 class PerSplit(TypedDict, total=False):
-    dev: float
-    test: float
-    all: float
+    dev: Share
+    test: Share
+    all: Share
 
 
 class HeadRate(PerSplit):
     """A head and its cand@1 per split."""
 
-    layer: int
-    head: int
+    layer: Count
+    head: Count
 
 
 class HeadRow(HeadRate):
     # Mean attention from the query over the test items: on the antecedent's tokens, on every
     # distractor's together, on token 0 (where a head with nothing to do parks its attention).
-    mass_antecedent: float
-    mass_distractors: float
-    mass_first_token: float
+    mass_antecedent: Share
+    mass_distractors: Share
+    mass_first_token: Share
 
 
 class PositionRule(PerSplit):
@@ -57,32 +60,32 @@ class Baselines(TypedDict):
 class KindRow(TypedDict):
     """The probe on the test items of one kind (data.pronouns DECIDED_BY)."""
 
-    examples: int
-    best_head: float  # the best head's cand@1 on them
-    random: float
+    examples: Count
+    best_head: Share  # the best head's cand@1 on them
+    random: Share
     kind_best: HeadRate | None  # the head best on dev's items of this kind; None: dev has none
 
 
 class Counts(TypedDict):
-    examples: int
-    used: int
-    windowed: int  # read in the last block_size tokens up to the pronoun
-    antecedent_unseen: int  # of those, the antecedent lost from that window
-    skipped_unencodable: int
+    examples: Count
+    used: Count
+    windowed: Count  # read in the last block_size tokens up to the pronoun
+    antecedent_unseen: Count  # of those, the antecedent lost from that window
+    skipped_unencodable: Count
 
 
 class QueryWords(TypedDict):
     """The query words that are not pronouns: there the probe measures where that word looks,
     not coreference."""
 
-    examples: int
-    not_pronouns: int
+    examples: Count
+    not_pronouns: Count
     words: list[str]  # each once, in order
 
 
 class _WhyNoPValue(TypedDict, total=False):
     p_value_reason: str  # "too few examples"
-    p_value_needs: int  # MIN_FOR_STATS
+    p_value_needs: Count  # MIN_FOR_STATS
 
 
 class ProbeResult(_WhyNoPValue):
@@ -91,30 +94,30 @@ class ProbeResult(_WhyNoPValue):
     best_head: HeadRate  # chosen by dev cand@1, ties to the lowest (layer, head)
     baselines: Baselines
     decided_by: dict[str, KindRow]  # {} where the test items name no kind
-    p_value: float | None  # None: fewer than MIN_FOR_STATS examples, no test run
-    permutations: int
+    p_value: Share | None  # None: fewer than MIN_FOR_STATS examples, no test run
+    permutations: Count
     seed: int
     selection: str  # "dev", or "same data" where one set is both
     heads: list[HeadRow]  # every head, layer-major
     counts: dict[str, Counts]  # per split
-    block_size: int
+    block_size: Count
     test_set: str | None  # the test examples' name ("test", "natural"); None for one set
     query: str  # where attention is read from (analysis.words.QUERY_POSITIONS)
     query_words: QueryWords
 
 
 class PlainBaselines(TypedDict):
-    random: float
-    first: float
-    nearest: float
+    random: Share
+    first: Share
+    nearest: Share
 
 
 class HeadScores(TypedDict):
     """head_scores' result: what training logs as the head forms."""
 
-    heads: list[list[float]]  # [layer][head] cand@1
-    best: float
-    best_head: list[int]  # [layer, head]
+    heads: list[list[Share]]  # [layer][head] cand@1
+    best: Share
+    best_head: list[Count]  # [layer, head]
     baselines: PlainBaselines
 
 
@@ -122,8 +125,8 @@ class HeadScores(TypedDict):
 
 
 class Head(TypedDict):
-    layer: int
-    head: int
+    layer: Count
+    head: Count
 
 
 class _AnswerIntervals(TypedDict, total=False):  # on at least MIN_FOR_STATS items
@@ -132,10 +135,10 @@ class _AnswerIntervals(TypedDict, total=False):  # on at least MIN_FOR_STATS ite
 
 
 class AnswerRow(_AnswerIntervals):
-    examples: int
-    cand_at_1: dict[str, float]  # each method's, and the head's under "head"
-    agreement: dict[str, float]  # each method's share of items where it answers the head's pick
-    no_answer: dict[str, int]  # each method's items with no answer (a tie)
+    examples: Count
+    cand_at_1: dict[str, Share]  # each method's, and the head's under "head"
+    agreement: dict[str, Share]  # each method's share of items where it answers the head's pick
+    no_answer: dict[str, Count]  # each method's items with no answer (a tie)
     baselines: PlainBaselines  # the probe's, on these items
 
 
@@ -146,8 +149,8 @@ class AnswerResult(TypedDict):
     head: Head  # the head beside which the answer is read
     all: AnswerRow  # the whole set
     decided_by: dict[str, AnswerRow]  # each kind the items name
-    n: int  # examples used
-    skipped: int  # examples the tokenizer cannot encode with a substitution
+    n: Count  # examples used
+    skipped: Count  # examples the tokenizer cannot encode with a substitution
     seed: int
     resamples: int
 
@@ -178,8 +181,8 @@ class CausalResult(TypedDict):
     all_heads: Knockouts  # every head knocked out together
     layers: list[Knockouts]  # one layer's heads together
     heads: list[list[HeadEffects]]  # [layer][head]: one head alone
-    n: int
-    skipped: int
+    n: Count
+    skipped: Count
     clean_loss: float  # the mean next-token loss with nothing changed
     seed: int
     resamples: int
@@ -194,21 +197,24 @@ class CausalStudy(CausalResult):
 # --- the logit lens (analysis/lens.py) ---------------------------------------------------------
 
 
+Rank = Annotated[float, Between(1.0, math.inf)]  # 1: the model's first choice
+
+
 class LensExample(TypedDict):
     text: str  # the first item, up to its pronoun
     next: str  # its true next token
-    top: list[list[tuple[str, float]]]  # per point, the top tokens and their probabilities
+    top: list[list[tuple[str, Share]]]  # per point, the top tokens and their probabilities
 
 
 class LensResult(TypedDict):
     """logit_lens' result, a value per point (entering each block, leaving the last)."""
 
     points: list[str]
-    mean_probability: list[float]  # of the true next token
-    median_rank: list[float]  # 1: the model's first choice
-    top1_share: list[float]
-    n: int
-    skipped: int  # items whose text ends at the pronoun
+    mean_probability: list[Share]  # of the true next token
+    median_rank: list[Rank]
+    top1_share: list[Share]
+    n: Count
+    skipped: Count  # items whose text ends at the pronoun
     example: LensExample
 
 

@@ -13,7 +13,8 @@ and the two continuations' first tokens, which must differ.
 
 from analysis.circuit import circuit_of_pairs
 from analysis.circuit_results import PairsResult
-from analysis.patching import Pair, patching_of_pairs
+from analysis.errors import ReversedPairs
+from analysis.patching import Pair, mean_lds, patching_of_pairs
 from data.prompt_pairs import TextPair
 
 
@@ -62,8 +63,12 @@ def pairs_study(
     """How many pairs ("pairs"), with `patch` activation patching's result under "patching"
     (analysis.patching), with `circuit` the circuit's under "circuit" (analysis.circuit; no
     kinds: "by_kind" is empty): analysis.circuit_results.PairsResult. ValueError as
-    encode_pairs."""
+    encode_pairs; ReversedPairs where the corrupt prompts favour the answer as much as the clean
+    ones or more (nothing to recover)."""
     pairs = encode_pairs(tokenizer, text_pairs, model.config.block_size)
+    clean_ld, corrupt_ld = mean_lds(model, pairs)
+    if not clean_ld > corrupt_ld:  # before any patch: every fraction would divide by it
+        raise ReversedPairs(clean_ld, corrupt_ld)
     result: PairsResult = {"pairs": len(pairs)}
     if patch:
         result["patching"] = patching_of_pairs(model, pairs, seed, resamples)

@@ -125,7 +125,8 @@ def _build(cls, raw, origin, prefix="", overridden=None):
             raise _unknown(str(key), valid, f"{origin}: {path}")
         f = next(f for f in fields(cls) if f.name == key)
         if _is_section(hints[key]):
-            kwargs[key] = _build(hints[key], value or {}, origin, path + ".", overridden)
+            section = {} if value is None else value  # `train:` written empty: the defaults
+            kwargs[key] = _build(hints[key], section, origin, path + ".", overridden)
         else:
             # A value from the command line is blamed on the override that gave it, not the file.
             where = f"override {overridden[path]}" if path in overridden else f"{origin}: {path}"
@@ -135,8 +136,9 @@ def _build(cls, raw, origin, prefix="", overridden=None):
     return cls(**kwargs)
 
 
-def _set_override(raw, override):
-    """Apply one `key.path=value` to the raw nested dict (the value parsed as YAML)."""
+def _set_override(raw, override, origin="defaults"):
+    """Apply one `key.path=value` to the raw nested dict (the value parsed as YAML); a section
+    that the file `origin` gives as a value (`train: 5`) is an error, not replaced."""
     if "=" not in override:
         raise ConfigError(f"override {override!r}: expected key.path=value, e.g. train.lr=1e-3")
     path, text = override.split("=", 1)
@@ -160,8 +162,14 @@ def _set_override(raw, override):
                     f"{where}: {key!r} is a section; set one of its keys, e.g. "
                     f"{key}.{fields(tp)[0].name}=..."
                 )
-            if not isinstance(node.get(key), dict):
+            if node.get(key) is None:  # not in the file, or written empty (`train:`)
                 node[key] = {}
+            elif not isinstance(node[key], dict):
+                section = ".".join(keys[: i + 1])
+                raise ConfigError(
+                    f"{origin}: {section} must be a mapping, got {node[key]!r}, so override "
+                    f"{path} has no section to go in; write the keys of {section} below it"
+                )
             node, cls = node[key], tp
         elif not last:
             raise ConfigError(f"{where}: {key!r} is not a section")
@@ -204,10 +212,12 @@ def load_config(path: str | Path | None = DEFAULT_CONFIG, overrides=()) -> Confi
             raise ConfigError(
                 f"{origin}: not valid YAML{where}: {getattr(e, 'problem', e)}"
             ) from None
+    if overrides and not isinstance(raw, dict):  # else _build says so, naming the file
+        raise ConfigError(f"{origin}: top level must be a mapping, got {raw!r}")
     own = copy.deepcopy(raw)  # the file's own values, before the overrides
     overridden = {}  # key path -> the override as typed (the last, where one is given twice)
     for override in overrides:
-        _set_override(raw, override)
+        _set_override(raw, override, origin)
         overridden[override.split("=", 1)[0].strip()] = override.strip()
     config = _build(Config, raw, origin, overridden=overridden)
     check(config, origin, overridden)

@@ -6,7 +6,7 @@ from dataclasses import fields
 
 from checks import positive_int
 from configs.schema import Config, ConfigError
-from configs.sizes import check_model
+from configs.sizes import TooBig, check_model
 
 
 def check(config: Config, origin: str, overridden: dict | None = None) -> None:
@@ -21,8 +21,12 @@ def check(config: Config, origin: str, overridden: dict | None = None) -> None:
         raise ConfigError(f"{at(*keys)}: {problem}")
     try:  # the model's own checks and whether it can fit, before any data is prepared
         check_model(config.model)
-    except ValueError as e:
-        named = [k for k in overridden if k.startswith("model.") and k[len("model.") :] in str(e)]
+    except TooBig as e:  # blamed on the size that weighs most: its override, else the file
+        raise ConfigError(f"{at(f'model.{e.heaviest}')}: model.{e}") from None
+    except ValueError as e:  # blamed on the key given that the message names first
+        message = str(e)
+        named = [k for k in overridden if k.startswith("model.") and k[len("model.") :] in message]
+        named.sort(key=lambda k: message.index(k[len("model.") :]))
         raise ConfigError(f"{at(*named)}: model.{e}") from None
 
 

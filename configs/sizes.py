@@ -36,18 +36,38 @@ def physical_memory() -> int | None:
         return None
 
 
+SIZES = ("n_layer", "n_embd", "block_size")  # what parameters_at_least counts from
+
+
+class TooBig(ValueError):
+    """check_fits' refusal; `heaviest` names the size (one of SIZES) that weighs most in it, the
+    one to blame."""
+
+    def __init__(self, message: str, heaviest: str):
+        super().__init__(message)
+        self.heaviest = heaviest
+
+
+def heaviest_size(model) -> str:
+    """The size of SIZES whose value weighs most in the parameter count: set to 1, it shrinks
+    parameters_at_least the most (block_size=10**14 beside n_layer=2, n_embd=32)."""
+    sizes = {name: getattr(model, name) for name in SIZES}
+    return min(SIZES, key=lambda name: parameters_at_least(**{**sizes, name: 1}))
+
+
 def check_fits(model, memory: int | None = None) -> None:
-    """ValueError, one line naming the sizes, where `model` (n_layer, n_embd, block_size) cannot
-    be trained in `memory` bytes (None: this machine's)."""
+    """TooBig (a ValueError), one line naming the sizes, where `model` (n_layer, n_embd,
+    block_size) cannot be trained in `memory` bytes (None: this machine's)."""
     memory = physical_memory() if memory is None else memory
     params = parameters_at_least(model.n_layer, model.n_embd, model.block_size)
     if memory is None or params * BYTES_PER_PARAMETER <= memory:
         return
-    raise ValueError(
+    raise TooBig(
         f"n_layer={model.n_layer}, n_embd={model.n_embd}, block_size={model.block_size} make "
         f"at least {_count(params)} parameters, {_count(params * BYTES_PER_PARAMETER // 2**30)} "
         f"GiB to train ({BYTES_PER_PARAMETER} bytes each), more than this machine's "
-        f"{memory / 2**30:.0f} GiB of memory; choose smaller sizes"
+        f"{memory / 2**30:.0f} GiB of memory; choose smaller sizes",
+        heaviest_size(model),
     )
 
 

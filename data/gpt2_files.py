@@ -6,7 +6,6 @@ merges.txt lists the merges in the order they were learned. A folder that this p
 (runs/export.py) carries GPT-4's split pattern in its tokenizer.json, and is read with it.
 """
 
-import json
 import os
 from pathlib import Path
 
@@ -14,6 +13,7 @@ import tiktoken
 
 from data.bpe import GPT4_SPLIT_PATTERN
 from storage.hub import cached_model_file
+from storage.json_read import parse_json
 
 # GPT-2's pre-tokenisation pattern, as published with its encoder (and used by Hugging Face's
 # ByteLevel pre-tokenizer): merges never cross these pieces.
@@ -57,7 +57,7 @@ def _from_folder(folder) -> tuple[tiktoken.Encoding, dict]:
             f"{' and '.join(GPT2_FILES)}; download them from the model's hub page into it"
         )
     try:
-        vocab = json.loads(paths[0].read_text(encoding="utf-8"))
+        vocab = parse_json(paths[0].read_text(encoding="utf-8"))
         merges = [
             line
             for line in paths[1].read_text(encoding="utf-8").splitlines()
@@ -78,7 +78,7 @@ def split_pattern(tokenizer_json) -> str:
     """The split pattern of a Hugging Face tokenizer.json where it is GPT-4's (what this
     project's `bpe` exports with: runs/export.py), else GPT-2's."""
     try:
-        steps = json.loads(Path(tokenizer_json).read_text(encoding="utf-8"))["pre_tokenizer"][
+        steps = parse_json(Path(tokenizer_json).read_text(encoding="utf-8"))["pre_tokenizer"][
             "pretokenizers"
         ]
         regexes = [step["pattern"]["Regex"] for step in steps if step.get("type") == "Split"]

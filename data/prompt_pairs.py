@@ -12,7 +12,10 @@ lines are skipped; other keys are refused (a misspelt key would silently mean no
 """
 
 import json
+from pathlib import Path
 from typing import NamedTuple
+
+from storage.json_read import parse_json
 
 KEYS = ("clean", "corrupt", "answer", "other")
 
@@ -26,10 +29,17 @@ class TextPair(NamedTuple):
 
 
 def read_prompt_pairs(path) -> list[TextPair]:
-    """The pairs of the JSONL file at `path`. ValueError naming the file and line for a line
-    that is not such an object, or a file with none; FileNotFoundError for a missing file."""
+    """The pairs of the JSONL file at `path`. ValueError naming the file (and the line) for a
+    line that is not such an object, a file with none, or one that cannot be opened (missing,
+    a folder, no permission)."""
+    if Path(path).is_dir():
+        raise ValueError(f"{path} is a folder; give a JSONL file of pairs")
     pairs = []
-    with open(path, encoding="utf-8-sig") as f:  # a byte-order mark is read past
+    try:
+        f = open(path, encoding="utf-8-sig")  # a byte-order mark is read past
+    except OSError as e:
+        raise ValueError(f"cannot read {path}: {e.strerror or e}; give a JSONL file") from None
+    with f:
         try:
             for lineno, line in enumerate(f, start=1):
                 if line.strip():
@@ -48,7 +58,7 @@ def read_prompt_pairs(path) -> list[TextPair]:
 
 def _fields(line: str) -> tuple[str, ...]:
     try:
-        obj = json.loads(line)
+        obj = parse_json(line)
     except json.JSONDecodeError as e:
         raise ValueError(f"not JSON ({e.msg}); write one JSON object a line") from None
     if not isinstance(obj, dict):

@@ -28,6 +28,7 @@ import tiktoken
 from data.bpe import GPT4_SPLIT_PATTERN, parse_ranks, train_bpe, utf8_bytes, write_ranks
 from data.gpt2_files import EOT, GPT2_SPLIT_PATTERN, encoding_of_files, gpt2_encoding
 from storage.atomic import write_atomic
+from storage.json_read import parse_json
 
 KINDS = ("char", "bpe", "gpt2")
 DEFAULT_BPE_VOCAB_SIZE = 4096
@@ -239,7 +240,7 @@ def load_tokenizer(path) -> Tokenizer:
     if not data.lstrip().startswith(b"{"):
         return bpe_from_ranks(parse_ranks(data, path))  # rank lines: base64 has no "{"
     try:
-        meta = json.loads(data)
+        meta = parse_json(data)
         kind = meta["kind"]
     except (ValueError, KeyError, TypeError):
         raise ValueError(f"{path} is not a tokenizer file saved by tinygpt; retrain it") from None

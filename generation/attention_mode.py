@@ -17,6 +17,7 @@ from reports.page_writer import Page, write_html
 from reports.term_colour import COLOR_CHOICES, colour_mode
 from reports.terminal import DEFAULT_TOP, MANY_HEADS, render_sentence
 from runs.folder import METRICS_FILE, PROBE_FILE, probe_path, read_metrics, saved_probe
+from runs.output_path import check_output_path
 from storage.atomic import check_writable
 
 
@@ -262,6 +263,7 @@ def write_page(run, args, analysed, ckpt, out, err):
     """The page of every head's map at args.html, the probe's best head outlined."""
     if args.html.endswith(("/", os.sep)):  # a trailing slash means a folder: the page goes in it
         args.html = str(Path(args.html) / "attention.html")
+    check_output_path(args.html, ckpt, (".html", ".htm"), [args.attention_file])
     check_writable(args.html)  # before the probe, which may take minutes
     found = page_probe(run, ckpt, args, err) or {}
     best = found.get("best_head")

@@ -4,6 +4,7 @@ printed as the probe prints its own (or, with --json, one JSON object). Nothing 
 
 import json
 
+from analysis.errors import ReversedPairs
 from analysis.user_pairs import pairs_study
 from data.prompt_pairs import read_prompt_pairs
 from reports.circuit_report import format_circuit
@@ -43,9 +44,12 @@ def check(args, mode: str) -> None:
 
 def show_pairs(run, args, out) -> None:
     """Patching and/or the circuit on args.pairs: the report, or one JSON object."""
-    result = pairs_study(
-        run.model, run.tokenizer, read_prompt_pairs(args.pairs), args.patch, args.circuit
-    )
+    try:
+        result = pairs_study(
+            run.model, run.tokenizer, read_prompt_pairs(args.pairs), args.patch, args.circuit
+        )
+    except ReversedPairs as e:  # no fraction of a gap <= 0 is printed as if measured
+        raise ValueError(f"--pairs {args.pairs}: {e}") from None
     if args.json:
         out.write(json.dumps(result) + "\n")
         return

@@ -10,6 +10,7 @@ from pathlib import Path
 from data.hf_tokenizer import boundary_token, hf_tokenizer_files
 from model.gpt2_export import gpt2_config_json, gpt2_state_dict
 from runs.loading import load_run
+from runs.output_path import check_output_path
 from storage.atomic import write_atomic
 
 
@@ -27,10 +28,12 @@ class ExportFolderError(ValueError):
 def export_hf(run_folder: str | Path, dest: str | Path) -> list[str]:
     """Write the run in `run_folder` to the new folder `dest` as a Hugging Face GPT-2; return
     the names written. ValueError (one line) for a model or tokenizer with no GPT-2 form, or a
-    `dest` that is not an empty or missing folder; then nothing is written."""
+    `dest` that is not an empty or missing folder or is an input (runs.output_path); then
+    nothing is written."""
     from safetensors.torch import save
 
     dest = Path(dest)
+    check_output_path(dest, run_folder)  # not onto the run's own files, nor into its corpus
     if dest.exists() and (not dest.is_dir() or any(dest.iterdir())):
         raise ValueError(
             f"{dest} already exists and is not an empty folder; give a new folder for the export"

@@ -12,6 +12,7 @@ from analysis.results import CheckpointId, SavedStudy, Study
 from model.checkpoint import CKPT_NAME
 from model.hooked import HookedGPT
 from storage.atomic import write_atomic
+from storage.json_read import parse_json, read_json, regular_text
 
 METRICS_FILE = "metrics.jsonl"  # one JSON object per line, each with "step"
 PROBE_FILE = "probe.json"
@@ -36,18 +37,21 @@ class Run:
 
 
 def read_metrics(path: str | Path) -> list[dict]:
-    """The records of a metrics.jsonl file, a line torn by a kill left out; [] when there is no
-    such file (a Hugging Face model has none)."""
+    """The records of a metrics.jsonl file, a line torn by a kill (or any line that is not one
+    JSON object: nested past reading, a key written twice) left out; [] when there is no such
+    regular file (a Hugging Face model has none; a FIFO is not waited on)."""
     try:
-        lines = Path(path).read_text(encoding="utf-8").splitlines()
-    except (OSError, UnicodeDecodeError):
+        lines = regular_text(path).splitlines()
+    except (OSError, ValueError):  # ValueError: not a regular file, not UTF-8
         return []
     records = []
     for line in lines:
         try:
-            records.append(json.loads(line))
+            record = parse_json(line)
         except ValueError:
             continue
+        if isinstance(record, dict):
+            records.append(record)
     return records
 
 
@@ -86,11 +90,14 @@ def save_report(folder: str | Path | None, text: str) -> Path | None:
 
 def saved_probe(run: "Run", folder: str | Path | None) -> SavedStudy | None:
     """The probe result saved in the run folder for this very checkpoint in this PROBE_FORMAT,
-    of its type to the last key, or None (then it is measured again)."""
+    of its type to the last key and every number in its range, or None (then it is measured
+    again)."""
     path = probe_path(folder)
+    if path is None:
+        return None  # no run folder
     try:
-        saved = json.loads(path.read_text(encoding="utf-8"))
-    except (AttributeError, OSError, ValueError):  # no run folder, no file, not JSON
+        saved = read_json(path)
+    except (OSError, ValueError):  # no file, not a regular file (a FIFO), not JSON
         return None
     if not isinstance(saved, dict) or saved.get("checkpoint") != checkpoint_id(run):
         return None  # a probe of an earlier checkpoint: this one may have other heads

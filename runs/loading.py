@@ -15,7 +15,6 @@ of its meta.pkl, found beside ckpt.pt or given (data/nanogpt_meta.py), or else G
 """
 
 import hashlib
-import json
 import re
 from dataclasses import asdict
 from pathlib import Path
@@ -35,6 +34,7 @@ from model.hooked import HookedGPT
 from model.nanogpt_import import is_nanogpt, read_nanogpt
 from runs.folder import META_FILE, Run
 from storage.hub import WEIGHT_FILES, is_hub_name, model_folder
+from storage.json_read import read_json
 
 NANOGPT_META = "meta.pkl"
 
@@ -79,6 +79,10 @@ def _open(source, device, vocab_multiple, nanogpt_meta=None):
         (path / "config.json").is_file() and not (path / CKPT_NAME).is_file()
     )
     if is_gpt2:
+        if nanogpt_meta:
+            raise UnusedNanogptMeta(
+                source, "a Hugging Face GPT-2, whose tokenizer files are its own"
+            )
         config, state_dict, tokenizer, meta, ckpt = _open_gpt2(source, device, vocab_multiple)
     else:
         config, state_dict, tokenizer, meta, ckpt = _open_run(source, device, nanogpt_meta)
@@ -131,16 +135,18 @@ def _open_run(out_dir, device, nanogpt_meta=None):
     ckpt = load_checkpoint(out_dir / CKPT_NAME, map_location=device)
     if is_nanogpt(ckpt):
         return _open_nanogpt(out_dir, ckpt, nanogpt_meta)
+    if nanogpt_meta:
+        raise UnusedNanogptMeta(out_dir, f"a train.py run, whose {META_FILE} names its tokenizer")
     meta_path = out_dir / META_FILE
     if not meta_path.is_file():
         raise FileNotFoundError(f"{meta_path} is missing; the run folder {out_dir} is incomplete")
     try:
-        meta = json.loads(meta_path.read_text())
+        meta = read_json(meta_path)
         tokenizer_path = out_dir / meta["tokenizer_file"]
-    except (json.JSONDecodeError, KeyError, TypeError):
+    except (ValueError, KeyError, TypeError) as e:
+        why = str(e) if isinstance(e, ValueError) else "it needs a tokenizer_file"
         raise ValueError(
-            f"{meta_path} is not valid run metadata (it needs a tokenizer_file); "
-            "train again to rewrite it"
+            f"{meta_path} is not valid run metadata ({why}); train again to rewrite it"
         ) from None
     recorded = (ckpt.get("data") or {}).get("tokenizer_sha256")
     if (
@@ -165,6 +171,19 @@ class NoNanogptMeta(ValueError):
     def __init__(self, problem: str):
         super().__init__(f"{problem}; give the meta.pkl of the run's data as nanogpt_meta")
         self.problem = problem
+
+
+class UnusedNanogptMeta(ValueError):
+    """A nanoGPT meta.pkl given (nanogpt_meta) for a model that is no nanoGPT run: `source`, which
+    is `what`. Refused rather than ignored: the model would load with its own tokenizer while the
+    caller believes the meta.pkl's is used. generate.py words it as --meta."""
+
+    def __init__(self, source, what: str):
+        super().__init__(
+            f"{source} is {what}, not a nanoGPT run: a nanoGPT meta.pkl (nanogpt_meta) does not "
+            "apply to it; leave it out"
+        )
+        self.source, self.what = source, what
 
 
 def _open_nanogpt(folder, ckpt, meta_pkl=None):

@@ -17,7 +17,6 @@ one; the old run's own files go.
 """
 
 import contextlib
-import json
 import os
 import re
 import shutil
@@ -34,6 +33,7 @@ from runs.folder import (
     REPORT_FILE,
 )
 from storage.atomic import exchange_folders, is_stale_temp, is_temp, make_temp_folder
+from storage.json_read import read_json
 from storage.lock import LOCK_NAME, folder_lock
 
 # In a forced restart's folder from just before the swap until just after it: this folder is the
@@ -121,7 +121,7 @@ def discard_run(folder, into=None) -> list[str]:
     folder, kept = Path(folder), []
     own = set(RUN_ENTRIES)
     with contextlib.suppress(OSError, ValueError, TypeError, AttributeError):
-        own.add(json.loads((folder / META_FILE).read_text())["tokenizer_file"])
+        own.add(read_json(folder / META_FILE)["tokenizer_file"])
     for entry in sorted(os.scandir(folder), key=lambda e: e.name):
         path = Path(entry.path)
         with contextlib.suppress(OSError):
@@ -187,6 +187,36 @@ def finish_cut_swap(out_dir) -> str | None:
         f"note: {out_dir} was missing, a forced restart killed mid-swap; its new run "
         f"({cut.name}) is put in its place"
     )
+
+
+def leftover_note(out_dir: str | Path) -> str | None:
+    """A note on the aside folders beside out_dir that killed forced restarts left
+    (stale_asides): what each holds and whether it can be removed; None where there are none.
+    They stay until the next training run on out_dir tidies them (finish_cut_swap,
+    clean_stale_asides), so whoever meets out_dir before that is told what they are."""
+    try:
+        asides = stale_asides(out_dir)
+    except OSError:  # a parent folder that cannot be listed: nothing to say
+        return None
+    has_run = (Path(os.path.realpath(out_dir)) / CKPT_NAME).is_file()
+    swapping = any((folder / REPLACING).is_file() for folder in asides)
+    said = []
+    for folder in asides:
+        if has_run:
+            what = f"{out_dir} holds its run, so it can be removed"
+        elif (folder / REPLACING).is_file():
+            what = (
+                f"it holds the new run, which the next training run on {out_dir} puts in place "
+                f"(or rename it to {out_dir})"
+            )
+        elif swapping:
+            what = f"it holds the old run, and can be removed once {out_dir} holds the new one"
+        elif (folder / CKPT_NAME).is_file():
+            what = f"it holds a checkpoint and {out_dir} none: keep it, or rename it to {out_dir}"
+        else:
+            what = "it holds no checkpoint and can be removed"
+        said.append(f"{folder} is left by a forced restart on {out_dir} that was killed; {what}")
+    return f"note: {'; '.join(said)}" if said else None
 
 
 def clean_stale_asides(out_dir) -> None:

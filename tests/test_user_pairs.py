@@ -14,7 +14,7 @@ import generate
 from analysis.circuit import circuit_of_pairs
 from analysis.circuit_results import PairsResult
 from analysis.conform import mismatches
-from analysis.patching import activation_patching, make_pair, patching_of_pairs
+from analysis.patching import activation_patching, make_pair, mean_lds, patching_of_pairs
 from analysis.user_pairs import encode_pairs, pairs_study
 from data.prompt_pairs import TextPair, read_prompt_pairs
 from data.pronouns import examples
@@ -93,6 +93,9 @@ def test_the_twins_written_as_a_users_pairs_give_the_same_patching_and_circuit(s
 def test_generate_prints_the_report_or_the_json_of_a_pairs_file(setup, tmp_path):
     model, tokenizer, examples_, folder = setup
     _, texts = twins_as_text(tokenizer, examples_[:8])
+    clean_ld, corrupt_ld = mean_lds(model, encode_pairs(tokenizer, texts, 128))
+    if clean_ld < corrupt_ld:  # the random model's way round: reversed pairs are refused
+        texts = [t._replace(clean=t.corrupt, corrupt=t.clean) for t in texts]
     path = tmp_path / "pairs.jsonl"
     path.write_text(
         "\n".join(json.dumps(dict(zip(("clean", "corrupt", "answer", "other"), t))) for t in texts)

@@ -18,6 +18,7 @@ from dataclasses import dataclass, replace
 from checks import did_you_mean
 from data.pronouns.twin_field import Twin, parse_twin
 from storage.atomic import write_atomic
+from storage.json_read import parse_json
 
 DECIDED_BY = ("agreement", "role", "meaning")
 REQUIRED_KEYS = ("text", "pronoun", "antecedent", "distractors")
@@ -147,7 +148,7 @@ def write_jsonl(examples: list[Example], path) -> None:
 
 def _parse_line(line: str) -> Example:
     try:
-        record = json.loads(line)
+        record = parse_json(line)
     except json.JSONDecodeError as e:
         raise ValueError(f"not valid JSON ({e.msg}); write one JSON object per line") from None
     keys = REQUIRED_KEYS
@@ -180,7 +181,27 @@ def _parse_line(line: str) -> Example:
     if "twin" in record:
         twin = parse_twin(record["twin"], example.text, example.pronoun)
         example = replace(example, twin=twin)
+        _check_twin_answer(example)
     return example
+
+
+def _check_twin_answer(example: Example) -> None:
+    """ValueError unless the twin's antecedent is whole words of its text and names another of
+    the example's candidates (a distractor's words): the twin flips the answer to it."""
+    twin = example.twin
+    s, e = twin.antecedent
+    if not _whole(twin.text, s, e):
+        raise ValueError(
+            f'"twin.antecedent" {[s, e]} covers {twin.text[s:e]!r}, which is not whole words of '
+            'twin.text; point it at the noun of a candidate, such as "dog"'
+        )
+    others = [example.text[a:b].lower() for a, b in example.distractors]
+    if twin.text[s:e].lower() not in others:
+        raise ValueError(
+            f'"twin.antecedent" {[s, e]} covers {twin.text[s:e]!r}, which is none of the '
+            f"other candidates ({', '.join(map(repr, others))}); a twin makes one of them the "
+            "answer"
+        )
 
 
 def read_examples(path, named="", check=None) -> list[Example]:
