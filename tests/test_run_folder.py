@@ -278,8 +278,14 @@ def test_disk_full_during_a_checkpoint_is_one_line_and_keeps_the_previous_one(
     assert (
         "No space left on device" in line and "ckpt.pt" in line and "untouched" in line
     )  # the OS's reason
+    assert "steps 11-15 are lost" in line and "from the checkpoint of step 10" in line
     assert (out / "ckpt.pt").read_bytes() == before and load_checkpoint(out)["step"] == 10
     assert not [p.name for p in out.iterdir() if p.name.endswith(".tmp")]
+    (small_tmpfs / "filler").unlink()  # space again: the resume redoes steps 11-20
+    assert run_script("train.py", cfg, "train.max_iters=20").returncode == 0
+    records = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    kinds = [(r["step"], "val_loss" in r, "loss" in r) for r in records]
+    assert len(kinds) == len(set(kinds))  # each step's log and evaluation once
 
 
 @pytest.mark.slow

@@ -172,10 +172,20 @@ def save(job, progress):
             job.folder / CKPT_NAME,
         )
     except ValueError as e:  # the disk is full, the folder went read-only, ...
-        raise TrainingStopped(f"{e}") from None
+        raise TrainingStopped(f"{e}; {lost_steps(progress)}") from None
     progress.saved_step = progress.step
     if job.aside and not job.aside.published:  # a forced restart replaces the old run now
         publish_aside(job, progress.step)
+
+
+def lost_steps(progress):
+    """What a failed save loses: the steps since the checkpoint on disk, which a resume redoes."""
+    if progress.saved_step is None:
+        return f"steps 1-{progress.step} are lost; the same command starts the run again"
+    return (
+        f"steps {progress.saved_step + 1}-{progress.step} are lost; the same command resumes "
+        f"from the checkpoint of step {progress.saved_step}"
+    )
 
 
 def stopped(job, progress, reason):
