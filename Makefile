@@ -9,13 +9,16 @@ TEST_STAMP := $(VENV)/.installed-test
 
 $(STAMP): requirements.txt
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 10) else "Python >= 3.10 is needed; set PYTHON=/path/to/python3.x")'
-	$(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --quiet -r requirements.txt
+	@echo "making .venv/ and installing requirements.txt into it (once; a minute or two)"
+	@$(PYTHON) -m venv $(VENV)
+	@# Errors only (-qq): what pip warns about is the machine's set-up, not this project.
+	@$(PY) -m pip install --quiet --quiet -r requirements.txt
 	@touch $(STAMP)
 
 # The tests also need pytest and the reference implementations they compare against.
 $(TEST_STAMP): $(STAMP) requirements-test.txt
-	$(PY) -m pip install --quiet -r requirements-test.txt
+	@echo "installing requirements-test.txt into .venv/ (once)"
+	@$(PY) -m pip install --quiet --quiet -r requirements-test.txt
 	@touch $(TEST_STAMP)
 
 # The style is the tools' (pyproject.toml's [tool.ruff]): a red lint fails `make test` as a red
