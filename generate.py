@@ -1,7 +1,7 @@
 """Sample text from a trained run, or show where its pronouns look.
 
     python generate.py --prompt "The owl" --num-samples 3 --max-new-tokens 100 --top-p 0.9
-    python generate.py --prompt-file story.txt --stop "\n\n"   # up to the first blank line
+    python generate.py --prompt-file story.txt --stop "\n"     # to the end of the line
     python generate.py --attention                      # the built-in pronoun sentences
     python generate.py --attention-file sentences.txt   # one sentence a line
     python generate.py --attention "The dog ate because it was hungry." --layer 1 --head 2

@@ -1,5 +1,5 @@
-"""TransformerLens's `utils.test_prompt(prompt, answer, model)` here: where the model ranks each
-token of an expected answer after a prompt, with its logit and probability, and the tokens it
+"""TransformerLens's `utilities.test_prompt(prompt, answer, model)` here: where the model ranks
+each token of an expected answer after a prompt, with its logit and probability, and the tokens it
 ranks first instead. The answer's tokens are read one after another, each after the prompt and
 the answer's tokens before it (teacher forcing), as TransformerLens reads them. Ranks count from
 0 (the model's first choice), as TransformerLens's do.

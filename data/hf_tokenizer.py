@@ -10,8 +10,10 @@ byte-level form and is refused.
 
 Tools that prepend a beginning-of-text token (TransformerLens does by default) need bos, eos and
 pad ids inside the vocabulary, or they add one past its end and the embedding lookup fails.
-`gpt2` has `<|endoftext|>`; our `bpe` has no special token, so its boundary is the newline, the
-token that ends every paragraph of the training text (`boundary_token`).
+`gpt2` has `<|endoftext|>`; our `bpe` has no special token, so its boundary is the newline byte's
+token, which every byte-level vocabulary holds (`boundary_token`). Where generation stops is
+another matter (`end_ids`): a BPE merges a newline with the punctuation before it (".\\n" is one
+token), so the newline's own token rarely comes out of a model.
 """
 
 import json
@@ -22,13 +24,27 @@ from data.gpt2_files import EOT, GPT2_SPLIT_PATTERN, gpt2_byte_chars
 NEWLINE = "\u010a"  # the newline byte as GPT-2's byte map writes it in vocab.json ("Ċ")
 
 
+def _ranks(tokenizer) -> dict[bytes, int]:
+    """{token's bytes: id} of a byte-level tokenizer, ours or GPT-2's."""
+    return tokenizer.ranks if tokenizer.ranks is not None else tokenizer.encoding._mergeable_ranks
+
+
 def boundary_token(tokenizer) -> tuple[str, int]:
-    """(its text in vocab.json, its id): the token the export declares as bos, eos and pad:
-    `<|endoftext|>` where the vocabulary has one (`gpt2`), else the newline byte's token."""
+    """(its text in vocab.json, its id): the export's bos and pad, and its tokenizer's one eos
+    token: `<|endoftext|>` where the vocabulary has one (`gpt2`), else the newline byte's
+    token. (Generation stops at every id of end_ids, which config.json declares.)"""
     if tokenizer.eot_id is not None:
         return EOT, tokenizer.eot_id
-    ranks = tokenizer.ranks if tokenizer.ranks is not None else tokenizer.encoding._mergeable_ranks
-    return NEWLINE, ranks[b"\n"]
+    return NEWLINE, _ranks(tokenizer)[b"\n"]
+
+
+def end_ids(tokenizer) -> list[int]:
+    """The ids where generation on the export stops (its eos): `<|endoftext|>` where the
+    vocabulary has it, then every token whose bytes hold a line break, so a sample ends with its
+    first line, whichever token ends it ("\\n", ".\\n", "!\\n\\n", ...). Our corpora have no
+    end-of-text token between documents; their lines are where a paragraph ends."""
+    breaks = sorted(rank for token, rank in _ranks(tokenizer).items() if b"\n" in token)
+    return ([tokenizer.eot_id] if tokenizer.eot_id is not None else []) + breaks
 
 
 def hf_tokenizer_files(tokenizer, model_max_length: int) -> dict[str, str]:
@@ -38,8 +54,7 @@ def hf_tokenizer_files(tokenizer, model_max_length: int) -> dict[str, str]:
             f"a {tokenizer.kind} tokenizer has no Hugging Face GPT-2 form (only byte-level "
             "BPE has), so this run cannot be exported; train with tokenizer.kind=bpe"
         )
-    ranks = tokenizer.ranks if tokenizer.ranks is not None else tokenizer.encoding._mergeable_ranks
-    vocab, merges = _vocab_and_merges(ranks)
+    vocab, merges = _vocab_and_merges(_ranks(tokenizer))
     added = []
     if (
         tokenizer.eot_id is not None

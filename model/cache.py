@@ -10,7 +10,7 @@ TransformerLens's shorthand:
     cache["z", 1, "attn"]                   (name, layer, layer type)
     cache["pattern0"], cache["embed"]       one word: its first digits are the layer
 
-resolved by the rules of TransformerLens's utils.get_act_name (act_name below): the aliases
+resolved by the rules of TransformerLens's utilities.get_act_name (act_name below): the aliases
 attn -> pattern, attn_logits -> attn_scores, key/query/value -> k/q/v, mlp_pre/mlp_post ->
 pre/post; q, k, v, z, result, pattern, attn_scores live in attn, pre and post in mlp; a layer
 type a, m, b or attention means attn, mlp, the block itself, attn; "normalized" without a layer

@@ -162,7 +162,9 @@ class Block(nn.Module):
     def forward(self, x, cache=None):
         x = self.hook_resid_pre(x)
         split = (self.hook_q_input, self.hook_k_input, self.hook_v_input)
-        if any(point.active for point in split):  # each head its own copy of the stream for q, k, v
+        # Each head its own copy of the stream for q, k, v: only for a hook on a split input
+        # (TransformerLens's use_split_qkv_input), never for a library watching every module.
+        if any(point.hooked for point in split):
             copies = x[:, :, None, :].expand(-1, -1, self.attn.n_head, -1)  # (B, T, H, C)
             attn_in = [layer_norm(self.ln_1, self.hook_ln1, point(copies)) for point in split]
         else:

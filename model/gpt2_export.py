@@ -23,9 +23,11 @@ NOT_GPT2 = (
 )
 
 
-def gpt2_config_json(config: GPTConfig, bos_eos: int | None = None) -> dict:
-    """The config.json of `config` as a GPT-2; ValueError (one line naming the option) for a
-    model GPT-2 cannot express."""
+def gpt2_config_json(
+    config: GPTConfig, bos: int | None = None, eos: list[int] | None = None
+) -> dict:
+    """The config.json of `config` as a GPT-2, with `bos` (an id) and `eos` (the ids that end
+    a sample); ValueError (one line naming the option) for a model GPT-2 cannot express."""
     for key, needed, what in NOT_GPT2:
         if getattr(config, key) != needed:
             raise ValueError(
@@ -52,10 +54,16 @@ def gpt2_config_json(config: GPTConfig, bos_eos: int | None = None) -> dict:
         "scale_attn_by_inverse_layer_idx": False,
         "reorder_and_upcast_attn": False,
         "tie_word_embeddings": True,
-        "bos_token_id": bos_eos,
-        "eos_token_id": bos_eos,
+        "bos_token_id": bos,
+        "eos_token_id": eos,
         "torch_dtype": "float32",
     }
+
+
+def generation_config_json(bos: int, eos: list[int]) -> dict:
+    """generation_config.json, which transformers' generate reads: it stops at any of `eos`
+    and pads a finished sample of a batch with `bos`."""
+    return {"bos_token_id": bos, "eos_token_id": eos, "pad_token_id": bos}
 
 
 def gpt2_state_dict(config: GPTConfig, state: dict) -> dict:

@@ -1,9 +1,10 @@
 """A named place in the forward pass that a hook can read or change (model.hooks installs them).
 
 A HookPoint is an identity layer, as TransformerLens's is: `point(x)` is x unless a hook is on
-it. Being a module, it shows in `model.named_modules()`, and PyTorch's own forward hooks (and
-the libraries built on them) reach it like any layer. Its `name` is TransformerLens's name for
-the place, such as blocks.0.attn.hook_pattern (the list with shapes: model.hooks).
+it. Being a module, it shows in `model.named_modules()`, and PyTorch's own forward hooks reach
+it like any layer, as does a library that installs its own forward on each module (nnsight
+does). Its `name` is TransformerLens's name for the place, such as blocks.0.attn.hook_pattern
+(the list with shapes: model.hooks).
 """
 
 from collections.abc import Callable
@@ -22,11 +23,17 @@ class HookPoint(nn.Module):
         self.fns: list[Callable] = []
 
     @property
-    def active(self) -> bool:
-        """Whether anything watches this point: a hook of ours or a PyTorch forward hook. The
-        model computes what only a watched point needs (the explicit attention path, a head's
-        own write) only then."""
+    def hooked(self) -> bool:
+        """Whether a hook is on this point: one of ours or a PyTorch forward hook."""
         return bool(self.fns or self._forward_hooks or self._forward_pre_hooks)
+
+    @property
+    def active(self) -> bool:
+        """Whether anything watches this point: a hook (`hooked`), or a forward installed on
+        this instance in place of the class's, as nnsight wraps every module of a model it is
+        given. The model computes what only a watched point needs (the explicit attention
+        path, a head's own write) only then."""
+        return self.hooked or "forward" in self.__dict__
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         for fn in self.fns:

@@ -13,6 +13,14 @@ top; runs.loading.load_run gives one, and the plain GPT of model.gpt knows nothi
 They are model.hooks's two ways in, spelled as TransformerLens spells them; a hook is
 fn(value, hook) in both. Tokens are (B, T) ids; (T,) ids are a batch of one, and text is
 tokenized by the attached tokenizer (model.text, which also says what prepend_bos means here).
+
+Hooks live as long as in TransformerLens (its HookedRootModule and TransformerBridge): a call
+with reset_hooks_end=True takes off the hooks it added and no others; model.add_hook's stay
+until model.reset_hooks(), and a permanent one until reset_hooks(including_permanent=True).
+
+This layer is kept for what it has and grows no further: TransformerLens itself opens the run's
+export (runs.export, TransformerBridge; docs/reference/python.md), with its weight views, weight
+processing and every cache method. Asked for a weight view (LENS_ONLY), the model says so.
 """
 
 import inspect
@@ -24,12 +32,47 @@ import torch
 
 from model.cache import ActivationCache
 from model.gpt import GPT, lm_loss
-from model.hooks import NameOrPredicate, hooks, remove_hooks, run_with_cache, select
+from model.hooks import NameOrPredicate, check_hook, hook_points, hooks, run_with_cache, select
 from model.keywords import keywords_checked, unknown_keyword
 from model.text import TextMixin
 
 FwdHooks = Sequence[tuple[NameOrPredicate, Callable]]
 RETURN_TYPES = ("logits", "loss", "both", None)
+DIRECTIONS = ("fwd", "bwd", "both")
+# TransformerLens's weight views and the methods that read them, which this layer does not have
+# and TransformerBridge does: asking for one answers with that route (HookedMixin.__getattr__).
+LENS_ONLY = frozenset(
+    "W_U b_U W_E W_pos W_E_pos W_Q W_K W_V W_O b_Q b_K b_V b_O QK OV W_in W_out W_gate b_in b_out "
+    "tokens_to_residual_directions accumulated_bias all_head_labels".split()
+)
+
+
+def bridge_route(owner: str, name: str) -> str:
+    """The one line that answers a call for TransformerLens's `name`, which `owner` lacks."""
+    return (
+        f"{owner} has no {name}; for TransformerLens's full model, export the run "
+        "(train.py --export-hf DIR, or runs.export.export_hf) and open DIR with "
+        "TransformerBridge.boot_transformers (docs/reference/python.md)"
+    )
+
+
+@dataclass(frozen=True, eq=False)
+class LensHook:
+    """A hook as TransformerLens keeps one: fn(value, hook) in direction `dir`, "fwd" or "bwd"
+    (then fn(grad, hook) sees the gradient of the point's value, and may return a replacement,
+    in the next backward through it), and whether model.reset_hooks() leaves it on
+    (is_permanent). Compared by identity, as the functions it wraps are."""
+
+    fn: Callable
+    dir: str = "fwd"
+    is_permanent: bool = False
+
+    def __call__(self, value, hook):
+        if self.dir == "fwd":
+            return self.fn(value, hook)
+        if value.requires_grad:
+            value.register_hook(lambda grad: self.fn(grad, hook))
+        return None
 
 
 @dataclass(frozen=True)
@@ -105,9 +148,12 @@ class HookedMixin(TextMixin):
         are on for the block and off after it, on any exception too. bwd_hooks' fn(grad, hook)
         sees the gradient of the point's value (and may return a replacement), in the next
         backward through the values of this block. reset_hooks_end=False keeps them installed
-        until model.reset_hooks(). clear_contexts is accepted and does nothing: our points
-        keep no context."""
-        pairs = list(fwd_hooks) + [(key, _on_gradient(fn)) for key, fn in bwd_hooks]
+        until model.reset_hooks(); either way, hooks installed before the block stay on, as
+        in TransformerLens. clear_contexts is accepted and does nothing: our points keep no
+        context."""
+        for key, fn in bwd_hooks:
+            check_hook(key, fn)
+        pairs = list(fwd_hooks) + [(key, LensHook(fn, "bwd")) for key, fn in bwd_hooks]
         with hooks(self, pairs, keep=not reset_hooks_end):
             yield self
 
@@ -120,13 +166,18 @@ class HookedMixin(TextMixin):
     def add_hook(
         self, name: NameOrPredicate, hook: Callable, dir: str = "fwd", is_permanent: bool = False
     ) -> None:
-        """TransformerLens's model.add_hook: `hook` stays installed until model.reset_hooks()
-        (is_permanent is accepted; reset_hooks takes every hook off). dir "bwd": a backward
-        hook, as bwd_hooks are."""
-        if dir not in ("fwd", "bwd"):
+        """TransformerLens's model.add_hook: `hook` stays installed through run_with_hooks and
+        run_with_cache until model.reset_hooks(), or, is_permanent, until
+        reset_hooks(including_permanent=True). dir "bwd": a backward hook, as bwd_hooks are."""
+        if dir not in DIRECTIONS[:2]:
             raise ValueError(f"dir must be 'fwd' or 'bwd', got {dir!r}")
-        with hooks(self, [(name, hook if dir == "fwd" else _on_gradient(hook))], keep=True):
+        check_hook(name, hook)
+        with hooks(self, [(name, LensHook(hook, dir, is_permanent))], keep=True):
             pass
+
+    def add_perma_hook(self, name: NameOrPredicate, hook: Callable, dir: str = "fwd") -> None:
+        """add_hook(name, hook, dir, is_permanent=True), as TransformerLens spells it."""
+        self.add_hook(name, hook, dir=dir, is_permanent=True)
 
     @keywords_checked
     def reset_hooks(
@@ -136,10 +187,35 @@ class HookedMixin(TextMixin):
         including_permanent: bool = False,
         level: int | None = None,
     ) -> None:
-        """Take every hook off every point. TransformerLens's arguments are accepted and change
-        nothing: our points keep no context, a backward hook is a forward hook that registers
-        on the value, and no hook is permanent or of a level."""
-        remove_hooks(self)
+        """Take the hooks of `direction` ("fwd", "bwd" or "both") off every point, the
+        permanent ones too only with including_permanent. clear_contexts is accepted and does
+        nothing (our points keep no context); a `level` is refused: our hooks keep none."""
+        if direction not in DIRECTIONS:
+            raise ValueError(f"direction must be one of {DIRECTIONS}, got {direction!r}")
+        if level is not None:
+            raise ValueError(
+                f"reset_hooks(level={level!r}): {type(self).__name__}'s hooks keep no context "
+                "level; call reset_hooks() without one"
+            )
+        for point in hook_points(self).values():
+            # A hook installed otherwise than as a LensHook is a forward one, not permanent.
+            point.fns[:] = [
+                fn
+                for fn in point.fns
+                if direction not in ("both", getattr(fn, "dir", "fwd"))
+                or (getattr(fn, "is_permanent", False) and not including_permanent)
+            ]
+
+    def __getattr__(self, name: str):
+        """nn.Module's lookup (parameters, buffers, submodules); for TransformerLens's weight
+        views and the methods that read them (LENS_ONLY), an AttributeError whose one line
+        names the route that has them."""
+        try:
+            return super().__getattr__(name)
+        except AttributeError:
+            if name in LENS_ONLY:
+                raise AttributeError(bridge_route(type(self).__name__, name)) from None
+            raise
 
     def run_with_hooks(
         self,
@@ -171,7 +247,7 @@ class HookedMixin(TextMixin):
         (a scalar: return_type="loss") and caches each point's gradient as NAME_grad."""
         idx, kwargs = self._forward_args("run_with_cache", model_args, model_kwargs)
         grads = {}
-        keep = _on_gradient(lambda grad, hook: grads.__setitem__(f"{hook.name}_grad", grad))
+        keep = LensHook(lambda grad, hook: grads.__setitem__(f"{hook.name}_grad", grad), "bwd")
         chosen = set(select(self, names_filter)) if incl_bwd else set()
         with hooks(self, [(lambda name: name in chosen, keep)]):
             out, cache = run_with_cache(self, idx, names_filter, **kwargs)
@@ -203,17 +279,6 @@ class HookedMixin(TextMixin):
                 raise TypeError(unknown_keyword(method, key, takes))
         idx = self.input_tokens(args[0], kwargs.pop("prepend_bos", None))
         return idx, kwargs
-
-
-def _on_gradient(fn):
-    """A forward hook that has `fn(grad, hook)` called with the gradient of the point's value
-    when a backward pass reaches it."""
-
-    def hook(value, point):
-        if value.requires_grad:
-            value.register_hook(lambda grad: fn(grad, point))
-
-    return hook
 
 
 class HookedGPT(HookedMixin, GPT):

@@ -158,8 +158,8 @@ def hooks(model: torch.nn.Module, fns: Hooks, keep: bool = False) -> Iterator[to
     (name or predicate, fn) pairs (TransformerLens's fwd_hooks, where one name may come twice).
     A predicate installs its fn on every point whose name it is true of. Hooks stack: a point
     runs them in the order installed, and each block removes exactly what it added, on any
-    exception too; keep=True leaves them installed after a block that ends without one (until
-    remove_hooks(model))."""
+    exception too; keep=True leaves them installed after a block that ends without one (for
+    model.hooked's add_hook, until its reset_hooks)."""
     points = hook_points(model)
     added = []
     done = False
@@ -174,7 +174,7 @@ def hooks(model: torch.nn.Module, fns: Hooks, keep: bool = False) -> Iterator[to
     finally:
         if not (keep and done):
             for point, fn in reversed(added):
-                if fn in point.fns:  # remove_hooks inside the block may have taken it already
+                if fn in point.fns:  # reset_hooks inside the block may have taken it already
                     point.fns.remove(fn)
 
 
@@ -195,12 +195,6 @@ def check_hook(key: NameOrPredicate, fn: Callable) -> None:
             f"the hook for {key!r}, {name}{signature}, cannot be called as fn(activation, "
             "hook): give it exactly those two positional arguments (others need defaults)"
         ) from None
-
-
-def remove_hooks(model: torch.nn.Module) -> None:
-    """Take every hook off every point of `model` (TransformerLens's reset_hooks)."""
-    for point in hook_points(model).values():
-        point.fns.clear()
 
 
 def run_with_cache(

@@ -1,14 +1,14 @@
 """A run folder as a Hugging Face GPT-2 folder (`train.py --export-hf DIR`): config.json,
-model.safetensors and the tokenizer files, which transformers opens as it opens GPT-2 itself
-(model/gpt2_export.py for the weights, data/hf_tokenizer.py for the tokenizer). Every file goes
-through the one atomic writer; a folder that already holds files is refused, so an export never
-overwrites anything."""
+generation_config.json, model.safetensors and the tokenizer files, which transformers opens as it
+opens GPT-2 itself (model/gpt2_export.py for the weights, data/hf_tokenizer.py for the tokenizer
+and the ids generation stops at). Every file goes through the one atomic writer; a folder that
+already holds files is refused, so an export never overwrites anything."""
 
 import json
 from pathlib import Path
 
-from data.hf_tokenizer import boundary_token, hf_tokenizer_files
-from model.gpt2_export import gpt2_config_json, gpt2_state_dict
+from data.hf_tokenizer import boundary_token, end_ids, hf_tokenizer_files
+from model.gpt2_export import generation_config_json, gpt2_config_json, gpt2_state_dict
 from runs.loading import load_run
 from runs.output_path import check_output_path
 from storage.atomic import write_atomic
@@ -42,9 +42,9 @@ def export_hf(run_folder: str | Path, dest: str | Path) -> list[str]:
     config = run.model.config
     # Everything is built before the first write: a refusal leaves nothing behind.
     files = hf_tokenizer_files(run.tokenizer, config.block_size)
-    files["config.json"] = json.dumps(
-        gpt2_config_json(config, boundary_token(run.tokenizer)[1]), indent=2
-    )
+    bos, eos = boundary_token(run.tokenizer)[1], end_ids(run.tokenizer)
+    files["config.json"] = json.dumps(gpt2_config_json(config, bos, eos), indent=2)
+    files["generation_config.json"] = json.dumps(generation_config_json(bos, eos), indent=2)
     weights = save(gpt2_state_dict(config, run.model.state_dict()), metadata={"format": "pt"})
     try:
         dest.mkdir(parents=True, exist_ok=True)

@@ -43,6 +43,34 @@ def corpus(tmp_path_factory):
 
 
 @pytest.fixture(scope="session")
+def trained_export(corpus, tmp_path_factory):
+    """(run folder, its --export-hf folder): a 2 x 2 x 32 model with a window of 32 tokens,
+    trained for 100 steps on the corpus (enough for attention to be far from uniform, so edits
+    bite, and for its samples to end lines as the corpus does) with a BPE tokenizer (GPT-2 has
+    no char form), exported as train.py --export-hf writes it. Shared by the session: copy it
+    before changing it."""
+    # Imported here, not when pytest collects: training brings in the lab.
+    from lab.run import train
+    from runs.export import export_hf
+    from tests.helpers import tiny_config
+
+    folder = tmp_path_factory.mktemp("trained_export")
+    train(
+        tiny_config(
+            corpus,
+            folder / "run",
+            "tokenizer.kind=bpe",
+            "tokenizer.vocab_size=300",
+            "model.block_size=32",
+            "train.max_iters=100",
+            "train.eval_interval=50",
+        )
+    )
+    export_hf(folder / "run", folder / "hf")
+    return folder / "run", folder / "hf"
+
+
+@pytest.fixture(scope="session")
 def gpt2_folder(tmp_path_factory):
     """A tiny Hugging Face GPT-2 folder as transformers writes it (tests/fakehub.py), shared by
     the session: copy it before changing it."""

@@ -173,6 +173,36 @@ def run_main(script, *argv):
     return subprocess.CompletedProcess([script, *args], code, out.getvalue(), err.getvalue())
 
 
+@contextlib.contextmanager
+def offline():
+    """The network shut for the block, as on a machine without a hub: a connection is an
+    OSError naming where it went."""
+    import socket
+
+    import pytest
+
+    def refuse(sock, address):
+        raise OSError(f"the test ran offline, and it tried to reach {address}")
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(socket.socket, "connect", refuse)
+        yield
+
+
+def boot_bridge(folder):
+    """TransformerLens 4's TransformerBridge on the Hugging Face folder `folder` (an --export-hf
+    folder), as the docs boot it, offline; the test is skipped where TransformerLens is not
+    installed."""
+    import pytest
+
+    bridges = pytest.importorskip(
+        "transformer_lens.model_bridge",
+        reason="the reference is TransformerLens: pip install -r requirements-test.txt",
+    )
+    with offline():
+        return bridges.TransformerBridge.boot_transformers(str(folder), device="cpu")
+
+
 def one_line(excinfo, *names):
     """The message of a pytest.raises error, checked to be one line and to name each of `names`:
     the keys, values, paths or commands it must give, whatever the words around them."""

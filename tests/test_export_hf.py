@@ -8,7 +8,7 @@ from dataclasses import asdict
 import pytest
 import torch
 
-from data.hf_tokenizer import hf_tokenizer_files
+from data.hf_tokenizer import end_ids, hf_tokenizer_files
 from data.tokenizer import gpt2_tokenizer, train_tokenizer
 from model.checkpoint import atomic_save
 from model.gpt import GPT, GPTConfig
@@ -119,6 +119,36 @@ def test_gpt2s_own_tokenizer_exports_with_its_pattern_and_end_of_text(tmp_path, 
     )  # GPT-2's files make it a special token; ours: text
     assert theirs(plain)["input_ids"] == ours.encode(plain)
     assert theirs.eos_token_id == ours.eot_id
+    ends = end_ids(ours)  # generation stops at <|endoftext|>, then at any line break
+    assert ends[0] == ours.eot_id and ours.encode("\n")[0] in ends[1:]
+    assert all("\n" in ours.decode([i]) for i in ends[1:])
+
+
+def test_transformers_generate_on_the_export_stops_at_the_end_of_a_line(trained_export):
+    """What the export declares as its end (generation_config.json, config.json): every token
+    that holds a line break, not only the newline's own token, which a BPE merges into ".\n";
+    transformers' generate stops there, and nowhere else, on a model trained on lines."""
+    hf = transformers.GPT2LMHeadModel.from_pretrained(trained_export[1]).eval()
+    tokenizer = transformers.AutoTokenizer.from_pretrained(trained_export[1])
+    breaks = [i for i in range(len(tokenizer)) if "\n" in tokenizer.decode([i])]
+    assert hf.generation_config.eos_token_id == hf.config.eos_token_id == breaks
+    assert tokenizer("the barn.\n")["input_ids"][-1] != tokenizer("\n")["input_ids"][0]  # ".\n"
+    prompt = tokenizer("the cat", return_tensors="pt")
+    room = hf.config.n_positions - prompt["input_ids"].size(1)
+    ends = []
+    for seed in range(8):
+        samples = []
+        for eos in (hf.generation_config.eos_token_id, None):  # declared, then no stop at all
+            torch.manual_seed(seed)
+            out = hf.generate(**prompt, do_sample=True, max_new_tokens=room, eos_token_id=eos)
+            samples.append(out[0, prompt["input_ids"].size(1) :].tolist())
+        stopped, free = samples
+        first = next((n for n, i in enumerate(free) if i in breaks), None)
+        assert stopped == (free if first is None else free[: first + 1]), seed
+        if first is not None:
+            ends.append(tokenizer.decode(stopped[-1:]))
+    assert ends, "no sample reached the end of a line"
+    assert any(end != "\n" for end in ends), ends  # what the newline's token alone would miss
 
 
 @pytest.mark.parametrize(
@@ -155,6 +185,7 @@ def test_a_char_run_or_a_folder_with_files_is_refused_at_the_command_line(tmp_pa
     assert sorted(p.name for p in (tmp_path / "hf").iterdir()) == sorted(
         [
             "config.json",
+            "generation_config.json",
             "model.safetensors",
             "vocab.json",
             "merges.txt",

@@ -4,6 +4,7 @@ import io
 import json
 import os
 import re
+import shlex
 import signal
 import subprocess
 import sys
@@ -13,7 +14,7 @@ import torch
 
 import generate
 from data.pronouns import ATTENTION_EXAMPLES
-from generation.sample_mode import sample
+from generation.sample_mode import sample, unescaped
 from model.checkpoint import NoCheckpoint
 from model.device import generation_threads
 from model.sampling import generate as sample_tokens
@@ -505,6 +506,39 @@ def test_no_probe_outlines_no_head_and_runs_nothing(tmp_path):
     )
     assert code == 0 and err == "" and "(outlined, the probe's best head: none (--no-probe))" in out
     assert not (folder / "probe.json").exists() and "Best head" not in page.read_text()
+
+
+def docs_stop_examples():
+    """The sampling commands with --stop among docs/guide/generate.md's commands at a glance,
+    each as the argv a shell gives generate.py."""
+    page = (ROOT / "docs" / "guide" / "generate.md").read_text()
+    block = page.split("```sh\n", 1)[1].split("```", 1)[0]
+    return [shlex.split(line.split("#")[0])[2:] for line in block.splitlines() if "--stop" in line]
+
+
+def test_the_docs_stop_examples_fire_on_a_trained_run(trained_export, tmp_path):
+    """Each --stop example of the docs, on a run trained on lines that end in ".": the first
+    sample is the one the same seed gives without --stop, cut where the string first comes,
+    and no sample holds it."""
+    examples = docs_stop_examples()
+    assert len(examples) == 2
+    story = tmp_path / "story.txt"
+    story.write_text("the cat sat on a mat while one dog ran.\nthe old red")
+    common = ["--ckpt", trained_export[0], "--seed", "1", "--max-new-tokens", "60"]
+    for argv in examples:
+        argv = [str(story) if a == "story.txt" else a for a in argv]
+        at = argv.index("--stop")
+        stop = unescaped(argv[at + 1])
+        prompt = story.read_text() if "--prompt-file" in argv else argv[argv.index("--prompt") + 1]
+        stopped = run_main("generate.py", *argv, *common)
+        free = run_main("generate.py", *argv[:at], *argv[at + 2 :], *common)
+        assert stopped.returncode == free.returncode == 0, stopped.stderr
+        first = free.stdout.split("---\n")[0]
+        cut = first.find(stop, len(prompt))
+        assert cut != -1, (stop, first)  # the free sample writes the string: the stop can fire
+        assert stopped.stdout.split("---\n")[0] == first[:cut] + "\n"
+        for text in stopped.stdout.split("---\n"):
+            assert text.startswith(prompt) and stop not in text[len(prompt) : -1]
 
 
 def test_stop_backslash_n_as_a_shell_passes_it_means_a_newline(char_run):

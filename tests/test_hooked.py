@@ -246,7 +246,33 @@ def test_incl_bwd_caches_each_points_gradient_and_add_hook_keeps_a_hook(tiny_hoo
     model(IDX, return_type="loss").backward()
     model(IDX)
     assert seen == ["fwd", "bwd", "fwd"]  # both stay on: each pass, and its backward
+    model.reset_hooks(direction="fwd")  # the backward one stays, as in TransformerLens
+    seen.clear()
+    model(IDX, return_type="loss").backward()
+    assert seen == ["bwd"]
     model.reset_hooks()
+    assert no_hooks_left(model)
+
+
+def test_hook_lifetime_arguments_are_checked(tiny_hooked_gpt):
+    """The lifetime itself, call by call beside TransformerLens's bridge: test_tlens_bridge.py."""
+    model = tiny_hooked_gpt()
+    with pytest.raises(ValueError) as e:
+        model.add_hook("hook_embed", lambda value, hook: None, dir="sideways")
+    one_line(e, "'sideways'", "bwd")
+    with pytest.raises(TypeError) as e:
+        model.add_hook("hook_embed", lambda value: None)  # checked when added, not when run
+    one_line(e, "fn(activation, hook)")
+    with pytest.raises(ValueError) as e:
+        model.reset_hooks(direction="forward")
+    one_line(e, "'forward'", "fwd")
+    model.add_perma_hook("hook_embed", lambda value, hook: None)
+    with pytest.raises(ValueError) as e:
+        model.reset_hooks(level=1)
+    one_line(e, "level")
+    model.reset_hooks()
+    assert not no_hooks_left(model)  # the permanent hook stays
+    model.reset_hooks(including_permanent=True)
     assert no_hooks_left(model)
 
 

@@ -2,17 +2,14 @@
 folder of a small trained run, holds the same numbers as our run_with_cache at every hook point
 both have, and the same edit of a point moves both models' logits alike."""
 
-import socket
 from contextlib import contextmanager
 
 import pytest
 import torch
 
-from lab.run import train
 from model.hooks import hooks, run_with_cache
-from runs.export import export_hf
 from runs.loading import load_run
-from tests.helpers import tiny_config
+from tests.helpers import boot_bridge
 
 SAME = dict(atol=1e-5, rtol=0)  # float32 on both sides
 # The points of one block (blocks.{l}.*), then those around the blocks: all of ours.
@@ -40,40 +37,15 @@ SPLIT_INPUTS = ["hook_q_input", "hook_k_input", "hook_v_input"]
 
 
 @pytest.fixture(scope="module")
-def pair(corpus, tmp_path_factory):
-    """(our run, the bridge on its export, two windows of tokens): a 2 x 2 x 32 model trained
-    for 100 steps (enough for attention to be far from uniform, so edits bite) with a BPE
-    tokenizer (GPT-2 has no char form), exported as train.py --export-hf writes it, and the
-    bridge booted with the network shut, as on a machine without a hub."""
-    # Imported here, not when pytest collects the file: it takes seconds, and brings pandas,
-    # datasets and more into the process, which the tests that skip this file need not pay for.
-    bridges = pytest.importorskip(
-        "transformer_lens.model_bridge",
-        reason="the reference is TransformerLens: pip install -r requirements-test.txt",
-    )
-    folder = tmp_path_factory.mktemp("tlens")
-    train(
-        tiny_config(
-            corpus,
-            folder / "run",
-            "tokenizer.kind=bpe",
-            "tokenizer.vocab_size=300",
-            "train.max_iters=100",
-            "train.eval_interval=50",
-        )
-    )
-    export_hf(folder / "run", folder / "hf")
-    run = load_run(folder / "run")
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(socket.socket, "connect", refuse_network)
-        bridge = bridges.TransformerBridge.boot_transformers(str(folder / "hf"), device="cpu")
+def pair(corpus, trained_export):
+    """(our run, the bridge on its export, two windows of its text's tokens): conftest's
+    trained run and its --export-hf folder, the bridge booted with the network shut."""
+    run_folder, hf_folder = trained_export
+    bridge = boot_bridge(hf_folder)  # first: skips the test without TransformerLens
+    run = load_run(run_folder)
     text = (corpus / "text.txt").read_text()
     ids = run.tokenizer.encode(text)[: 2 * run.model.config.block_size]
     return run, bridge, torch.tensor(ids).view(2, -1)
-
-
-def refuse_network(sock, address):
-    raise OSError(f"the test booted TransformerLens offline, and it tried to reach {address}")
 
 
 @contextmanager
@@ -194,7 +166,7 @@ def test_the_docs_recipe_runs_on_text_with_the_bridges_default_bos(pair):
     prepending its beginning-of-text token, which the export declares inside the vocabulary
     (the newline, for a bpe run) rather than one past its end."""
     run, bridge, _ = pair
-    text = "It was the cat."  # short: the tiny model's window is 16 tokens
+    text = "It was the cat."  # short: the tiny model's window is 32 tokens
     ours = run.tokenizer.encode(text)
     newline = run.tokenizer.encode("\n")
     assert len(ours) < run.model.config.block_size

@@ -5,7 +5,6 @@ the same model exported with --export-hf, the numbers of TransformerLens's bridg
 
 import json
 import random
-import socket
 from dataclasses import asdict
 
 import pytest
@@ -20,13 +19,9 @@ from model.gpt import GPT, GPTConfig
 from model.hooks import hooks
 from runs.export import export_hf
 from runs.loading import load_run
-from tests.helpers import RUN_TEXT
+from tests.helpers import RUN_TEXT, boot_bridge
 
 SAME = dict(atol=1e-5, rtol=0)  # float32 on every side
-
-
-def refuse_network(sock, address):
-    raise OSError(f"the test booted TransformerLens offline, and it tried to reach {address}")
 
 
 @pytest.fixture(scope="module")
@@ -40,8 +35,6 @@ def setup(tmp_path_factory):
         "transformer_lens.patching",
         reason="the reference is TransformerLens: pip install -r requirements-test.txt",
     )
-    from transformer_lens.model_bridge import TransformerBridge
-
     folder = tmp_path_factory.mktemp("tlens_patching")
     text = RUN_TEXT + "\n".join(ex.text for ex in examples("dev") + examples("test"))
     tokenizer = train_tokenizer("bpe", text, 1000)  # many antecedents of one token
@@ -62,9 +55,7 @@ def setup(tmp_path_factory):
     atomic_save(ckpt, folder / "run" / "ckpt.pt")
     export_hf(folder / "run", folder / "hf")
     run = load_run(folder / "run")
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(socket.socket, "connect", refuse_network)
-        bridge = TransformerBridge.boot_transformers(str(folder / "hf"), device="cpu")
+    bridge = boot_bridge(folder / "hf")
     bridge.eval()
     rng = random.Random(0)
     pairs = [p for p in (make_pair(tokenizer, ex, 128, rng) for ex in examples("test")[:60]) if p]
