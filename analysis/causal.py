@@ -33,7 +33,6 @@ from collections.abc import Callable
 from typing import NamedTuple
 
 import torch
-import torch.nn.functional as F
 
 from analysis.batching import BATCH_SIZE, by_length
 from analysis.bootstrap import means_with_intervals, resample
@@ -43,7 +42,7 @@ from analysis.items import encode_item
 from analysis.results import CausalResult, CausalStudy
 from data.pronouns import Example
 from data.tokenizer import Tokenizer
-from model.gpt import GPT
+from model.gpt import GPT, lm_loss
 from model.hooks import hooks, per_layer
 
 MEASURES = ("antecedent", "distractor")  # knockouts, reported for layers and all heads
@@ -154,7 +153,7 @@ def _query_loss(model, batch, edits=None):
         logits = model(batch.query, caches=batch.caches)[:, -1]  # (B, V)
     for cache in batch.caches:
         cache.rewind()  # forget the query: the next intervention reads it again
-    loss = F.cross_entropy(logits.float(), batch.target, reduction="none")
+    loss = lm_loss(logits.float(), batch.target, reduction="none")
     return loss.double().cpu(), torch.stack([outputs[n] for n in names], dim=1)  # (B, L, H, D)
 
 

@@ -50,6 +50,7 @@ def bench_hooks(args):
     """Step time with no hook installed, this tree against --before DIR (rounds of 20 steps,
     alternating; medians), and the ratio; plus this tree with a no-op hook on every pattern (the
     explicit path, for scale)."""
+    from model.gpt import lm_loss
     from model.hooks import hooks
 
     trees = {"this tree": ROOT}
@@ -63,7 +64,7 @@ def bench_hooks(args):
 
     def step(model):
         logits = model(x)
-        torch.nn.functional.cross_entropy(logits.view(-1, logits.size(-1)), y.view(-1)).backward()
+        lm_loss(logits, y).backward()
         model.zero_grad(set_to_none=True)
 
     def timed(label, steps=20):

@@ -12,11 +12,11 @@ from pathlib import Path
 
 import numpy as np
 import torch
-import torch.nn.functional as F
 
 from configs.schema import resolved
 from data.loader import get_mixed_batch
 from model.device import pick_device, pick_dtype
+from model.gpt import lm_loss
 from runs.loading import load_run
 from training.console import perplexity
 from training.resume import data_fingerprint, data_mismatch, recorded_fingerprint
@@ -49,9 +49,7 @@ def _token_losses(model, x, y, runtime):
     for i in range(0, len(x), step):
         with runtime.autocast():
             logits = model(x[i : i + step])
-        total += F.cross_entropy(
-            logits.float().flatten(0, 1), y[i : i + step].flatten(), reduction="sum"
-        ).double()
+        total += lm_loss(logits.float(), y[i : i + step], reduction="sum").double()
     return total
 
 
