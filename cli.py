@@ -1,8 +1,8 @@
 """The scripts' argument parser: argparse, but every error is one `error: ...` line on stderr with
 exit code 2 (argparse prints its usage first), and an option we do not have gets what to type
 instead; Ctrl-C held back while torch starts; and the one terminal width every printed table and
-line is fitted to. The ground floor beside checks.py: it imports only checks.py, and the scripts,
-training's console, generation and reports all use it."""
+line is fitted to, with wrap_for, which wraps a note to it. The ground floor beside checks.py: it
+imports only checks.py, and the scripts, training's console, generation and reports all use it."""
 
 import argparse
 import contextlib

@@ -11,7 +11,7 @@ from analysis.conform import mismatches
 from analysis.results import SavedStudy, Study
 from data.pronouns import examples, natural, write_jsonl
 from reports.formatting import signed
-from tests.helpers import make_run, run_generate, run_script
+from tests.helpers import ROOT, make_run, run_generate, run_script
 
 
 @pytest.fixture(scope="module")
@@ -458,9 +458,9 @@ def test_the_page_shows_the_saved_causal_tests_and_the_runs_probe_curve(tmp_path
     code, _, err = run_generate("--ckpt", folder, "--attention", "--html", page)
     assert code == 0 and err == ""  # the saved result is reused: the probe does not run again
     html = page.read_text()
-    assert (
-        html.index('class="causal"') < html.index('class="training"') < html.index('id="sentences"')
-    )
+    # The curve early, right after the table of where the pronoun looks.
+    at = [html.index(f'class="{part}"') for part in ("heads", "training", "causal")]
+    assert at == sorted(at) and at[-1] < html.index('id="sentences"')
     b = causal["best_head"]
     assert '<td class="best" style="background:rgba(' in html
     assert re.search(
@@ -561,6 +561,9 @@ def test_patch_on_a_char_run_prints_the_report_and_says_why_patching_was_skipped
         "10",
     )
     assert r.returncode == 0, r.stderr
-    assert r.stdout.startswith("Pronoun probe") and "best head" in r.stdout.lower(), r.stdout
+    # The report's first line says where its terms are defined, a page that is there.
+    first, _, rest = r.stdout.partition("\n\n")
+    assert first == "terms: see docs/reference/glossary.md" and (ROOT / first[11:]).is_file()
+    assert rest.startswith("Pronoun probe") and "best head" in r.stdout.lower(), r.stdout
     skipped = r.stdout[r.stdout.index("Activation patching skipped") :]
     assert "char tokenizer" in skipped and "bpe" in skipped, skipped
