@@ -1,13 +1,14 @@
 """The scripts' argument parser: argparse, but every error is one `error: ...` line on stderr with
 exit code 2 (argparse prints its usage first), and an option we do not have gets what to type
 instead; Ctrl-C held back while torch starts; and the one terminal width every printed table and
-line is fitted to. The ground floor beside checks.py: it imports only checks.py, and the scripts,
-training's console, generation and reports all use it."""
+line is fitted to, with wrap_for, which wraps a note to it. The ground floor beside checks.py: it
+imports only checks.py, and the scripts, training's console, generation and reports all use it."""
 
 import argparse
 import contextlib
 import os
 import signal
+import textwrap
 import threading
 from collections.abc import Callable, Iterator
 
@@ -87,3 +88,21 @@ def terminal_width(stream: object) -> int:
     except (AttributeError, OSError, ValueError):  # no fileno, a closed stream
         pass
     return PIPED_WIDTH
+
+
+def wrap_for(message: str, stream: object) -> str:
+    """`message` as it is for a pipe or a file (grep and tail read whole lines); on a terminal,
+    each line longer than it wrapped at spaces, the rest of a line indented by two."""
+    isatty = getattr(stream, "isatty", None)
+    if not (isatty and isatty()):
+        return message
+    width = terminal_width(stream)
+    lines = []
+    for line in message.split("\n"):
+        if len(line) <= width:
+            lines.append(line)
+            continue
+        lines += textwrap.wrap(
+            line, width, subsequent_indent="  ", break_long_words=False, break_on_hyphens=False
+        )
+    return "\n".join(lines)

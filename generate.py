@@ -19,7 +19,7 @@ import sys
 from pathlib import Path
 
 from checks import positive_int
-from cli import OneLineErrorParser
+from cli import OneLineErrorParser, wrap_for
 from generation import attention_mode, pairs_mode, probe_mode, prompt_test_mode, sample_mode
 from generation.default_run import default_out_dir, default_run_folder
 from model.checkpoint import NoCheckpoint
@@ -137,7 +137,7 @@ def main(argv=None, out=None, err=None):
         device = pick_device(args.device)
         where = args.ckpt or default_out_dir()
         if note := leftover_note(where):  # a killed forced restart's folder beside it
-            err.write(note + "\n")
+            err.write(wrap_for(note, err) + "\n")
         ckpt = args.ckpt or default_run_folder(where)
         check_run_folder(ckpt)
         run = load_run(ckpt, device, nanogpt_meta=args.meta)

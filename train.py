@@ -16,7 +16,7 @@ import importlib
 import os
 import sys
 
-from cli import OneLineErrorParser, interrupt_after
+from cli import OneLineErrorParser, interrupt_after, wrap_for
 
 DEFAULT_CONFIG = "configs/default.yaml"  # as --help says it; configs.paths has the file
 
@@ -101,10 +101,9 @@ def run(args):
         data = config.data.source if not config.data.mix else "a mix"
         what = "the run folder read is" if args.eval_only or args.export_hf else "the run goes to"
         if not args.prepare_only:  # which writes no run folder
-            print(
+            say_note(
                 f"note: data.source is {data}, so {what} out_dir={config.run_dir} (set "
-                "out_dir to choose)",
-                file=sys.stderr,
+                "out_dir to choose)"
             )
     config = resolved(config)
     if args.print_config:
@@ -117,7 +116,12 @@ def run(args):
         from runs.restart import leftover_note
 
         if note := leftover_note(config.out_dir):
-            print(note, file=sys.stderr)
+            say_note(note)
+
+
+def say_note(note):
+    """A note on stderr, wrapped to the terminal as the run's own notes are (a pipe gets lines)."""
+    print(wrap_for(note, sys.stderr), file=sys.stderr)
 
 
 def work(args, config):

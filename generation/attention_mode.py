@@ -12,7 +12,7 @@ from cli import terminal_width
 from data.pronouns import ATTENTION_EXAMPLES, DEFAULT_COUNT
 from generation.probe_mode import keep_probe, permutations, study_or_say
 from generation.user_text import read_user_text
-from reports.html import sentence_page
+from reports.html import best_pair, sentence_page
 from reports.page_writer import Page, write_html
 from reports.term_colour import COLOR_CHOICES, colour_mode
 from reports.terminal import DEFAULT_TOP, MANY_HEADS, render_sentence
@@ -183,7 +183,9 @@ def show_attention(run, args, out, err=None, ckpt=None):
     first sentence's only); with args.html also the page of them all, for the run at `ckpt`
     (its facts; its saved probe result)."""
     analysed = analyse(run, args)
-    write_maps(run, args, analysed[:1] if args.summary else analysed, out)
+    saved = saved_probe(run, ckpt) if ckpt else None
+    best = best_pair(saved["best_head"]) if saved else None
+    write_maps(run, args, analysed[:1] if args.summary else analysed, out, best)
     if args.html:
         write_page(run, args, analysed, ckpt, out, err or sys.stderr)
 
@@ -238,8 +240,9 @@ def query_of(args):
     return args.query, "pronoun"
 
 
-def write_maps(run, args, analysed, out):
-    """The terminal maps of the analysed sentences: a line per head, or each word's top heads."""
+def write_maps(run, args, analysed, out, best=None):
+    """The terminal maps of the analysed sentences: a line per head, the (layer, head) `best`
+    marked (the saved probe's), or each word's top heads."""
     n_layer, n_head = run.model.config.n_layer, run.model.config.n_head
     colour = colour_mode(out, os.environ, args.color)
     terminal = bool(getattr(out, "isatty", None) and out.isatty())
@@ -254,7 +257,8 @@ def write_maps(run, args, analysed, out):
             "--top-heads N more heads per word\n\n"
         )
     text = "\n\n".join(
-        render_sentence(a, colour, width, args.layer, args.head, top, terminal) for a in analysed
+        render_sentence(a, colour, width, args.layer, args.head, top, terminal, best)
+        for a in analysed
     )
     out.write(text + "\n")
 

@@ -61,11 +61,15 @@ LOSS_TICKS = (
 )
 
 
+LOSS_TITLE = "Loss during training"
+PROBE_TITLE = "The probe during training: each head's dev cand@1"
+
+
 def plot_losses(records, png_path):
     """Train (every log line, a line) and train/val (every evaluation, points) loss against
     step, on a log axis
     (the first steps' drop would flatten the range where evaluations sit), and the whole val
-    split's loss at the end as a star."""
+    split's loss at the end as a star, drawn under the evaluations' points it sits among."""
     logs = [r for r in records if "loss" in r]
     evals = [r for r in records if "val_loss" in r]
     full = [r for r in records if "val_loss_full" in r]
@@ -82,15 +86,19 @@ def plot_losses(records, png_path):
         # Points, not lines: at the default eval_interval there are two or three evaluations, and
         # lines between them would cross the axis and hide the batch curve they sit on.
         steps = [r["step"] for r in evals]
-        ax.plot(steps, [r["train_loss"] for r in evals], "o", label="train (eval)")
-        ax.plot(steps, [r["val_loss"] for r in evals], "s", label="val")
+        # Above the star (zorder): the last evaluation sits at the star's step, often at its
+        # height, and was hidden under it.
+        ax.plot(steps, [r["train_loss"] for r in evals], "o", ms=5, label="train (eval)", zorder=4)
+        ax.plot(steps, [r["val_loss"] for r in evals], "s", ms=5, label="val", zorder=4)
     if full:
         ax.plot(
             [full[-1]["step"]],
             [full[-1]["val_loss_full"]],
             "*",
-            ms=12,
+            ms=14,
             color="C3",
+            alpha=0.6,
+            zorder=3,
             label=f"val, whole split: {full[-1]['val_loss_full']:.3f}",
         )
     ax.set_yscale("log")
@@ -101,6 +109,7 @@ def plot_losses(records, png_path):
     ax.yaxis.set_major_locator(LogLocator(subs=LOSS_TICKS))
     ax.yaxis.set_major_formatter(FormatStrFormatter("%.1f"))
     ax.yaxis.set_minor_formatter(NullFormatter())
+    ax.set_title(LOSS_TITLE)
     ax.set_xlabel("step")
     ax.set_ylabel("cross-entropy (nats/token, log scale)")
     ax.grid(alpha=0.3, which="both")
@@ -113,4 +122,4 @@ def plot_probe(records, png_path):
     legend; nothing when the records hold no probe line."""
     lines = curve_lines(records)
     if lines:
-        _save(draw_curve(lines, FILE_SIZE, legend=True), png_path)
+        _save(draw_curve(lines, FILE_SIZE, legend=True, title=PROBE_TITLE), png_path)

@@ -8,6 +8,7 @@ import math
 
 from reports.cells import BLUE, ORANGE, tinted_cell
 from reports.formatting import signed, with_ci
+from reports.glossary import term
 from reports.text_reports import READING, intervals_said, together
 
 CAUSAL_GRIDS = (
@@ -100,8 +101,10 @@ def causal_section(causal):
             "run generate.py --probe again"
         ) from None
     return f"""<section class="causal"><h2>Does the head matter?</h2>
-<p class="help">At the pronoun only, attention is changed and the loss of the next token is
-measured again: each number is the change, in nats (changed − clean), {html.escape(said)};
+<p class="help">At the pronoun only, attention is changed (a {term("knockout")}: a head may
+not attend to the antecedent, or as the control to one other noun; or the head ablated) and the
+loss of the next token is measured again: each number is the change, in nats (changed − clean),
+{html.escape(said)};
 orange where the loss went up, blue where it went down, deeper for a larger change (by its
 square root, so that a small one still shows).
 {html.escape(" ".join(READING))}</p>

@@ -1,14 +1,29 @@
 """The page's section on the choice (analysis/choice.py): which candidate wins. A table of the
-twins found, the choice accuracy and flip with their intervals and the deciding heads per set;
-then, per set, the identity circuit (analysis/circuit.py: how the antecedent's noun reaches the
-prediction) and the choice circuit side by side, each captioned with its question, and the edges
-they share. A set with no preference says so and draws no choice circuit."""
+twins found, the choice accuracy and flip with their intervals and the deciding heads per set
+(turned, sets across, where it is too wide for the page); then, per set, the choice circuit, or
+the reason it has none in the set's own numbers, and where both circuits exist the edges it
+shares with the set's identity circuit (drawn once, in the circuit's section above)."""
 
 from html import escape
 
+from analysis.circuit import MIN_GAP
 from analysis.probe import MIN_FOR_STATS
-from reports.circuit_svg import circuit_svg
+from reports.causal_tables import interval_html
+from reports.cells import BLUE, tinted_cell
+from reports.circuit_svg import circuit_svg, figure_id
 from reports.formatting import pct
+from reports.glossary import term
+
+# Said where the page turns the table (sets across): too wide for the page with sets down.
+TURNED = " (turned, sets across: too wide for this page with the sets down)"
+COLUMNS = (
+    "twins",
+    "accuracy",
+    "flip",
+    "substitution answer",
+    "metric sentence / twin",
+    "deciding heads",
+)
 
 
 def _through(head, inputs):
@@ -17,58 +32,93 @@ def _through(head, inputs):
     return f"{head} (" + ", ".join(f"{x} {100 * v:.0f}%" for x, v in inputs.items()) + ")"
 
 
-def _row(name, part, found, tried, substitution):
+def _cells(part, found, tried, substitution):
+    """One set's <td>s, in COLUMNS' order: shares tinted blue by their value, numbers to the
+    right, the deciding heads as words that wrap."""
     heads = ", ".join(_through(h, part.get("inputs", {}).get(h)) for h in part["deciding"])
     heads = heads or "none"
     if part["right"] < MIN_FOR_STATS:
         heads = f"too few right both ways ({part['right']})"
-    cells = [
-        name,
-        f"{found}/{tried}",
-        pct(part["accuracy"], part["accuracy_ci"]),
-        pct(part["flip"], part["flip_ci"]),
-        pct(substitution),
-        f"{part['clean_cm']:.2f} / {part['twin_cm']:.2f}",
-        heads,
+
+    def share(x, ci=None):
+        cell = interval_html(pct(x, ci))
+        return tinted_cell(cell, x or 0.0, BLUE) if x is not None else f"<td>{cell}</td>"
+
+    return [
+        f"<td>{found}/{tried}</td>",
+        share(part["accuracy"], part["accuracy_ci"]),
+        share(part["flip"], part["flip_ci"]),
+        share(substitution),
+        f"<td>{part['clean_cm']:.2f} / {part['twin_cm']:.2f}</td>",
+        f'<td class="words">{escape(heads)}</td>',
     ]
-    return "<tr>" + "".join(f"<td>{escape(c)}</td>" for c in cells) + "</tr>"
 
 
-def _said(part, choice):
-    circuit = part["circuit"]
-    if not part["prefers"]:
-        return "no preference (accuracy at chance or under the bar): no choice circuit"
-    if not circuit["drawn"]:
-        return (
-            f"prefers the antecedent ({pct(part['accuracy'])}) but the twin hardly moves it "
-            f"(flip {pct(part['flip'])}): no choice circuit"
-        )
+def _table(names, cells):
+    """The table with the sets down (a row each) and, turned, across; the page's script shows
+    the turned one where the first is too wide."""
+    caption = "<caption>The choice, set by set</caption>"
+    top = "".join(f"<th>{escape(c)}</th>" for c in COLUMNS)
+    down = "".join(
+        f"<tr><th>{escape(name)}</th>{''.join(row)}</tr>" for name, row in zip(names, cells)
+    )
+    across_top = "".join(f"<th>{escape(name)}</th>" for name in names)
+    across = "".join(
+        f"<tr><th>{escape(c)}</th>{''.join(row[i] for row in cells)}</tr>"
+        for i, c in enumerate(COLUMNS)
+    )
+    turned = caption.replace("</caption>", f"{TURNED}</caption>")
     return (
-        f"{circuit['size']} of {choice['n_edges']} edges keep "
-        f"{pct(circuit['faithfulness'])} of the choice gap"
+        f'<div class="flip"><div class="scroll"><table>{caption}<tr><th>set</th>{top}</tr>'
+        f'{down}</table></div><div class="scroll down"><table>{turned}<tr><th></th>'
+        f"{across_top}</tr>{across}</table></div></div>"
     )
 
 
-def _figures(name, part, identity, choice):
-    figures = []
-    if identity is not None:
-        said = "no preference: no circuit"
-        if identity.get("faithfulness") is not None:
-            said = f"{identity['size']} edges keep {pct(identity['faithfulness'])}"
-        figures.append(
-            f"<figure><figcaption>{escape(name)}, identity (does the antecedent's noun reach "
-            f"the prediction?): {escape(said)}</figcaption>"
-            f'<div class="scroll">{circuit_svg(identity)}</div></figure>'
+def no_choice_said(part, choice):
+    """Why a set has no choice circuit, in its own numbers: its accuracy is under the bar for a
+    circuit, or its twins hardly move the choice metric."""
+    accuracy, ci, bar = part["accuracy"], part["accuracy_ci"], choice["prefers_from"]
+    if not part["prefers"]:
+        if accuracy < bar:
+            return f"accuracy {pct(accuracy, ci)} is under the {bar:.0%} a circuit needs"
+        return f"accuracy {pct(accuracy, ci)}, but its interval reaches chance (50%)"
+    gap, gap_ci = part["circuit"]["gap"], part["circuit"].get("gap_ci")
+    picks = (
+        f"the model picks the antecedent in {pct(accuracy)} of these sentences, but their twins "
+        f"move the choice metric by {gap:.2f} on average ({part['clean_cm']:.2f} on the "
+        f"sentences, {part['twin_cm']:.2f} on the twins)"
+    )
+    if gap < MIN_GAP:
+        return f"{picks}, under the {MIN_GAP:g} a circuit needs"
+    return f"{picks}, and its interval [{gap_ci[0]:.2f}, {gap_ci[1]:.2f}] reaches 0"
+
+
+def _figure(name, part, identity, choice):
+    """One set's choice circuit with its caption, or the reason it has none; and the edges it
+    shares with the set's identity circuit where both exist."""
+    circuit = part["circuit"]
+    svg = circuit_svg(circuit) if circuit["drawn"] else ""
+    if svg:
+        said = (
+            f"{circuit['size']} of {choice['n_edges']} edges keep "
+            f"{pct(circuit['faithfulness'])} of the choice gap"
         )
-    choice_part = {"edges": part["circuit"]["edges"]}
-    figures.append(
-        f"<figure><figcaption>{escape(name)}, choice (which candidate wins?): "
-        f"{escape(_said(part, choice))}</figcaption>"
-        f'<div class="scroll">{circuit_svg(choice_part)}</div></figure>'
+    else:
+        said = f"no choice circuit: {no_choice_said(part, choice)}"
+    out = (
+        f'<figure id="{figure_id("choice", name)}"><figcaption>{escape(name)}: {escape(said)}'
+        f"</figcaption>{svg}</figure>"
     )
     shared = part.get("shared_edges")
-    note = "" if shared is None else f"<p>shared: {escape(', '.join(shared) or 'none')}</p>"
-    return f'<div class="side-by-side">{"".join(figures)}</div>{note}'
+    if svg and shared is not None and identity and identity.get("faithfulness") is not None:
+        said = (
+            f"{name}, shared with its identity circuit: {', '.join(shared)}"
+            if shared
+            else f"{name}: no edge shared with its identity circuit"
+        )
+        out += f'<p class="shared">{escape(said)}</p>'
+    return out
 
 
 def _substitution(probe, kind):
@@ -88,36 +138,39 @@ def choice_section(
         return ""
     twins = choice["twins"]
     sets = [("all sentences", None, choice), *((k, k, p) for k, p in choice["by_kind"].items())]
-    rows = [
-        _row(
-            name,
+    cells = [
+        _cells(
             part,
             part["n"],
             sum(twins["tried"].values()) if kind is None else twins["tried"].get(kind, 0),
             _substitution(probe, kind),
         )
-        for name, kind, part in sets
+        for _, kind, part in sets
     ]
     figures = []
     for name, kind, part in sets:
         ident = identity if kind is None or identity is None else identity["by_kind"].get(kind)
-        figures.append(_figures(name, part, ident, choice))
+        figures.append(_figure(name, part, ident, choice))
     return (
         '<section class="circuit choice"><h2>Which candidate wins: the choice circuit</h2>'
-        '<p class="help">Choice twins keep both candidates and change what decides (the '
-        "pronoun, the describing words, the candidates' places), so that the other candidate "
-        "is the answer. The choice metric at the pronoun is logit(the antecedent's next word) - "
-        "logit(the other's); accuracy: the share above 0 on the sentence; flip: above 0 on the "
-        "sentence and below 0 on its twin (chance 50% and 25%). A head decides where patching "
-        "its output alone flips the preference both ways (q, k, v: its query, key or value "
-        "input alone). The identity circuit (left) answers "
-        "another question: how the antecedent's noun reaches the prediction, the same candidate "
-        "winning in both of its runs.</p>"
-        '<div class="scroll"><table><tr><th>set</th><th>twins</th><th>accuracy</th>'
-        "<th>flip</th><th>substitution answer</th><th>metric sentence / twin</th>"
-        "<th>deciding heads</th></tr>"
-        + "".join(rows)
-        + "</table></div>"
+        f'<p class="help">Choice {term("twin", "twins")} keep both candidates and change what '
+        "decides (the pronoun, the describing words, the candidates' places), so that the "
+        f"other candidate is the answer. The {term('CM (choice metric)', 'choice metric')} at "
+        "the pronoun is logit(the antecedent's next word) - logit(the other's); accuracy: the "
+        f"share above 0 on the sentence; {term('flip')}: above 0 on the sentence and below 0 on "
+        "its twin (chance 50% and 25%). A head decides where patching its output alone flips "
+        "the preference both ways (q, k, v: its query, key or value input alone). A set gets a "
+        f"choice circuit where its accuracy is at least {choice['prefers_from']:.0%} (its "
+        f"interval above 50%) and its twins move the metric by at least {MIN_GAP:g}."
+        + (IDENTITY if identity else "")
+        + "</p>"
+        + _table([name for name, _, _ in sets], cells)
         + "".join(figures)
         + "</section>"
     )
+
+
+IDENTITY = (
+    " The identity circuit, in the section above, answers another question: how the "
+    "antecedent's noun reaches the prediction, the same candidate winning in both of its runs."
+)

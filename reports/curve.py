@@ -196,9 +196,10 @@ def _loss_lines(records):
     ]
 
 
-def draw_curve(lines, size=PAGE_SIZE, legend=False):
-    """A matplotlib Figure of curve_lines' lines, its legend below the axes with `legend`. The
-    figure is made without pyplot: no global state, nothing to close."""
+def draw_curve(lines, size=PAGE_SIZE, legend=False, title=None):
+    """A matplotlib Figure of curve_lines' lines, its legend below the axes with `legend`, and
+    `title` above them (the page's section has its own heading). The figure is made without
+    pyplot: no global state, nothing to close."""
     from matplotlib.figure import Figure
     from matplotlib.ticker import FuncFormatter, LogLocator, NullLocator, PercentFormatter
 
@@ -224,6 +225,8 @@ def draw_curve(lines, size=PAGE_SIZE, legend=False):
     ax.set_xlabel("step (log scale)", fontsize=FONT_SIZE)
     ax.set_ylabel("dev cand@1", fontsize=FONT_SIZE)
     ax.grid(alpha=0.3)
+    if title:
+        ax.set_title(title, fontsize=FONT_SIZE + 1)
     for axes in (ax, loss_ax) if loss_ax else (ax,):
         axes.tick_params(labelsize=FONT_SIZE)
     if loss_ax:

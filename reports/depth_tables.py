@@ -7,6 +7,7 @@ import html
 from reports.causal_tables import interval_html
 from reports.cells import ORANGE, tinted_cell
 from reports.formatting import recovered_text, signed
+from reports.glossary import term
 from reports.lens_report import lens_example_text
 
 
@@ -32,11 +33,12 @@ def lens_section(lens):
             + f'<td class="words">{html.escape(top)}</td></tr>'
         )
     return f"""<section class="lens"><h2>Where in depth is the next word decided?</h2>
-<p class="help">The logit lens: the residual stream at the pronoun, entering each block and leaving
-the last, read through the final LayerNorm and the unembedding as if the model stopped there;
-the probability and rank of the token that really follows the pronoun, over {lens["n"]} sentences,
-and the top tokens for the first of them, “{html.escape(lens_example_text(ex))}” (next:
-{html.escape(repr(ex["next"]))}). The last row is the model's own prediction.</p>
+<p class="help">{term("logit lens", "The logit lens")}: the residual stream at the pronoun, entering
+each block and leaving the last, read through the final LayerNorm and the unembedding as if the
+model stopped there; the probability and rank of the token that really follows the pronoun, over
+{lens["n"]} sentences, and the top tokens for the first of them,
+“{html.escape(lens_example_text(ex))}” (next: {html.escape(repr(ex["next"]))}). The last row is the
+model's own prediction.</p>
 <div class="scroll"><table><tr><th></th><th>p(next)</th><th>median rank</th><th>rank 1</th>
 <th>top tokens (first sentence)</th></tr>{"".join(rows)}</table></div></section>"""
 
@@ -79,10 +81,10 @@ def patching_section(patching):
     return f"""<section class="patching"><h2>What carries the antecedent to the pronoun?</h2>
 <p class="help">Activation patching on {patching["n"]} sentence pairs \
 ({patching["skipped"]} without a twin):
-each twin swaps the antecedent for another noun of its kind with other doings; one part of the
-clean run is copied into the twin's run, and the cell says how much of the clean preference for
+each {term("twin")} swaps the antecedent for another noun of its kind with other doings; one part of
+the clean run is copied into the twin's run, and the cell says how much of the clean preference for
 its own next word comes back (1 = all, 0 = none; 95% bootstrap intervals where there are enough
-pairs). Logit difference clean {signed(patching["clean_ld"])},
+pairs). {term("LD (logit difference)", "Logit difference")} clean {signed(patching["clean_ld"])},
 twin {signed(patching["corrupt_ld"])}.</p>
 <div class="grids"><div class="scroll"><table><caption>Each head's output at the pronoun</caption>
 <tr><th></th>{head_top}</tr>{head_rows}</table></div>

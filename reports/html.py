@@ -8,15 +8,16 @@ weight written under the map. The probe's best head, if given, is outlined. The 
 (down to 16 px) so that the grid, GPT-2 small's 12 x 12 included, fits beside the enlarged map
 or, on a narrow page, across it.
 
-Above the maps, the run's facts: checkpoint, step, validation loss, and the probe's best head
-with its scores; the probe's main result (reports.probe_tables: every head's cand@1, the
-baselines, the p-value, the natural sentences' where saved); the table the terminal prints,
-every head's attention from the pronoun to each word (reports.head_tables); the best head's
-row over tokens; then, when the probe's result has them, its causal tests as tables (does the
-head matter? reports.causal_tables), and when the run's metrics.jsonl has probe lines, the
-probe's training curve (reports.curve). Each sentence's token strip is tinted by the attention
-of one row (the query token, the pronoun at first), with a colour scale and a line that says
-which row.
+Above the maps, after the page's contents (reports.page_writer), the run's facts: checkpoint, step,
+validation loss, and the probe's best head with its scores; the probe's main result
+(reports.probe_tables: every head's cand@1, the baselines, the p-value, the natural sentences' where
+saved); the table the terminal prints, every head's attention from the pronoun to each word
+(reports.head_tables); when the run's metrics.jsonl has probe lines, the probe's training curve
+(reports.curve); the best head's row over tokens; then, when the probe's result has them, its causal
+tests as tables (does the head matter? reports.causal_tables), patching, the circuits and the logit
+lens; and last the Terms box (reports.glossary). Each sentence's token strip is tinted by the
+attention of one row (the query token, the pronoun at first), with a colour scale and a line that
+says which row.
 
 Everything is inline (CSS, JS, and the data as JSON) because bertviz, which loads its scripts
 from a CDN, draws a blank page whenever the CDN is unreachable; the template, CSS and scripts
@@ -28,8 +29,9 @@ are stored as integers in units of 1e-4 to keep pages small. The page fits a pho
 (420 px) without sideways scrolling: where a table of a few heads is wider than the page, the
 script puts its intervals under the values and its wrapping text in lines, and shows the
 headline table transposed; only a table of many heads (GPT-2's 12) still scrolls in its box.
-Each token of a strip can be reached with Tab (and the arrow keys) and selects its row as
-hovering does.
+Each token strip and each grid of maps is one Tab stop (a roving tabindex: the selected token,
+the enlarged map); the arrow keys move within it, a token selecting its row as hovering does, a
+map being enlarged as it is reached.
 """
 
 import html
@@ -39,6 +41,7 @@ from pathlib import Path
 
 import torch
 
+from reports.glossary import term
 from reports.head_tables import attention_cell
 from reports.terminal import display_token
 
@@ -181,7 +184,8 @@ def run_section(checkpoint=None, step=None, val_loss=None, best_head=None, decid
     items = "".join(
         f"<dt>{html.escape(label)}</dt><dd>{html.escape(value)}</dd>" for label, value in rows
     )
-    means = f'<p class="help">{BEST_HEAD_MEANS}</p>' if best_head is not None else ""
+    said = BEST_HEAD_MEANS.replace("(cand@1)", f"({term('cand@1')})")
+    means = f'<p class="help">{said}</p>' if best_head is not None else ""
     return f'<section class="facts"><h2>Run</h2><dl>{items}</dl>{means}</section>'
 
 

@@ -3,6 +3,7 @@ put together into one self-contained HTML page (what each part shows: reports/ht
 
 import html
 import json
+import re
 from dataclasses import dataclass
 from string import Template
 
@@ -12,6 +13,7 @@ from reports.choice_page import choice_section
 from reports.circuit_svg import circuit_section
 from reports.curve import curve_section
 from reports.depth_tables import lens_section, patching_section
+from reports.glossary import terms_section
 from reports.head_tables import heads_section, word_rows
 from reports.html import (
     SCALE,
@@ -42,7 +44,7 @@ class Page:
 def render_html(sentences: list, probe: Study | None = None, page: Page | None = None) -> str:
     """The page as a string (see write_html)."""
     probe, page = probe or {}, page or Page()
-    best_head = probe.get("best_head")
+    best_head, decided_by = probe.get("best_head"), probe.get("decided_by")
     best = best_pair(best_head)
     if not sentences:
         raise ValueError("no sentences to draw; pass at least one")
@@ -59,29 +61,55 @@ def render_html(sentences: list, probe: Study | None = None, page: Page | None =
     # ">" and "&" escaped no token can, and JSON.parse reads the \u escapes back unchanged.
     payload = json.dumps(data, separators=(",", ":"))
     payload = payload.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
-    # The page's parts, top to bottom. A new part is a function that returns its <section>
-    # (its text escaped with html.escape), added to this list.
+    # The page's parts, top to bottom, each with the id the contents link to. A new part is a
+    # function that returns its <section> (its text escaped with html.escape), added here. The
+    # curve comes early: how the head formed is the page's story after where it looks.
     sections = [
-        run_section(page.checkpoint, page.step, page.val_loss, best_head, probe.get("decided_by")),
-        probe_section(probe),
-        heads_section(words, best),
-        numbers_section(data["sentences"], best),
-        causal_section(probe.get("causal")),
-        patching_section(probe.get("patching")),
-        circuit_section(probe.get("circuit")),
-        choice_section(probe.get("choice"), probe.get("circuit"), probe or None),
-        lens_section(probe.get("logit_lens")),
-        curve_section(page.records),
-        maps_section(best),
+        ("run", run_section(page.checkpoint, page.step, page.val_loss, best_head, decided_by)),
+        ("probe", probe_section(probe)),
+        ("heads", heads_section(words, best)),
+        ("training", curve_section(page.records)),
+        ("numbers", numbers_section(data["sentences"], best)),
+        ("causal", causal_section(probe.get("causal"))),
+        ("patching", patching_section(probe.get("patching"))),
+        ("circuit", circuit_section(probe.get("circuit"))),
+        ("choice", choice_section(probe.get("choice"), probe.get("circuit"), probe or None)),
+        ("lens", lens_section(probe.get("logit_lens"))),
+        ("maps", maps_section(best)),
     ]
+    sections = [(key, with_id(key, part)) for key, part in sections if part]
+    terms = terms_section("".join(part for _, part in sections))
+    if terms:
+        sections.append(("terms", with_id("terms", terms)))
     return Template(asset("page.html")).substitute(
         title=html.escape(page.title),
         css=asset("page.css"),
         error_hook=asset("error-hook.js"),
-        sections="\n".join(part for part in sections if part),
+        contents=contents(sections),
+        sections="\n".join(part for _, part in sections),
         data=payload,
         script=asset("page.js"),
     )
+
+
+def with_id(key: str, part: str) -> str:
+    """A section's HTML with `key` as its heading's id, for the contents to link to."""
+    assert "<h2>" in part, part[:60]
+    return part.replace("<h2>", f'<h2 id="{key}">', 1)
+
+
+def contents(sections: list[tuple[str, str]]) -> str:
+    """The page's table of contents: a link to each (id, section) by its heading."""
+    links = "".join(
+        f'<li><a href="#{key}">{re.sub(r"<[^>]+>", "", heading(part))}</a></li>'
+        for key, part in sections
+    )
+    return f'<nav id="contents" aria-label="Contents"><h2>Contents</h2><ol>{links}</ol></nav>'
+
+
+def heading(part: str) -> str:
+    """A section's <h2>, as HTML."""
+    return re.search(r"<h2[^>]*>(.*?)</h2>", part, re.S).group(1)
 
 
 def write_html(path, sentences: list, probe: Study | None = None, page: Page | None = None) -> None:

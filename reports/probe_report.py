@@ -6,13 +6,6 @@ report does."""
 from analysis.probe import MIN_FOR_STATS, ONE_SET
 from analysis.results import ProbeResult
 
-PUBLISHED = (
-    'Published context (other models and data): Clark et al. 2019, "What Does BERT Look At?": '
-    "BERT-base head 5-4 selects the antecedent 65% of the time on CoNLL-2012, against 27% for "
-    "the nearest mention."
-)
-
-
 # Where the probe read attention (analysis.words.QUERY_POSITIONS), as the report says it.
 QUERY_WORDS = {
     "pronoun": "the pronoun",
@@ -108,7 +101,7 @@ def format_report(result: ProbeResult, top: int = 5) -> str:
         )
     kinds = result["decided_by"]
     lines += _by_deciding_lines(kinds, best, score, same, test)
-    return "\n".join(lines + ["", PUBLISHED])
+    return "\n".join(lines)
 
 
 def _count_lines(result: dict, same: bool, test_name: str) -> list[str]:

@@ -8,6 +8,7 @@ import html
 
 from reports.answer_report import ANSWER_METHODS
 from reports.cells import BLUE, tinted_cell
+from reports.glossary import term
 from reports.probe_report import significance
 
 
@@ -108,6 +109,9 @@ def answer_table(answer):
     )
 
 
+TESTED = term("p (permutation test)", "permutation test")
+
+
 def probe_section(result):
     """The page's section of the probe's main result; "" without a result that has heads (an
     older saved result, or none)."""
@@ -133,7 +137,9 @@ def probe_section(result):
         f'<section class="probe"><h2>Which head finds the antecedent?</h2>'
         f'<p class="help">Read at each pronoun of the held-out sentences: how often a head '
         f"gives its antecedent more attention than any other candidate noun before it "
-        f"(cand@1). {html.escape(intro)}</p>"
+        f"({term('cand@1')}), against {term('baseline', 'baselines')} that use no attention. "
+        + html.escape(intro).replace("permutation test", TESTED, 1)
+        + "</p>"
         f'<div class="grids">{tables}{answer_table(result.get("model_answer"))}</div>'
         f"{more}</section>"
     )

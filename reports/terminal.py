@@ -21,12 +21,11 @@ from reports.term_colour import LIGHT, sgr_colours
 
 SHADES = " ░▒▓█"
 MARK = "▲"
+BEST = "★"  # beside the probe's best head's row
 RESET = "\x1b[0m"
 TOP = "\x1b[1;4m"  # bold + underline
 LEGEND = ((0.0, "0"), (0.25, ".25"), (0.5, ".5"), (0.75, ".75"), (1.0, "1"))  # weight, label
 LOW = 1 / 8  # weights under this get no background colour (and a · in the token grid)
-# The grid's column keys, one character a column: the row labels carry the same key.
-KEYS = "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
 SGR_RE = re.compile(r"\x1b\[[\d;]*m")
 MAX_WORD = 12  # longest word label before it is cut with …
 MAX_TOKEN = 8  # longest token label in the grid
@@ -132,16 +131,18 @@ def head_rows(rows, layer=None):
     ]
 
 
-def render_word_rows(words, rows, colour=None, width=100):
+def render_word_rows(words, rows, colour=None, width=100, best=None):
     """A table: the words as column headers, then one line per (label, weights) in `rows`.
 
     Columns that do not fit in `width` characters wrap into further blocks, each with its own
     header, as even in words as fit (split_columns), so that the query word, the last, is never
     left alone below the words it is read against. Each line marks its largest weight (the
-    first, on a tie).
+    first, on a tie); the row labelled `best` ("L0 H2", the probe's best head) is marked BEST.
     """
     labels = [display_token(w, MAX_WORD) for w in words]
     col_widths = [max(len(label), 5) for label in labels]
+    if any(label == best for label, _ in rows):
+        rows = [(f"{label} {BEST if label == best else ' '}", w) for label, w in rows]
     label_width = max(len(label) for label, _ in rows)
     tops = [max(range(len(weights)), key=lambda i: weights[i]) for _, weights in rows]
 
@@ -203,22 +204,32 @@ def render_top_heads(words, rows, top, colour=None):
     return "\n".join(lines) or "(no word before it)"
 
 
+def column_numbers(T, cell, indent):
+    """The token grid's header: each column's number (0 to T - 1, as the rows are numbered)
+    written downwards, one digit a line, so that a column stays one or two characters wide."""
+    digits = len(str(T - 1))
+    numbers = [str(j).rjust(digits) for j in range(T)]
+    return [
+        (" " * indent + "".join(n[d].ljust(cell) for n in numbers)).rstrip() for d in range(digits)
+    ]
+
+
 def render_token_grid(tokens, weights, colour=None, width=100):
     """The full (T, T) map of one head: row i is query token i, column j key token j.
 
-    Each row is labelled with a key (KEYS: 0-9, a-z, A-Z, then again from 0) and its token; the
-    columns carry the same keys, one character each on one line, so column j is the token of the
-    row with j's key (and the diagonal, each token's attention to itself, joins the two). A cell
-    is two characters wide when the grid fits in `width`, else one. Keys a query may see (j <= i)
-    but gives under 1/8 of its attention show as ·, so the causal triangle stays visible; future
-    keys are blank.
+    Rows and columns are numbered alike in decimal, from 0, as the report numbers tokens ("its
+    last token, #11"); a column's number is written downwards (1 over 2 is column 12), so column
+    j is the token of row j (and the diagonal, each token's attention to itself, joins the
+    two). A cell is two characters wide when the grid fits in `width`, else one. Keys a query
+    may see (j <= i) but gives under 1/8 of its attention show as ·, so the causal triangle
+    stays visible; future keys are blank.
     """
     T = len(tokens)
-    labels = [f"{KEYS[i % len(KEYS)]} {display_token(t, MAX_TOKEN)}" for i, t in enumerate(tokens)]
+    digits = len(str(T - 1))
+    labels = [f"{i:>{digits}} {display_token(t, MAX_TOKEN)}" for i, t in enumerate(tokens)]
     label_width = max(len(label) for label in labels)
     cell = 2 if label_width + 1 + 2 * T <= width else 1
-    keys = "".join(KEYS[j % len(KEYS)].ljust(cell) for j in range(T))
-    lines = [(" " * (label_width + 1) + keys).rstrip()]
+    lines = column_numbers(T, cell, label_width + 1)
     for i in range(T):
         row = []
         for j in range(T):
@@ -246,13 +257,13 @@ def _read_at(sentence):
 
 
 def render_sentence(
-    sentence, colour=None, width=100, layer=None, head=None, top=None, terminal=False
+    sentence, colour=None, width=100, layer=None, head=None, top=None, terminal=False, best=None
 ):
     """Everything shown for one analysed sentence (an analysis.words.SentenceAttention): the
     sentence, what the model's window leaves out, then the heads of `layer` (None: of every
-    layer) as one line each, or with `top` as the compact view (render_top_heads), and with
-    `head` that head's token grid. The tables fit in `width`; on a `terminal` the prose is
-    wrapped to it too (piped, a line stays a line for grep)."""
+    layer) as one line each, the (layer, head) `best` marked, or with `top` as the compact view
+    (render_top_heads), and with `head` that head's token grid. The tables fit in `width`; on a
+    `terminal` the prose is wrapped to it too (piped, a line stays a line for grep)."""
 
     def fit(text):
         return wrap(text, width) if terminal else text
@@ -262,13 +273,16 @@ def render_sentence(
         parts.append(fit(f"note: {sentence.window_note}"))
     rows = head_rows(sentence.rows, layer)
     if top is None:
+        label = None if best is None else f"L{best[0]} H{best[1]}"
+        marked = any(name == label for name, _ in rows)  # its layer shown
         parts.append(
             fit(
                 f"attention of {_read_at(sentence)} over the words up to it; each word sums "
                 f"its tokens, {MARK} marks the largest"
+                + (f"; {BEST} the probe's best head, {label}" if marked else "")
             )
         )
-        parts.append(render_word_rows(sentence.words, rows, colour, width))
+        parts.append(render_word_rows(sentence.words, rows, colour, width, label))
     else:
         parts.append(
             fit(
@@ -282,7 +296,7 @@ def render_sentence(
             "\n"
             + fit(
                 f"L{layer} H{head}, token by token (rows: query tokens; "
-                f"columns: key tokens, by their rows' keys; "
+                f"columns: key tokens, numbered as the rows, downwards; "
                 f"{weight_legend(colour)})"
             )
         )

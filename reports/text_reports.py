@@ -23,7 +23,7 @@ READING = (
 def study_report(result: Study) -> str:
     """The probe's plain-text report, then the logit lens', the causal tests', activation
     patching's and the circuit's when the result has them."""
-    parts = [format_report(result)]
+    parts = ["terms: see docs/reference/glossary.md", format_report(result)]
     if "model_answer" in result:
         parts.append(format_answer(result["model_answer"], result.get("query", "pronoun")))
     if "logit_lens" in result:

@@ -300,9 +300,13 @@ def test_token_grid_renders_exactly():
     assert render_token_grid(["a", " b", "\n"], weights) == (
         "     0 1 2\n0 a  ██\n1 ␣b ▒▒▒▒\n2 ↵  · ░░▓▓"
     )
-    # Past ten tokens the keys go on with letters: one character a column, on one line.
+    # Past ten tokens the columns are numbered in decimal as the rows are, a number written
+    # downwards (1 over 1: column 11) so that a column stays two characters wide.
     many = render_token_grid([f" w{i}" for i in range(12)], [[1.0] * 12] * 12).splitlines()
-    assert many[0].split() == [*"0123456789", "a", "b"] and many[12].startswith("b ␣w11 ")
+    tens, units = many[0], many[1]
+    assert units.split() == [*"0123456789", "0", "1"] and tens.split() == ["1", "1"]
+    assert tens.index("1") == units.rindex("0") and many[13].startswith("11 ␣w11 ")
+    assert many[13].index("█") == units.index("0")  # column 0 under its number
 
 
 def test_colour_cells_under_an_eighth_keep_the_terminals_background_and_light_ones_run_dark():
@@ -379,8 +383,8 @@ def test_the_token_grids_legend_says_what_each_colour_mode_shows(char_run):
         return next(line for line in text.splitlines() if "token by token" in line)
 
     assert legend(None) == (
-        "L0 H1, token by token (rows: query tokens; columns: key tokens, by "
-        "their rows' keys; weight ░▒▓█ to the nearest quarter, · under 1/8)"
+        "L0 H1, token by token (rows: query tokens; columns: key tokens, numbered "
+        "as the rows, downwards; weight ░▒▓█ to the nearest quarter, · under 1/8)"
     )
     grey = legend("256")
     assert "256 colours" in grey and "░" not in grey

@@ -3,6 +3,7 @@ decides; a twin that is not token-aligned is refused; on a hand-built model whos
 head makes, flipping the cue flips the metric's sign, that head is the one that decides, and the
 circuit runs through its query; the study's JSON has the keys the page and users read."""
 
+import html
 import json
 import re
 
@@ -266,19 +267,19 @@ def test_choice_study_on_examples_without_twins_is_nothing_to_measure(bpe):
     assert e.value.analysis == "choice"
 
 
-def test_the_page_shows_both_circuits_side_by_side_each_named_by_its_question():
+def test_the_page_draws_each_circuit_once_and_says_why_a_set_has_none():
     from reports.page_writer import render_html
     from tests.test_html import SENTENCES
 
     edge = {"from": "embed:changed", "to": "L0H2.q", "share": 0.42, "in_circuit": True}
-    drawn = {"drawn": True, "size": 1, "faithfulness": 0.91, "edges": [edge]}
-    none = {"drawn": False, "size": None, "faithfulness": None, "edges": []}
+    drawn = {"drawn": True, "size": 1, "faithfulness": 0.91, "edges": [edge], "gap": 5.0}
+    none = {"drawn": False, "size": None, "faithfulness": None, "edges": [], "gap": 0.31}
 
-    def part(prefers, circuit, right):
+    def part(accuracy, prefers, circuit, right, shared=("L0H2 -> MLP0",)):
         return {
             "n": 30,
-            "accuracy": 0.9 if prefers else 0.5,
-            "accuracy_ci": [0.8, 0.97],
+            "accuracy": accuracy,
+            "accuracy_ci": [accuracy - 0.1, accuracy + 0.07],
             "flip": 0.8,
             "flip_ci": [0.7, 0.9],
             "clean_cm": 3.0,
@@ -287,38 +288,53 @@ def test_the_page_shows_both_circuits_side_by_side_each_named_by_its_question():
             "deciding": ["L0H2"] if right >= 20 else [],
             "right": right,
             "circuit": circuit,
-            "shared_edges": ["L0H2 -> MLP0"],
+            "shared_edges": list(shared),
         }
 
     choice = {
-        **part(True, drawn, 25),
-        "by_kind": {"role": part(False, none, 3)},
+        **part(0.9, True, drawn, 25),
+        "by_kind": {
+            "role": part(0.5, False, none, 3, ()),  # under the bar
+            "meaning": part(0.7, True, none, 1, ()),  # right, but the twins hardly move it
+            "agreement": part(0.9, True, drawn, 25, ()),  # drawn, sharing no edge
+        },
         "twins": {"found": {"role": 30}, "tried": {"role": 41}, "skipped": {}},
         "n_edges": 137,
+        "prefers_from": 0.65,
     }
     identity_edge = {"from": "embed:antecedent", "to": "L0H2.v", "share": 0.6, "in_circuit": True}
+    kind = {"edges": [identity_edge], "faithfulness": 0.96, "size": 1}
     identity = {
         "edges": [identity_edge],
         "faithfulness": 0.97,
         "size": 1,
         "n_edges": 137,
-        "by_kind": {"role": {"edges": [identity_edge], "faithfulness": 0.96, "size": 1}},
+        "by_kind": {"role": kind, "meaning": kind, "agreement": kind},
     }
     page = render_html(SENTENCES, {"best_head": (0, 2), "circuit": identity, "choice": choice})
     section = page[page.index('<section class="circuit choice">') :]
     section = section[: section.index("</section>")]
-    assert section.count("identity (does the antecedent") == 2
-    assert section.count("choice (which candidate wins?)") == 2
-    assert "1 of 137 edges keep 91.0% of the choice gap" in section and "42%" in section
-    assert "role, choice (which candidate wins?): no preference" in section
-    assert "too few right both ways (3)" in section and "30/41" in section
-    assert section.count('<div class="side-by-side">') == 2 and "shared: L0H2 -&gt; MLP0" in section
+    text = html.unescape(re.sub(r"<[^>]+>", " ", section))
+    # Each identity circuit is drawn once, in its own section; here the choice circuits alone.
+    assert page.count("embed:antecedent") == 4 and "embed:antecedent" not in section
+    assert section.count("<svg") == 2 and "(left)" not in section
+    assert "all sentences: 1 of 137 edges keep 91.0% of the choice gap" in text
+    # A set without a choice circuit says why in its own numbers, and no line contradicts it.
+    assert "role: no choice circuit: accuracy 50.0% [40.0, 57.0] is under the 65%" in text
+    assert "meaning: no choice circuit: the model picks the antecedent in 70.0%" in text
+    assert "by 0.31 on average" in text and "under the 0.5 a circuit needs" in text
+    assert "no preference" not in page and "shows no preference" not in page
+    # Shared edges only where both circuits exist.
+    assert "all sentences, shared with its identity circuit: L0H2 -> MLP0" in text
+    assert "agreement: no edge shared with its identity circuit" in text
+    assert "role, " not in text and "meaning, " not in text and "shared: none" not in text
+    assert "too few right both ways (3)" in text and "30/41" in text
     assert render_html(SENTENCES, {"best_head": (0, 2)}).count("circuit choice") == 0
     from reports.choice_page import choice_section
 
     answer = {"all": {"cand_at_1": {"substitution": 0.893}}, "decided_by": {}}
     section = choice_section(choice, identity, {"model_answer": answer})
-    assert "<td>89.3%</td>" in section and section.count("<td>-</td>") == 1  # role: none given
+    assert ">89.3%</td>" in section and section.count("<td>-</td>") == 2 * 3  # kinds: none given
 
 
 def test_every_generated_twin_keeps_the_candidates_and_its_pronoun_fits_its_answer():

@@ -305,9 +305,18 @@ def test_the_page_draws_each_sets_circuit_with_its_numbers_in_view():
         "faithfulness": 0.984,
         "size": 1,
     }
-    circuit = {**part, "n_edges": 137, "by_kind": {"meaning": {"edges": [], "faithfulness": None}}}
+    meaning = {"edges": [], "faithfulness": None, "gap": 0.2, "gap_ci": [0.1, 0.3]}
+    circuit = {**part, "n_edges": 137, "min_gap": 0.5, "by_kind": {"meaning": meaning}}
     section = circuit_section(circuit)
-    assert section.count("<svg") == 2 and "1 of 137 edges keep 98.4%" in section
-    assert "meaning: no preference" in section and "61%" in section  # the share on the line
+    assert section.count("<svg") == 1 and "1 of 137 edges keep 98.4%" in section
+    assert "61%" in section  # the share on the line
+    # A set without a circuit is no drawing, its caption saying why in its own numbers.
+    assert (
+        "meaning: no circuit: the twins move the logit difference by 0.20 on average, under "
+        "the 0.5 a circuit needs</figcaption></figure>"
+    ) in section
+    unsteady = {**meaning, "gap": 0.8, "gap_ci": [-0.1, 1.7]}
+    said = circuit_section({**circuit, "by_kind": {"meaning": unsteady}})
+    assert "by 0.80 on average, but its interval [-0.10, 1.70] reaches 0" in said
     page = render_html(SENTENCES, {"best_head": (0, 2), "circuit": circuit})
     assert page.count('<section class="circuit">') == 1 and circuit_section(None) == ""

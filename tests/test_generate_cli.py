@@ -453,6 +453,10 @@ def test_html_reuses_the_probe_saved_for_this_checkpoint_and_says_when_it_runs_i
     code, out, err = run_generate("--ckpt", folder, "--attention", SENTENCE, "--html", page)
     assert code == 0 and err == ""  # no probe run: the saved one is this checkpoint's
     assert f"(outlined, the probe's best head: layer {best['layer']} head {best['head']})" in out
+    # The terminal's table marks the same head's row, and says what the mark means.
+    marked = [line.split()[:3] for line in out.splitlines() if "★" in line]
+    assert marked[1:] == [[f"L{best['layer']}", f"H{best['head']}", "★"]], out
+    assert f"★ the probe's best head, L{best['layer']} H{best['head']}" in marked_line(out)
     html = page.read_text()
     assert f"<dt>Checkpoint</dt><dd>{folder}</dd>" in html
     assert "<dt>Training step</dt><dd>0</dd>" in html
@@ -462,6 +466,7 @@ def test_html_reuses_the_probe_saved_for_this_checkpoint_and_says_when_it_runs_i
     (folder / "probe.json").write_text(json.dumps(saved))
     code, out, err = run_generate("--ckpt", folder, "--attention", SENTENCE, "--html", page)
     assert code == 0 and err.count("\n") == 2, err
+    assert "★" not in out  # the terminal marks no head it does not know to be this run's best
     assert (
         err.startswith("note: ") and "600" in err and "--no-probe" in err
     )  # how many, and how to skip
@@ -477,6 +482,11 @@ def test_html_reuses_the_probe_saved_for_this_checkpoint_and_says_when_it_runs_i
         rf"L{b['layer']} H{b['head']} alone</th><td[^>]*>{re.escape(signed(b['antecedent']))}<span"
     )
     assert re.search(cell, page.read_text())
+
+
+def marked_line(out):
+    """The terminal table's header line, which says what ★ marks."""
+    return next(line for line in out.splitlines() if line.startswith("attention of "))
 
 
 def test_html_where_the_probe_cannot_be_saved_says_so_once_and_never_that_it_was(

@@ -112,7 +112,10 @@ def test_page_is_self_contained():
     page = render_html(SENTENCES, **page_args(**FACTS))
     assert "http://" not in page and "https://" not in page and "//cdn" not in page
     assert not re.search(r"<link\b", page, re.I)
-    assert re.findall(r"\b(?:src|href)\s*=", page, re.I) == []  # no file, no URL, nothing
+    assert re.findall(r"\bsrc\s*=", page, re.I) == []  # no file, no URL, nothing
+    links = re.findall(r'\bhref\s*=\s*"([^"]*)"', page, re.I)
+    assert links and all(link.startswith("#") for link in links), links  # within the page only
+    assert len(re.findall(r"\bhref\s*=", page, re.I)) == len(links)
     assert "@import" not in page and "url(" not in page
 
 
@@ -127,7 +130,8 @@ def test_the_assets_are_files_inlined_whole_into_the_page():
 
 def facts_of(page):
     """The run section's (label, value) rows, as text."""
-    rows = re.findall(r"<dt>(.*?)</dt><dd>(.*?)</dd>", page)
+    facts = re.search(r'<section class="facts">.*?</section>', page, re.S)
+    rows = re.findall(r"<dt>(.*?)</dt><dd>(.*?)</dd>", facts.group(0) if facts else "")
     return {html.unescape(k): html.unescape(v) for k, v in rows}
 
 
@@ -139,7 +143,8 @@ def test_the_runs_facts_and_what_best_head_means_are_at_the_top():
         "Best validation loss": "1.2346",
         "Best head": "L1 H2: dev 99.3%, test 98.7% cand@1, outlined in each grid",
     }
-    assert BEST_HEAD_MEANS in page
+    said = re.search(r'<section class="facts">.*?<p class="help">(.*?)</p>', page).group(1)
+    assert re.sub(r"<[^>]+>", "", said) == BEST_HEAD_MEANS  # its term marked, for its definition
     assert page.index('class="facts"') < page.index('id="sentences"')
 
 
@@ -499,10 +504,18 @@ class DevTools:
             os.close(self.replies)
 
 
-def phone(tmp_path, sentences, script, width, **facts):
-    """Write the page and load it in chromium emulating a phone `width` CSS pixels wide (its
-    viewport meta tag applies, as on a phone); run `script` (it fills the object `out`) and
-    return (out, console messages and uncaught errors)."""
+# What has the keyboard's focus, in a few words: its tag, class, link and text.
+FOCUSED = """(() => { const e = document.activeElement;
+  if (!e || e === document.body) return "body";
+  return [e.tagName.toLowerCase(), e.className, e.getAttribute("href") || "",
+          (e.getAttribute("aria-label") || e.textContent).slice(0, 40)].join("|"); })()"""
+
+
+def phone(tmp_path, sentences, script, width, tabs=0, **facts):
+    """Write the page and load it in chromium emulating a screen `width` CSS pixels wide (under
+    500, a phone: its viewport meta tag applies); press Tab `tabs` times, keeping in out["tabs"]
+    what each press focused (FOCUSED); run `script` (it fills the object `out`) and return
+    (out, console messages and uncaught errors)."""
     path = tmp_path / "page.html"
     write_html(path, sentences, **page_args(**facts))
     browser = DevTools(tmp_path)
@@ -517,10 +530,24 @@ def phone(tmp_path, sentences, script, width, **facts):
             width=width,
             height=900,
             deviceScaleFactor=1,
-            mobile=True,
+            mobile=width < 500,
         )
         browser.send("Page.navigate", session, url=path.as_uri())
         browser.wait_for("Page.loadEventFired")
+        focused = []
+        for _ in range(tabs):
+            for kind in ("keyDown", "keyUp"):
+                browser.send(
+                    "Input.dispatchKeyEvent",
+                    session,
+                    type=kind,
+                    key="Tab",
+                    code="Tab",
+                    windowsVirtualKeyCode=9,
+                    nativeVirtualKeyCode=9,
+                )
+            said = browser.send("Runtime.evaluate", session, expression=FOCUSED, returnByValue=True)
+            focused.append(said["result"]["value"])
         expression = (
             '(() => { const out = {}, sec = document.querySelector("#sentences section");'
             + script
@@ -535,6 +562,8 @@ def phone(tmp_path, sentences, script, width, **facts):
         console = [e["params"] for e in browser.events if e.get("method") in noise]
         out = json.loads(result["result"]["value"])
         assert out.pop("errors") is None, out
+        if tabs:
+            out["tabs"] = focused
         return out, console
     finally:
         browser.close()
@@ -1151,8 +1180,10 @@ def test_real_browser_gives_a_cells_weight_without_hovering_and_says_what_tables
 
 KEYBOARD = """
 const toks = [...sec.querySelectorAll(".tok")];
-out.tabbable = toks.every(t => t.tabIndex === 0);
+const tabbable = items => items.map((t, i) => t.tabIndex === 0 ? i : -1).filter(i => i >= 0);
+out.tabbable = tabbable(toks);
 toks[2].focus();
+out.tabbableAfter = tabbable(toks);
 out.focused = document.activeElement === toks[2];
 out.marked = toks.map((t, i) => t.classList.contains("row") ? i : -1).filter(i => i >= 0);
 out.legend = sec.querySelector(".legend span").textContent;
@@ -1161,6 +1192,17 @@ out.next = toks.indexOf(document.activeElement);
 out.markedNext = toks.map((t, i) => t.classList.contains("row") ? i : -1).filter(i => i >= 0);
 toks[4].dispatchEvent(new KeyboardEvent("keydown", {key: "End", bubbles: true}));
 out.end = toks.indexOf(document.activeElement);
+// The grid of maps: one Tab stop, the enlarged head's; the arrow keys move and enlarge.
+const cells = [...sec.querySelectorAll("button.cell")];
+out.cellsTabbable = cells.filter(c => c.tabIndex === 0).map(c => c.dataset.head);
+cells.find(c => c.tabIndex === 0).focus();
+const press = key => document.activeElement.dispatchEvent(
+  new KeyboardEvent("keydown", {key, bubbles: true}));
+press("ArrowRight");
+out.right = [document.activeElement.dataset.head, sec.querySelector(".big div").textContent];
+press("ArrowUp");
+out.up = document.activeElement.dataset.head;
+out.cellsTabbableAfter = cells.filter(c => c.tabIndex === 0).map(c => c.dataset.head);
 """
 
 
@@ -1168,10 +1210,159 @@ out.end = toks.indexOf(document.activeElement);
 def test_real_browser_reaches_each_token_by_keyboard_and_marks_the_selected_one(tmp_path):
     out, console, _ = browse(tmp_path, SENTENCES, KEYBOARD)
     assert console == []
-    assert out["tabbable"] and out["focused"], out
+    # One Tab stop a strip (a roving tabindex): the pronoun's token, then the focused one.
+    assert out["tabbable"] == [T - 1] and out["focused"] and out["tabbableAfter"] == [2], out
     assert out["marked"] == [2] and '" <b>&amp;" (row 2,' in out["legend"], out  # as hover does
     assert out["next"] == 3 and out["markedNext"] == [3], out
     assert out["end"] == T - 1, out
+    # One Tab stop a grid, the best head's at first; the arrows move along and between layers.
+    assert out["cellsTabbable"] == ["L1 H2"], out
+    assert out["right"] == ["L1 H3", "Layer 1, head 3: row = query token, column = key token"]
+    assert out["up"] == "L0 H3" and out["cellsTabbableAfter"] == ["L0 H3"], out
+
+
+def choice_result():
+    """A choice result as analysis.choice gives it, beside circuit_result's identity circuit:
+    the whole set's choice circuit drawn, agreement's too, role under the bar for one."""
+    edges = [
+        ("embed:changed", "L0H2.q", 0.17),
+        ("embed:changed", "L0H2.v", 0.07),
+        ("L0H2", "MLP0", 0.41),
+        ("MLP0", "MLP1", 0.19),
+        ("MLP0", "logits", 0.41),
+        ("MLP1", "logits", 0.23),
+    ]
+    circuit = {
+        "drawn": True,
+        "size": 6,
+        "faithfulness": 0.946,
+        "gap": 10.7,
+        "edges": [{"from": a, "to": b, "share": x, "in_circuit": True} for a, b, x in edges],
+    }
+
+    def part(n, accuracy, prefers, right):
+        return {
+            "n": n,
+            "accuracy": accuracy,
+            "accuracy_ci": [accuracy - 0.05, accuracy + 0.04],
+            "flip": accuracy - 0.2,
+            "flip_ci": [accuracy - 0.25, accuracy - 0.15],
+            "clean_cm": 6.17,
+            "twin_cm": -4.51,
+            "prefers": prefers,
+            "right": right,
+            "deciding": ["L0H2"] if prefers else [],
+            "inputs": {"L0H2": {"q": 0.68, "k": 0.0, "v": 0.04}} if prefers else {},
+            "circuit": circuit if prefers else {**circuit, "drawn": False, "edges": []},
+            "shared_edges": ["L0H2 -> MLP0", "MLP0 -> logits"] if prefers else [],
+        }
+
+    return {
+        **part(262, 0.874, True, 178),
+        "by_kind": {"agreement": part(207, 0.932, True, 169), "role": part(21, 0.619, False, 8)},
+        "twins": {"found": {"agreement": 207, "role": 21}, "tried": {"agreement": 217, "role": 41}},
+        "n_edges": 137,
+        "prefers_from": 0.65,
+    }
+
+
+# The page found one's way in: its contents, the headings they link to, the order of the parts,
+# the choice table's numbers, every table's width and the circuits' edge labels.
+WAY_IN = """
+const W = document.documentElement.clientWidth;
+const links = [...document.querySelectorAll("nav#contents a")];
+out.contents = links.map(a => [a.textContent, (document.getElementById(a.hash.slice(1)) || {})
+  .textContent]);
+out.headings = [...document.querySelectorAll("main h2[id]")].map(h => h.id);
+const shown = e => e.offsetParent !== null;
+out.choiceAlign = [...new Set([...document.querySelectorAll(".choice td")].filter(shown)
+  .map(td => (td.classList.contains("words") ? "words " : "") + getComputedStyle(td).textAlign))];
+out.tinted = [...document.querySelectorAll(".choice td")].filter(shown)
+  .filter(td => td.style.background.startsWith("rgba")).length;
+out.wide = [...document.querySelectorAll("table")].filter(shown).filter(t => {
+  const r = t.getBoundingClientRect();
+  if (r.right <= W + 1 && r.left >= -1) return false;
+  const box = t.closest(".scroll"), b = box && box.getBoundingClientRect();
+  const shows = box && getComputedStyle(box).overflowX === "auto"
+    && getComputedStyle(box).backgroundImage.includes("radial-gradient");
+  return !(shows && b.left >= -1 && b.right <= W + 1);
+}).map(t => t.closest("section").className);
+out.labels = [...document.querySelectorAll("section.circuit svg text.share")].map(t => {
+  const svg = t.ownerSVGElement, scale = svg.getBoundingClientRect().width
+    / svg.viewBox.baseVal.width;
+  t.scrollIntoView({block: "center"});
+  const r = t.getBoundingClientRect();
+  const top = document.elementFromPoint(r.left + r.width / 2, r.top + r.height / 2);
+  return [Math.round(parseFloat(getComputedStyle(t).fontSize) * scale * 10) / 10,
+          top === t || t.contains(top)];
+});
+out.terms = [...document.querySelectorAll(".terms dt")].map(dt => dt.textContent);
+out.marked = [...new Set([...document.querySelectorAll("abbr.term")].map(a => a.dataset.term))];
+out.titled = [...document.querySelectorAll("abbr.term")].every(a => a.title.length > 20);
+"""
+
+
+@needs_browser
+@pytest.mark.parametrize("width", [1400, 420])  # a desktop, a phone
+def test_real_browser_finds_its_way_by_contents_a_skip_link_and_few_tab_stops(tmp_path, width):
+    sentence = sentence_page(headline_run(2, 4))
+    facts = {
+        "best_head": (0, 2),
+        "causal": causal_result(2, 4, (0, 2)),
+        "lens": lens_result(2),
+        "patching": patching_result(2, 4, (0, 2)),
+        "probe": {**probe_result(2, 4, (0, 2)), "choice": choice_result()},
+        "records": probe_records(2, 4, (0, 2)),
+        "circuit": circuit_result(),
+    }
+    out, console = phone(tmp_path, [sentence, sentence], WAY_IN, width, tabs=40, **facts)
+    assert console == []
+    # Every part in the contents, each link reaching its heading, the curve after the heads.
+    assert [text for text, _ in out["contents"]] == [to for _, to in out["contents"]], out
+    assert out["headings"] == [
+        "run",
+        "probe",
+        "heads",
+        "training",
+        "numbers",
+        "causal",
+        "patching",
+        "circuit",
+        "choice",
+        "lens",
+        "maps",
+        "terms",
+    ]
+    assert len(out["contents"]) == len(out["headings"])
+    # The keyboard: the skip link first, then the contents, then one stop a figure; few in all.
+    tabs = out["tabs"]
+    assert tabs[0] == "a|skip|#main|Skip to main content", tabs
+    assert tabs[1 : 1 + len(out["headings"])] == [
+        f"a||#{key}|{text[:40]}" for key, (text, _) in zip(out["headings"], out["contents"])
+    ]
+    stops = tabs[: tabs.index(tabs[0], 1)] if tabs[0] in tabs[1:] else tabs
+    stops = [t for t in stops if t != "body"]
+    assert len(stops) <= 30 and len(stops) < len(tabs), tabs  # the walk came round
+    assert sum(t.startswith("span|tok") for t in stops) == 2, stops  # a strip a sentence
+    assert sum(t.startswith("button|cell") for t in stops) == 2, stops  # a grid a sentence
+    # The choice table as every table: numbers to the right, shares tinted, words to the left.
+    assert sorted(out["choiceAlign"]) == ["right", "words left"], out
+    assert out["tinted"] == 2 * 3, out  # accuracy and flip of each set (no substitution)
+    # No table wider than the page but in a box that scrolls and shows it.
+    assert out["wide"] == [], out
+    # The circuits' edge labels: 11 px or more, and no line or node over any of them.
+    assert out["labels"] and all(size >= 11 and top for size, top in out["labels"]), out
+    # Each term the page marks is defined in its Terms box, and on hover.
+    assert sorted(out["terms"]) == sorted(out["marked"]) and out["titled"], out
+    assert {"cand@1", "CM (choice metric)", "flip", "share (estimated)"} <= set(out["terms"])
+
+
+def test_the_pages_terms_are_the_glossarys():
+    from reports.glossary import GLOSSARY, TERMS
+    from tests.helpers import ROOT
+
+    glossary = (ROOT / GLOSSARY).read_text(encoding="utf-8")
+    assert re.findall(r"^- \*\*(.+?)\*\*:", glossary, re.M) == list(TERMS)
 
 
 def test_a_notebook_shows_the_same_page_in_a_sandboxed_frame():

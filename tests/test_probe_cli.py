@@ -11,7 +11,7 @@ from analysis.conform import mismatches
 from analysis.results import SavedStudy, Study
 from data.pronouns import examples, natural, write_jsonl
 from reports.formatting import signed
-from tests.helpers import make_run, run_generate, run_script
+from tests.helpers import ROOT, make_run, run_generate, run_script
 
 
 @pytest.fixture(scope="module")
@@ -135,7 +135,7 @@ def test_no_causal_leaves_the_causal_tests_out_of_json_and_report(run_folder):
 def test_the_report_prints_the_causal_table_under_the_probes(run_folder, user_file):
     path = user_file
     code, out, _ = run_generate("--ckpt", run_folder, "--probe", path, "--permutations", "5")
-    assert code == 0 and out.index("Clark et al. 2019") < out.index("Causal test at the pronoun")
+    assert code == 0 and out.index("Best head L") < out.index("Causal test at the pronoun")
     code, js, _ = run_generate(
         "--ckpt", run_folder, "--probe", path, "--permutations", "5", "--json"
     )
@@ -188,7 +188,7 @@ def test_probe_report_on_a_user_file_shows_the_numbers_of_its_json(run_folder, u
         f"Baselines (cand@1): random {b['random']['all']:.1%}, first {b['first']['all']:.1%}, "
         f"nearest before the pronoun {b['nearest']['all']:.1%}"
     ) in prose
-    assert "chosen and scored on the same data" in prose and "Clark et al. 2019" in prose
+    assert "chosen and scored on the same data" in prose and "Clark et al." not in prose
 
 
 def test_a_one_example_file_has_one_set_and_no_p_value_in_json_and_text(run_folder, tmp_path):
@@ -458,9 +458,9 @@ def test_the_page_shows_the_saved_causal_tests_and_the_runs_probe_curve(tmp_path
     code, _, err = run_generate("--ckpt", folder, "--attention", "--html", page)
     assert code == 0 and err == ""  # the saved result is reused: the probe does not run again
     html = page.read_text()
-    assert (
-        html.index('class="causal"') < html.index('class="training"') < html.index('id="sentences"')
-    )
+    # The curve early, right after the table of where the pronoun looks.
+    at = [html.index(f'class="{part}"') for part in ("heads", "training", "causal")]
+    assert at == sorted(at) and at[-1] < html.index('id="sentences"')
     b = causal["best_head"]
     assert '<td class="best" style="background:rgba(' in html
     assert re.search(
@@ -561,6 +561,9 @@ def test_patch_on_a_char_run_prints_the_report_and_says_why_patching_was_skipped
         "10",
     )
     assert r.returncode == 0, r.stderr
-    assert r.stdout.startswith("Pronoun probe") and "best head" in r.stdout.lower(), r.stdout
+    # The report's first line says where its terms are defined, a page that is there.
+    first, _, rest = r.stdout.partition("\n\n")
+    assert first == "terms: see docs/reference/glossary.md" and (ROOT / first[11:]).is_file()
+    assert rest.startswith("Pronoun probe") and "best head" in r.stdout.lower(), r.stdout
     skipped = r.stdout[r.stdout.index("Activation patching skipped") :]
     assert "char tokenizer" in skipped and "bpe" in skipped, skipped

@@ -3,6 +3,7 @@ given width (its size set before the process starts, as a terminal window's is),
 output read back as the terminal receives it, carriage returns and all."""
 
 import fcntl
+import json
 import os
 import re
 import struct
@@ -12,14 +13,14 @@ import termios
 
 import pytest
 
-from tests.helpers import ROOT, run_main, tiny_config, write_yaml
+from tests.helpers import ROOT, TINY_MODEL, run_main, tiny_config, write_yaml
 
 ESCAPES = re.compile(r"\x1b\[[\d;?]*[A-Za-z]")
 
 
-def in_terminal(args, columns, env=None, timeout=120):
-    """(exit code, the bytes the terminal got as text) of `python ARGS` with stdout and stderr on
-    a pseudo-terminal `columns` wide."""
+def in_terminal(args, columns, env=None, timeout=120, cwd=ROOT):
+    """(exit code, the bytes the terminal got as text) of `python ARGS` in `cwd` with stdout and
+    stderr on a pseudo-terminal `columns` wide."""
     primary, secondary = os.openpty()
     fcntl.ioctl(secondary, termios.TIOCSWINSZ, struct.pack("HHHH", 24, columns, 0, 0))
     env = {**os.environ, "OMP_NUM_THREADS": "1", "TERM": "xterm-256color", **(env or {})}
@@ -27,7 +28,7 @@ def in_terminal(args, columns, env=None, timeout=120):
     env.pop("LINES", None)
     proc = subprocess.Popen(
         [sys.executable, *map(str, args)],
-        cwd=ROOT,
+        cwd=cwd,
         stdin=subprocess.DEVNULL,
         stdout=secondary,
         stderr=secondary,
@@ -110,6 +111,54 @@ def test_training_on_a_terminal_fits_its_width_dropping_bar_fields_and_wrapping_
     assert (len(shown) > 1) == (len(note) > columns)
     # The whole val split's evaluation, at the end, shows its progress as the training bar does.
     assert any(line.startswith("val text.txt") and "window" in line for line in lines), lines[-20:]
+
+
+def note_at(lines, start):
+    """The note whose first line starts with `start`, its wrapped lines put together."""
+    at = next(i for i, line in enumerate(lines) if line.startswith(start))
+    shown = [lines[at]]
+    for line in lines[at + 1 :]:
+        if not line.startswith("  "):
+            break
+        shown.append(line.strip())
+    return " ".join(shown), len(shown)
+
+
+@pytest.mark.slow
+def test_the_first_note_wraps_too_and_a_bpe_smaller_than_asked_says_its_size(corpus, tmp_path):
+    """The note on where your own text's run goes came before the run's console and broke
+    mid-word at 80 columns; a BPE that learned 549 of 4096 tokens said nothing."""
+    (tmp_path / "story.txt").write_text((corpus / "text.txt").read_text()[:3000])
+    overrides = [o for o in TINY_MODEL if not o.startswith("tokenizer.")]
+    code, text = in_terminal(
+        [
+            ROOT / "train.py",
+            f"data.source={tmp_path / 'story.txt'}",  # no out_dir: the run goes to out/story
+            f"data.cache_dir={tmp_path / 'cache'}",
+            "tokenizer.kind=bpe",
+            "tokenizer.vocab_size=4096",
+            *overrides,
+            "train.max_iters=4",
+            "train.warmup_iters=1",
+            "train.eval_interval=4",
+            "train.eval_iters=1",
+        ],
+        80,
+        cwd=tmp_path,
+    )
+    assert code == 0, text[-2000:]
+    lines = drawn(text)
+    assert max(len(line) for line in lines) <= 80, [ln for ln in lines if len(ln) > 80]
+    where, parts = note_at(lines, "note: data.source is")
+    assert parts > 1 and where == (
+        f"note: data.source is {tmp_path / 'story.txt'}, so the run goes to out_dir=out/story "
+        "(set out_dir to choose)"
+    )
+    learned = json.loads((tmp_path / "out/story/meta.json").read_text())["vocab_size"]
+    said, _ = note_at(lines, "note: the BPE learned")
+    assert learned < 4096 and said.startswith(
+        f"note: the BPE learned {learned:,} tokens, fewer than tokenizer.vocab_size=4,096"
+    ), said
 
 
 @pytest.mark.slow

@@ -185,6 +185,38 @@ def test_loss_png_labels_the_range_where_the_evaluations_sit(monkeypatch, tmp_pa
     assert len([t for t in labelled if 0.95 * min(evals) <= t <= 1.05 * max(evals)]) >= 2, labelled
 
 
+def test_both_plots_have_a_title_and_the_evaluations_are_drawn_over_the_star(monkeypatch, tmp_path):
+    """loss.png's star (the whole val split, at the last step) hid the last evaluation's points
+    under it, and neither plot said what it shows."""
+    from lab import plots
+
+    drawn = []
+    monkeypatch.setattr(plots, "_save", lambda fig, path: drawn.append(fig))
+    records = [{"step": s, "loss": 3 - s / 1000} for s in range(100, 1300, 100)]
+    records += [
+        {"step": s, "train_loss": 2.4 - s / 2000, "val_loss": 2.5 - s / 2000} for s in (600, 1200)
+    ]
+    records.append({"step": 1200, "val_loss_full": 1.9})
+    records.append(
+        {
+            "step": 1200,
+            "probe_heads": [[0.5, 0.9], [0.4, 0.45]],
+            "probe_best_head": [0, 1],
+            "probe_baselines": {"random": 0.45, "first": 0.5, "nearest": 0.4},
+        }
+    )
+    plots.plot_losses(records, tmp_path / "loss.png")
+    plots.plot_probe(records, tmp_path / "probe.png")
+    (loss_ax,) = drawn[0].axes
+    assert loss_ax.get_title() == plots.LOSS_TITLE
+    assert drawn[1].axes[0].get_title() == plots.PROBE_TITLE
+    by_marker = {line.get_marker(): line for line in loss_ax.get_lines()}
+    star, points = by_marker["*"], [by_marker["o"], by_marker["s"]]
+    assert list(star.get_xdata()) == [1200] and all(1200 in p.get_xdata() for p in points)
+    assert all(p.get_zorder() > star.get_zorder() for p in points)
+    assert all(p.get_markersize() < star.get_markersize() for p in points)  # the star shows round
+
+
 def test_probe_pngs_legend_lies_inside_the_figure_with_a_margin(monkeypatch, tmp_path):
     """probe.png's legend had three columns, wider than the figure: its right edge was cut
     ("nats/toker") and its first swatch touched the left edge."""

@@ -4,12 +4,11 @@ summary (the plots are the lab's: lab/plots.py)."""
 import json
 import math
 import sys
-import textwrap
 from pathlib import Path
 
 from tqdm import tqdm
 
-from cli import terminal_width
+from cli import terminal_width, wrap_for
 from runs.folder import read_metrics
 from storage.atomic import write_atomic
 
@@ -109,24 +108,6 @@ def fit_fields(fields, room, drops):
         if len(text) + 2 <= room or not kept:
             return text
     return ""
-
-
-def wrap_for(message, stream):
-    """`message` as it is for a pipe or a file (grep and tail read whole lines); on a terminal,
-    each line longer than it wrapped at spaces, the rest of a line indented by two."""
-    isatty = getattr(stream, "isatty", None)
-    if not (isatty and isatty()):
-        return message
-    width = terminal_width(stream)
-    lines = []
-    for line in message.split("\n"):
-        if len(line) <= width:
-            lines.append(line)
-            continue
-        lines += textwrap.wrap(
-            line, width, subsequent_indent="  ", break_long_words=False, break_on_hyphens=False
-        )
-    return "\n".join(lines)
 
 
 def eval_line(step, final, tokens_per_sec, seconds):

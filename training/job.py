@@ -29,7 +29,7 @@ from training.resume import (
     load_scaler_state,
 )
 from training.runtime import Runtime, peak_flops, training_module
-from training.start import how_it_starts, prepare_data, pretrained_start
+from training.start import how_it_starts, prepare_data, pretrained_start, vocab_note
 from training.trackers import Trackers
 from training.watchers import Record, RunSteps, SignalStop, Watcher, Watchers
 
@@ -119,6 +119,8 @@ def open_job(config, runtime, force, watchers=()):
         watch = Watchers([Record(), SignalStop(), RunSteps(), *watchers])
         pretrained = pretrained_start(config)
         data = prepare_data(config, runtime, pretrained)
+        if note := vocab_note(config, data, pretrained):
+            console.note(note)
         watch.prepare(config, runtime, console)  # a watcher's inputs fail before the folder
         start = how_it_starts(config, data, pretrained, force)
         del pretrained

@@ -124,6 +124,19 @@ def prepare_corpus(config, tokenizer=None) -> Mixture:
     )
 
 
+def vocab_note(config, data: Mixture, pretrained=None) -> str | None:
+    """A note when the config's BPE learned fewer tokens than tokenizer.vocab_size asks (a
+    small text runs out of pairs to merge), else None: the model's vocabulary is the smaller."""
+    asked, learned = config.tokenizer.vocab_size, data.tokenizer.vocab_size
+    if config.tokenizer.kind != "bpe" or pretrained is not None or not asked or learned >= asked:
+        return None
+    return (
+        f"note: the BPE learned {learned:,} tokens, fewer than tokenizer.vocab_size={asked:,}: "
+        "its text has no more pairs that repeat; the model's vocabulary is "
+        f"{learned:,} (a longer text gives more)"
+    )
+
+
 def prepare_data(config, runtime, pretrained=None):
     """The config's data, prepared with `pretrained`'s tokenizer when fine-tuning. Under torchrun,
     one process per node (local rank 0) prepares while the others wait, then they find it in the

@@ -47,11 +47,11 @@ function sentence(s, si) {
   legend.appendChild(legendText); legend.appendChild(scale());
   sec.appendChild(legend);
   const toks = el("div", "tokens");
-  // Each token selects its row on hover and on keyboard focus (Tab, or the arrow keys along
-  // the strip), as a row label of the enlarged map does; the selected one is outlined.
+  // Each token selects its row on hover and on keyboard focus, as a row label of the enlarged
+  // map does; the selected one is outlined. The strip is one Tab stop (a roving tabindex: the
+  // selected token's, see draw), and the arrow keys, Home and End move along it.
   const spans = s.tokens.map((t, i) => {
     const sp = el("span", "tok" + (i === s.pronoun ? " pronoun" : ""), t);
-    sp.tabIndex = 0;
     sp.addEventListener("mouseenter", () => { row = i; draw(); });
     sp.addEventListener("focus", () => { row = i; draw(); });
     sp.addEventListener("keydown", ev => {
@@ -65,7 +65,8 @@ function sentence(s, si) {
     return sp;
   });
   toks.setAttribute("role", "group");
-  toks.setAttribute("aria-label", "the sentence's tokens: focus one to show its row");
+  toks.setAttribute("aria-label",
+    "the sentence's tokens: the arrow keys move along them, each showing its row");
   sec.appendChild(toks);
   const layout = el("div", "layout"), grid = el("div", "grid"), cells = [];
   grid.style.gridTemplateColumns = "auto repeat(" + H + ", minmax(16px, 120px))";  // wide screens: bigger maps
@@ -86,9 +87,22 @@ function sentence(s, si) {
       c.getContext("2d").drawImage(bitmaps[l][h], 0, 0);
       b.appendChild(c);
       b.addEventListener("click", () => { head.l = l; head.h = h; draw(); });
+      // The grid is one Tab stop too: the arrow keys move between heads (left and right
+      // along a layer, up and down between layers) and enlarge the one they reach.
+      b.addEventListener("keydown", ev => {
+        const to = { ArrowRight: [l, h + 1], ArrowLeft: [l, h - 1], ArrowDown: [l + 1, h],
+                     ArrowUp: [l - 1, h], Home: [l, 0], End: [l, H - 1] }[ev.key];
+        if (to === undefined || to[0] < 0 || to[0] >= L || to[1] < 0 || to[1] >= H) return;
+        ev.preventDefault();
+        head.l = to[0]; head.h = to[1]; draw();
+        cells[to[0] * H + to[1]][2].focus();
+      });
       grid.appendChild(b); cells.push([l, h, b]);
     }
   }
+  grid.setAttribute("role", "group");
+  grid.setAttribute("aria-label",
+    "the maps, one per head: the arrow keys move between heads, each enlarged as it is reached");
   const bigBox = el("div", "big"), title = el("div"), big = el("canvas"), tip = el("div", "tip");
   const readout = el("div", "readout");  // a cell's weight without hovering: click or tap it
   readout.textContent = "Click or tap a cell for its weight.";
@@ -106,7 +120,11 @@ function sentence(s, si) {
     const isBest = best && best[0] === head.l && best[1] === head.h;
     title.textContent = "Layer " + head.l + ", head " + head.h + (isBest ? BEST : "") +
       ": row = query token, column = key token";
-    for (const [l, h, b] of cells) b.classList.toggle("selected", l === head.l && h === head.h);
+    for (const [l, h, b] of cells) {
+      const on = l === head.l && h === head.h;
+      b.classList.toggle("selected", on);
+      b.tabIndex = on ? 0 : -1;  // the grid's one Tab stop: the enlarged head
+    }
     ctx.clearRect(0, 0, big.width, big.height);
     ctx.imageSmoothingEnabled = false;
     ctx.drawImage(bitmaps[head.l][head.h], margin, margin, T * cell, T * cell);
@@ -122,9 +140,10 @@ function sentence(s, si) {
     ctx.strokeRect(margin, margin + row * cell, T * cell, cell);
     legendText.textContent = "Token colour: the attention of \"" + s.tokens[row] + "\" (row " +
       row + ", outlined here and in the enlarged map) to each token; hover a token, or reach " +
-      "it with Tab and the arrow keys, for its row.";
+      "the strip with Tab and move along it with the arrow keys, for its row.";
     spans.forEach((sp, k) => {
       sp.classList.toggle("row", k === row);
+      sp.tabIndex = k === row ? 0 : -1;  // the strip's one Tab stop: the selected token
       const w = m[row][k] / DATA.scale;
       sp.style.background = "rgb(" + colour(w).map(Math.round).join(",") + ")";
       sp.style.color = w > 0.5 ? "#fff" : "#222";
