@@ -23,6 +23,7 @@ from reports.html import (
     run_section,
 )
 from reports.probe_tables import probe_section
+from reports.text_reports import measured_line
 from storage.atomic import write_atomic
 
 
@@ -63,6 +64,7 @@ def render_html(sentences: list, probe: Study | None = None, page: Page | None =
     # (its text escaped with html.escape), added to this list.
     sections = [
         run_section(page.checkpoint, page.step, page.val_loss, best_head, probe.get("decided_by")),
+        measured_section(probe, page),
         probe_section(probe),
         heads_section(words, best),
         numbers_section(data["sentences"], best),
@@ -82,6 +84,15 @@ def render_html(sentences: list, probe: Study | None = None, page: Page | None =
         data=payload,
         script=asset("page.js"),
     )
+
+
+def measured_section(probe: Study, page: Page) -> str:
+    """The line that says which parts of the probe's result the page shows, of which run and
+    when (reports.text_reports.measured_line); "" where the page has no probe result."""
+    if "heads" not in probe:
+        return ""
+    line = measured_line(probe, page.checkpoint, page.step)
+    return f'<section class="measured"><p class="help">{html.escape(line)}</p></section>'
 
 
 def write_html(path, sentences: list, probe: Study | None = None, page: Page | None = None) -> None:
