@@ -9,6 +9,7 @@
     python generate.py --attention --html attention.html   # the same maps as a page
     python generate.py --probe [FILE.jsonl] [--json]       # which head finds the antecedent,
                                                            # and does the model use it?
+    python generate.py --pairs pairs.jsonl              # patching and the circuit, your pairs
 
 Errors are one line on stderr (`error: ...`) and exit code 2; Ctrl-C prints `interrupted` and
 exits 130, as a shell reports SIGINT.
@@ -30,8 +31,8 @@ from runs.restart import leftover_note
 MODES = (
     sample_mode,
     attention_mode,
+    pairs_mode,  # before the probe, whose flags it shares: --pairs with --probe is said first
     probe_mode,
-    pairs_mode,
     prompt_test_mode,
 )  # each adds its flags and checks them, in this order
 
@@ -88,8 +89,10 @@ def build_parser():
 
 
 def mode_of(args):
-    """What the flags ask for: "probe", "test_prompt", "attention" (maps) or, by default,
-    "sampling"."""
+    """What the flags ask for: "pairs", "probe", "test_prompt", "attention" (maps) or, by
+    default, "sampling"."""
+    if pairs_mode.chosen(args):
+        return "pairs"
     if args.probe is not None:
         return "probe"
     if prompt_test_mode.chosen(args):
@@ -142,7 +145,7 @@ def main(argv=None, out=None, err=None):
         check_run_folder(ckpt)
         run = load_run(ckpt, device, nanogpt_meta=args.meta)
         use_generation_threads(run.model, args.threads)
-        if mode == "probe" and args.pairs is not None:
+        if mode == "pairs":
             pairs_mode.show_pairs(run, args, out)
         elif mode == "probe":
             probe_mode.show_probe(run, args, ckpt, out, err)

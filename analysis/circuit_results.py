@@ -64,7 +64,7 @@ _EdgeFields = TypedDict(  # "from" is a keyword: the functional form names it
         "to": str,  # a node and its input: "L1H0.q", "MLP1", "logits"
         "eap": float,  # attribution's estimate of LD patched - LD clean
         "in_circuit": bool,
-        "share": float,  # the share of the gap patching it alone takes away (estimated)
+        "share": float,  # estimated (attribution): the gap's share patching it alone takes away
         "share_ci": Interval | None,
     },
 )
@@ -72,7 +72,7 @@ _EdgeFields = TypedDict(  # "from" is a keyword: the functional form names it
 
 class _EdgePatched(TypedDict, total=False):  # the checked edges, patched for real
     patched: float  # LD patched - LD clean
-    patched_share: float
+    patched_share: float  # that share measured: the edge patched alone
     patched_share_ci: Interval | None
 
 
@@ -187,12 +187,21 @@ class ChoiceResult(ChoiceSet, _ChoicePatched):
     resamples: int
 
 
+class TooFewPairs(TypedDict):
+    """Why a user's pairs have no circuit: fewer than the bar's number of pairs."""
+
+    reason: str  # analysis.user_pairs.TOO_FEW
+    needs: Count  # analysis.probe.MIN_FOR_STATS
+
+
 class _PairsParts(TypedDict, total=False):
-    patching: PatchingResult
+    patching: PatchingResult  # columns: analysis.user_pairs.COLUMNS
     circuit: CircuitResult  # no kinds: by_kind is {}
+    circuit_skipped: TooFewPairs
 
 
 class PairsResult(_PairsParts):
     """pairs_study's result: on a user's own clean/corrupt pairs (analysis/user_pairs.py)."""
 
     pairs: Count
+    last_changed: Count  # pairs whose last token differs too

@@ -159,7 +159,7 @@ def _positions(pairs, T):
     out = torch.zeros(len(COLUMNS), len(pairs), T, dtype=torch.bool)
     for b, p in enumerate(pairs):
         out[0, b, p.antecedent] = True
-        out[1, b, max(p.antecedent) + 1 : T - 1] = True
+        out[1, b, max(p.antecedent, default=T - 2) + 1 : T - 1] = True  # none: nothing between
         out[2, b, T - 1] = True
     return out
 

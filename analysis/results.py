@@ -229,6 +229,9 @@ class NothingSaid(TypedDict):
 
 
 class _StudyParts(TypedDict, total=False):
+    # In a saved study (runs/folder.py): when each part it holds (study_parts) was measured,
+    # part -> UTC time, ISO 8601; parts kept from an earlier run keep their time.
+    measured: dict[str, str]
     model_answer: AnswerResult
     logit_lens: LensResult
     patching: PatchingResult
@@ -244,16 +247,34 @@ class Study(ProbeResult, _StudyParts):
     """study's result: the probe and the parts asked for."""
 
 
+# The parts of a study that a flag asks for, each with its keys (its result, or why it is
+# missing); every other key is the probe's, whose part ("probe") every study has: the head
+# scores, the model's own answer and the logit lens.
+PARTS = {
+    "causal": ("causal",),
+    "patching": ("patching", "patching_skipped"),
+    "circuit": ("circuit", "circuit_skipped", "choice", "choice_skipped"),
+}
+
+
+def study_parts(study: Study) -> list[str]:
+    """The parts `study` holds: "probe", then each of PARTS that it has a key of."""
+    return ["probe", *(part for part, keys in PARTS.items() if any(k in study for k in keys))]
+
+
 class CheckpointId(TypedDict):
     step: int | None
     best_val_loss: float | None
 
 
-class _NaturalKept(TypedDict, total=False):
+class _SavedExtras(TypedDict, total=False):
     natural: Study  # `--probe natural`'s, kept beside the built-in sets'
+    # The examples it is of (runs.folder.examples_id); absent in a file saved before it was
+    # recorded, which is taken to be of the built-in sets as they are now.
+    examples: str
 
 
-class SavedStudy(Study, _NaturalKept):
+class SavedStudy(Study, _SavedExtras):
     """probe.json: the built-in sets' study of one checkpoint."""
 
     checkpoint: CheckpointId

@@ -143,7 +143,8 @@ def check(args, mode):
             "sentence's to the page: give --html FILE"
         )
     if chosen(args) and mode != "attention":
-        raise ValueError("--probe and --attention are separate runs; give one of them")
+        other = "--pairs" if mode == "pairs" else "--probe"
+        raise ValueError(f"{other} and --attention are separate runs; give one of them")
 
 
 def _check_query(args, mode):
@@ -298,6 +299,7 @@ def page_probe(run, ckpt, args, err):
     result = study_or_say(
         run.model, run.tokenizer, permutations=permutations(args), causal=not args.no_causal
     )
-    if path and keep_probe(run, ckpt, result, err):  # else keep_probe said why it is not
+    report, saved = keep_probe(run, ckpt, result, err) if path else (None, None)
+    if report:  # else keep_probe said why it is not
         err.write(f"note: the probe's result is saved to {path} for next time\n")
-    return result
+    return saved or result  # what probe.json holds: parts saved before may be kept beside it

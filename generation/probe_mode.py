@@ -10,7 +10,7 @@ from analysis.errors import NothingToMeasure
 from checks import positive_int
 from cli import PIPED_WIDTH, terminal_width
 from data.pronouns import NATURAL
-from reports.text_reports import saved_report, study_report
+from reports.text_reports import parts_said, saved_report, study_report
 from reports.verdict_report import format_natural, format_verdict
 from runs.folder import (
     PROBE_FILE,
@@ -37,7 +37,7 @@ def add_flags(parser):
         f"{PROBE_FILE}; natural: the hand-written natural sentences, the head chosen on the "
         "built-in dev set; FILE: your JSONL examples; neither saved)",
     )
-    add("--json", action="store_true", help="with --probe: print one JSON object")
+    add("--json", action="store_true", help="with --probe or --pairs: print one JSON object")
     add(
         "--summary",
         action="store_true",
@@ -53,7 +53,7 @@ def add_flags(parser):
         action="store_true",
         help="with --probe: also activation patching on corrupted twins (each head's output and "
         "the residual stream at the antecedent, between, and the pronoun, patched clean -> "
-        "corrupted)",
+        "corrupted); with --pairs FILE: that patching alone on your pairs",
     )
     add(
         "--circuit",
@@ -63,7 +63,8 @@ def add_flags(parser):
         "corrupted twins, checked by real patching, pruned to the fewest that keep 90%% of "
         "the logit difference; for the whole set and each kind of sentence; and beside it the "
         "choice circuit on choice twins (both candidates kept, the answer flipped): choice "
-        "accuracy, the deciding heads, the fewest edges that keep 80%%",
+        "accuracy, the deciding heads, the fewest edges that keep 80%%; with --pairs FILE: "
+        "that circuit alone on your pairs",
     )
     add(
         "--no-causal",
@@ -83,14 +84,14 @@ def add_flags(parser):
 
 def check(args, mode):
     """ValueError for the probe's flags given when `mode` is another, and a bad --permutations."""
-    if args.json and mode not in ("probe", "test_prompt"):
-        raise ValueError("--json goes with --probe or --test-prompt")
+    if args.json and mode not in ("probe", "pairs", "test_prompt"):
+        raise ValueError("--json goes with --probe, --pairs or --test-prompt")
     if args.summary:
         check_summary(args, mode)
-    if args.circuit and mode != "probe":
-        raise ValueError("--circuit goes with --probe")
-    if args.patch and mode != "probe":
-        raise ValueError("--patch goes with --probe")
+    if args.circuit and mode not in ("probe", "pairs"):
+        raise ValueError("--circuit goes with --probe or --pairs")
+    if args.patch and mode not in ("probe", "pairs"):
+        raise ValueError("--patch goes with --probe or --pairs")
     if args.no_causal and mode != "probe" and args.html is None:
         raise ValueError("--no-causal goes with --probe (or --html)")
     if args.permutations is not None:
@@ -105,12 +106,12 @@ def check_summary(args, mode):
     with the page (attention_mode checks that one)."""
     if mode == "attention":
         return
+    if mode == "pairs":
+        raise ValueError("--summary goes with the probe's sentences, not --pairs")
     if mode != "probe":
         raise ValueError("--summary goes with --probe (or --attention --html FILE)")
     if args.json:
         raise ValueError("--summary and --json are two outputs; give one of them")
-    if args.pairs is not None:
-        raise ValueError("--summary goes with the probe's sentences, not --pairs")
     if args.probe not in ("", NATURAL) or (args.query or "pronoun") != "pronoun":
         raise ValueError(
             f"--summary leaves the full report in the run folder's {REPORT_FILE}, which only "
@@ -182,11 +183,9 @@ def keep_result(run, ckpt, args, result, err):
     """Keep the result in the run folder where it is the built-in sets' (or natural's, beside
     theirs); the full report's path, or None where nothing was kept."""
     if not args.probe and (args.query or "pronoun") == "pronoun":  # what --html outlines
-        return keep_probe(run, ckpt, result, err)
+        return keep_probe(run, ckpt, result, err)[0]
     if args.probe == NATURAL:  # kept beside the built-in sets' result, for the page
-        saved = saved_probe(run, ckpt)
-        if saved is not None:
-            return keep_probe(run, ckpt, {**saved, NATURAL: result}, err)
+        return keep_probe(run, ckpt, result, err, natural=True)[0]
     return None
 
 
@@ -201,21 +200,37 @@ def study_or_say(*args, **kwargs):
         raise ValueError(f"{e}; --no-causal skips the causal tests") from None
 
 
-def keep_probe(run, ckpt, result, err):
-    """Save the built-in probe's result in the run folder for --html (probe.json) and its full
-    report beside it (report.txt, as a pipe shows it); the report's path, or None where the
-    folder is not a run folder or cannot take them: that is a note, not an error, as the result
-    has been measured (and is shown)."""
+def keep_probe(run, ckpt, result, err, natural=False):
+    """Save the built-in probe's result (with `natural`, the natural sentences', beside it) in
+    the run folder for --html (probe.json: runs.folder.save_probe, which keeps the parts saved
+    before that this run did not measure) and the full report of what it now holds beside it
+    (report.txt, as a pipe shows it). (the report's path, probe.json's study), each None where
+    the folder is not a run folder or cannot take it: that is a note, not an error, as the
+    result has been measured (and is shown)."""
     try:
-        save_probe(run, ckpt, result)
+        kept = save_probe(run, ckpt, result, natural=natural)
     except ValueError as e:
         err.write(f"note: the probe's result was not saved: {e}\n")
-        return None
+        return None, None
+    if kept is None:
+        return None, None
+    whose = "the natural sentences' " if natural else ""
+    if kept.kept:
+        err.write(
+            f"note: {probe_path(ckpt)} keeps {whose}{parts_said(kept.kept)} measured before on "
+            f"this checkpoint; {REPORT_FILE} and the page show them beside this run's\n"
+        )
+    if kept.dropped:
+        err.write(
+            f"note: {probe_path(ckpt)} held {parts_said(kept.dropped)} of another checkpoint, "
+            "other examples or an older format; replaced by this run's result\n"
+        )
     try:
-        return save_report(ckpt, fit_width(saved_report(result), PIPED_WIDTH))
+        report = saved_report(kept.study, str(ckpt))
+        return save_report(ckpt, fit_width(report, PIPED_WIDTH)), kept.study
     except ValueError as e:
         err.write(f"note: the probe's report was not saved: {e}\n")
-        return None
+        return None, kept.study
 
 
 def fit_width(text, width):

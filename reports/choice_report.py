@@ -4,10 +4,11 @@ reaches the prediction) and then the choice (analysis/choice.py: which candidate
 twins found, the choice accuracy and flip beside the substitution answer, the deciding heads,
 each set's choice circuit and the edges it shares with the identity circuit."""
 
+from analysis.circuit import CHECKED
 from analysis.circuit_results import ChoiceResult
 from analysis.probe import MIN_FOR_STATS
 from analysis.results import AnswerResult, Study
-from reports.circuit_report import format_circuit, with_interval
+from reports.circuit_report import columns_said, edge_lines, format_circuit, with_interval
 from reports.formatting import pct
 
 
@@ -84,7 +85,8 @@ def format_choice(choice: ChoiceResult, answer: AnswerResult | None = None) -> s
         f"chance: accuracy 50%, flip 25%; a head decides where patching its output alone "
         f"flips the preference both ways on at least {100 * choice['decides_from']:.0f}% of "
         f"the examples the model gets right both ways, of which a set needs {MIN_FOR_STATS}; "
-        "q, k, v: the same for its query, key and value inputs alone)"
+        "q, k, v: the same for its query, key and value inputs alone; in the choice circuits, "
+        f"{columns_said(CHECKED, 'the CM gap')})"
     )
     if "patching" in choice:
         lines += [""] + _patching_lines(choice["patching"])
@@ -153,12 +155,7 @@ def _circuit_lines(name, part, top):
             "flips it; the circuit below carries that move)"
         )
     size = circuit["size"]
-    for rank, e in enumerate(circuit["edges"][: max(5, min(size, LISTED))], 1):
-        mark = "*" if e["in_circuit"] else " "
-        lines.append(
-            f"  {rank:>3}{mark}  {e['from'] + ' -> ' + e['to']:<28} "
-            f"{_pct(e['share'], e.get('share_ci'))}"
-        )
+    lines += edge_lines(circuit["edges"][: max(5, min(size, LISTED))])
     if size > LISTED:
         lines.append(f"  ... and {size - LISTED} more edges in the circuit")
     lines.append(

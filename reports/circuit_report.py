@@ -1,8 +1,10 @@
 """The circuit's plain-text report, as `generate.py --probe --circuit` prints it, from the
 JSON-ready result of analysis/circuit.py: per set (all examples, then each kind), the ranked
-edges with their share of the gap and its interval, then the circuit's faithfulness and size."""
+edges with attribution's estimate of their share of the gap and its interval beside the share
+measured by patching the edge alone, then the circuit's faithfulness and size."""
 
-from analysis.circuit_results import CircuitResult
+from analysis.circuit_results import CircuitResult, CircuitSet, Edge, PairsCircuit
+from reports.formatting import counted
 
 LISTED = 12  # edges listed per set at most (the circuit's first, then the next by |score|)
 AT_LEAST = 5  # edges listed per set even where the circuit is smaller
@@ -21,22 +23,55 @@ def _ci(ci):
     return "" if ci is None else f"[{100 * ci[0]:.1f}, {100 * ci[1]:.1f}]"
 
 
+COLUMNS_SAID = (
+    "est. share: edge attribution's first-order estimate of the part of {gap} that patching "
+    "the edge alone takes away; patched alone: that part measured, the edge patched for real "
+    "(the {checked} edges ranked first)"
+)
+LD_GAP = "the clean-vs-corrupt logit difference"
+
+
 def format_circuit(result: CircuitResult) -> str:
     """The whole set's circuit, then each kind's."""
     lines = [
-        "Circuit at the pronoun: the edges that carry the antecedent to the prediction "
-        "(edge attribution patching on the corrupted twins; share: the part of the "
-        "clean-vs-corrupt logit difference that patching the edge alone takes away)"
+        "Circuit at the pronoun: the edges that carry the antecedent to the prediction (edge "
+        f"attribution patching on the corrupted twins; {columns_said(result['checked'])})"
     ]
-    lines += _set_lines(f"all {result['n']} examples", result, result)
+    lines += set_lines(f"all {counted(result['n'], 'example')}", result, result)
     for kind, part in result["by_kind"].items():
-        lines += [""] + _set_lines(f"{kind} ({part['n']} examples)", part, result)
+        lines += [""] + set_lines(f"{kind} ({counted(part['n'], 'example')})", part, result)
     if result.get("skipped"):
         lines.append(f"({result['skipped']} examples have no twin and are left out.)")
     return "\n".join(lines)
 
 
-def _set_lines(name, part, top):
+def columns_said(checked: int, gap: str = LD_GAP) -> str:
+    """What edge_lines' two share columns are: shares of `gap`, `checked` edges patched for
+    real."""
+    return COLUMNS_SAID.format(checked=checked, gap=gap)
+
+
+def edge_lines(edges: list[Edge]) -> list[str]:
+    """The ranked edges' table: a header, then each edge (marked * in the circuit) with its
+    estimated share and interval, and its share patched alone where it was patched for real."""
+    lines = [
+        f"  {'rank':>4}  {'edge':<28} {'est. share':>10}  {'95% interval':<16} "
+        f"{'patched alone':>13}"
+    ]
+    for rank, e in enumerate(edges, 1):
+        mark = "*" if e["in_circuit"] else " "
+        real = _percent(e.get("patched_share")) if "patched_share" in e else ""
+        lines.append(
+            f"  {rank:>3}{mark}  {e['from'] + ' -> ' + e['to']:<28} "
+            f"{_percent(e['share']):>10}  {_ci(e.get('share_ci')):<16} {real:>13}"
+        )
+    return lines
+
+
+def set_lines(name: str, part: CircuitSet, top: PairsCircuit) -> list[str]:
+    """One set's lines: its logit differences and gap, then its ranked edges (the circuit's
+    marked *), its faithfulness and attribution's agreement with real patching; or the line
+    that says why it has no circuit. `top`: the whole result, for the graph's facts."""
     gap = with_interval(part["gap"], part["gap_ci"], "{:.2f}")
     lines = [
         f"{name}: LD clean {part['clean_ld']:.2f}, corrupt {part['corrupt_ld']:.2f}, gap {gap}"
@@ -48,16 +83,7 @@ def _set_lines(name, part, top):
         )
         return lines
     shown = part["edges"][: max(AT_LEAST, min(part["size"], LISTED))]
-    lines.append(
-        f"  {'rank':>4}  {'edge':<28} {'share':>7}  {'95% interval':<16} {'patched alone':>13}"
-    )
-    for rank, e in enumerate(shown, 1):
-        mark = "*" if e["in_circuit"] else " "
-        real = _percent(e.get("patched_share")) if "patched_share" in e else ""
-        lines.append(
-            f"  {rank:>3}{mark}  {e['from'] + ' -> ' + e['to']:<28} "
-            f"{_percent(e['share']):>7}  {_ci(e['share_ci']):<16} {real:>13}"
-        )
+    lines += edge_lines(shown)
     if part["size"] > len(shown):
         lines.append(f"  ... and {part['size'] - len(shown)} more edges in the circuit")
     faith = f"{_percent(part['faithfulness'])} {_ci(part['faithfulness_ci'])}".strip()

@@ -36,3 +36,8 @@ def pct(x: float | None, ci: list | None = None, sep: str = ", ") -> str:
     given ("91.0% [89.9, 96.1]"; `sep` between the interval's ends)."""
     text = "-" if x is None else f"{100 * x:.1f}%"
     return text if ci is None else f"{text} [{100 * ci[0]:.1f}{sep}{100 * ci[1]:.1f}]"
+
+
+def counted(n: int, noun: str) -> str:
+    """n and its noun, plural but for one: "1 pair", "3 pairs" (nouns that add an s)."""
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"

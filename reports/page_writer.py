@@ -25,6 +25,7 @@ from reports.html import (
     run_section,
 )
 from reports.probe_tables import probe_section
+from reports.text_reports import measured_line
 from storage.atomic import write_atomic
 
 
@@ -66,6 +67,7 @@ def render_html(sentences: list, probe: Study | None = None, page: Page | None =
     # curve comes early: how the head formed is the page's story after where it looks.
     sections = [
         ("run", run_section(page.checkpoint, page.step, page.val_loss, best_head, decided_by)),
+        ("measured", measured_section(probe, page)),
         ("probe", probe_section(probe)),
         ("heads", heads_section(words, best)),
         ("training", curve_section(page.records)),
@@ -110,6 +112,18 @@ def contents(sections: list[tuple[str, str]]) -> str:
 def heading(part: str) -> str:
     """A section's <h2>, as HTML."""
     return re.search(r"<h2[^>]*>(.*?)</h2>", part, re.S).group(1)
+
+
+def measured_section(probe: Study, page: Page) -> str:
+    """The line that says which parts of the probe's result the page shows, of which run and
+    when (reports.text_reports.measured_line); "" where the page has no probe result."""
+    if "heads" not in probe:
+        return ""
+    line = measured_line(probe, page.checkpoint, page.step)
+    return (
+        '<section class="measured"><h2>What this page shows</h2>'
+        f'<p class="help">{html.escape(line)}</p></section>'
+    )
 
 
 def write_html(path, sentences: list, probe: Study | None = None, page: Page | None = None) -> None:

@@ -3,14 +3,18 @@ the probe's (reports/probe_report.py), the model's answer (reports/answer_report
 lens' (reports/lens_report.py), and here the causal tests' (analysis/causal.py) and activation
 patching's (analysis/patching.py), each from the JSON-ready result its module computes. The
 page's tables (reports/causal_tables.py, reports/depth_tables.py) say a number as these
-reports do, through the helpers here."""
+reports do, through the helpers here. And the run folder's report.txt (saved_report), whose
+first line, as the page's, says what the saved result holds, of which run and when
+(measured_line)."""
+
+from typing import NamedTuple
 
 from analysis.circuit_results import NoTwinsSaid, PatchingResult
 from analysis.probe import MIN_FOR_STATS
-from analysis.results import CausalResult, CausalStudy, SavedStudy, Study
+from analysis.results import CausalResult, CausalStudy, SavedStudy, Study, study_parts
 from reports.answer_report import format_answer
 from reports.choice_report import format_circuits
-from reports.formatting import recovered_text, signed, with_ci
+from reports.formatting import counted, recovered_text, signed, with_ci
 from reports.lens_report import format_lens
 from reports.probe_report import format_report
 
@@ -42,15 +46,66 @@ def study_report(result: Study) -> str:
 
 
 NATURAL_HEADING = "== --probe natural: the same head on hand-written English it never saw =="
+# A study's parts (analysis.results.study_parts; "natural": the natural sentences' study kept
+# beside the built-in sets') in words.
+PART_NAMES = {
+    "probe": "probe",
+    "causal": "causal tests",
+    "patching": "patching",
+    "circuit": "circuits",
+    "natural": "natural sentences",
+}
 
 
-def saved_report(saved: Study | SavedStudy) -> str:
-    """The run folder's report.txt: the built-in sets' study_report, then, where the natural
-    sentences' study is kept beside it (`--probe natural`), that one's under NATURAL_HEADING."""
-    parts = [study_report(saved)]
+def saved_report(saved: Study | SavedStudy, folder: str | None = None) -> str:
+    """The run folder's report.txt: measured_line, the built-in sets' study_report, then, where
+    the natural sentences' study is kept beside it (`--probe natural`), that one's under
+    NATURAL_HEADING."""
+    parts = [measured_line(saved, folder), study_report(saved)]
     if "natural" in saved:
         parts += [NATURAL_HEADING, study_report(saved["natural"])]
     return "\n\n".join(parts)
+
+
+def parts_said(parts: list[str]) -> str:
+    """Parts in words: "causal tests, patching and circuits"."""
+    names = [PART_NAMES[p] for p in parts]
+    return names[0] if len(names) == 1 else f"{', '.join(names[:-1])} and {names[-1]}"
+
+
+def measured_line(
+    study: Study | SavedStudy, folder: str | None = None, step: int | None = None
+) -> str:
+    """What a saved study holds, of which run and when: "Measured on out/default, checkpoint
+    step 1200, 2025-03-01; parts: probe, causal tests, patching, circuits; natural sentences:
+    probe, causal tests." Each part's date where they differ, "date not recorded" for a part
+    saved before dates were; `step`: where the study names no checkpoint."""
+    step = study.get("checkpoint", {}).get("step", step)
+    levels = [("parts", study)]
+    if "natural" in study:
+        levels.append(("natural sentences", study["natural"]))
+    dated = [(name, _dated(s)) for name, s in levels]
+    days = {day for _, groups in dated for day, _ in groups}
+    single = days.pop() if len(days) == 1 else False  # False: each group says its own day
+    head = "Measured" + (f" on {folder}" if folder else "")
+    head += "" if step is None else f", checkpoint step {step}"
+    head += f", {single}" if single else ""
+
+    def group(day, parts):
+        names = ", ".join(PART_NAMES[p] for p in parts)
+        return names if single is not False else f"{names} ({day or 'date not recorded'})"
+
+    said = [f"{name}: " + ", ".join(group(*g) for g in groups) for name, groups in dated]
+    return f"{head}; {'; '.join(said)}."
+
+
+def _dated(study: Study) -> list[tuple[str | None, list[str]]]:
+    """(day, parts) of a study's parts (its probe's first), one group a day of measuring."""
+    groups: dict[str | None, list[str]] = {}
+    for part in study_parts(study):
+        when = study.get("measured", {}).get(part)
+        groups.setdefault(when[:10] if when else None, []).append(part)
+    return list(groups.items())
 
 
 def patching_skipped(skipped: NoTwinsSaid) -> str:
@@ -147,23 +202,44 @@ def format_causal(result: CausalResult | CausalStudy, width: int = 100) -> str:
     return "\n".join([*lines, "", *READING])
 
 
-def format_patching(result: PatchingResult) -> str:
-    """The patching results as plain text: the heads' grid, then the stream's map."""
+class PatchingWords(NamedTuple):
+    """What a patching report calls its parts: the built-in twins' words (TWINS), or a user's
+    pairs' (reports/pairs_report.py)."""
+
+    heading: str  # what was patched into what
+    metric: str  # the logit difference's name
+    at: str  # where the heads are patched and the metric read
+    reading: str  # how to read the maps, after them
+
+
+TWINS = PatchingWords(
+    "Activation patching at the pronoun: clean run -> corrupted twin (the antecedent swapped "
+    "for another noun of its kind),",
+    "logit difference clean next - twin's next",
+    "the pronoun",
+    "1 = the clean run's preference for its own continuation is back, 0 = as corrupted. Where "
+    "the antecedent's column fades and the pronoun's rises is the block that carries the "
+    "antecedent's identity to the pronoun.",
+)
+
+
+def format_patching(result: PatchingResult, words: PatchingWords = TWINS) -> str:
+    """The patching results as plain text: the heads' grid, then the stream's map, said in
+    `words`."""
     heads, H = result["heads"], len(result["heads"][0])
     intervals = (
         "recovered fraction [95% bootstrap interval]"
         if "recovered_ci" in heads[0][0]
-        else f"recovered fraction (no intervals: {result['n']} pairs are too few, at least "
-        f"{MIN_FOR_STATS} are needed)"
+        else f"recovered fraction (no intervals: {counted(result['n'], 'pair')} "
+        f"{'is' if result['n'] == 1 else 'are'} too few, at least {MIN_FOR_STATS} are needed)"
     )
     lines = [
-        "Activation patching at the pronoun: clean run -> corrupted twin (the antecedent swapped "
-        "for another noun of its kind),",
-        f"{result['n']} pairs ({result['skipped']} skipped); logit difference clean next - "
-        f"twin's next: clean {signed(result['clean_ld'])}, "
-        f"corrupted {signed(result['corrupt_ld'])}; {intervals}:",
+        words.heading,
+        f"{counted(result['n'], 'pair')} ({result['skipped']} skipped); {words.metric}: "
+        f"clean {signed(result['clean_ld'])}, corrupted {signed(result['corrupt_ld'])}; "
+        f"{intervals}:",
         "",
-        "each head's output at the pronoun patched:",
+        f"each head's output at {words.at} patched:",
         "     " + "".join(f"{'H' + str(h):>7}" for h in range(H)),
     ]
     lines += [
@@ -193,9 +269,5 @@ def format_patching(result: PatchingResult) -> str:
         f"  {'block ' + str(l):<10}" + "".join(f"{recovered_text(c):>21}" for c in row)
         for l, row in enumerate(result["mlps"])
     ]
-    lines.append(
-        "1 = the clean run's preference for its own continuation is back, 0 = as corrupted. Where "
-        "the antecedent's column fades and the pronoun's rises is the block that carries the "
-        "antecedent's identity to the pronoun."
-    )
+    lines.append(words.reading)
     return "\n".join(lines)

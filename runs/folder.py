@@ -1,14 +1,21 @@
 """The files of a run folder besides the checkpoint that more than one program reads:
 metrics.jsonl, which training writes and the page draws, and probe.json, the probe's result that
 `generate.py --probe` saves for the page of the same checkpoint, with report.txt beside it: the
-same result in words, the full report that `--probe --summary` leaves out of the terminal."""
+same result in words, the full report that `--probe --summary` leaves out of the terminal.
 
+A saved result is never silently made poorer: a run that measures fewer parts than probe.json
+holds (`--probe --no-causal` after `--probe --patch --circuit`) merges into it (save_probe)."""
+
+import hashlib
 import json
 from dataclasses import dataclass
+from datetime import datetime, timezone
 from pathlib import Path
+from typing import NamedTuple
 
 from analysis.conform import mismatches
-from analysis.results import CheckpointId, SavedStudy, Study
+from analysis.results import PARTS, CheckpointId, SavedStudy, Study, study_parts
+from data import pronouns
 from model.checkpoint import CKPT_NAME
 from model.hooked import HookedGPT
 from storage.atomic import write_atomic
@@ -69,13 +76,102 @@ def checkpoint_id(run: "Run") -> CheckpointId:
     return {"step": run.ckpt.get("step"), "best_val_loss": run.ckpt.get("best_val_loss")}
 
 
-def save_probe(run: "Run", folder: str | Path | None, result: Study) -> None:
-    """Save a probe result of the run loaded from `folder` there, with its checkpoint_id;
-    nothing for a folder that is not a run folder. ValueError (one line) if it cannot be written."""
+def examples_id() -> str:
+    """What tells the examples of a saved result from others: a hash of the built-in dev and
+    test sets and the natural sentences (the sets probe.json is of), which a change of the
+    generator or the lexicon changes."""
+    sets = [pronouns.examples("dev"), pronouns.examples("test"), pronouns.natural()]
+    return hashlib.sha256(repr(sets).encode()).hexdigest()[:16]  # strs, ints and tuples
+
+
+class Kept(NamedTuple):
+    """What save_probe wrote, and what it kept or let go of."""
+
+    study: SavedStudy  # probe.json now
+    # The parts (analysis.results.PARTS, "natural") of the study saved (the natural sentences'
+    # where it was theirs) kept from the file before, not measured this time.
+    kept: list[str]
+    dropped: list[str]  # parts of a file of another checkpoint, examples or format, now gone
+
+
+def save_probe(
+    run: "Run", folder: str | Path | None, result: Study, natural: bool = False
+) -> Kept | None:
+    """Save `result` of the run loaded from `folder` there: the built-in sets' study, or with
+    `natural` the natural sentences' (kept beside the built-in sets': None, nothing written,
+    where there are none for this checkpoint); None for a folder that is not a run folder.
+    ValueError (one line) if it cannot be written.
+
+    Where probe.json holds this checkpoint's study of the same examples (saved_probe), the
+    result merges into it: its parts replace the same parts, and those it did not measure stay
+    (the natural sentences' too, merged the same way), each with the time it was measured
+    ("measured"). Merged rather than written beside it: the page and report.txt read one file,
+    and every part kept is of this checkpoint and these examples, as measured. The causal tests
+    stay only while the best head they single out is the new probe's. A file of another
+    checkpoint, examples or format is replaced (Kept.dropped names its parts that are gone)."""
     path = probe_path(folder)
-    if path is not None:
-        saved = {**result, "checkpoint": checkpoint_id(run), "format_version": PROBE_FORMAT}
-        write_atomic(path, json.dumps(saved) + "\n")
+    if path is None:
+        return None
+    now = datetime.now(timezone.utc).isoformat(timespec="seconds")
+    before = saved_probe(run, folder)
+    if natural and before is None:
+        return None
+    if natural:
+        level = merged(before.get("natural"), result, now)
+        study = {**before, "natural": level}
+    else:
+        study = level = merged(before, result, now)
+    study.update(checkpoint=checkpoint_id(run), format_version=PROBE_FORMAT, examples=examples_id())
+    gone = [] if before is not None else _parts(_raw(path))  # a file it could not merge into
+    dropped = [p for p in gone if p not in _parts(study)]
+    write_atomic(path, json.dumps(study) + "\n")
+    kept = [p for p in _parts(level) if p not in study_parts(result)]
+    return Kept(study, kept, dropped)
+
+
+def merged(saved: Study | None, new: Study, now: str) -> Study:
+    """`new` with the parts of `saved` it did not measure (see save_probe), "measured" telling
+    when each was."""
+    out = dict(new)
+    was = dict(saved.get("measured", {})) if saved else {}
+    measured = study_parts(new)
+    for part, keys in PARTS.items() if saved else ():
+        if part in measured or (part == "causal" and not _same_head(saved, new)):
+            continue
+        out.update({k: saved[k] for k in keys if k in saved})
+    if saved and "natural" in saved and "natural" not in new:
+        out["natural"] = saved["natural"]
+    if saved and "patching" not in measured and "patching" in saved.get("choice", {}):
+        if "choice" in new:  # the choice twins' patching, measured with --patch: kept
+            out["choice"] = {**new["choice"], "patching": saved["choice"]["patching"]}
+    out["measured"] = {
+        **{p: was[p] for p in study_parts(out) if p in was},
+        **dict.fromkeys(measured, now),
+    }
+    return out
+
+
+def _same_head(saved: Study, new: Study) -> bool:
+    """Whether the causal tests saved single out the new probe's best head."""
+    head = saved.get("causal", {}).get("best_head", {})
+    best = new["best_head"]
+    return (head.get("layer"), head.get("head")) == (best["layer"], best["head"])
+
+
+def _parts(study: dict) -> list[str]:
+    """The parts a saved file holds (the natural sentences' as one, "natural"); [] for none."""
+    if not isinstance(study, dict):
+        return []
+    own = study_parts(study) if "best_head" in study else []
+    return own + (["natural"] if "natural" in study else [])
+
+
+def _raw(path: Path) -> object:
+    """probe.json as JSON, whatever its checkpoint or layout; None where it cannot be read."""
+    try:
+        return read_json(path)
+    except (OSError, ValueError):
+        return None
 
 
 def save_report(folder: str | Path | None, text: str) -> Path | None:
@@ -89,9 +185,9 @@ def save_report(folder: str | Path | None, text: str) -> Path | None:
 
 
 def saved_probe(run: "Run", folder: str | Path | None) -> SavedStudy | None:
-    """The probe result saved in the run folder for this very checkpoint in this PROBE_FORMAT,
-    of its type to the last key and every number in its range, or None (then it is measured
-    again)."""
+    """The probe result saved in the run folder for this very checkpoint and these examples
+    (examples_id) in this PROBE_FORMAT, of its type to the last key and every number in its
+    range, or None (then it is measured again)."""
     path = probe_path(folder)
     if path is None:
         return None  # no run folder
@@ -103,4 +199,6 @@ def saved_probe(run: "Run", folder: str | Path | None) -> SavedStudy | None:
         return None  # a probe of an earlier checkpoint: this one may have other heads
     if saved.get("format_version") != PROBE_FORMAT:
         return None  # another layout: measured again rather than half-read
+    if saved.setdefault("examples", ours := examples_id()) != ours:  # none: saved before ids
+        return None  # of other examples: the generator or the lexicon has changed since
     return None if mismatches(saved, SavedStudy) else saved  # e.g. edited by hand

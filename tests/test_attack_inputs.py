@@ -161,19 +161,15 @@ PAIR = {"clean": "The owl sat because it", "corrupt": "The dog sat because it"} 
 def test_a_bad_pairs_file_is_one_line_naming_it(run, tmp_path, line, names):
     path = tmp_path / "pairs.jsonl"
     path.write_text(line)
-    said = error_line(run_main("generate.py", "--ckpt", run, "--probe", "--patch", "--pairs", path))
+    said = error_line(run_main("generate.py", "--ckpt", run, "--patch", "--pairs", path))
     assert str(path) in said and all(n in said for n in names), said
 
 
 def test_pairs_given_a_folder_or_a_missing_file_is_one_line(run, tmp_path):  # 10
-    said = error_line(
-        run_main("generate.py", "--ckpt", run, "--probe", "--patch", "--pairs", tmp_path)
-    )
+    said = error_line(run_main("generate.py", "--ckpt", run, "--patch", "--pairs", tmp_path))
     assert f"{tmp_path} is a folder; give a JSONL file" in said, said
     missing = tmp_path / "missing.jsonl"
-    said = error_line(
-        run_main("generate.py", "--ckpt", run, "--probe", "--patch", "--pairs", missing)
-    )
+    said = error_line(run_main("generate.py", "--ckpt", run, "--patch", "--pairs", missing))
     assert str(missing) in said and "Errno" not in said, said
 
 

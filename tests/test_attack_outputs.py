@@ -135,7 +135,7 @@ def test_reversed_pairs_say_so_instead_of_recovered_fractions(place):  # 5
         path = place / name
         path.write_text(json.dumps({"clean": a, "corrupt": b, **pair}) + "\n")
         said[name] = run_main(
-            "generate.py", "--ckpt", place / "run", "--probe", "--patch", "--pairs", path, "--json"
+            "generate.py", "--ckpt", place / "run", "--patch", "--pairs", path, "--json"
         )
     # One way round the clean prompt favours the answer more than the corrupt one; the other way
     # round, the same pair reversed, it favours it less: that one is refused.

@@ -1,6 +1,7 @@
 """`make demo` after training, as a newcomer meets it: the Makefile's own generate.py commands,
 each in a process of its own, on a small trained run folder. The terminal gets a short story;
-the run folder keeps the full report, the same as `--probe --patch --circuit` prints. And the
+the run folder keeps the full report, the same as `--probe --patch --circuit` prints, under a
+line that says what it holds. And the
 pieces it is made of: the verdict's numbers, the one terminal width."""
 
 import fcntl
@@ -99,9 +100,12 @@ def test_the_demo_tells_a_short_story_and_keeps_the_full_report_in_the_run_folde
     page = (trained_run / "attention.html").read_text()
     assert "queen" in page and "waiter" in page  # the second and third sentences' words
 
-    # The full report, as --probe --patch --circuit prints it (its behaviour without --summary),
-    # then natural's under its heading.
-    kept = report.read_text()
+    # What it holds, then the full report, as --probe --patch --circuit prints it (its behaviour
+    # without --summary), then natural's under its heading.
+    measured, _, kept = report.read_text().partition("\n\n")
+    said = " ".join(measured.split())
+    assert said.startswith(f"Measured on {trained_run}, checkpoint step 20"), said
+    assert "parts: probe, causal tests, patching, circuits; natural sentences:" in said, said
     r = run_script("generate.py", "--ckpt", trained_run, "--probe", "--patch", "--circuit")
     assert r.returncode == 0 and "Question 2, choice" in r.stdout, r.stderr
     assert kept.startswith(r.stdout + "\n" + NATURAL_HEADING + "\n\n"), kept[:500]

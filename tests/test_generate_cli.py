@@ -19,7 +19,7 @@ from model.checkpoint import NoCheckpoint
 from model.device import generation_threads
 from model.sampling import generate as sample_tokens
 from reports.formatting import signed
-from runs.folder import PROBE_FORMAT
+from runs.folder import PROBE_FORMAT, examples_id
 from runs.loading import load_run
 from tests.helpers import ROOT, error_line, make_run, run_generate, run_main, run_script
 
@@ -447,7 +447,14 @@ def test_html_reuses_the_probe_saved_for_this_checkpoint_and_says_when_it_runs_i
     assert code == 0 and err == ""
     saved = json.loads((folder / "probe.json").read_text())
     checkpoint = {"step": 0, "best_val_loss": None}
-    assert saved == {**json.loads(out), "checkpoint": checkpoint, "format_version": PROBE_FORMAT}
+    when = dict.fromkeys(("probe", "causal"), saved["measured"]["probe"])
+    assert saved == {
+        **json.loads(out),
+        "checkpoint": checkpoint,
+        "format_version": PROBE_FORMAT,
+        "examples": examples_id(),
+        "measured": when,
+    }
     best = saved["best_head"]
 
     code, out, err = run_generate("--ckpt", folder, "--attention", SENTENCE, "--html", page)
@@ -497,7 +504,7 @@ def test_html_where_the_probe_cannot_be_saved_says_so_once_and_never_that_it_was
     folder, page = tmp_path / "run", tmp_path / "maps.html"
     make_run(folder, "bpe", 64)
 
-    def read_only(run, ckpt, result):  # as write_atomic says it on a read-only folder
+    def read_only(run, ckpt, result, natural=False):  # as write_atomic says it, read-only
         raise ValueError(f"could not write {folder / 'probe.json'}: Read-only file system")
 
     monkeypatch.setattr(generation.probe_mode, "save_probe", read_only)

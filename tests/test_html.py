@@ -1321,6 +1321,7 @@ def test_real_browser_finds_its_way_by_contents_a_skip_link_and_few_tab_stops(tm
     assert [text for text, _ in out["contents"]] == [to for _, to in out["contents"]], out
     assert out["headings"] == [
         "run",
+        "measured",
         "probe",
         "heads",
         "training",
