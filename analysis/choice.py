@@ -30,7 +30,7 @@ analysis.probe.MIN_FOR_STATS examples.
 import torch
 
 from analysis.bootstrap import means_with_intervals, resample
-from analysis.choice_metric import choice_metrics, head_inputs
+from analysis.choice_metric import choice_margins, choice_metrics, head_inputs
 from analysis.choice_pairs import Choices, choice_pairs
 from analysis.circuit import circuit_of_pairs
 from analysis.circuit_results import (
@@ -55,15 +55,20 @@ FAITHFUL = 0.8  # the share of the gap the choice circuit keeps
 CHANGED = "embed:changed"
 
 
-def choice_accuracy(clean: torch.Tensor, twin: torch.Tensor, seed: int, resamples: int) -> dict:
-    """{n, accuracy, flip, clean_cm, twin_cm, each with "_ci" on at least MIN_FOR_STATS
-    examples; prefers} for one set's (N,) CMs (see the module docstring)."""
-    values = {
+def _choices(clean: torch.Tensor, twin: torch.Tensor) -> dict[str, torch.Tensor]:
+    """Per example: right (accuracy), right both ways (flip), and the two CMs."""
+    return {
         "accuracy": (clean > 0).double(),
         "flip": ((clean > 0) & (twin < 0)).double(),
         "clean_cm": clean,
         "twin_cm": twin,
     }
+
+
+def choice_accuracy(clean: torch.Tensor, twin: torch.Tensor, seed: int, resamples: int) -> dict:
+    """{n, accuracy, flip, clean_cm, twin_cm, each with "_ci" on at least MIN_FOR_STATS
+    examples; prefers} for one set's (N,) CMs (see the module docstring)."""
+    values = _choices(clean, twin)
     n = len(clean)
     if n >= MIN_FOR_STATS:
         out = means_with_intervals(values, resample(n, resamples, seed))
@@ -73,6 +78,22 @@ def choice_accuracy(clean: torch.Tensor, twin: torch.Tensor, seed: int, resample
     ci = out["accuracy_ci"]
     out["prefers"] = out["accuracy"] >= PREFERS and (ci is None or ci[0] > 0.5)
     return {"n": n, **out}
+
+
+def choice_by_kind(model: GPT, made: Choices) -> dict[str, dict]:
+    """{kind: {twins, accuracy, flip}} for each kind of the pairs `made` (choice_pairs'): the
+    clean and twin runs alone, no interval and nothing patched, so that training can log it at
+    every probe (the kind's count of token-aligned twins, its choice accuracy and flip)."""
+    if not made.pairs:
+        return {}
+    values = _choices(*choice_margins(model, made.pairs))
+    out = {}
+    for kind in [k for k in DECIDED_BY if k in made.kinds]:
+        rows = [i for i, k in enumerate(made.kinds) if k == kind]
+        out[kind] = {"twins": len(rows)} | {
+            name: values[name][rows].mean().item() for name in ("accuracy", "flip")
+        }
+    return out
 
 
 def deciding(heads: torch.Tensor, clean: torch.Tensor, twin: torch.Tensor) -> dict:

@@ -116,6 +116,13 @@ def _estimate(model, pairs):
     return total
 
 
+def choice_margins(model: GPT, pairs: list[Pair]) -> tuple[torch.Tensor, torch.Tensor]:
+    """(N,) CM on the examples and (N,) CM on their twins, in the order of `pairs`: the clean
+    and twin runs alone, nothing patched (what training logs at each probe)."""
+    clean, twin, _ = _patched(model, pairs, [])
+    return clean, twin
+
+
 def choice_metrics(
     model: GPT, pairs: list[Pair]
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:

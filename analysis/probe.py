@@ -47,6 +47,7 @@ from analysis.results import (
     HeadRow,
     HeadScores,
     KindRow,
+    KindScores,
     ProbeResult,
     QueryWords,
 )
@@ -105,7 +106,8 @@ def head_scores(model: GPT, tokenizer: Tokenizer, examples: list[Example]) -> He
     """Every head's cand@1 on one set of examples and the position baselines, with no
     permutations: what training logs as the head forms (train.probe_interval)."""
     scores = candidate_scores(model, tokenizer, examples)
-    hits = (winners(scores) == scores.label[:, None, None]).sum(0)  # (L, H)
+    item_hits = winners(scores) == scores.label[:, None, None]  # (N, L, H)
+    hits = item_hits.sum(0)  # (L, H)
     n = len(scores.label)
     best = int(hits.flatten().argmax())  # ties: the lowest (layer, head)
     rules = position_rules(scores)
@@ -118,7 +120,25 @@ def head_scores(model: GPT, tokenizer: Tokenizer, examples: list[Example]) -> He
             "first": _rate(rules["first"] == scores.label),
             "nearest": _rate(rules["nearest"] == scores.label),
         },
+        "by_kind": _kind_scores(item_hits, scores.decided_by, best),
     }
+
+
+def _kind_scores(item_hits, decided_by, best) -> dict[str, KindScores]:
+    """head_scores' "by_kind": for each kind the items name, the best head's cand@1 on its
+    items and the head best on them. item_hits: (N, L, H) bool."""
+    out = {}
+    for kind in [k for k in DECIDED_BY if k in decided_by]:
+        hits = item_hits[torch.tensor([d == kind for d in decided_by])].sum(0)  # (L, H)
+        n = sum(d == kind for d in decided_by)
+        top = int(hits.flatten().argmax())  # ties: the lowest (layer, head)
+        out[kind] = {
+            "examples": n,
+            "cand_at_1": hits.flatten()[best].item() / n,
+            "kind_best": hits.flatten()[top].item() / n,
+            "kind_best_head": list(divmod(top, hits.shape[1])),
+        }
+    return out
 
 
 def _per_split(splits, dev, test):

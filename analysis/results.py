@@ -112,6 +112,15 @@ class PlainBaselines(TypedDict):
     nearest: Share
 
 
+class KindScores(TypedDict):
+    """head_scores on the items of one kind (data.pronouns DECIDED_BY)."""
+
+    examples: Count
+    cand_at_1: Share  # the best head's (over all items) cand@1 on them
+    kind_best: Share  # the cand@1 of the head best on them
+    kind_best_head: list[Count]  # [layer, head] of that head
+
+
 class HeadScores(TypedDict):
     """head_scores' result: what training logs as the head forms."""
 
@@ -119,6 +128,7 @@ class HeadScores(TypedDict):
     best: Share
     best_head: list[Count]  # [layer, head]
     baselines: PlainBaselines
+    by_kind: dict[str, KindScores]  # each kind the items name
 
 
 # --- the model's own answer (analysis/answer.py) -----------------------------------------------

@@ -48,11 +48,22 @@ def _problems(config):
             positive_int(f"train.{key}", getattr(train, key))
         except ValueError as e:
             yield (f"train.{key}",), str(e)
-    for name, section in (("train", train), ("model", config.model), ("data", config.data)):
+    sections = (
+        ("train", train),
+        ("model", config.model),
+        ("data", config.data),
+        ("data.pronouns", config.data.pronouns),
+    )
+    for name, section in sections:
         for f in fields(section):
             value, key = getattr(section, f.name), f"{name}.{f.name}"
             if isinstance(value, float) and not math.isfinite(value):
                 yield (key,), f"{key}: must be a finite number, got {value}"
+    try:
+        _ = config.data.pronouns.story_mix  # its own check: a weight below 0, or all 0
+    except ValueError as e:
+        keys = tuple(f"data.pronouns.{k}" for k in ("agreement", "role", "meaning"))
+        yield keys, f"data.pronouns: {e}"
     yield from _run_problems(config)
     yield from _schedule_problems(train)
 

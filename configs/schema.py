@@ -12,6 +12,7 @@ from pathlib import Path
 from configs.paths import DEFAULT_CACHE, cache_folder
 from configs.run_dir import DEMO_OUT_DIR, Origin
 from data.mix_spec import MIX_FORM, parse_mix
+from data.pronouns.story_mix import StoryMix
 from model.gpt import ACTIVATIONS, GPTConfig
 
 MODEL_DEFAULTS = {f.name: f.default for f in fields(GPTConfig)}
@@ -56,6 +57,41 @@ def logger_list(value: object) -> list[str]:
 
 
 @dataclass
+class PronounsConfig:
+    """The data.pronouns section: what the generated pronoun language (data.source pronouns, or
+    a data.mix that holds it) draws, data/pronouns/story_mix.py's StoryMix. The defaults draw
+    the language as it always was; any other setting is another corpus, cached and fingerprinted
+    apart."""
+
+    agreement: float = setting(
+        1.0,
+        "weight of the agreement shapes (the candidates take different pronouns): each drawn "
+        "this many times as often as at 1",
+    )
+    role: float = setting(
+        1.0, "weight of the role shapes (the subject of the pronoun's clause is meant)"
+    )
+    meaning: float = setting(
+        1.0, "weight of the meaning shapes (a description before the pronoun fits one kind)"
+    )
+    role_same_kind: bool = setting(
+        False,
+        "role stories whose candidates that take the pronoun are of one kind and number, so "
+        "that every one has a role choice twin (the candidates exchanged)",
+    )
+    heldout_cue_pairs: bool = setting(
+        False,
+        "each (describing word, noun) pair is written in one split only: test's cue-and-noun "
+        "pairs are never in the training text",
+    )
+
+    @property
+    def story_mix(self) -> StoryMix:
+        """These settings as the generator takes them (ValueError: a weight below 0, or all 0)."""
+        return StoryMix(**asdict(self))
+
+
+@dataclass
 class DataConfig:
     source: str = setting(
         "pronouns",
@@ -69,6 +105,7 @@ class DataConfig:
         f"tokenizer for all: {MIX_FORM}, or in YAML a list of {{source, weight}}; replaces "
         "data.source",
     )
+    pronouns: PronounsConfig = field(default_factory=PronounsConfig)
     val_fraction: float = setting(
         0.1, "share of the text, cut on a line boundary at the end, held out for validation"
     )

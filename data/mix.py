@@ -96,15 +96,17 @@ def prepare_mix(
     cache_dir: str | os.PathLike = ".cache",
     block_size: int | None = None,
     tokenizer: Tokenizer | None = None,
+    pronouns=None,
 ) -> Mixture:
     """Prepare every source of the mix with one tokenizer (see the module docstring), or reuse
-    what is cached. `tokenizer` (a fine-tuning source's) is used as given. A single entry is
+    what is cached. `tokenizer` (a fine-tuning source's) is used as given; `pronouns` is the
+    language of the pronouns corpus (data.prepare.prepare's). A single entry is
     data.prepare.prepare exactly, with its own tokenizer and cache folder."""
     if not entries:
         raise ValueError("data.mix is empty; give at least one source")
     if len(entries) == 1:
         only = prepare(
-            entries[0].source,
+            open_source(entries[0].source, cache_dir, pronouns),
             tokenizer_kind,
             vocab_size,
             val_fraction,
@@ -123,7 +125,9 @@ def prepare_mix(
         )
     if tokenizer is None:
         shares = weights if starts is None else [(a + b) / 2 for a, b in zip(starts, weights)]
-        tokenizer_path = _mix_tokenizer(entries, shares, tokenizer_kind, vocab_size, cache_dir)
+        tokenizer_path = _mix_tokenizer(
+            entries, shares, tokenizer_kind, vocab_size, cache_dir, pronouns
+        )
         tokenizer = load_tokenizer(tokenizer_path)
     else:
         tokenizer_path = None
@@ -131,7 +135,7 @@ def prepare_mix(
     for i, (entry, weight) in enumerate(zip(entries, weights)):
         try:
             prepared = prepare(
-                entry.source,
+                open_source(entry.source, cache_dir, pronouns),
                 tokenizer.kind,
                 None,
                 val_fraction,
@@ -169,6 +173,7 @@ def mix_meta(parts: list[Part], tokenizer_file: str) -> dict:
                 "start_weight": p.start_weight,
                 "source": p.prepared.meta["source"],
                 "prepared": str(p.prepared.dir),
+                **{k: p.prepared.meta[k] for k in ("pronouns",) if k in p.prepared.meta},
                 **{
                     k: p.prepared.meta[k]
                     for k in (
@@ -186,12 +191,12 @@ def mix_meta(parts: list[Part], tokenizer_file: str) -> dict:
     }
 
 
-def _mix_tokenizer(entries, weights, kind, vocab_size, cache_dir) -> Path:
+def _mix_tokenizer(entries, weights, kind, vocab_size, cache_dir, pronouns=None) -> Path:
     """The mix's tokenizer file, trained once and cached by the sources' contents (and, for bpe,
     the weights and vocabulary size)."""
     if kind not in KINDS:
         raise ValueError(f"unknown tokenizer kind {kind!r}; choose one of {', '.join(KINDS)}")
-    sources = [open_source(e.source, cache_dir) for e in entries]
+    sources = [open_source(e.source, cache_dir, pronouns) for e in entries]
     shas_and_sizes = [content_fingerprint(src) for src in sources]
     by_weight = weights if kind == "bpe" else None
     size = vocab_size if kind == "bpe" else None

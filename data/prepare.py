@@ -71,7 +71,7 @@ def token_dtype(vocab_size: int) -> np.dtype:
 
 
 def prepare(
-    source: str,
+    source: str | Source,
     tokenizer_kind: str,
     vocab_size: int | None = None,
     val_fraction: float = 0.1,
@@ -80,7 +80,8 @@ def prepare(
     workers: int | None = None,
     tokenizer: Tokenizer | None = None,
 ) -> Prepared:
-    """Tokenise `source` (see data.sources.open_source) into train/val token files, or reuse them.
+    """Tokenise `source` (see data.sources.open_source; or a Source already opened) into
+    train/val token files, or reuse them.
 
     vocab_size: bpe only (None: the tokenizer's default); char and gpt2 fix their own.
     val_fraction: share of the text, in characters, that goes to val (0 < val_fraction < 1).
@@ -90,9 +91,10 @@ def prepare(
     output, and so the cache folder, is the same for any count. char always runs on one.
     tokenizer: encode with this one (a fine-tuning source's) instead of training one; its kind
     replaces tokenizer_kind and its file's SHA-256 is part of the cache key.
+    meta["pronouns"] records the pronoun language's settings where the source is that corpus.
     """
     workers = _checked_workers(tokenizer_kind, val_fraction, block_size, workers)
-    src = open_source(source, cache_dir)
+    src = source if isinstance(source, Source) else open_source(source, cache_dir)
     sha256, n_chars = content_fingerprint(src)
     request = _Request(src, sha256, n_chars, tokenizer_kind, vocab_size, float(val_fraction))
     if tokenizer is not None:
@@ -110,6 +112,8 @@ def prepare(
     # The cache is shared by content: its meta.json names the first path that had this text, and
     # a run records the one it was given.
     meta = {**json.loads((out / "meta.json").read_text()), "source": src.name}
+    if src.language is not None:
+        meta["pronouns"] = src.language
     prepared = Prepared(
         dir=out,
         meta=meta,

@@ -7,6 +7,7 @@ first, so everything downstream only ever reads files:
 
     tinyshakespeare   downloaded once from TINYSHAKESPEARE_URL, checked against its SHA-256
     pronouns          the embedded labelled corpus (data.pronouns.corpus_text), written once
+                      for each language its settings say (data.pronouns.story_mix.StoryMix)
     hf:OWNER/DATASET/PATH/IN/REPO
                       that file of a Hugging Face dataset repository, fetched once into the
                       hub's own cache (storage/hub.py), which checks it and serves it offline
@@ -23,9 +24,13 @@ import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from storage.atomic import write_atomic
 from storage.hub import dataset_file, is_hub_name
+
+if TYPE_CHECKING:  # only the pronouns corpus needs the generator, and only when it is asked for
+    from data.pronouns.story_mix import StoryMix
 
 TINYSHAKESPEARE_URL = (
     "https://raw.githubusercontent.com/karpathy/char-rnn/master/data/tinyshakespeare/input.txt"
@@ -42,11 +47,13 @@ DOCUMENT_SEPARATOR = b"\n"  # between the files of a folder source
 class Source:
     """A corpus: `files` read in order as one text, DOCUMENT_SEPARATOR between consecutive files.
 
-    `name` is the `data.source` value the user gave (a path or a corpus name).
+    `name` is the `data.source` value the user gave (a path or a corpus name); `language`, of
+    the pronouns corpus only, the settings it was written with (StoryMix.label).
     """
 
     name: str
     files: tuple[Path, ...]
+    language: str | None = None
 
     @property
     def n_bytes(self) -> int:
@@ -98,23 +105,29 @@ class Source:
         return "".join(self.iter_text())
 
 
-def open_source(source: str, cache_dir: str | os.PathLike = ".cache") -> Source:
+def open_source(
+    source: str, cache_dir: str | os.PathLike = ".cache", pronouns: "StoryMix | None" = None
+) -> Source:
     """Resolve a `data.source` value: a corpus name, `hf:OWNER/DATASET/PATH`, a UTF-8 text file,
-    or a folder of .txt files.
+    or a folder of .txt files. `pronouns` says which language the pronouns corpus is written in
+    (None: the default).
 
     Corpus names and hf: win over paths; write ./tinyshakespeare to mean a local file of that name.
     A folder contributes its own *.txt files (not subfolders), sorted by file name.
     """
-    source = str(source)
+    source, language = str(source), None
     if source == "tinyshakespeare":
         files = (tinyshakespeare_path(cache_dir),)
     elif source == "pronouns":
-        files = (pronouns_path(cache_dir),)
+        from data.pronouns.story_mix import DEFAULT_MIX  # only this corpus needs the generator
+
+        pronouns = pronouns or DEFAULT_MIX
+        files, language = (pronouns_path(cache_dir, mix=pronouns),), pronouns.label
     elif is_hub_name(source):
         files = (dataset_file(source),)
     else:
         files = _files_at(source)
-    opened = Source(name=source, files=files)
+    opened = Source(name=source, files=files, language=language)
     if all(path.stat().st_size == 0 for path in files):
         if any(_made_as_read(path) for path in files):
             raise ValueError(
@@ -193,15 +206,22 @@ def tinyshakespeare_path(cache_dir: str | os.PathLike) -> Path:
     return download(TINYSHAKESPEARE_URL, dest, TINYSHAKESPEARE_SHA256)
 
 
-def pronouns_path(cache_dir: str | os.PathLike, seed: int = 0) -> Path:
+def pronouns_path(
+    cache_dir: str | os.PathLike, seed: int = 0, mix: "StoryMix | None" = None
+) -> Path:
     """The embedded pronouns corpus, written once to
     `<cache_dir>/corpora/pronouns-seed<N>-<version>.txt`, where version hashes the generator's
-    source files: an edited generator writes a new corpus instead of reusing a stale one."""
+    source files: an edited generator writes a new corpus instead of reusing a stale one. A
+    language other than the default (`mix`) adds `-mix<its key>` to the name, so that one
+    language's file never stands in for another's."""
     from data.pronouns import corpus_text, corpus_version  # only this corpus needs the generator
+    from data.pronouns.story_mix import DEFAULT_MIX
 
-    dest = Path(cache_dir) / "corpora" / f"pronouns-seed{seed}-{corpus_version()}.txt"
+    mix = mix or DEFAULT_MIX
+    other = "" if mix.is_default else f"-mix{mix.key}"
+    dest = Path(cache_dir) / "corpora" / f"pronouns-seed{seed}-{corpus_version()}{other}.txt"
     if not dest.exists():
-        write_atomic(dest, corpus_text(seed=seed))
+        write_atomic(dest, corpus_text(seed=seed, mix=mix))
     return dest
 
 

@@ -7,9 +7,11 @@ import time
 
 import torch
 
+from analysis.choice import choice_by_kind
+from analysis.choice_pairs import choice_pairs
 from analysis.probe import head_scores
 from data.mix_spec import mix_entries
-from data.pronouns import NATURAL, read_examples
+from data.pronouns import DECIDED_BY, NATURAL, read_examples
 from data.pronouns import examples as pronoun_examples
 from data.pronouns import natural as natural_examples
 from training.watchers import Watcher, paused
@@ -52,8 +54,8 @@ def probe_examples(config, runtime, console):
         return natural_examples()
     if settings.probe_file:
         return read_examples(settings.probe_file, named="train.probe_file ")
-    if holds_pronouns(config):
-        return pronoun_examples("dev")
+    if holds_pronouns(config):  # in the language the run trains on
+        return pronoun_examples("dev", mix=config.data.pronouns.story_mix)
     console.note(
         "note: train.probe_interval is on, but this corpus has no labelled pronouns; give "
         "train.probe_file (labelled JSONL, as for generate.py --probe) to watch the heads"
@@ -62,13 +64,14 @@ def probe_examples(config, runtime, console):
 
 
 class LiveProbe(Watcher):
-    """Every head's cand@1 on the probe's sentences at the steps of probe_schedule, in
-    metrics.jsonl and on the console (rank 0; the others wait for it at the next step's
-    all-reduce)."""
+    """Every head's cand@1 on the probe's sentences at the steps of probe_schedule, and each
+    kind's cand@1 and choice, in metrics.jsonl and on the console (rank 0; the others wait for
+    it at the next step's all-reduce)."""
 
     def __init__(self):
         self.examples = None  # the labelled sentences (rank 0; None: the probe is off)
         self.steps = frozenset()
+        self.choices = None  # their choice twins under the run's tokenizer, made at the first
 
     def prepare(self, config, runtime, console):
         self.examples = probe_examples(config, runtime, console)
@@ -80,18 +83,24 @@ class LiveProbe(Watcher):
             shown = (
                 progress.step % settings.eval_interval == 0 or progress.step == settings.max_iters
             )
-            probe_heads(job, progress, self.examples, shown)
+            if self.choices is None:  # the tokenizer and the window stay for the whole run
+                block_size = job.raw_model.config.block_size
+                self.choices = choice_pairs(job.data.tokenizer, self.examples, block_size)
+            probe_heads(job, progress, self.examples, shown, self.choices)
 
 
-def probe_heads(job, progress, examples, shown=True):
-    """Every head's cand@1 on `examples` now: a record in metrics.jsonl, and a line on the
-    console when `shown` (the loop shows it beside each evaluation; probe.png draws them all)."""
+def probe_heads(job, progress, examples, shown=True, choices=None):
+    """Every head's cand@1 on `examples` now, and for each kind the best head's cand@1 on its
+    items and the model's choice on its twins (`choices`, analysis.choice_pairs.choice_pairs'
+    of these examples; None: not measured): a record in metrics.jsonl, and a line on the console
+    when `shown` (the loop shows it beside each evaluation; probe.png draws them all)."""
     if not job.runtime.is_main:
         return
     started = time.perf_counter()
     job.raw_model.eval()
     with torch.inference_mode():
         scores = head_scores(job.raw_model, job.data.tokenizer, examples)
+        chosen = choice_by_kind(job.raw_model, choices) if choices else {}
     job.raw_model.train()
     layer, head = scores["best_head"]
     job.metrics.log(
@@ -100,6 +109,7 @@ def probe_heads(job, progress, examples, shown=True):
         probe_best_head=scores["best_head"],
         probe_heads=scores["heads"],
         probe_baselines=scores["baselines"],
+        probe_by_kind=by_kind(scores["by_kind"], chosen),
     )
     b = scores["baselines"]
     if shown:
@@ -108,3 +118,13 @@ def probe_heads(job, progress, examples, shown=True):
             f"(baselines: first {b['first']:.1%}, nearest {b['nearest']:.1%})"
         )
     paused(progress, started)
+
+
+NO_CHOICE = {"twins": 0, "accuracy": None, "flip": None}
+
+
+def by_kind(heads, chosen):
+    """The record's probe_by_kind: for each kind, head_scores' by_kind row beside
+    choice_by_kind's (accuracy and flip None where the kind has no twin)."""
+    kinds = [k for k in DECIDED_BY if k in heads or k in chosen]
+    return {k: heads.get(k, {"examples": 0}) | chosen.get(k, NO_CHOICE) for k in kinds}

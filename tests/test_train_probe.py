@@ -248,3 +248,81 @@ def test_probe_pngs_legend_lies_inside_the_figure_with_a_margin(monkeypatch, tmp
     assert box.y0 >= page.y0, (box, page)
     labels = [t.get_text() for t in legend.get_texts()]
     assert any("nats/token" in label for label in labels)  # the longest label, whole inside
+
+
+def test_each_kinds_choice_at_a_probe_follows_a_model_that_reads_only_the_pronoun():
+    """A hand-built model whose next-token scores are a fixed function of the current token (no
+    attention, no MLP, no positions): at the pronoun it prefers A's continuation to B's by the
+    pronoun alone. So each kind's accuracy is the share of twins the pronoun's scores put A
+    first, and it can flip only where its twin changes the pronoun: agreement's."""
+    from types import SimpleNamespace
+
+    from analysis.choice_pairs import choice_pairs
+    from data.pronouns import examples
+    from data.tokenizer import train_tokenizer
+    from lab.live_probe import LiveProbe
+    from model.gpt import GPT, GPTConfig
+    from tests.helpers import RUN_TEXT
+
+    dev = examples("dev")
+    tokenizer = train_tokenizer("bpe", RUN_TEXT + "\n".join(e.text for e in dev), 600)
+    cfg = GPTConfig(
+        vocab_size=tokenizer.vocab_size,
+        block_size=64,
+        n_layer=1,
+        n_head=2,
+        n_embd=32,
+        bias=False,
+        tie_embeddings=False,
+        vocab_multiple=1,
+    )
+    torch.manual_seed(0)
+    model = GPT(cfg).double()
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if name not in ("tok_emb.weight", "lm_head.weight"):
+                p.zero_()
+    for block in model.blocks:
+        block.ln_1, block.ln_2 = torch.nn.Identity(), torch.nn.Identity()
+    model.ln_f = torch.nn.Identity()
+    scores = (model.tok_emb.weight @ model.lm_head.weight.T).detach()  # (V, V): token -> next
+
+    logged = []
+    job = SimpleNamespace(
+        raw_model=model,
+        data=SimpleNamespace(tokenizer=tokenizer),
+        metrics=SimpleNamespace(log=lambda **record: logged.append(record)),
+        runtime=SimpleNamespace(is_main=True),
+        console=SimpleNamespace(say=lambda line: None),
+        config=SimpleNamespace(train=SimpleNamespace(eval_interval=1, max_iters=1)),
+    )
+    probe = LiveProbe()
+    probe.examples, probe.steps = dev, frozenset({1})
+    probe.after_step(job, SimpleNamespace(step=1, paused=0.0))
+    (record,) = logged
+    assert {"probe_best", "probe_heads", "probe_baselines"} <= set(record)
+    made = choice_pairs(tokenizer, dev, 64)
+    for kind, row in record["probe_by_kind"].items():
+        pairs = [p for p, k in zip(made.pairs, made.kinds) if k == kind]
+        right = [
+            scores[p.clean[-1], p.clean_next] > scores[p.clean[-1], p.corrupt_next] for p in pairs
+        ]
+        turned = [
+            scores[p.corrupt[-1], p.clean_next] < scores[p.corrupt[-1], p.corrupt_next]
+            for p in pairs
+        ]
+        assert row["twins"] == len(pairs) >= 10
+        assert row["accuracy"] == pytest.approx(sum(right) / len(pairs))
+        assert row["flip"] == pytest.approx(
+            sum(r and t for r, t in zip(right, turned)) / len(pairs)
+        )
+        assert row["examples"] == sum(e.decided_by == kind for e in dev)
+        assert row["cand_at_1"] == row["kind_best"]  # with no weights, every head is alike
+    by_kind = record["probe_by_kind"]
+    kinds_mean = sum(r["cand_at_1"] * r["examples"] for r in by_kind.values()) / len(dev)
+    assert kinds_mean == pytest.approx(record["probe_best"])
+    assert (
+        by_kind["agreement"]["flip"] > 0.1
+        and by_kind["role"]["flip"] == by_kind["meaning"]["flip"] == 0
+    )
+    assert 0.2 < by_kind["meaning"]["accuracy"] < 0.8

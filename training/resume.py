@@ -7,7 +7,8 @@ everything else is taken from the new config and listed when the run resumes:
     refused   model shape (model.block_size, n_layer, n_head, n_embd, bias, vocab_multiple) and
               architecture (mlp_activation, qk_norm, rotary, tie_embeddings),
               the data and tokenizer (compared by content: the corpus's SHA-256, the val split,
-              the tokenizer file's SHA-256; of a data.mix, every source's and its weight),
+              the tokenizer file's SHA-256; of a data.mix, every source's and its weight;
+              the pronoun language's settings, data.pronouns, named where they differ),
               train.optimizer
     honoured  every other key: the learning-rate schedule (lr, min_lr, warmup_iters, max_iters),
               weight_decay, beta1, beta2, muon_lr, muon_momentum, grad_clip, batch_size,
@@ -41,7 +42,8 @@ class CannotResume(ValueError):
 
 
 def _fingerprint(meta, folder):
-    """The corpus, where val starts, and the tokenizer file, from a meta.json and its folder."""
+    """The corpus, where val starts, and the tokenizer file, from a meta.json and its folder; the
+    pronoun language's settings where the corpus is the pronouns'."""
     tokenizer_bytes = (Path(folder) / meta["tokenizer_file"]).read_bytes()
     return {
         "source": meta.get("source"),
@@ -49,7 +51,14 @@ def _fingerprint(meta, folder):
         "split_char": meta.get("split_char"),
         "tokenizer_kind": meta.get("tokenizer_kind"),
         "tokenizer_sha256": hashlib.sha256(tokenizer_bytes).hexdigest(),
+        **_language(meta),
     }
+
+
+def _language(*metas):
+    """{"pronouns": the pronoun language's settings} where a meta.json records them, else {}."""
+    said = [m["pronouns"] for m in metas if "pronouns" in m]
+    return {"pronouns": said[0]} if said else {}
 
 
 def data_fingerprint(data):
@@ -75,6 +84,7 @@ def data_fingerprint(data):
         "tokenizer_kind": data.meta["tokenizer_kind"],
         "tokenizer_sha256": hashlib.sha256(data.tokenizer_path.read_bytes()).hexdigest(),
         "mix": mix,
+        **_language(*(p.prepared.meta for p in data.parts)),
     }
 
 
@@ -94,6 +104,13 @@ def recorded_fingerprint(ckpt, out_dir):
 
 def data_mismatch(old, new):
     """How two data fingerprints differ, as words after "<out_dir> ...", or None if they agree."""
+    languages = old.get("pronouns"), new.get("pronouns")
+    if None not in languages and languages[0] != languages[1]:
+        if old["source_sha256"] != new["source_sha256"]:  # equal weights may write one text
+            return (
+                f"was trained on the pronoun language {languages[0]}, not {languages[1]} as "
+                "now (data.pronouns)"
+            )
     if ("mix" in old or "mix" in new) and old["source_sha256"] != new["source_sha256"]:
         return _mix_mismatch(old, new)
     if old["source_sha256"] == new["source_sha256"] and old["split_char"] != new["split_char"]:
@@ -209,7 +226,10 @@ def check_resume(ckpt, config_dict, model_config_dict, fingerprint, out_dir):
     return [
         f"{key} {old_cfg[key]!r} -> {value!r}"
         for key, value in new_cfg.items()
-        if key not in skip and key in old_cfg and old_cfg[key] != value
+        if key not in skip
+        and not key.startswith("data.pronouns.")  # the data: compared by its fingerprint
+        and key in old_cfg
+        and old_cfg[key] != value
     ]
 
 

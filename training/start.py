@@ -121,6 +121,7 @@ def prepare_corpus(config, tokenizer=None) -> Mixture:
         data.cache_path,
         config.model.block_size,
         tokenizer=tokenizer,
+        pronouns=data.pronouns.story_mix,
     )
 
 

@@ -4,6 +4,7 @@ named corpus `pronouns` (data/sources.py), and the probe's examples.
     generator.py   the generated stories, their held-out splits, the training text
     draw.py        the lexicon indexed for drawing; the noun phrases and doings drawn from it
     shapes.py      the sentence shapes the generator fills
+    story_mix.py   what it draws (StoryMix, the config's data.pronouns): the kinds' weights, ...
     lexicon.py     the word tables (lexicon/*.tsv) it fills them with
     natural.jsonl  hand-written natural English sentences: an evaluation set, never trained on
     jsonl.py       one labelled example (Example) and the JSONL file format

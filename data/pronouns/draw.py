@@ -70,10 +70,13 @@ def _article(rng, mention):
     return "an " if mention.form[0] in "aeio" else "a "
 
 
-def phrase(rng, mention, adjectives):
-    """(text, offset of the noun in it): "the dog", "an old kettle", "children"."""
+def phrase(rng, mention, adjectives, allowed=None):
+    """(text, offset of the noun in it): "the dog", "an old kettle", "children"; an adjective
+    only one that `allowed(adjective, noun)` lets go with the noun, where given."""
     article = _article(rng, mention)
     fitting = adjectives[mention.noun.kind]
+    if allowed is not None:
+        fitting = [(a, kinds) for a, kinds in fitting if allowed(a, mention.noun)]
     if fitting and rng.random() < 0.15:
         adjective, _ = rng.choice(fitting)
         article = (

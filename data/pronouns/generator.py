@@ -25,6 +25,7 @@ train / dev / test (80/10/10) independently of the seed, and each split is gener
 its own combinations, so dev and test examples never occur in the training text.
 """
 
+import functools
 import hashlib
 import random
 import re
@@ -35,7 +36,8 @@ from checks import positive_int
 from data.pronouns import draw
 from data.pronouns.jsonl import Example, read_jsonl
 from data.pronouns.lexicon import AGENTS, lexicon
-from data.pronouns.shapes import CONNECTIVES, SHAPES, SLOT_KINDS
+from data.pronouns.shapes import CONNECTIVES, SLOT_KINDS
+from data.pronouns.story_mix import DEFAULT_MIX, StoryMix
 
 SPLITS = ("train", "dev", "test")
 SPLIT_PERCENT = {"train": 80, "dev": 10}  # test gets the remaining 10
@@ -71,6 +73,17 @@ def split_of(combination: str) -> str:
     return "dev" if bucket < SPLIT_PERCENT["train"] + SPLIT_PERCENT["dev"] else "test"
 
 
+def _paired_in(split):
+    """Whether a describing phrase may go with a noun in `split` (heldout_cue_pairs): a hash of
+    the pair decides the one split it may be written in, as split_of does for a combination."""
+    return lambda phrase, noun: _pair_split(phrase, noun.word) == split
+
+
+@functools.cache  # asked for every describing word a noun could take, at every draw
+def _pair_split(phrase, word):
+    return split_of(f"cue:{phrase}|{word}")
+
+
 def _check_split(split: str) -> None:
     if split not in SPLITS:
         raise ValueError(f"unknown split {split!r}; use one of {', '.join(SPLITS)}")
@@ -95,8 +108,10 @@ def _pick(rng, nouns, kinds, accept, used):
     return None
 
 
-def _choose(rng, shape):
-    """(mentions in slot order, antecedent slot), or None when this draw found no fit."""
+def _choose(rng, shape, same_kind=False):
+    """(mentions in slot order, antecedent slot), or None when this draw found no fit; with
+    `same_kind`, a role shape's candidates that take the pronoun are of the antecedent's kind
+    and number."""
     nouns = draw.tables().nouns
     slot = rng.randrange(len(shape.slots)) if shape.role is None else shape.role
     pronoun = _pick_pronoun(rng, shape)
@@ -117,6 +132,8 @@ def _choose(rng, shape):
         agree = rng.random() < 0.7
 
         def accept(m):
+            if same_kind and m.pronoun == pronoun:  # one that can exchange places with it
+                return m.noun.kind == antecedent.noun.kind and m.plural == antecedent.plural
             return m.pronoun == pronoun if agree else m.pronoun is not None
 
     mentions, used = [], {antecedent.noun.word}
@@ -132,13 +149,14 @@ def _choose(rng, shape):
     return mentions, slot
 
 
-def _fill(rng, shape, mentions, slot):
-    """The field values of `shape` for these mentions, or None when a verb or action fits none."""
+def _fill(rng, shape, mentions, slot, allowed=None):
+    """The field values of `shape` for these mentions, or None when a verb or action fits none;
+    `allowed(phrase, noun)`, where given, says which describing words may go with which noun."""
     tables = draw.tables()
     fills = {}
     for name in dict.fromkeys(_FIELD.findall(shape.pattern)):  # in order: sets vary by process
         if name.isdigit():
-            fills[name] = draw.phrase(rng, mentions[int(name)], tables.describing["adj"])
+            fills[name] = draw.phrase(rng, mentions[int(name)], tables.describing["adj"], allowed)
         elif name.startswith("v"):
             subject, obj = (mentions[int(c)].noun.kind for c in name[1:])
             choices = tables.verbs.get((subject, obj), [])
@@ -150,7 +168,9 @@ def _fill(rng, shape, mentions, slot):
         elif name.startswith(("adj", "desc")):
             chosen = {value for value, _ in fills.values()}  # "hungry and hungry" would not do
             fits = [
-                a for a in _describing(name, mentions, slot, tables.describing) if a not in chosen
+                a
+                for a in _describing(name, mentions, slot, tables.describing, allowed)
+                if a not in chosen
             ]
             if not fits:
                 return None
@@ -171,16 +191,20 @@ def _fill(rng, shape, mentions, slot):
     return fills
 
 
-def _describing(name, mentions, slot, describing):
+def _describing(name, mentions, slot, describing, allowed=None):
     """What field `name` may take: {adj0} an adjective that fits candidate 0; {adjA}, {adjB},
     {descA} an adjective or description that fits the antecedent's kind and no other
-    candidate's; {desc} a description that fits the antecedent's kind."""
+    candidate's; {desc} a description that fits the antecedent's kind; each one `allowed` lets go
+    with the noun it describes, where given."""
     table = describing["desc" if name.startswith("desc") else "adj"]
     which = name.removeprefix("desc").removeprefix("adj")
+    noun = mentions[int(which) if which.isdigit() else slot].noun
     if which.isdigit():
-        return [d for d, _ in table[mentions[int(which)].noun.kind]]
-    others = {m.noun.kind for i, m in enumerate(mentions) if i != slot}
-    return [d for d, kinds in table[mentions[slot].noun.kind] if not (which and kinds & others)]
+        found = [d for d, _ in table[noun.kind]]
+    else:
+        others = {m.noun.kind for i, m in enumerate(mentions) if i != slot}
+        found = [d for d, kinds in table[noun.kind] if not (which and kinds & others)]
+    return found if allowed is None else [d for d in found if allowed(d, noun)]
 
 
 def _decided_by(shape, mentions, slot):
@@ -210,13 +234,19 @@ def _render(shape, fills, slot, n_slots, decided_by):
     return Example(text, spans["pro"], spans[str(slot)], distractors, decided_by)
 
 
-def iter_examples(split: str, rng: random.Random) -> Iterator[tuple[Example, str]]:
-    """Endless (example, combination) pairs whose combinations belong to `split`; a combination
-    is "shape|antecedent|other candidates' nouns sorted and joined by +"."""
+def iter_examples(
+    split: str, rng: random.Random, mix: StoryMix = DEFAULT_MIX
+) -> Iterator[tuple[Example, str]]:
+    """Endless (example, combination) pairs of the language `mix` says, whose combinations
+    belong to `split`; a combination is "shape|antecedent|other candidates' nouns sorted and
+    joined by +"."""
     _check_split(split)
+    shapes, weights = mix.shapes, mix.weights
+    allowed = _paired_in(split) if mix.heldout_cue_pairs else None
     while True:
-        shape = rng.choice(SHAPES)
-        chosen = _choose(rng, shape)
+        # rng.choice where every shape is drawn alike: the default language draws as it always did
+        shape = rng.choice(shapes) if weights is None else rng.choices(shapes, weights)[0]
+        chosen = _choose(rng, shape, mix.role_same_kind)
         if chosen is None:
             continue
         mentions, slot = chosen
@@ -224,17 +254,20 @@ def iter_examples(split: str, rng: random.Random) -> Iterator[tuple[Example, str
         combination = f"{shape.name}|{mentions[slot].noun.word}|{'+'.join(others)}"
         if split_of(combination) != split:  # decided before filling: rejects are cheap
             continue
-        fills = _fill(rng, shape, mentions, slot)
+        fills = _fill(rng, shape, mentions, slot, allowed)
         if fills is not None:
             decided_by = _decided_by(shape, mentions, slot)
             yield _render(shape, fills, slot, len(shape.slots), decided_by), combination
 
 
-def examples(split: str, seed: int = 0, n: int | None = None) -> list[Example]:
-    """`n` (default DEFAULT_COUNT) distinct labelled examples of `split`, deterministic in seed."""
+def examples(
+    split: str, seed: int = 0, n: int | None = None, mix: StoryMix = DEFAULT_MIX
+) -> list[Example]:
+    """`n` (default DEFAULT_COUNT) distinct labelled examples of `split` in the language `mix`
+    says, deterministic in seed."""
     n = DEFAULT_COUNT if n is None else positive_int("n", n, note=f"or None for {DEFAULT_COUNT}")
     out, seen = [], set()
-    for example, _ in iter_examples(split, random.Random(f"examples:{split}:{seed}")):
+    for example, _ in iter_examples(split, random.Random(f"examples:{split}:{seed}"), mix):
         if example.text not in seen:
             seen.add(example.text)
             out.append(example)
@@ -242,14 +275,15 @@ def examples(split: str, seed: int = 0, n: int | None = None) -> list[Example]:
                 return out
 
 
-def prose_sentence(rng: random.Random) -> str:
+def prose_sentence(rng: random.Random, allowed=None) -> str:
     """A sentence without a pronoun: a noun doing one of its doings, a verb between two nouns,
-    or an action at a time."""
+    or an action at a time; `allowed(phrase, noun)`, where given, says which adjectives may go with
+    which noun."""
     lex, tables = lexicon(), draw.tables()
     nouns, verbs, adjectives = tables.nouns, tables.verbs, tables.describing["adj"]
     kind = rng.choice(("person", "person", "animal", "thing", "place"))
     subject = draw.Mention(rng.choice(nouns[kind]), rng)
-    phrase, _ = draw.phrase(rng, subject, adjectives)
+    phrase, _ = draw.phrase(rng, subject, adjectives, allowed)
     roll = rng.random()
     if roll < 0.5:
         sentence = f"{phrase} {draw.doing(rng, subject)}"
@@ -257,29 +291,34 @@ def prose_sentence(rng: random.Random) -> str:
         obj_kind = rng.choice([k for k in SLOT_KINDS["any"] if verbs[(kind, k)]])
         obj = draw.Mention(rng.choice(nouns[obj_kind]), rng)
         verb = rng.choice(verbs[(kind, obj_kind)])
-        sentence = f"{phrase} {verb} {draw.phrase(rng, obj, adjectives)[0]} {rng.choice(lex.times)}"
+        obj_phrase, _ = draw.phrase(rng, obj, adjectives, allowed)
+        sentence = f"{phrase} {verb} {obj_phrase} {rng.choice(lex.times)}"
     else:
         fitting = [a for a, kinds in lex.actions if kind in kinds] or [draw.doing(rng, subject)]
         sentence = f"{rng.choice(lex.times)}, {phrase} {rng.choice(fitting)}"
     return sentence[0].upper() + sentence[1:] + "."
 
 
-def corpus_text(seed: int = 0, n_bytes: int = DEFAULT_CORPUS_BYTES) -> str:
-    """Training text from train combinations only, one paragraph per line, each line ending in
+def corpus_text(
+    seed: int = 0, n_bytes: int = DEFAULT_CORPUS_BYTES, mix: StoryMix = DEFAULT_MIX
+) -> str:
+    """Training text of the language `mix` says, from train combinations only, one paragraph per
+    line, each line ending in
     "\\n", stopping at the first line that brings the total to at least n_bytes (ASCII, so bytes ==
     characters). PROSE_LINES of the lines are prose without a pronoun; PROSE_AFTER of the others
     add a sentence without one after the example."""
     positive_int("n_bytes", n_bytes)
     rng = random.Random(f"corpus:{seed}")
-    examples_ = iter_examples("train", random.Random(f"corpus-examples:{seed}"))
+    examples_ = iter_examples("train", random.Random(f"corpus-examples:{seed}"), mix)
+    allowed = _paired_in("train") if mix.heldout_cue_pairs else None
     lines, size = [], 0
     while size < n_bytes:
         if rng.random() < PROSE_LINES:
-            line = " ".join(prose_sentence(rng) for _ in range(rng.randint(1, 3)))
+            line = " ".join(prose_sentence(rng, allowed) for _ in range(rng.randint(1, 3)))
         else:
             line = next(examples_)[0].text
             if rng.random() < PROSE_AFTER:
-                line += " " + prose_sentence(rng)
+                line += " " + prose_sentence(rng, allowed)
         lines.append(line + "\n")
         size += len(lines[-1])
     return "".join(lines)
@@ -299,6 +338,7 @@ def corpus_version() -> str:
         here / "generator.py",
         here / "draw.py",
         here / "shapes.py",
+        here / "story_mix.py",
         here / "lexicon.py",
         *sorted((here / "lexicon").glob("*.tsv")),
     ]

@@ -209,3 +209,22 @@ SHAPES = (
         role=2,
     ),
 )
+# Role shapes whose candidates can be of one kind, in place of those that put a place beside the
+# subject, where data.pronouns.role_same_kind asks for role stories whose candidates can exchange
+# places (data/pronouns/story_mix.py).
+SAME_KIND_ROLE_SHAPES = (
+    Shape(
+        "hunt_pair",
+        "{0} beside {1} went out on a hunt because {pro} {cont}.",
+        ("animal", "animal"),
+        role=0,
+    ),
+    Shape(
+        "in_pair",
+        "Behind {0}, {1} went out on a hunt because {pro} {cont}.",
+        ("animal", "animal"),
+        role=1,
+    ),
+    Shape("reached_pair", "When {0} reached {1}, {pro} {cont}.", ("agent", "agent"), role=0),
+    Shape("far_pair", "Far from {0}, {1} woke up. Soon {pro} {cont}.", ("agent", "agent"), role=1),
+)
