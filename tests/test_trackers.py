@@ -137,3 +137,10 @@ def test_a_broken_tensorboard_install_is_one_line_before_anything_is_written(cor
         and "--force-reinstall" in said
     ), said
     assert not out.exists() and not (tmp_path / "cache").exists()
+
+
+def test_scalars_flatten_records_nested_at_any_depth():
+    from training.trackers import scalars
+
+    record = {"step": 5, "probe_by_kind": {"meaning": {"flip": 0.4, "kind_best_head": [0, 2]}}}
+    assert scalars(record) == {"probe_by_kind/meaning/flip": 0.4}

@@ -50,8 +50,8 @@ def scalars(record):
     for key, value in record.items():
         if key == "step":
             continue
-        if isinstance(value, dict):
-            out.update({f"{key}/{k}": v for k, v in value.items() if _number(v)})
+        if isinstance(value, dict):  # nested at any depth: probe_by_kind/meaning/flip
+            out.update({f"{key}/{k}": v for k, v in scalars(value).items()})
         elif key == "probe_heads":
             out.update(
                 {
