@@ -17,6 +17,7 @@ PAIRS = PatchingWords(
     "1 = the clean prompt's preference for your answer over your other is back, 0 = as "
     "corrupt. Where the changed tokens' column fades and the last token's rises is the block "
     "that carries the change to the last token.",
+    "where in your prompts: the tokens that differ, those between, the last",
 )
 
 

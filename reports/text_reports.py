@@ -210,6 +210,7 @@ class PatchingWords(NamedTuple):
     metric: str  # the logit difference's name
     at: str  # where the heads are patched and the metric read
     reading: str  # how to read the maps, after them
+    columns: str = "where in the sentence"  # what the stream's and the MLPs' columns are
 
 
 TWINS = PatchingWords(
@@ -254,7 +255,7 @@ def format_patching(result: PatchingResult, words: PatchingWords = TWINS) -> str
     lines += [
         "",
         "the residual stream patched (rows: after the embedding, after each block; "
-        "columns: where in the sentence):",
+        f"columns: {words.columns}):",
         f"  {'':<10}" + "".join(f"{c:>21}" for c in result["columns"]),
     ]
     lines += [
@@ -263,7 +264,7 @@ def format_patching(result: PatchingResult, words: PatchingWords = TWINS) -> str
     ]
     lines += [
         "",
-        "each MLP's output patched (rows: the block; columns: where in the sentence):",
+        f"each MLP's output patched (rows: the block; columns: {words.columns}):",
     ]
     lines += [
         f"  {'block ' + str(l):<10}" + "".join(f"{recovered_text(c):>21}" for c in row)

@@ -129,7 +129,7 @@ def test_pairs_alone_prints_the_report_in_the_pairs_words_or_the_json(setup, tmp
     assert " ".join(report.split()).startswith(f"{len(texts)} pairs from {path}")
     assert "each head's output at the last token patched" in report
     # Your pairs know no antecedent, pronoun or twin: the report does not say them.
-    assert not re.search("antecedent|pronoun|twin", report), report
+    assert not re.search("antecedent|pronoun|twin|sentence", report), report
     code, out, _ = pairs_generate("--ckpt", folder, "--patch", "--pairs", path, "--json")
     result = json.loads(out)
     assert code == 0 and set(result) == {"pairs", "last_changed", "patching"}
@@ -252,3 +252,4 @@ def test_pairs_the_metric_cannot_read_are_refused_naming_their_line(setup, tmp_p
         err = io.StringIO()
         assert generate.main(["--ckpt", str(folder), *wrong], out=io.StringIO(), err=err) == 2
         assert said in err.getvalue() and err.getvalue().count("\n") == 1, err.getvalue()
+
