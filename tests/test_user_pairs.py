@@ -252,4 +252,3 @@ def test_pairs_the_metric_cannot_read_are_refused_naming_their_line(setup, tmp_p
         err = io.StringIO()
         assert generate.main(["--ckpt", str(folder), *wrong], out=io.StringIO(), err=err) == 2
         assert said in err.getvalue() and err.getvalue().count("\n") == 1, err.getvalue()
-
