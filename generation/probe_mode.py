@@ -236,7 +236,8 @@ def keep_probe(run, ckpt, result, err, natural=False):
 def fit_width(text, width):
     """`text` with every prose line longer than `width` wrapped, the continuation indented under
     the line's own indent plus two spaces; lines that fit, and table rows (columns set apart by
-    runs of spaces), are left as they are."""
+    runs of spaces), are left as they are. A word longer than the line (a path) stays whole, so
+    that it can still be copied."""
     import textwrap
 
     out = []
@@ -251,5 +252,6 @@ def fit_width(text, width):
             initial_indent=indent,
             subsequent_indent=indent + "  ",
             break_on_hyphens=False,
+            break_long_words=False,
         ) or [""]
     return "\n".join(out)
