@@ -1,8 +1,9 @@
 """The scripts' argument parser: argparse, but every error is one `error: ...` line on stderr with
 exit code 2 (argparse prints its usage first), and an option we do not have gets what to type
 instead; Ctrl-C held back while torch starts; and the one terminal width every printed table and
-line is fitted to, with wrap_for, which wraps a note to it. The ground floor beside checks.py: it
-imports only checks.py, and the scripts, training's console, generation and reports all use it."""
+line is fitted to, with fit_width and wrap_for, which wrap a report or a note to it. The ground
+floor beside checks.py: it imports only checks.py, and the scripts, training's console,
+generation and reports all use it."""
 
 import argparse
 import contextlib
@@ -92,17 +93,30 @@ def terminal_width(stream: object) -> int:
 
 def wrap_for(message: str, stream: object) -> str:
     """`message` as it is for a pipe or a file (grep and tail read whole lines); on a terminal,
-    each line longer than it wrapped at spaces, the rest of a line indented by two."""
+    fitted to its width (fit_width)."""
     isatty = getattr(stream, "isatty", None)
     if not (isatty and isatty()):
         return message
-    width = terminal_width(stream)
-    lines = []
-    for line in message.split("\n"):
-        if len(line) <= width:
-            lines.append(line)
+    return fit_width(message, terminal_width(stream))
+
+
+def fit_width(text: str, width: int) -> str:
+    """`text` with every prose line longer than `width` wrapped, the continuation indented under
+    the line's own indent plus two spaces; lines that fit, and table rows (columns set apart by
+    runs of spaces), are left as they are. A word longer than the line (a path) stays whole, so
+    that it can still be copied."""
+    out = []
+    for line in text.splitlines():
+        if len(line) <= width or "   " in line.strip():
+            out.append(line)
             continue
-        lines += textwrap.wrap(
-            line, width, subsequent_indent="  ", break_long_words=False, break_on_hyphens=False
-        )
-    return "\n".join(lines)
+        indent = line[: len(line) - len(line.lstrip())]
+        out += textwrap.wrap(
+            line.strip(),
+            width,
+            initial_indent=indent,
+            subsequent_indent=indent + "  ",
+            break_on_hyphens=False,
+            break_long_words=False,
+        ) or [""]
+    return "\n".join(out)

@@ -188,7 +188,7 @@ def show_attention(run, args, out, err=None, ckpt=None):
     best = best_pair(saved["best_head"]) if saved else None
     write_maps(run, args, analysed[:1] if args.summary else analysed, out, best)
     if args.html:
-        write_page(run, args, analysed, ckpt, out, err or sys.stderr)
+        write_page(run, args, analysed, ckpt, out, err or sys.stderr, saved)
 
 
 def analyse(run, args):
@@ -264,13 +264,14 @@ def write_maps(run, args, analysed, out, best=None):
     out.write(text + "\n")
 
 
-def write_page(run, args, analysed, ckpt, out, err):
-    """The page of every head's map at args.html, the probe's best head outlined."""
+def write_page(run, args, analysed, ckpt, out, err, saved=None):
+    """The page of every head's map at args.html, the probe's best head outlined; `saved` is
+    the probe result saved for this checkpoint (saved_probe), already read."""
     if args.html.endswith(("/", os.sep)):  # a trailing slash means a folder: the page goes in it
         args.html = str(Path(args.html) / "attention.html")
     check_output_path(args.html, ckpt, (".html", ".htm"), [args.attention_file])
     check_writable(args.html)  # before the probe, which may take minutes
-    found = page_probe(run, ckpt, args, err) or {}
+    found = page_probe(run, ckpt, args, err, saved) or {}
     best = found.get("best_head")
     page = Page(
         checkpoint=ckpt,
@@ -283,10 +284,9 @@ def write_page(run, args, analysed, ckpt, out, err):
     out.write(f"wrote {args.html} (outlined, the probe's best head: {outlined})\n")
 
 
-def page_probe(run, ckpt, args, err):
-    """The probe's result for the page: saved for this checkpoint, else run now (and saved)
+def page_probe(run, ckpt, args, err, saved=None):
+    """The probe's result for the page: `saved` for this checkpoint, else run now (and saved)
     unless --no-probe; None when there is none."""
-    saved = saved_probe(run, ckpt)
     if saved is not None or args.no_probe:
         return saved
     path = probe_path(ckpt)

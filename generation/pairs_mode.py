@@ -6,9 +6,8 @@ import json
 
 from analysis.errors import ReversedPairs
 from analysis.user_pairs import pairs_study
-from cli import terminal_width
+from cli import fit_width, terminal_width
 from data.prompt_pairs import read_prompt_pairs
-from generation.probe_mode import fit_width
 from reports.pairs_report import format_pairs
 
 

@@ -8,7 +8,7 @@ import os
 from analysis.coreference import study
 from analysis.errors import NothingToMeasure
 from checks import positive_int
-from cli import PIPED_WIDTH, terminal_width
+from cli import PIPED_WIDTH, fit_width, terminal_width
 from data.pronouns import NATURAL
 from reports.text_reports import parts_said, saved_report, study_report
 from reports.verdict_report import format_natural, format_verdict
@@ -231,27 +231,3 @@ def keep_probe(run, ckpt, result, err, natural=False):
     except ValueError as e:
         err.write(f"note: the probe's report was not saved: {e}\n")
         return None, kept.study
-
-
-def fit_width(text, width):
-    """`text` with every prose line longer than `width` wrapped, the continuation indented under
-    the line's own indent plus two spaces; lines that fit, and table rows (columns set apart by
-    runs of spaces), are left as they are. A word longer than the line (a path) stays whole, so
-    that it can still be copied."""
-    import textwrap
-
-    out = []
-    for line in text.splitlines():
-        if len(line) <= width or "   " in line.strip():
-            out.append(line)
-            continue
-        indent = line[: len(line) - len(line.lstrip())]
-        out += textwrap.wrap(
-            line.strip(),
-            width,
-            initial_indent=indent,
-            subsequent_indent=indent + "  ",
-            break_on_hyphens=False,
-            break_long_words=False,
-        ) or [""]
-    return "\n".join(out)

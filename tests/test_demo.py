@@ -13,9 +13,8 @@ import termios
 
 import pytest
 
-from cli import PIPED_WIDTH, terminal_width
+from cli import PIPED_WIDTH, fit_width, terminal_width
 from data.pronouns import ATTENTION_EXAMPLES
-from generation.probe_mode import fit_width
 from reports.text_reports import NATURAL_HEADING
 from reports.verdict_report import format_natural, format_verdict
 from runs.folder import REPORT_FILE
