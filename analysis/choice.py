@@ -19,6 +19,9 @@ set where it flips at least DECIDES of them, on a set with at least MIN_FOR_STAT
 each deciding head, the same rule on its query, key and value inputs apart (hook_q_input, ...:
 the stream it reads, at every position) says through which it decides.
 
+Inside each MLP, for each kind that prefers, the few neurons that carry most of what the layer
+does to CM, patched as a set, and the tokens they write: analysis/neurons.py.
+
 The choice circuit is analysis/circuit.py's on these pairs (its metric is CM, its gap the mean CM
 on the examples less the mean on their twins), pruned to keep FAITHFUL of the gap; its embedding
 node at the changed tokens is named CHANGED here (in the identity circuit it is the antecedent's).
@@ -42,6 +45,7 @@ from analysis.circuit_results import (
     Twins,
 )
 from analysis.errors import NothingToMeasure
+from analysis.neurons import neurons_by_layer
 from analysis.patching import patching_of_pairs
 from analysis.probe import MIN_FOR_STATS
 from analysis.results import Study
@@ -175,6 +179,8 @@ def choice_study(
         part.update(deciding(heads[..., rows], clean[rows], twin[rows]))
         found = circuit if kind is None else circuit["by_kind"][kind]
         part["circuit"] = _circuit(found, part["prefers"])
+        if kind is not None and part["prefers"]:
+            part["neurons"] = neurons_by_layer(model, tokenizer, [made.pairs[i] for i in rows])
         out[kind] = part
     named = sorted({h for part in out.values() for h in part["deciding"]})
     inputs = head_inputs(model, made.pairs, named) if named else None

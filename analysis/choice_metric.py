@@ -60,7 +60,8 @@ def _padded(pairs, which, device):
 def _batch(model, pairs, points):
     """(clean CM, twin CM, (P, 2, B) CM with one point patched: [:, 0] from the twin's run into
     the example's, [:, 1] from the example's into the twin's) for a batch of pairs; `points`
-    are (hook name, head) pairs of points whose activation has a head dimension third."""
+    are (hook name, index) pairs, the index a head or a list of them (a point whose activation
+    has its heads third, hook_z) or of neurons (mlp.hook_post, (B, T, 4C))."""
     device = next(model.parameters()).device
     clean, twin = _padded(pairs, "clean", device), _padded(pairs, "corrupt", device)
     names = sorted({name for name, _ in points})
@@ -69,19 +70,21 @@ def _batch(model, pairs, points):
     logits, twin_cache = run_with_cache(model, twin, names)
     cm_twin = _cm(logits, pairs)
     patched = torch.zeros(len(points), 2, len(pairs), dtype=torch.float64)
-    H = model.config.n_head
     for i, (name, h) in enumerate(points):
-        where = torch.zeros(1, 1, H, dtype=torch.bool, device=device)
-        where[..., h] = True  # (1, 1, H): head h at every example and position
+        where = torch.zeros(1, 1, clean_cache[name].size(2), dtype=torch.bool, device=device)
+        where[..., h] = True  # (1, 1, H): head h (or neurons h) at every example and position
         for d, (run, source) in enumerate(((clean, twin_cache), (twin, clean_cache))):
             with hooks(model, {name: replace_where(where, source[name])}):
                 patched[i, d] = _cm(model(run), pairs)
     return cm_clean, cm_twin, patched
 
 
-def _patched(model, pairs, points):
-    """_batch over all pairs, BATCH_SIZE at a time, by length (the least padding): (N,), (N,),
-    (P, 2, N) in the order of `pairs`."""
+def patch_points(
+    model: GPT, pairs: list[Pair], points: list[tuple[str, int | list[int]]]
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(N,) CM on the examples, (N,) on their twins, and (P, 2, N) CM with each of `points`
+    patched both ways (_batch's), in the order of `pairs`: BATCH_SIZE pairs at a time, by
+    length (the least padding)."""
     order = sorted(range(len(pairs)), key=lambda i: len(pairs[i].clean))
     parts = [
         _batch(model, [pairs[i] for i in order[j : j + BATCH_SIZE]], points)
@@ -91,13 +94,12 @@ def _patched(model, pairs, points):
     return tuple(torch.cat(values, -1)[..., back] for values in zip(*parts))
 
 
-def _estimate(model, pairs):
-    """(L, H) first-order estimate of |CM patched - CM| for each head's output patched, both
-    ways, summed over the pairs: (z_other - z) . dCM/dz, the gradient taken on each run."""
+def first_order(model: GPT, pairs: list[Pair], names: list[str], dims: tuple) -> torch.Tensor:
+    """(len(names), size) first-order estimate of |CM patched - CM| for each unit of each point
+    patched, both ways, summed over the pairs: (a_other - a) . dCM/da, the gradient taken on
+    each run, summed over the activation's `dims` (those beside the batch and the unit's)."""
     device = next(model.parameters()).device
-    L, H = model.config.n_layer, model.config.n_head
-    names = [f"blocks.{l}.attn.hook_z" for l in range(L)]
-    total = torch.zeros(L, H, dtype=torch.float64)
+    total = None
     for i in range(0, len(pairs), BATCH_SIZE):
         part = pairs[i : i + BATCH_SIZE]
         runs = [_padded(part, which, device) for which in ("clean", "corrupt")]
@@ -111,15 +113,16 @@ def _estimate(model, pairs):
             ):
                 cm = _cm(model(ids), part)
                 grads = torch.autograd.grad(cm.sum(), [kept[n] for n in names])
-            for l, (n, g) in enumerate(zip(names, grads)):  # (B, T, H, D) each
-                total[l] += ((other[n] - kept[n].detach()) * g).sum((1, 3)).abs().sum(0).cpu()
+            moved = [((other[n] - kept[n].detach()) * g).sum(dims) for n, g in zip(names, grads)]
+            moved = torch.stack(moved).abs().sum(1).double().cpu()  # (len(names), size)
+            total = moved if total is None else total + moved
     return total
 
 
 def choice_margins(model: GPT, pairs: list[Pair]) -> tuple[torch.Tensor, torch.Tensor]:
     """(N,) CM on the examples and (N,) CM on their twins, in the order of `pairs`: the clean
     and twin runs alone, nothing patched (what training logs at each probe)."""
-    clean, twin, _ = _patched(model, pairs, [])
+    clean, twin, _ = patch_points(model, pairs, [])
     return clean, twin
 
 
@@ -134,9 +137,11 @@ def choice_metrics(
     L, H = model.config.n_layer, model.config.n_head
     tested = list(range(L * H))
     if L * H > CANDIDATES:
-        tested = _estimate(model, pairs).flatten().argsort(descending=True)[:CANDIDATES].tolist()
+        names = [f"blocks.{l}.attn.hook_z" for l in range(L)]
+        estimate = first_order(model, pairs, names, dims=(1, 3))  # hook_z: (B, T, H, D)
+        tested = estimate.flatten().argsort(descending=True)[:CANDIDATES].tolist()
     points = [(f"blocks.{i // H}.attn.hook_z", i % H) for i in tested]
-    clean, twin, patched = _patched(model, pairs, points)
+    clean, twin, patched = patch_points(model, pairs, points)
     heads = torch.full((L * H, 2, len(pairs)), float("nan"), dtype=torch.float64)
     heads[tested] = patched
     return clean, twin, heads.view(L, H, 2, -1)
@@ -149,4 +154,4 @@ def head_inputs(model: GPT, pairs: list[Pair], heads: list[str]) -> torch.Tensor
     for name in heads:
         l, h = int(name[1 : name.index("H")]), int(name[name.index("H") + 1 :])
         points += [(f"blocks.{l}.hook_{part}_input", h) for part in "qkv"]
-    return _patched(model, pairs, points)[2].view(len(heads), 3, 2, -1)
+    return patch_points(model, pairs, points)[2].view(len(heads), 3, 2, -1)

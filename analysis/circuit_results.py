@@ -140,11 +140,35 @@ class Through(TypedDict):
     v: Share
 
 
+class Neuron(TypedDict):
+    """One neuron of a deciding set."""
+
+    index: int
+    moved: float  # patched alone
+    writes: list[str]  # the tokens it raises most, most first
+
+
+class LayerNeurons(TypedDict):
+    """One MLP's deciding neurons for one set (analysis/neurons.py)."""
+
+    layer: int
+    neurons: list[Neuron]  # the deciding set's first SHOWN, most estimated effect first
+    count: int  # neurons in the deciding set
+    moved: float  # the set patched together
+    layer_moved: float  # the whole MLP patched
+    enough: bool  # the set keeps at least OF_LAYER of the layer's effect
+    size: int  # neurons in the layer
+
+
 class _SharedEdges(TypedDict, total=False):  # beside an identity circuit
     shared_edges: list[str]  # "from -> to", in both circuits
 
 
-class ChoiceSet(_SharedEdges):
+class _Neurons(TypedDict, total=False):  # where the set prefers
+    neurons: list[LayerNeurons]  # each MLP's deciding neurons, layer 0 first
+
+
+class ChoiceSet(_SharedEdges, _Neurons):
     """One set's choice: the whole set's, or one kind's."""
 
     n: Count

@@ -2,7 +2,8 @@
 twins found, the choice accuracy and flip with their intervals and the deciding heads per set
 (turned, sets across, where it is too wide for the page); then, per set, the choice circuit, or
 the reason it has none in the set's own numbers, and where both circuits exist the edges it
-shares with the set's identity circuit (drawn once, in the circuit's section above)."""
+shares with the set's identity circuit (drawn once, in the circuit's section above), and each
+MLP's deciding neurons; and what decides each kind, in plain words (reports/decides.py)."""
 
 from html import escape
 
@@ -11,6 +12,7 @@ from analysis.probe import MIN_FOR_STATS
 from reports.causal_tables import interval_html
 from reports.cells import BLUE, tinted_cell
 from reports.circuit_svg import circuit_svg, figure_id
+from reports.decides import decides_said, neuron_lines
 from reports.formatting import pct
 from reports.glossary import term
 
@@ -118,6 +120,9 @@ def _figure(name, part, identity, choice):
             else f"{name}: no edge shared with its identity circuit"
         )
         out += f'<p class="shared">{escape(said)}</p>'
+    neurons = neuron_lines(part)
+    if neurons:
+        out += '<pre class="neurons">' + escape("\n".join(line[2:] for line in neurons)) + "</pre>"
     return out
 
 
@@ -165,9 +170,18 @@ def choice_section(
         + (IDENTITY if identity else "")
         + "</p>"
         + _table([name for name, _, _ in sets], cells)
+        + _decides_list(choice)
         + "".join(figures)
         + "</section>"
     )
+
+
+def _decides_list(choice):
+    """What decides each kind, in plain words (reports/decides.py), a list item per kind."""
+    items = "".join(
+        f"<li>{escape(decides_said(kind, part))}</li>" for kind, part in choice["by_kind"].items()
+    )
+    return f'<div class="decides"><h3>What decides, in plain words</h3><ul>{items}</ul></div>'
 
 
 IDENTITY = (

@@ -2,13 +2,15 @@
 question it answers: the identity circuit (reports/circuit_report.py: how the antecedent's noun
 reaches the prediction) and then the choice (analysis/choice.py: which candidate wins): the
 twins found, the choice accuracy and flip beside the substitution answer, the deciding heads,
-each set's choice circuit and the edges it shares with the identity circuit."""
+what decides each kind in plain words (reports/decides.py), each set's choice circuit, the edges
+it shares with the identity circuit and each MLP's deciding neurons."""
 
 from analysis.circuit import CHECKED
 from analysis.circuit_results import ChoiceResult
 from analysis.probe import MIN_FOR_STATS
 from analysis.results import AnswerResult, Study
 from reports.circuit_report import columns_said, edge_lines, format_circuit, with_interval
+from reports.decides import decides_said, neuron_lines
 from reports.formatting import pct
 
 
@@ -88,10 +90,13 @@ def format_choice(choice: ChoiceResult, answer: AnswerResult | None = None) -> s
         "q, k, v: the same for its query, key and value inputs alone; in the choice circuits, "
         f"{columns_said(CHECKED, 'the CM gap')})"
     )
+    lines += ["What decides, in plain words:"] + [
+        "  " + decides_said(kind, part) for kind, part in choice["by_kind"].items()
+    ]
     if "patching" in choice:
         lines += [""] + _patching_lines(choice["patching"])
     for name, _, part in sets:
-        lines += [""] + _circuit_lines(name, part, choice)
+        lines += [""] + _circuit_lines(name, part, choice) + neuron_lines(part)
     return "\n".join(lines)
 
 
