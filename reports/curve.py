@@ -17,10 +17,10 @@ that it wraps on a phone; probe.png carries it below the axes.
 
 import html
 import io
-import math
 import re
-from numbers import Real
 from typing import NamedTuple
+
+from checks import finite_number
 
 BEST = "#d95f02"  # the best head, orange as its outline in the maps
 LAYER_COLOURS = (
@@ -54,10 +54,6 @@ class Line(NamedTuple):
     style: dict  # matplotlib's plot keywords: color, lw, ls, alpha, zorder, label (legend)
 
 
-def _number(x):
-    return isinstance(x, Real) and not isinstance(x, bool) and math.isfinite(x)
-
-
 def probe_records(records):
     """The probe lines of metrics.jsonl records that can be drawn: a step, and a grid and
     baselines of numbers shaped like the last probe's; [] when there is none (a run trained
@@ -70,13 +66,13 @@ def probe_records(records):
     def drawable(r):
         grid, best, base = r.get("probe_heads"), r.get("probe_best_head"), r.get("probe_baselines")
         return (
-            _number(r.get("step"))
+            finite_number(r.get("step"))
             and [len(row) for row in grid if isinstance(row, list)] == shape
-            and all(_number(v) for row in grid for v in row)
+            and all(finite_number(v) for row in grid for v in row)
             and isinstance(best, list)
             and len(best) == 2
             and isinstance(base, dict)
-            and all(_number(v) for v in base.values())
+            and all(finite_number(v) for v in base.values())
         )
 
     return [r for r in probes if drawable(r)]
@@ -181,7 +177,7 @@ def _loss_lines(records):
     evals = [
         r
         for r in records
-        if isinstance(r, dict) and _number(r.get("val_loss")) and _number(r.get("step"))
+        if isinstance(r, dict) and finite_number(r.get("val_loss")) and finite_number(r.get("step"))
     ]
     if not evals:
         return []
