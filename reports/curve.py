@@ -9,12 +9,14 @@ forms fast), the best head at the last probe bold and orange, the other heads in
 colour, the baselines as flat grey lines, the step where the best head first reaches 90%, and
 the val loss on a second axis, as points (the default run evaluates twice).
 
-Drawn by reports/curve_draw.py, the file's and the page's alike; each head's line says, on
-hover, the head and its last cand@1.
+Where the records carry `probe_by_kind`, a second panel follows: each kind's acquisition curve
+(reports/kind_curve.py). Both panels are drawn by reports/curve_draw.py, the file's and the
+page's alike; each head's line says, on hover, the head and its last cand@1.
 """
 
 from checks import finite_number
 from reports.curve_draw import Line, Panel, curve_legend, curve_svg
+from reports.kind_curve import kind_panel, kind_part
 
 BEST = "#d95f02"  # the best head, orange as its outline in the maps
 LAYER_COLOURS = (
@@ -174,14 +176,19 @@ HEADS_SAID = "each head's dev cand@1 against step"
 
 
 def curve_panels(records: list) -> list[Panel]:
-    """probe.png's panels: the heads' (curve_lines); [] without probe lines."""
+    """probe.png's panels: the heads' (curve_lines), and below it each kind's acquisition curve
+    where the records hold probe_by_kind (reports/kind_curve.py); [] without probe lines."""
     lines = curve_lines(records)
-    return [Panel(lines, "dev cand@1", 2, HEADS_SAID)] if lines else []
+    if not lines:
+        return []
+    kinds = kind_panel(records)
+    return [Panel(lines, "dev cand@1", 2, HEADS_SAID), *([kinds] if kinds else [])]
 
 
 def curve_section(records):
-    """The page's section on the probe during training, from metrics.jsonl's records; "" when
-    they hold no probe line."""
+    """The page's section on the probe during training, from metrics.jsonl's records: the
+    heads' curve, and each kind's where the records hold probe_by_kind; "" when they hold no
+    probe line."""
     panels = curve_panels(records)
     if not panels:
         return ""
@@ -192,5 +199,6 @@ def curve_section(records):
         f"gives the antecedent more attention than any other noun (cand@1), at each step "
         f"where training ran the probe (train.probe_interval, and steps spaced evenly in "
         f"log(step)); steps on a log scale.</p>"
-        f"{curve_svg(heads)}{curve_legend(heads.lines)}</section>"
+        f"{curve_svg(heads)}{curve_legend(heads.lines)}"
+        f"{kind_part(records, panels[1]) if len(panels) > 1 else ''}</section>"
     )
