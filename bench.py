@@ -13,6 +13,8 @@
     python bench.py hooks --before DIR   # a step with no hook installed: this tree against DIR's
     python bench.py circuit [--run DIR]  # --probe --circuit's computation: default and GPT-2 shapes
     python bench.py gpu-check            # `make gpu-check`: the GPU table (needs one CUDA GPU)
+    python bench.py resolve [--config F] # training until every kind's choice is learned; it
+                                         # stops there
 
 Machines are shared and noisy: every comparison runs both sides in the same invocation, and
 the ratio is the number to quote. Every table starts with the machine: CPU model, the kernels
@@ -27,11 +29,13 @@ import resource
 
 import torch
 
+from analysis.acquisition import ACCURACY, FLIP
 from benchmarks.circuit_cost import bench_circuit
 from benchmarks.gpu import gpu_check
 from benchmarks.hook_cost import bench_hooks
 from benchmarks.inference import bench_causal, bench_generation, bench_load
 from benchmarks.preparation import bench_mix, bench_prepare, bench_tokenizer
+from benchmarks.resolve import RESOLVE_CONFIG, bench_resolve
 from benchmarks.step import bench_loss_memory, bench_profile
 from benchmarks.training import bench_optimizers, bench_speedrun, bench_train
 from checks import did_you_mean
@@ -66,7 +70,7 @@ def build_parser():
         nargs="*",
         default=[],
         help="train, generate, tokenizer, prepare, mix, load, loss-memory, causal, profile, "
-        "speedrun, optimizers, hooks, circuit, gpu-check",
+        "speedrun, optimizers, hooks, circuit, gpu-check, resolve",
     )
     p.add_argument("--json", action="store_true")
     p.add_argument(
@@ -90,7 +94,38 @@ def build_parser():
     p.add_argument(
         "--run", metavar="DIR", help="circuit: a trained run folder for the default shape"
     )
+    add_resolve_flags(p)
     return p
+
+
+def add_resolve_flags(p):
+    """resolve's flags: the config it trains, and the targets at which it stops."""
+    p.add_argument(
+        "--config",
+        default=RESOLVE_CONFIG,
+        help=f"resolve: the config to train (default {RESOLVE_CONFIG}); the run stops, saved, "
+        "at the first probe where every kind it measures is resolved, and its folder is removed",
+    )
+    p.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="resolve: a config override, as train.py takes them (repeat for more; "
+        "train.max_iters=N: at most N steps)",
+    )
+    p.add_argument(
+        "--accuracy",
+        type=float,
+        default=ACCURACY,
+        help=f"resolve: each kind's choice accuracy target (default {ACCURACY:.2f})",
+    )
+    p.add_argument(
+        "--flip",
+        type=float,
+        default=FLIP,
+        help=f"resolve: each kind's flip target (default {FLIP:.2f})",
+    )
 
 
 def main():
@@ -111,6 +146,7 @@ def main():
         "causal": bench_causal,
         "hooks": bench_hooks,
         "circuit": bench_circuit,
+        "resolve": bench_resolve,
     }
     chosen = args.what or ["train", "generate", "tokenizer", "prepare"]
     unknown = [w for w in chosen if w not in benches]

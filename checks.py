@@ -1,9 +1,12 @@
-"""The checks every layer makes of what it is given: a count, and a name that must be one of a
-list (with the "did you mean" that names the nearest). The ground floor, importing nothing of
-the project, so that model/, data/, analysis/, configs/ and the scripts can all use it."""
+"""The checks every layer makes of what it is given: a count, a number read from a file, and a
+name that must be one of a list (with the "did you mean" that names the nearest). The ground
+floor, importing nothing of the project, so that model/, data/, analysis/, configs/ and the
+scripts can all use it."""
 
 import difflib
+import math
 from collections.abc import Iterable
+from numbers import Real
 
 
 def int_at_least(name: str, value: object, minimum: int, note: str = "") -> int:
@@ -19,6 +22,12 @@ def int_at_least(name: str, value: object, minimum: int, note: str = "") -> int:
 def positive_int(name: str, value: object, note: str = "") -> int:
     """`value`, if it is an int of at least 1: int_at_least(name, value, 1, note)."""
     return int_at_least(name, value, 1, note)
+
+
+def finite_number(value: object) -> bool:
+    """Whether `value` is a finite real number (a bool is not): what a value read back from a
+    file (metrics.jsonl, a saved result) must be before it is drawn or compared."""
+    return isinstance(value, Real) and not isinstance(value, bool) and math.isfinite(value)
 
 
 def did_you_mean(name: str, choices: Iterable[str], n: int = 1, cutoff: float = 0.6) -> str:

@@ -1,7 +1,8 @@
 """The coreference probe while a run trains: whether it is on and how often (a log-spaced
 schedule besides every interval, since a head forms early and fast), the labelled sentences it
-scores, and each probe's record in metrics.jsonl and line on the console. A watcher of the
-training loop (training/watchers.py): training itself knows nothing of it."""
+scores, and each probe's record in metrics.jsonl and line on the console; at the end, each
+kind's acquisition in a line (reports/kind_curve.py). A watcher of the training loop
+(training/watchers.py): training itself knows nothing of it."""
 
 import time
 
@@ -14,6 +15,7 @@ from data.mix_spec import mix_entries
 from data.pronouns import DECIDED_BY, NATURAL, read_examples
 from data.pronouns import examples as pronoun_examples
 from data.pronouns import natural as natural_examples
+from reports.kind_curve import kind_words
 from training.watchers import Watcher, paused
 
 
@@ -88,15 +90,25 @@ class LiveProbe(Watcher):
                 self.choices = choice_pairs(job.data.tokenizer, self.examples, block_size)
             probe_heads(job, progress, self.examples, shown, self.choices)
 
+    def on_finish(self, job, progress):
+        """The run's last words on the probe: each kind's acquisition in one line (when its
+        choice first reached the targets, and whether it held), where the probe ran."""
+        if self.examples and job.runtime.is_main:
+            for line in kind_words(job.metrics.records()):
+                job.console.say(f"probe, {line}")
+
 
 def probe_heads(job, progress, examples, shown=True, choices=None):
     """Every head's cand@1 on `examples` now, and for each kind the best head's cand@1 on its
     items and the model's choice on its twins (`choices`, analysis.choice_pairs.choice_pairs'
     of these examples; None: not measured): a record in metrics.jsonl, and a line on the console
-    when `shown` (the loop shows it beside each evaluation; probe.png draws them all)."""
+    when `shown` (the loop shows it beside each evaluation; probe.png draws them all). The
+    record's `seconds` are the training's so far (since the loop started, as the eval lines
+    count them), before this probe's own time."""
     if not job.runtime.is_main:
         return
     started = time.perf_counter()
+    seconds = started - progress.started
     job.raw_model.eval()
     with torch.inference_mode():
         scores = head_scores(job.raw_model, job.data.tokenizer, examples)
@@ -105,6 +117,7 @@ def probe_heads(job, progress, examples, shown=True, choices=None):
     layer, head = scores["best_head"]
     job.metrics.log(
         step=progress.step,
+        seconds=seconds,
         probe_best=scores["best"],
         probe_best_head=scores["best_head"],
         probe_heads=scores["heads"],

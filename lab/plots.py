@@ -2,7 +2,8 @@
 loss.png (the training and validation loss) and probe.png (the live probe's curve, drawn by
 reports.curve, the page's drawing too). A watcher of the training loop (training/watchers.py)."""
 
-from reports.curve import FILE_SIZE, curve_lines, draw_curve
+from reports.curve import curve_panels
+from reports.curve_draw import FILE_SIZE, draw_curve, draw_panels
 from runs.folder import LOSS_PLOT, PROBE_PLOT
 from storage.atomic import write_atomic
 from training.watchers import Watcher
@@ -63,6 +64,8 @@ LOSS_TICKS = (
 
 LOSS_TITLE = "Loss during training"
 PROBE_TITLE = "The probe during training: each head's dev cand@1"
+KINDS_TITLE = "Each kind: the best head's cand@1, the model's choice accuracy and flip"
+KINDS_SIZE = (7, 9.5)  # inches: the heads' panel as in FILE_SIZE, the kinds' below it
 
 
 def plot_losses(records, png_path):
@@ -118,8 +121,12 @@ def plot_losses(records, png_path):
 
 
 def plot_probe(records, png_path):
-    """probe.png: the probe during training (reports.curve's drawing, the page's too), with its
-    legend; nothing when the records hold no probe line."""
-    lines = curve_lines(records)
-    if lines:
-        _save(draw_curve(lines, FILE_SIZE, legend=True, title=PROBE_TITLE), png_path)
+    """probe.png: the probe during training (reports.curve's drawing, the page's too), each panel
+    with its legend: the heads', and below it each kind's where the records hold probe_by_kind
+    (one image, so that a step lines up across both); nothing when the records hold no probe
+    line."""
+    panels = curve_panels(records)
+    if len(panels) == 1:  # a run logged before probe_by_kind: its figure as it always was
+        _save(draw_curve(panels[0], FILE_SIZE, legend=True, title=PROBE_TITLE), png_path)
+    elif panels:
+        _save(draw_panels(panels, (PROBE_TITLE, KINDS_TITLE), KINDS_SIZE), png_path)

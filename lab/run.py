@@ -7,7 +7,8 @@ from lab.plots import Plots
 from training.loop import train as train_core
 
 
-def train(config, force=False):
+def train(config, force=False, watchers=()):
     """Train as `config` says, as train.py does: training.loop.train with the live probe and
-    the plots; return its dict. force: start over even if the run folder holds a checkpoint."""
-    return train_core(config, force, watchers=[LiveProbe(), Plots()])
+    the plots, and `watchers` after them (bench.py resolve's stop); return its dict. force:
+    start over even if the run folder holds a checkpoint."""
+    return train_core(config, force, watchers=[LiveProbe(), Plots(), *watchers])

@@ -141,3 +141,77 @@ def test_gpu_check_rows_are_shown_as_measured_and_a_failed_step_loses_none(capsy
     bench.print_row("a", 1.5, width=4)
     bench.print_row("b", "ok", width=4)
     assert capsys.readouterr().out == "a     1.500\nb     ok\n"
+
+
+def test_resolve_trains_a_config_until_every_kind_is_resolved_and_stops_there(
+    monkeypatch, capsys, tmp_path
+):
+    """A tiny config on pronoun sentences, with targets any probe meets: the run stops after its
+    first probe (step 1), and the table says so, with the training's seconds until then."""
+    from configs.load import load_config, to_yaml
+    from data.pronouns import examples
+    from data.pronouns.jsonl import write_jsonl
+    from tests.helpers import TINY_MODEL
+
+    (tmp_path / "text.txt").write_text("\n".join(e.text for e in examples("train", n=300)))
+    write_jsonl(examples("dev", n=40), tmp_path / "probe.jsonl")
+    config = load_config(
+        None,
+        [
+            f"data.source={tmp_path / 'text.txt'}",
+            f"data.cache_dir={tmp_path / 'cache'}",
+            *TINY_MODEL,
+            "tokenizer.kind=bpe",
+            "tokenizer.vocab_size=300",
+            "model.block_size=64",
+            "train.max_iters=20",
+            "train.eval_interval=10",
+            "train.eval_iters=2",
+            f"train.probe_file={tmp_path / 'probe.jsonl'}",
+        ],
+    )
+    (tmp_path / "tiny.yaml").write_text(to_yaml(config))
+    argv = ["resolve", "--config", str(tmp_path / "tiny.yaml"), "--json"]
+    code, out, err = run_bench(monkeypatch, capsys, *argv, "--accuracy", "0", "--flip", "0")
+    assert code == 0, err
+    row = json.loads(out)
+    name = f"resolve ({tmp_path / 'tiny.yaml'}, accuracy >= 0.00, flip >= 0.00)"
+    assert row[name] == "resolved at step 1"
+    assert (
+        0
+        <= row["resolve wall s (training, until resolved)"]
+        < row["resolve wall s (whole call: data, model, training)"]
+    )
+    assert re.search(r"at step 1 of 20", out + err)  # the loop stopped there, saved
+    assert any(v.endswith("at step 1") for k, v in row.items() if k.endswith(": accuracy, flip"))
+
+
+def test_resolves_rows_say_where_it_resolved_or_how_near_each_kind_came():
+    from benchmarks.resolve import resolve_rows
+
+    def probe(step, seconds, agreement, meaning):
+        rows = {"agreement": agreement, "meaning": meaning, "role": None}
+        return {
+            "step": step,
+            "seconds": seconds,
+            "probe_by_kind": {
+                kind: {"twins": 0, "accuracy": None, "flip": None}
+                if got is None
+                else {"twins": 5, "accuracy": got[0], "flip": got[1]}
+                for kind, got in rows.items()
+            },
+        }
+
+    records = [probe(10, 1.5, (0.6, 0.3), (0.5, 0.2)), probe(20, 3.0, (0.95, 0.8), (0.92, 0.71))]
+    row = resolve_rows("c.yaml", records, 0.9, 0.7)
+    assert row == {
+        "resolve (c.yaml, accuracy >= 0.90, flip >= 0.70)": "resolved at step 20",
+        "resolve wall s (training, until resolved)": 3.0,
+        "resolve agreement: accuracy, flip": "0.95, 0.80 at step 20",
+        "resolve meaning: accuracy, flip": "0.92, 0.71 at step 20",
+        "resolve role: accuracy, flip": "no choice twins",
+    }
+    row = resolve_rows("c.yaml", records[:1], 0.9, 0.7)
+    assert row["resolve (c.yaml, accuracy >= 0.90, flip >= 0.70)"] == "not resolved in 10 steps"
+    assert row["resolve agreement: accuracy, flip"] == "best 0.60, 0.30 at step 10"
+    assert row["resolve role: accuracy, flip"] == "no choice twins"

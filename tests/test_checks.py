@@ -4,7 +4,7 @@ import re
 
 import pytest
 
-from checks import int_at_least, positive_int
+from checks import finite_number, int_at_least, positive_int
 
 
 def test_a_positive_int_is_returned_as_it_is():
@@ -38,3 +38,9 @@ def test_did_you_mean_names_the_nearest_or_nothing():
         "did you mean hook_pattern or hook_pattern2?"
     )
     assert did_you_mean("qqqq", ["length", "width"]) == ""
+
+
+def test_a_finite_number_is_a_real_that_is_not_a_bool_nan_or_infinite():
+    assert finite_number(3) and finite_number(0.25) and finite_number(-1e300)
+    bad = [True, False, float("nan"), float("inf"), -float("inf"), "0.5", None, [0.5]]
+    assert not any(finite_number(x) for x in bad)

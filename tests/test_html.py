@@ -14,6 +14,7 @@ import re
 import shutil
 import subprocess
 import time
+from collections import Counter
 
 import numpy as np
 import pytest
@@ -268,8 +269,9 @@ def causal_result(L, H, best):
     }
 
 
-def probe_records(L, H, best, steps=(200, 400, 600, 800)):
-    """metrics.jsonl records as training logs them: probe lines and eval lines, with a log line."""
+def probe_records(L, H, best, steps=(200, 400, 600, 800), kinds=False):
+    """metrics.jsonl records as training logs them: probe lines and eval lines, with a log line;
+    with `kinds`, each probe's probe_by_kind too (agreement learned, role never, meaning late)."""
     records = [{"step": 10, "loss": 6.5, "lr": 1e-3}]
     for i, step in enumerate(steps):
         grid = [[0.4 + 0.01 * h for h in range(H)] for _ in range(L)]
@@ -284,6 +286,12 @@ def probe_records(L, H, best, steps=(200, 400, 600, 800)):
                 "probe_baselines": {"random": 0.45, "first": 0.46, "nearest": 0.47},
             },
         ]
+        if kinds:
+            rising = {"agreement": 0.75 + 0.08 * i, "role": 0.5, "meaning": 0.5 + 0.15 * i}
+            records[-1]["probe_by_kind"] = {
+                kind: {"examples": 10, "cand_at_1": 0.5, "twins": 8, "accuracy": v, "flip": v - 0.1}
+                for kind, v in rising.items()
+            }
     return records
 
 
@@ -365,6 +373,32 @@ def test_the_training_curve_is_inline_svg_with_every_head_the_best_bold_and_the_
     assert "<svg" not in render_html(
         SENTENCES, **page_args(records=probe_records(3, 4, (1, 2))[:1])
     )
+
+
+def test_each_kinds_curve_is_a_second_svg_with_its_legend_and_words_under_it():
+    page = render_html(SENTENCES, **page_args(records=probe_records(3, 4, (1, 2), kinds=True)))
+    section = re.search(r'<section class="training">.*?</section>', page, re.S).group(0)
+    svg = re.search(r'<svg class="curve kinds".*?</svg>', section, re.S).group(0)
+    assert section.index('<svg class="curve"') < section.index(svg)  # below the heads' curve
+    groups = re.findall(
+        r'<g id="kinds-([^"]+)" class="([a-z ]+)"><title>([^<]+)</title>\s*<path d="([^"]+)"', svg
+    )
+    classes = Counter(cls for _, cls, _, _ in groups)
+    assert classes == {"kind cand": 3, "kind accuracy": 3, "kind flip": 3, "target": 2}
+    said = {gid: title for gid, _, title, _ in groups}
+    assert said["meaning-accuracy"] == "meaning, accuracy: 95.0% at step 800"
+    assert said["target-flip"] == "target: flip 70%"
+    points = {gid: re.findall(r"[ML] ([\d.]+) ([\d.]+)", d) for gid, _, _, d in groups}
+    ys = [float(y) for _, y in points["agreement-accuracy"]]
+    assert len(ys) == 4 and ys == sorted(ys, reverse=True)  # rising: up the page
+    ids = re.findall(r' id="([^"]+)"', page)
+    assert len(ids) == len(set(ids))  # two matplotlib figures in one page, no id twice
+    legend = re.findall(r'<div class="curve-legend">(.*?)</div>', section)[1]
+    assert "meaning flip" in legend and "target: accuracy 90%" in legend
+    words = re.findall(r"<li>(.*?)</li>", section)
+    assert [w.split(":")[0] for w in words] == ["agreement", "role", "meaning"]
+    assert "first at step 600; held to the end" in words[0] and "not reached" in words[1]
+    assert 'data-term="flip"' in section
 
 
 def test_no_sentences_is_an_error():
@@ -702,6 +736,8 @@ const r = svg.getBoundingClientRect();
 out.svg = [r.width, r.height, r.right];
 out.heads = svg.querySelectorAll("g.head").length;
 out.bestWidth = getComputedStyle(svg.querySelector("g.best path")).strokeWidth;
+const kinds = document.querySelector("svg.kinds").getBoundingClientRect();
+out.kinds = [kinds.width, kinds.right, document.querySelectorAll(".acquired li").length];
 const right = sel => Math.max(...[...document.querySelectorAll(sel)].map(
   e => e.getBoundingClientRect().right));
 out.right = Math.max(right(".curve-legend span"), right("section.causal .scroll"),
@@ -719,7 +755,7 @@ def test_real_browser_draws_the_causal_tables_and_the_curve_of_144_heads_in_the_
     facts = {
         "best_head": (5, 7),
         "causal": causal_result(12, 12, (5, 7)),
-        "records": probe_records(12, 12, (5, 7)),
+        "records": probe_records(12, 12, (5, 7), kinds=True),
     }
     out, console = drawn(tmp_path, [gpt2_shaped_page], SECTIONS, width, **facts)
     assert console == []
@@ -727,6 +763,7 @@ def test_real_browser_draws_the_causal_tables_and_the_curve_of_144_heads_in_the_
     assert out["heads"] == 144 and out["bestWidth"] == "3px"
     svg_width, svg_height, svg_right = out["svg"]
     assert svg_width >= (380 if width < 500 else 600) and svg_height > 150 and svg_right <= width
+    assert out["kinds"] == [svg_width, svg_right, 3]  # each kind's curve as wide, its words below
     assert out["right"] <= width and out["pageWidth"] <= out["clientWidth"] == width, out
 
 

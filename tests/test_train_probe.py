@@ -298,7 +298,7 @@ def test_each_kinds_choice_at_a_probe_follows_a_model_that_reads_only_the_pronou
     )
     probe = LiveProbe()
     probe.examples, probe.steps = dev, frozenset({1})
-    probe.after_step(job, SimpleNamespace(step=1, paused=0.0))
+    probe.after_step(job, SimpleNamespace(step=1, paused=0.0, started=0.0))
     (record,) = logged
     assert {"probe_best", "probe_heads", "probe_baselines"} <= set(record)
     made = choice_pairs(tokenizer, dev, 64)
