@@ -239,6 +239,9 @@ class NothingSaid(TypedDict):
 
 
 class _StudyParts(TypedDict, total=False):
+    # The generated language the dev and test sets were drawn in (StoryMix.label: the run's
+    # data.pronouns), where it is not the default; absent for the default and a user's file.
+    language: str
     # In a saved study (runs/folder.py): when each part it holds (study_parts) was measured,
     # part -> UTC time, ISO 8601; parts kept from an earlier run keep their time.
     measured: dict[str, str]

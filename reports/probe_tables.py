@@ -9,7 +9,7 @@ import html
 from reports.answer_report import ANSWER_METHODS
 from reports.cells import BLUE, tinted_cell
 from reports.glossary import term
-from reports.probe_report import significance
+from reports.probe_report import language_lines, significance
 
 
 def _rate_cell(rate, best=False):
@@ -138,6 +138,7 @@ def probe_section(result):
         f'<p class="help">Read at each pronoun of the held-out sentences: how often a head '
         f"gives its antecedent more attention than any other candidate noun before it "
         f"({term('cand@1')}), against {term('baseline', 'baselines')} that use no attention. "
+        + "".join(f"{html.escape(line)} " for line in language_lines(result))
         + html.escape(intro).replace("permutation test", TESTED, 1)
         + "</p>"
         f'<div class="grids">{tables}{answer_table(result.get("model_answer"))}</div>'

@@ -16,7 +16,7 @@ from reports.answer_report import format_answer
 from reports.choice_report import format_circuits
 from reports.formatting import counted, recovered_text, signed, with_ci
 from reports.lens_report import format_lens
-from reports.probe_report import format_report
+from reports.probe_report import format_report, language_lines
 
 READING = (
     "Positive: the prediction needed what was taken away. The control should stay near 0.",
@@ -27,7 +27,11 @@ READING = (
 def study_report(result: Study) -> str:
     """The probe's plain-text report, then the logit lens', the causal tests', activation
     patching's and the circuit's when the result has them."""
-    parts = ["terms: see docs/reference/glossary.md", format_report(result)]
+    parts = [
+        "terms: see docs/reference/glossary.md",
+        *language_lines(result),
+        format_report(result),
+    ]
     if "model_answer" in result:
         parts.append(format_answer(result["model_answer"], result.get("query", "pronoun")))
     if "logit_lens" in result:

@@ -9,12 +9,13 @@ import math
 
 from analysis.results import Study
 from reports.formatting import pct, signed
+from reports.probe_report import language_lines
 
 
 def format_verdict(result: Study) -> str:
     """One line a claim, unwrapped (the caller fits them to the terminal): the probe's, then the
     knockout's, the model's answer's and the circuits' where the result has them."""
-    lines = [_probe_line(result)]
+    lines = [*language_lines(result), _probe_line(result)]
     if "causal" in result:
         lines.append(_knockout_line(result["causal"]["best_head"]))
     if "model_answer" in result:
