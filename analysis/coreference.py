@@ -13,6 +13,7 @@ from analysis.circuit import trace_circuit
 from analysis.errors import NothingToMeasure
 from analysis.items import encode_item
 from analysis.lens import logit_lens
+from analysis.lexicon_split import by_lexicon
 from analysis.patching import NoTwins, activation_patching
 from analysis.probe import run_probe
 from analysis.results import PARTS, Study
@@ -38,14 +39,16 @@ def study(
     the generated language `mix`, the one the model was trained in (runs.folder.story_mix):
     with its heldout_cue_pairs, test's cue-and-noun pairs are none the model read; a language
     other than the default is named under "language" (StoryMix.label). The model's own answer
-    (analysis/answer.py) on the test set (or the file) beside that head under "model_answer",
-    and the logit lens at the pronoun (analysis/lens.py) on the same set under "logit_lens";
-    then the `parts` asked for (analysis.results.PARTS), on the same set: "causal", the causal
-    tests (with_best_head) under "causal"; "patching", activation patching
-    (analysis/patching.py) under "patching"; "circuit", the circuit (analysis/circuit.py) under
-    "circuit" and the choice circuit (analysis/choice.py: which candidate wins, on choice twins;
-    with "patching" too, its activation patching) under "choice". ValueError (one line) for a
-    file that cannot be read or holds no examples."""
+    (analysis/answer.py) on the test set (or the file) beside that head under "model_answer"
+    (for the natural sentences also on those whose candidates are all the training lexicon's
+    nouns and on the others, analysis/lexicon_split.py, under "by_lexicon"), and the logit lens
+    at the pronoun (analysis/lens.py) on the same set under "logit_lens"; then the `parts`
+    asked for (analysis.results.PARTS), on the same set: "causal", the causal tests
+    (with_best_head) under "causal"; "patching", activation patching (analysis/patching.py)
+    under "patching"; "circuit", the circuit (analysis/circuit.py) under "circuit" and the
+    choice circuit (analysis/choice.py: which candidate wins, on choice twins; with "patching"
+    too, its activation patching) under "choice". ValueError (one line) for a file that cannot
+    be read or holds no examples."""
     assert set(parts) <= PARTS.keys(), parts
     dev, test, test_set = _sets(model, tokenizer, path, query, mix)
     result = run_probe(
@@ -60,6 +63,10 @@ def study(
         )
     except NothingToMeasure:  # no example can be read with a candidate in the pronoun's place
         pass
+    if path == NATURAL:
+        split = by_lexicon(model, tokenizer, test, (best["layer"], best["head"]), query)
+        if split:
+            result["by_lexicon"] = split
     try:
         result["logit_lens"] = logit_lens(model, tokenizer, test or dev)
     except NothingToMeasure:  # no example has a token after its pronoun: nothing to read

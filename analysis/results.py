@@ -246,6 +246,10 @@ class _StudyParts(TypedDict, total=False):
     # part -> UTC time, ISO 8601; parts kept from an earlier run keep their time.
     measured: dict[str, str]
     model_answer: AnswerResult
+    # The natural sentences' only (analysis/lexicon_split.py): model_answer's row on the
+    # sentences whose candidates are all nouns of the training lexicon ("lexicon") and on those
+    # with one it does not have ("unseen"), each group that has sentences.
+    by_lexicon: dict[str, AnswerRow]
     logit_lens: LensResult
     patching: PatchingResult
     patching_skipped: NoTwinsSaid

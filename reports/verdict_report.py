@@ -35,7 +35,8 @@ def format_verdict(result: Study) -> str:
 def format_natural(natural: Study, builtin: Study) -> str:
     """`--probe natural`'s verdict, one line: the head chosen on the built-in dev set, scored on
     the natural sentences, each number beside the built-in test set's (the terms are
-    format_verdict's)."""
+    format_verdict's), and on the natural sentences whose nouns the training lexicon has and
+    on the others."""
     best, b = natural["best_head"], natural["baselines"]
     p = "no p-value" if natural["p_value"] is None else f"p = {natural['p_value']:.4f}"
     parts = [
@@ -47,6 +48,13 @@ def format_natural(natural: Study, builtin: Study) -> str:
         parts.append(f"knockout {_nats(ours['antecedent'])} ({_nats(theirs['antecedent'])})")
     if "model_answer" in natural and "model_answer" in builtin:
         parts.append(f"the model's own answer {_answer(natural)} ({_answer(builtin)})")
+    if {"lexicon", "unseen"} <= natural.get("by_lexicon", {}).keys():
+        lexicon, unseen = natural["by_lexicon"]["lexicon"], natural["by_lexicon"]["unseen"]
+        parts.append(
+            f"the head {lexicon['cand_at_1']['head']:.1%} on the {lexicon['examples']} whose "
+            "candidates are all nouns of the training lexicon, "
+            f"{unseen['cand_at_1']['head']:.1%} on the {unseen['examples']} with one it lacks"
+        )
     return (
         f"On {natural['counts']['test']['used']} hand-written sentences it never saw, the same "
         f"head {_head(best)}: " + "; ".join(parts) + "."
