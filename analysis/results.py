@@ -239,10 +239,17 @@ class NothingSaid(TypedDict):
 
 
 class _StudyParts(TypedDict, total=False):
+    # The generated language the dev and test sets were drawn in (StoryMix.label: the run's
+    # data.pronouns), where it is not the default; absent for the default and a user's file.
+    language: str
     # In a saved study (runs/folder.py): when each part it holds (study_parts) was measured,
     # part -> UTC time, ISO 8601; parts kept from an earlier run keep their time.
     measured: dict[str, str]
     model_answer: AnswerResult
+    # The natural sentences' only (analysis/lexicon_split.py): model_answer's row on the
+    # sentences whose candidates are all nouns of the training lexicon ("lexicon") and on those
+    # with one it does not have ("unseen"), each group that has sentences.
+    by_lexicon: dict[str, AnswerRow]
     logit_lens: LensResult
     patching: PatchingResult
     patching_skipped: NoTwinsSaid

@@ -10,13 +10,20 @@ from analysis.words import QUERY_POSITIONS, sentence_attention
 from checks import positive_int
 from cli import terminal_width
 from data.pronouns import ATTENTION_EXAMPLES, DEFAULT_COUNT
-from generation.probe_mode import keep_probe, permutations, study_or_say
+from generation.probe_mode import keep_probe, parts_asked, permutations, study_or_say
 from generation.user_text import read_user_text
 from reports.html import best_pair, sentence_page
 from reports.page_writer import Page, write_html
 from reports.term_colour import COLOR_CHOICES, colour_mode
 from reports.terminal import DEFAULT_TOP, MANY_HEADS, render_sentence
-from runs.folder import METRICS_FILE, PROBE_FILE, probe_path, read_metrics, saved_probe
+from runs.folder import (
+    METRICS_FILE,
+    PROBE_FILE,
+    probe_path,
+    read_metrics,
+    saved_probe,
+    story_mix,
+)
 from runs.output_path import check_output_path
 from storage.atomic import check_writable
 
@@ -297,7 +304,11 @@ def page_probe(run, ckpt, args, err, saved=None):
     )
     # As --probe runs it, so the page's p-value (and the result saved for next time) is the same.
     result = study_or_say(
-        run.model, run.tokenizer, permutations=permutations(args), causal=not args.no_causal
+        run.model,
+        run.tokenizer,
+        permutations=permutations(args),
+        parts=parts_asked(args),
+        mix=story_mix(run),
     )
     report, saved = keep_probe(run, ckpt, result, err) if path else (None, None)
     if report:  # else keep_probe said why it is not

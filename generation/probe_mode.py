@@ -19,6 +19,7 @@ from runs.folder import (
     save_probe,
     save_report,
     saved_probe,
+    story_mix,
 )
 
 PERMUTATIONS = 1000  # the probe's label shuffles unless --permutations says otherwise
@@ -33,9 +34,10 @@ def add_flags(parser):
         const="",
         metavar="FILE",
         help="score every head: how often does the pronoun attend most to its antecedent? "
-        "(default: the built-in dev and test sets, the result saved to the run folder's "
-        f"{PROBE_FILE}; natural: the hand-written natural sentences, the head chosen on the "
-        "built-in dev set; FILE: your JSONL examples; neither saved)",
+        "(default: the built-in dev and test sets, drawn in the run's pronoun language "
+        "(its data.pronouns), the result saved to the run folder's "
+        f"{PROBE_FILE}; natural: the hand-written natural sentences, the head chosen on that "
+        "dev set; FILE: your JSONL examples; neither saved)",
     )
     add("--json", action="store_true", help="with --probe or --pairs: print one JSON object")
     add(
@@ -140,10 +142,9 @@ def show_probe(run, args, ckpt, out, err):
         run.tokenizer,
         args.probe,
         permutations(args),
-        causal=not args.no_causal,
-        patch=args.patch,
-        circuit=args.circuit,
+        parts=parts_asked(args),
         query=query,
+        mix=story_mix(run),
     )
     if args.summary:
         report = keep_result(run, ckpt, args, result, err)
@@ -187,6 +188,13 @@ def keep_result(run, ckpt, args, result, err):
     if args.probe == NATURAL:  # kept beside the built-in sets' result, for the page
         return keep_probe(run, ckpt, result, err, natural=True)[0]
     return None
+
+
+def parts_asked(args):
+    """The study's parts (analysis.results.PARTS) the flags ask for: the causal tests unless
+    --no-causal, patching with --patch, the circuits with --circuit."""
+    asked = {"causal": not args.no_causal, "patching": args.patch, "circuit": args.circuit}
+    return [part for part, on in asked.items() if on]
 
 
 def study_or_say(*args, **kwargs):

@@ -2,8 +2,9 @@
 after the probe's report: both methods' cand@1 beside the best head's, the baselines, and how
 often each method agrees with the head."""
 
+from analysis.answer import METHODS
 from analysis.probe import MIN_FOR_STATS
-from analysis.results import AnswerResult
+from analysis.results import AnswerResult, Study
 from reports.probe_report import QUERY_WORDS
 
 # What the model's-answer methods mean, as the report and the page say it.
@@ -42,14 +43,7 @@ def format_answer(answer: AnswerResult, query: str = "pronoun") -> str:
         "The model's own answer: which candidate its prediction puts in the pronoun's place "
         f"({answer['n']} examples, {answer['skipped']} skipped: the tokenizer cannot encode "
         f"them with a candidate there); cand@1, {said}:",
-        (
-            f"  {'items':<10} {'n':>4}  " + "".join(f"{name:<20}" for name in (*methods, head))
-        ).rstrip(),
-    ]
-    lines += [
-        f"  {name:<10} {row['examples']:>4}  "
-        + "".join(f"{_cand_cell(row, m):<20}" for m in (*methods, "head")).rstrip()
-        for name, row in rows
+        *_cand_table(rows, methods, head),
     ]
     lines += [
         "",
@@ -71,3 +65,31 @@ def format_answer(answer: AnswerResult, query: str = "pronoun") -> str:
         ANSWER_METHODS + where + ".",
     ]
     return "\n".join(lines)
+
+
+def _cand_table(rows, methods, head) -> list[str]:
+    """The lines of a table of cand@1: a row per (name, row of model_answer's result), a column
+    per method and the head's."""
+    top = f"  {'items':<10} {'n':>4}  " + "".join(f"{name:<20}" for name in (*methods, head))
+    return [top.rstrip()] + [
+        f"  {name:<10} {row['examples']:>4}  "
+        + "".join(f"{_cand_cell(row, m):<20}" for m in (*methods, "head")).rstrip()
+        for name, row in rows
+    ]
+
+
+def format_by_lexicon(result: Study) -> str:
+    """The natural sentences split by the training lexicon (the study's "by_lexicon",
+    analysis/lexicon_split.py) as plain text: each group's count, both methods' cand@1 and the
+    best head's, as the model's own answer gives them on the whole set."""
+    best = result["best_head"]
+    return "\n".join(
+        [
+            "By the training lexicon: the sentences whose candidates are all nouns of the "
+            "generated language's lexicon (lexicon), and those with a noun it does not have "
+            "(unseen); cand@1:",
+            *_cand_table(
+                result["by_lexicon"].items(), METHODS, f"L{best['layer']} H{best['head']}"
+            ),
+        ]
+    )

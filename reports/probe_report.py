@@ -14,6 +14,17 @@ QUERY_WORDS = {
 }
 
 
+def language_lines(result: dict) -> list[str]:
+    """The generated language the study's dev and test sets were drawn in, a sentence, where it
+    is not the default (the study's "language"); [] for the default."""
+    if "language" not in result:
+        return []
+    return [
+        "The generated sets are drawn in the run's pronoun language (its data.pronouns), "
+        f"{result['language']}."
+    ]
+
+
 NOTE_WORDS = 3  # query words quoted in the note about non-pronouns
 
 

@@ -6,10 +6,11 @@ hand-written natural sentences (`generate.py --probe natural`)."""
 
 import html
 
+from analysis.answer import METHODS
 from reports.answer_report import ANSWER_METHODS
 from reports.cells import BLUE, tinted_cell
 from reports.glossary import term
-from reports.probe_report import significance
+from reports.probe_report import language_lines, significance
 
 
 def _rate_cell(rate, best=False):
@@ -92,20 +93,46 @@ def answer_table(answer):
     and of the head, on all items and on each kind; "" without one."""
     if not answer:
         return ""
-    methods = answer["methods"]
-    head = f"L{answer['head']['layer']} H{answer['head']['head']}"
-    top = "".join(f"<th>{html.escape(m)}</th>" for m in methods) + f"<th>{head}</th>"
     rows = [("all", answer["all"]), *answer["decided_by"].items()]
+    head = f"L{answer['head']['layer']} H{answer['head']['head']}"
+    caption = "The model's own answer against the best head (cand@1)"
+    table = _cand_table(rows, answer["methods"], head, caption)
+    return (
+        f'<div class="answer-box">{table}<p class="help">{html.escape(ANSWER_METHODS)}.</p></div>'
+    )
+
+
+def lexicon_table(natural):
+    """The natural sentences split by the training lexicon (the study's "by_lexicon"): each
+    group's count, both methods' cand@1 and the best head's; "" without one."""
+    groups = natural.get("by_lexicon")
+    if not groups:
+        return ""
+    best = natural["best_head"]
+    table = _cand_table(
+        groups.items(),
+        METHODS,
+        f"L{best['layer']} H{best['head']}",
+        "By the training lexicon: sentences whose candidates are all its nouns, and those "
+        "with one it does not have (cand@1)",
+    )
+    return f'<div class="answer-box">{table}</div>'
+
+
+def _cand_table(rows, methods, head, caption):
+    """A table of cand@1: a row per (name, row of model_answer's result) with its count, a
+    column per method and the head's."""
+    top = "".join(f"<th>{html.escape(m)}</th>" for m in methods) + f"<th>{head}</th>"
     body = "".join(
         f"<tr><th>{html.escape(name)} ({row['examples']})</th>"
         + "".join(_rate_cell(row["cand_at_1"][m]) for m in (*methods, "head"))
         + "</tr>"
         for name, row in rows
     )
+    caption = html.escape(caption, quote=False)
     return (
-        f'<div class="answer-box"><div class="scroll"><table class="answer"><caption>The '
-        f"model's own answer against the best head (cand@1)</caption><tr><th></th>{top}</tr>"
-        f'{body}</table></div><p class="help">{html.escape(ANSWER_METHODS)}.</p></div>'
+        f'<div class="scroll"><table class="answer"><caption>{caption}</caption>'
+        f"<tr><th></th>{top}</tr>{body}</table></div>"
     )
 
 
@@ -127,7 +154,7 @@ def probe_section(result):
                 f"<h3>On hand-written English (data/pronouns/natural.jsonl)</h3>"
                 f'<p class="help">The same probe on natural sentences the model never saw, the '
                 f"head chosen on the generated dev set: {html.escape(n_intro)}</p>"
-                f'<div class="grids">{n_tables}</div>'
+                f'<div class="grids">{n_tables}{lexicon_table(natural)}</div>'
             )
     except (KeyError, TypeError, IndexError, ValueError):
         raise ValueError(
@@ -138,6 +165,7 @@ def probe_section(result):
         f'<p class="help">Read at each pronoun of the held-out sentences: how often a head '
         f"gives its antecedent more attention than any other candidate noun before it "
         f"({term('cand@1')}), against {term('baseline', 'baselines')} that use no attention. "
+        + "".join(f"{html.escape(line)} " for line in language_lines(result))
         + html.escape(intro).replace("permutation test", TESTED, 1)
         + "</p>"
         f'<div class="grids">{tables}{answer_table(result.get("model_answer"))}</div>'

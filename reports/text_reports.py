@@ -12,11 +12,11 @@ from typing import NamedTuple
 from analysis.circuit_results import NoTwinsSaid, PatchingResult
 from analysis.probe import MIN_FOR_STATS
 from analysis.results import CausalResult, CausalStudy, SavedStudy, Study, study_parts
-from reports.answer_report import format_answer
+from reports.answer_report import format_answer, format_by_lexicon
 from reports.choice_report import format_circuits
 from reports.formatting import counted, recovered_text, signed, with_ci
 from reports.lens_report import format_lens
-from reports.probe_report import format_report
+from reports.probe_report import format_report, language_lines
 
 READING = (
     "Positive: the prediction needed what was taken away. The control should stay near 0.",
@@ -25,11 +25,18 @@ READING = (
 
 
 def study_report(result: Study) -> str:
-    """The probe's plain-text report, then the logit lens', the causal tests', activation
-    patching's and the circuit's when the result has them."""
-    parts = ["terms: see docs/reference/glossary.md", format_report(result)]
+    """The probe's plain-text report, then the model's own answer's (on the natural sentences
+    also by the training lexicon), the logit lens', the causal tests', activation patching's and
+    the circuit's when the result has them."""
+    parts = [
+        "terms: see docs/reference/glossary.md",
+        *language_lines(result),
+        format_report(result),
+    ]
     if "model_answer" in result:
         parts.append(format_answer(result["model_answer"], result.get("query", "pronoun")))
+    if "by_lexicon" in result:
+        parts.append(format_by_lexicon(result))
     if "logit_lens" in result:
         parts.append(format_lens(result["logit_lens"]))
     if "causal" in result:

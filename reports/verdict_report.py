@@ -9,12 +9,13 @@ import math
 
 from analysis.results import Study
 from reports.formatting import pct, signed
+from reports.probe_report import language_lines
 
 
 def format_verdict(result: Study) -> str:
     """One line a claim, unwrapped (the caller fits them to the terminal): the probe's, then the
     knockout's, the model's answer's and the circuits' where the result has them."""
-    lines = [_probe_line(result)]
+    lines = [*language_lines(result), _probe_line(result)]
     if "causal" in result:
         lines.append(_knockout_line(result["causal"]["best_head"]))
     if "model_answer" in result:
@@ -34,7 +35,8 @@ def format_verdict(result: Study) -> str:
 def format_natural(natural: Study, builtin: Study) -> str:
     """`--probe natural`'s verdict, one line: the head chosen on the built-in dev set, scored on
     the natural sentences, each number beside the built-in test set's (the terms are
-    format_verdict's)."""
+    format_verdict's), and on the natural sentences whose nouns the training lexicon has and
+    on the others."""
     best, b = natural["best_head"], natural["baselines"]
     p = "no p-value" if natural["p_value"] is None else f"p = {natural['p_value']:.4f}"
     parts = [
@@ -46,6 +48,13 @@ def format_natural(natural: Study, builtin: Study) -> str:
         parts.append(f"knockout {_nats(ours['antecedent'])} ({_nats(theirs['antecedent'])})")
     if "model_answer" in natural and "model_answer" in builtin:
         parts.append(f"the model's own answer {_answer(natural)} ({_answer(builtin)})")
+    if {"lexicon", "unseen"} <= natural.get("by_lexicon", {}).keys():
+        lexicon, unseen = natural["by_lexicon"]["lexicon"], natural["by_lexicon"]["unseen"]
+        parts.append(
+            f"the head {lexicon['cand_at_1']['head']:.1%} on the {lexicon['examples']} whose "
+            "candidates are all nouns of the training lexicon, "
+            f"{unseen['cand_at_1']['head']:.1%} on the {unseen['examples']} with one it lacks"
+        )
     return (
         f"On {natural['counts']['test']['used']} hand-written sentences it never saw, the same "
         f"head {_head(best)}: " + "; ".join(parts) + "."

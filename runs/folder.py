@@ -17,6 +17,7 @@ from typing import NamedTuple
 from analysis.conform import mismatches
 from analysis.results import PARTS, CheckpointId, SavedStudy, Study, study_parts
 from data import pronouns
+from data.pronouns.story_mix import DEFAULT_MIX, StoryMix
 from model.checkpoint import CKPT_NAME
 from model.hooked import HookedGPT
 from storage.atomic import write_atomic
@@ -77,13 +78,34 @@ def checkpoint_id(run: "Run") -> CheckpointId:
     return {"step": run.ckpt.get("step"), "best_val_loss": run.ckpt.get("best_val_loss")}
 
 
+def story_mix(run: "Run") -> StoryMix:
+    """The pronoun language `run` was trained in, whose dev and test sets the probe scores: its
+    config's data.pronouns (the config the checkpoint records, as config.yaml); the default
+    language where the config has no such section (a run from before the setting, a GPT-2, a
+    nanoGPT run). ValueError (one line) for settings this version does not know."""
+    config = run.ckpt.get("config")
+    data = config.get("data") if isinstance(config, dict) else None
+    settings = data.get("pronouns") if isinstance(data, dict) else None
+    if not isinstance(settings, dict):
+        return DEFAULT_MIX
+    try:
+        return StoryMix(**settings)
+    except TypeError:  # a key of a newer version: scoring the default would be wrong
+        raise ValueError(
+            f"the checkpoint's data.pronouns holds settings this version does not know "
+            f"({', '.join(sorted(settings))}); update the project to read its language"
+        ) from None
+
+
 @functools.cache
-def examples_id() -> str:
-    """What tells the examples of a saved result from others: a hash of the built-in dev and
-    test sets and the natural sentences (the sets probe.json is of), which a change of the
-    generator or the lexicon changes. Made once a process (drawing the sets takes a fifth of a
-    second, and a save reads the file it merges into, then writes)."""
-    sets = [pronouns.examples("dev"), pronouns.examples("test"), pronouns.natural()]
+def examples_id(mix: StoryMix = DEFAULT_MIX) -> str:
+    """What tells the examples of a saved result from others: a hash of the dev and test sets of
+    the language `mix` (the run's, story_mix) and the natural sentences (the sets
+    probe.json is of), which a change of the generator or the lexicon changes. Made once a
+    process (drawing the sets takes a fifth of a second, and a save reads the file it merges
+    into, then writes)."""
+    splits = [pronouns.examples(split, mix=mix) for split in ("dev", "test")]
+    sets = [*splits, pronouns.natural()]
     return hashlib.sha256(repr(sets).encode()).hexdigest()[:16]  # strs, ints and tuples
 
 
@@ -124,7 +146,8 @@ def save_probe(
         study = {**before, "natural": level}
     else:
         study = level = merged(before, result, now)
-    study.update(checkpoint=checkpoint_id(run), format_version=PROBE_FORMAT, examples=examples_id())
+    ours = examples_id(story_mix(run))
+    study.update(checkpoint=checkpoint_id(run), format_version=PROBE_FORMAT, examples=ours)
     gone = [] if before is not None else _parts(_raw(path))  # a file it could not merge into
     dropped = [p for p in gone if p not in _parts(study)]
     write_atomic(path, json.dumps(study) + "\n")
@@ -202,6 +225,7 @@ def saved_probe(run: "Run", folder: str | Path | None) -> SavedStudy | None:
         return None  # a probe of an earlier checkpoint: this one may have other heads
     if saved.get("format_version") != PROBE_FORMAT:
         return None  # another layout: measured again rather than half-read
-    if saved.setdefault("examples", ours := examples_id()) != ours:  # none: saved before ids
+    ours = examples_id(story_mix(run))
+    if saved.setdefault("examples", ours) != ours:  # none: saved before ids
         return None  # of other examples: the generator or the lexicon has changed since
     return None if mismatches(saved, SavedStudy) else saved  # e.g. edited by hand

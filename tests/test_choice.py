@@ -338,7 +338,7 @@ def test_the_page_draws_each_circuit_once_and_says_why_a_set_has_none():
 
 
 def test_every_generated_twin_keeps_the_candidates_and_its_pronoun_fits_its_answer():
-    from data.pronouns.choice_twins import _noun
+    from data.pronouns.lexicon import find_noun
 
     found, tried = {}, {}
     for ex in examples("test"):
@@ -353,7 +353,7 @@ def test_every_generated_twin_keeps_the_candidates_and_its_pronoun_fits_its_answ
             assert all(re.search(rf"\b{w}\b", prefix) for w in words)  # both candidates kept
             answer = twin.text[slice(*twin.antecedent)].lower()
             assert answer in words and answer != ex.text[slice(*ex.antecedent)].lower()
-            noun, plural = _noun(answer)
+            noun, plural = find_noun(answer)
             assert twin.text[slice(*twin.pronoun)].lower() == noun.pronoun(plural)
             assert t.text[: t.pronoun[1]] == ex.text[: ex.pronoun[1]]  # the example, unchanged
     assert found["agreement"] / tried["agreement"] >= 0.9

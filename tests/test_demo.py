@@ -144,6 +144,9 @@ def test_the_verdict_says_the_numbers_of_its_result_in_80_columns():
         in line
     )
     assert f"{natural['model_answer']['all']['cand_at_1']['substitution']:.1%}" in line
+    lexicon, unseen = natural["by_lexicon"]["lexicon"], natural["by_lexicon"]["unseen"]
+    for row in (lexicon, unseen):  # the head apart on the lexicon's nouns and on the others
+        assert f"{row['cand_at_1']['head']:.1%} on the {row['examples']} " in line
 
 
 def test_a_result_without_causal_tests_or_circuits_has_a_verdict_without_them():

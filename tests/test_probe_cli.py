@@ -60,7 +60,9 @@ def test_probe_natural_scores_the_head_chosen_on_dev_on_the_natural_set(run_fold
     code, builtin, _ = run_generate(
         "--ckpt", run_folder, "--probe", "--json", "--permutations", "20"
     )
-    assert set(result) == set(json.loads(builtin))  # the same keys as the built-in sets
+    # The same keys as the built-in sets', and the natural sentences split by the lexicon
+    assert set(result) == set(json.loads(builtin)) | {"by_lexicon"}
+    assert sum(row["examples"] for row in result["by_lexicon"].values()) == len(natural())
     assert result["test_set"] == "natural" and json.loads(builtin)["test_set"] == "test"
     assert result["selection"] == "dev" and result["counts"]["dev"]["examples"] == len(
         examples("dev")

@@ -36,7 +36,7 @@ def full(run, tmp_path_factory):
     _, model, tokenizer = run
     path = tmp_path_factory.mktemp("mine") / "mine.jsonl"
     write_jsonl(examples("test")[:40], path)
-    return study(model, tokenizer, str(path), permutations=20, patch=True, circuit=True)
+    return study(model, tokenizer, str(path), 20, parts=("causal", "patching", "circuit"))
 
 
 def conforms(result, tp):
@@ -55,7 +55,7 @@ def test_a_probe_of_too_few_examples_says_why_it_has_no_p_value_and_conforms(run
     _, model, tokenizer = run
     path = tmp_path / "few.jsonl"
     write_jsonl(examples("test")[:5], path)
-    result = study(model, tokenizer, str(path), permutations=5, causal=False)
+    result = study(model, tokenizer, str(path), permutations=5, parts=())
     assert result["p_value"] is None and result["p_value_reason"] == "too few examples"
     assert conforms(result, Study)
 

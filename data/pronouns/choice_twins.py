@@ -27,7 +27,7 @@ from dataclasses import replace
 
 from data.pronouns.draw import tables
 from data.pronouns.jsonl import Example
-from data.pronouns.lexicon import lexicon
+from data.pronouns.lexicon import find_noun, lexicon
 from data.pronouns.twin_field import Twin
 
 REASONS = {
@@ -42,17 +42,6 @@ REASONS = {
 }
 GLUE = {"and", "but", "still", "as", "ever", "so", "then", "yet", "again"}
 ALTERNATIVES = 40  # twins offered per example at most (the analysis keeps the first aligned)
-
-
-def _noun(word):
-    """(noun, plural?) of the lexicon for a bare noun as written, or None."""
-    lower = word.lower()
-    for noun in lexicon().nouns:
-        if lower == noun.word:
-            return noun, False
-        if lower == noun.plural:
-            return noun, True
-    return None
 
 
 def _first_words(noun):
@@ -229,7 +218,7 @@ def choice_twins(example: Example) -> tuple[list[Example], str | None]:
         return [example], None
     if example.decided_by is None:
         return [], "no kind"
-    nouns = [_noun(example.text[s:e]) for s, e in _spans(example)]
+    nouns = [find_noun(example.text[s:e]) for s, e in _spans(example)]
     if None in nouns:
         return [], "unknown noun"
     if example.decided_by == "agreement":

@@ -145,3 +145,15 @@ def lexicon():
     )
     times = tuple(t for (t,) in _rows("times.tsv", ("phrase",)))
     return Lexicon(tuple(nouns), verbs, adjectives, actions, descriptions, times)
+
+
+def find_noun(word: str) -> tuple[Noun, bool] | None:
+    """(noun, plural?) of the lexicon for a bare noun as written, in any case ("Dogs": dog, a
+    plural), or None for a word the lexicon does not hold as a noun (a name, a phrase)."""
+    lower = word.lower()
+    for noun in lexicon().nouns:
+        if lower == noun.word:
+            return noun, False
+        if lower == noun.plural:
+            return noun, True
+    return None

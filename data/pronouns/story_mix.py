@@ -24,7 +24,7 @@ import re
 from dataclasses import dataclass, fields
 
 from data.pronouns.jsonl import DECIDED_BY, Example
-from data.pronouns.lexicon import lexicon
+from data.pronouns.lexicon import find_noun, lexicon
 from data.pronouns.shapes import SAME_KIND_ROLE_SHAPES, SHAPES, SLOT_KINDS, Shape
 
 
@@ -105,7 +105,8 @@ def cue_pairs(example: Example) -> set[tuple[str, str]]:
     region = example.text[start : example.pronoun[0]].lower()
     lex = lexicon()
     written = example.text[slice(*example.antecedent)].lower()
-    noun = next((n.word for n in lex.nouns if written in (n.word, n.plural)), written)
+    found = find_noun(written)
+    noun = found[0].word if found else written
     phrases = sorted({d for d, _ in lex.descriptions + lex.adjectives}, key=len, reverse=True)
     found = set()
     for phrase in phrases:
