@@ -169,6 +169,11 @@ class ModelConfig:
         MODEL_DEFAULTS["tie_embeddings"],
         "the LM head is the token embedding matrix (GPT-2); false: the head has its own matrix",
     )
+    local_window: int = setting(
+        MODEL_DEFAULTS["local_window"],
+        "layer 0's heads see only their last this many positions, themselves included (a local "
+        "first layer); 0: every earlier position",
+    )
 
 
 @dataclass

@@ -97,13 +97,15 @@ def rotate(x, cos, sin):
     return torch.cat((x1 * cos - x2 * sin, x1 * sin + x2 * cos), dim=-1).type_as(x)
 
 
-def causal_mask(start, T, S, device=None):
-    """(T, S) bool: query i, at absolute position start + i, may see keys 0 .. start + i.
+def causal_mask(start, T, S, device=None, window=0):
+    """(T, S) bool: query i, at absolute position start + i, may see keys 0 .. start + i; with
+    a `window` > 0, only the last `window` of them (itself included): a local layer.
 
-    Made when a path needs it (the explicit one, or several new positions after a KV cache),
-    not kept as a (block_size, block_size) buffer per layer: training's fused path needs none,
-    and GPT-2's twelve 1024² masks would cost more than loading its weights."""
-    return torch.ones(T, S, dtype=torch.bool, device=device).tril(diagonal=start)
+    Made when a path needs it (the explicit one, a local layer, or several new positions after a
+    KV cache), not kept as a (block_size, block_size) buffer per layer: training's fused path
+    needs none, and GPT-2's twelve 1024² masks would cost more than loading its weights."""
+    mask = torch.ones(T, S, dtype=torch.bool, device=device).tril(diagonal=start)
+    return mask.triu(diagonal=start - window + 1) if window else mask
 
 
 def heads_point(point, x):
@@ -124,14 +126,24 @@ class CausalSelfAttention(nn.Module):
     """
 
     def __init__(
-        self, n_embd, n_head, dropout=0.0, bias=True, qk_norm=False, rotary_positions=0, name="attn"
+        self,
+        n_embd,
+        n_head,
+        dropout=0.0,
+        bias=True,
+        qk_norm=False,
+        rotary_positions=0,
+        window=0,
+        name="attn",
     ):
         """qk_norm: RMS-normalise every head's q and k (no gain) before QKᵀ, so no score can grow
         past √d_k. rotary_positions > 0: rotate q and k by their positions 0 .. rotary_positions-1
-        (`rotate`); the model then needs no position table. name: the prefix of the hook points'
-        names (blocks.{l}.attn in a GPT)."""
+        (`rotate`); the model then needs no position table. window > 0: each position sees only
+        its last `window` positions, itself included (causal_mask). name: the prefix of the hook
+        points' names (blocks.{l}.attn in a GPT)."""
         super().__init__()
         self.n_head = n_head
+        self.window = window
         self.head_size = n_embd // n_head
         self.qk_norm = qk_norm
         self.rotary = rotary_positions > 0
@@ -198,7 +210,11 @@ class CausalSelfAttention(nn.Module):
 
         dropout_p = self.dropout if self.training else 0.0
         if self.hook_attn_scores.active or self.hook_pattern.active:
-            out = self.explicit(q, k, v, causal_mask(start, T, S, q.device), dropout_p)
+            mask = causal_mask(start, T, S, q.device, self.window)
+            out = self.explicit(q, k, v, mask, dropout_p)
+        elif self.window:  # a local layer: never the plain lower triangle
+            mask = causal_mask(start, T, S, q.device, self.window)
+            out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p)
         elif start == 0:
             out = F.scaled_dot_product_attention(q, k, v, dropout_p=dropout_p, is_causal=True)
         elif T == 1:  # one new position sees every cached key: nothing to mask

@@ -44,6 +44,10 @@ class GPTConfig:
     qk_norm: bool = False  # RMS-normalise each head's q and k before QKᵀ (model.attention)
     rotary: bool = False  # rotate q and k by their positions instead of adding a position table
     tie_embeddings: bool = True  # the LM head is the token embedding matrix; False: its own
+    # Layer 0's heads see only their last local_window positions (themselves included); 0: all.
+    # A local first layer reads each word's neighbours and leaves looking far to the layers
+    # above (docs/findings/reasons.md: what it does to the pronoun's reasons).
+    local_window: int = 0
 
     def __post_init__(self):
         for name in ("vocab_size", "block_size", "n_layer", "n_head", "n_embd", "vocab_multiple"):
@@ -62,6 +66,11 @@ class GPTConfig:
         if self.mlp_activation not in ACTIVATIONS:
             raise ValueError(
                 f"mlp_activation must be 'gelu' or 'relu2', got {self.mlp_activation!r}"
+            )
+        if not (isinstance(self.local_window, int) and self.local_window >= 0):
+            raise ValueError(
+                f"local_window must be 0 (layer 0 sees everything) or a number of positions, "
+                f"got {self.local_window!r}"
             )
         if self.rotary and (self.n_embd // self.n_head) % 2:
             raise ValueError(
@@ -88,7 +97,7 @@ def relu2(x):
 ACTIVATIONS = ("gelu", "relu2")
 # The GPTConfig options that change what the model computes without changing its sizes: a
 # checkpoint resumed or fine-tuned must keep them.
-ARCHITECTURE_KEYS = ("mlp_activation", "qk_norm", "rotary", "tie_embeddings")
+ARCHITECTURE_KEYS = ("mlp_activation", "qk_norm", "rotary", "tie_embeddings", "local_window")
 # The keys that make two models the same model: their sizes and what they compute. A resumed
 # checkpoint must keep them all; a fine-tuning source all but block_size.
 SHAPE_KEYS = ("block_size", "n_layer", "n_head", "n_embd", "bias") + ARCHITECTURE_KEYS
@@ -139,6 +148,7 @@ class Block(nn.Module):
             config.bias,
             qk_norm=config.qk_norm,
             rotary_positions=config.block_size if config.rotary else 0,
+            window=config.local_window if layer == 0 else 0,
             name=f"{p}.attn",
         )
         self.ln_2 = nn.LayerNorm(config.n_embd, bias=config.bias)

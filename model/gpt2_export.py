@@ -6,7 +6,7 @@ head is tied to the token table, as GPT-2's is.
 Exact forms where GPT-2 spells a choice differently: a model without biases (`bias: false`) has
 zero biases in GPT-2's layers (x·W + 0 is x·W), and GELU without approximation is GPT-2's
 activation_function "gelu". What GPT-2 cannot express at all is refused: rotary positions,
-QK-norm, relu², an untied head.
+QK-norm, relu², an untied head, a local first layer.
 """
 
 import torch
@@ -20,6 +20,7 @@ NOT_GPT2 = (
     ("qk_norm", False, "QK-norm"),
     ("mlp_activation", "gelu", "the relu² MLP"),
     ("tie_embeddings", True, "an untied LM head"),
+    ("local_window", 0, "a local first layer"),
 )
 
 

@@ -98,6 +98,8 @@ class LensConfig:
     default_prepend_bos: bool = False
     tokenizer_prepends_bos: bool = False
     model_name: str = "tinygpt"
+    attn_types: list[str] | None = None  # ["local", "global", ...] where layer 0 is local
+    window_size: int | None = None  # the local layer's window
 
 
 class HookedMixin(TextMixin):
@@ -121,6 +123,8 @@ class HookedMixin(TextMixin):
             dtype=p.dtype,
             act_fn=act if c.mlp_activation == "gelu" else c.mlp_activation,
             positional_embedding_type="rotary" if c.rotary else "standard",
+            attn_types=["local"] + ["global"] * (c.n_layer - 1) if c.local_window else None,
+            window_size=c.local_window or None,
         )
 
     def returned(self, logits: torch.Tensor, idx: torch.Tensor, return_type: str | None):

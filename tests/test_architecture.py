@@ -1,6 +1,7 @@
 """The GPTConfig options from the speedrun records: relu², QK-norm, rotary positions, an untied
-head. Each is checked for what it computes, and every combination keeps the model's promises:
-causal, both attention paths agree, the KV cache matches a full forward, checkpoints round-trip."""
+head; and a local first layer. Each is checked for what it computes, and every combination keeps
+the model's promises: causal, both attention paths agree, the KV cache matches a full forward,
+checkpoints round-trip."""
 
 import math
 
@@ -8,7 +9,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from model.attention import CausalSelfAttention, rotary_angles, rotate
+from model.attention import CausalSelfAttention, causal_mask, rotary_angles, rotate
 from model.checkpoint import build_gpt
 from model.gpt import MLP, GPTConfig, lm_loss, relu2
 from model.hooks import run_with_cache
@@ -20,7 +21,8 @@ OPTIONS = [
     dict(qk_norm=True),
     dict(rotary=True),
     dict(tie_embeddings=False),
-    dict(mlp_activation="relu2", qk_norm=True, rotary=True, tie_embeddings=False),
+    dict(local_window=3),
+    dict(mlp_activation="relu2", qk_norm=True, rotary=True, tie_embeddings=False, local_window=3),
 ]
 
 
@@ -140,7 +142,7 @@ def test_every_option_keeps_causality_both_paths_and_the_kv_cache(tiny_gpt, opti
     assert torch.equal(cached, plain)
 
 
-@pytest.mark.parametrize("options", OPTIONS[2:], ids=["rotary", "untied", "all"])
+@pytest.mark.parametrize("options", OPTIONS[2:], ids=["rotary", "untied", "local", "all"])
 def test_a_checkpoint_of_every_option_builds_the_same_model(tiny_gpt, options):
     model = tiny_gpt(**options).eval()
     rebuilt = build_gpt(model.config, {k: v.clone() for k, v in model.state_dict().items()})
@@ -154,6 +156,7 @@ def test_a_checkpoint_of_every_option_builds_the_same_model(tiny_gpt, options):
     [
         (dict(mlp_activation="swish"), r"mlp_activation.*'swish'"),
         (dict(rotary=True, n_embd=12, n_head=4), r"rotary.*even.*\b3\b"),
+        (dict(local_window=-1), r"local_window.*-1"),
     ],
 )
 def test_bad_options_name_the_field(overrides, message):
@@ -192,3 +195,35 @@ def test_qk_norm_hands_the_kernel_one_dtype_when_autocast_norms_in_float32(monke
         with explicit_path(attn):
             assert attn(x).dtype == torch.bfloat16
         assert patterns(attn, x)[0].dtype == torch.bfloat16
+
+
+def test_the_local_mask_keeps_the_last_window_positions_of_each_query():
+    assert causal_mask(0, 4, 4, window=2).int().tolist() == [
+        [1, 0, 0, 0],
+        [1, 1, 0, 0],
+        [0, 1, 1, 0],
+        [0, 0, 1, 1],
+    ]
+    # Two new positions after a cache of 3: absolute positions 3 and 4 over keys 0 .. 4.
+    assert causal_mask(3, 2, 5, window=2).int().tolist() == [[0, 0, 1, 1, 0], [0, 0, 0, 1, 1]]
+    assert torch.equal(causal_mask(0, 4, 4, window=0), causal_mask(0, 4, 4))
+
+
+@pytest.mark.parametrize("window", [1, 3])
+def test_a_local_first_layer_never_reads_past_its_window(tiny_gpt, window):
+    """One layer, local: the logits at position t follow from tokens t-window+1 .. t alone; a
+    global layer's do not."""
+    idx = torch.randint(0, 50, (2, 12), generator=torch.Generator().manual_seed(2))
+    changed = idx.clone()
+    changed[:, :5] = (changed[:, :5] + 11) % 50  # positions 0 .. 4
+    for local in (window, 0):
+        model = tiny_gpt(n_layer=1, local_window=local).eval()
+        unread = 5 + window - 1  # the first position whose window misses 0 .. 4
+        moved = (model(changed) - model(idx))[:, unread:].abs().max().item()
+        assert (moved == 0) if local else (moved > 1e-4), (local, moved)
+    assert model.blocks[0].attn.window == 0
+
+
+def test_only_layer_zero_is_local(tiny_gpt):
+    model = tiny_gpt(n_layer=3, local_window=4)
+    assert [b.attn.window for b in model.blocks] == [4, 0, 0]
