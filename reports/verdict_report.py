@@ -1,9 +1,10 @@
 """The study's verdict in a few lines, as `generate.py --probe --summary` prints it: the best
-head's cand@1 beside the baselines and its p-value, the knockout, the model's own answer and the
-two circuits' sizes and faithfulness, each term with a few words of what it means; and, for
-`--probe natural --summary`, the same head on the hand-written sentences beside the built-in
-test set. Every number is one of the full report's (reports/text_reports.py), read from the
-same result; the report gives each with its interval, per kind of sentence."""
+head's cand@1 beside the baselines and its p-value, the knockout, the model's own answer, its
+choice for each reason (agreement, role, meaning) and the two circuits' sizes and faithfulness,
+each term with a few words of what it means; and, for `--probe natural --summary`, the same
+head on the hand-written sentences beside the built-in test set. Every number is one of the
+full report's (reports/text_reports.py), read from the same result; the report gives each with
+its interval, per kind of sentence."""
 
 import math
 
@@ -23,6 +24,8 @@ def format_verdict(result: Study) -> str:
             "The model's own answer, the candidate likeliest in the pronoun's place, is the "
             f"antecedent in {_answer(result)}."
         )
+    if "choice" in result:
+        lines.append(_reasons_line(result["choice"]))
     circuits = _circuits(result)
     if circuits:
         lines.append(
@@ -113,6 +116,15 @@ def _knockout_line(effects) -> str:
 
 def _answer(result) -> str:
     return f"{result['model_answer']['all']['cand_at_1']['substitution']:.1%}"
+
+
+def _reasons_line(choice) -> str:
+    """The model's choice for each reason a sentence gives, on its choice twins."""
+    kinds = "; ".join(
+        f"{kind} {pct(part['accuracy'])}, {pct(part['flip'])}"
+        for kind, part in choice["by_kind"].items()
+    )
+    return f"By reason, the choice's accuracy and flip (chance 50%, 25%): {kinds}."
 
 
 def _target(threshold) -> str:

@@ -135,6 +135,10 @@ def test_the_verdict_says_the_numbers_of_its_result_in_80_columns():
         f"(the control) {knockout['distractor']:+.2f} nats",
         f"{circuit['size']} of {circuit['n_edges']} keep {100 * circuit['faithfulness']:.1f}%",
         f"{choice['circuit']['size']} keep {100 * choice['circuit']['faithfulness']:.1f}%",
+        *(
+            f"{kind} {100 * part['accuracy']:.1f}%, {100 * part['flip']:.1f}%"
+            for kind, part in choice["by_kind"].items()
+        ),
     ):
         assert number in said, (number, said)
     line = format_natural(natural, study)
