@@ -24,6 +24,7 @@ same for every token, is left out), the WRITES tokens it raises most when it fir
 """
 
 import torch
+from torch import nn
 
 from analysis.choice_metric import first_order, patch_points
 from analysis.circuit_results import LayerNeurons
@@ -47,14 +48,19 @@ def gap_moved(clean: torch.Tensor, twin: torch.Tensor, patched: torch.Tensor) ->
     return (into_clean + into_twin) / (2 * gap)
 
 
-def written_tokens(model: GPT, tokenizer: Tokenizer, layer: int, neuron: int, k=WRITES):
+def written_tokens(model: GPT, tokenizer: Tokenizer | None, layer: int, neuron: int, k=WRITES):
     """The k tokens neuron `neuron` of MLP `layer` raises most when it fires (direct logit
-    attribution of its output weights), decoded."""
+    attribution of its output weights), decoded ("#id" without a tokenizer). A final
+    LayerNorm swapped for another module (model.gpt.layer_norm allows it) is read as the
+    identity: no centring, no gain."""
     with torch.no_grad():
         out = model.blocks[layer].mlp.w_out.weight[:, neuron].float()  # (C,)
-        out = (out - out.mean()) * model.ln_f.weight.float()
+        if isinstance(model.ln_f, nn.LayerNorm):
+            out = out - out.mean()
+            out = out * model.ln_f.weight.float() if model.ln_f.weight is not None else out
         logits = model.lm_head.weight[: model.config.vocab_size].float() @ out  # (V,)
-    return [tokenizer.decode([i]) for i in logits.topk(k).indices.tolist()]
+    ids = logits.topk(min(k, logits.numel())).indices.tolist()
+    return [tokenizer.decode([i]) if tokenizer else f"#{i}" for i in ids]
 
 
 def deciding_neurons(

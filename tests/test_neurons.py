@@ -98,3 +98,9 @@ def test_written_tokens_read_the_output_weights_through_the_unembedding():
     model = hand_built()
     assert written_tokens(model, Names(), 0, 0, k=1) == ["t5"]
     assert written_tokens(model, Names(), 0, 1, k=1) == ["t6"]
+
+
+def test_written_tokens_without_a_tokenizer_or_a_final_layernorm_are_ids():
+    model = hand_built()
+    model.ln_f = torch.nn.Identity()  # as a linearised model has it
+    assert written_tokens(model, None, 0, 0, k=2)[0] == "#5"
