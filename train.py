@@ -6,7 +6,7 @@ python train.py configs/shakespeare_char_cpu.yaml train.max_iters=500
 python train.py configs/gpt2_124m.yaml --prepare-only   # tokenise once, before torchrun
 torchrun --standalone --nproc_per_node=4 train.py configs/gpt2_124m.yaml
 python train.py --eval-only [--text FILE]        # the loss of out_dir's run, no training
-python train.py --export-hf DIR                  # out_dir's run as a Hugging Face GPT-2 folder
+python train.py --export-hf DIR                  # out_dir's run as a Hugging Face GPT-2 or GPT-Neo
 """
 
 import argparse

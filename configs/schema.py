@@ -84,6 +84,11 @@ class PronounsConfig:
         "each (describing word, noun) pair is written in one split only: test's cue-and-noun "
         "pairs are never in the training text",
     )
+    prose: float = setting(
+        1.0,
+        "how much text without a pronoun the corpus holds, as a multiple of the language's own "
+        "(1: 30% of the lines, and a sentence after half of the examples; 0: none; at most 2)",
+    )
 
     @property
     def story_mix(self) -> StoryMix:

@@ -1,14 +1,15 @@
-"""A run folder as a Hugging Face GPT-2 folder (`train.py --export-hf DIR`): config.json,
-generation_config.json, model.safetensors and the tokenizer files, which transformers opens as it
-opens GPT-2 itself (model/gpt2_export.py for the weights, data/hf_tokenizer.py for the tokenizer
-and the ids generation stops at). Every file goes through the one atomic writer; a folder that
-already holds files is refused, so an export never overwrites anything."""
+"""A run folder as a Hugging Face folder (`train.py --export-hf DIR`): config.json,
+generation_config.json, model.safetensors and the tokenizer files, which transformers opens as
+it opens GPT-2 itself, or GPT-Neo for a model with a local first layer (model/hf_export.py for
+the config and weights, data/hf_tokenizer.py for the tokenizer and the ids generation stops at).
+Every file goes through the one atomic writer; a folder that already holds files is refused, so
+an export never overwrites anything."""
 
 import json
 from pathlib import Path
 
 from data.hf_tokenizer import boundary_token, end_ids, hf_tokenizer_files
-from model.gpt2_export import generation_config_json, gpt2_config_json, gpt2_state_dict
+from model.hf_export import generation_config_json, hf_config_json, hf_state_dict
 from runs.loading import load_run
 from runs.output_path import check_output_path
 from storage.atomic import write_atomic
@@ -26,8 +27,8 @@ class ExportFolderError(ValueError):
 
 
 def export_hf(run_folder: str | Path, dest: str | Path) -> list[str]:
-    """Write the run in `run_folder` to the new folder `dest` as a Hugging Face GPT-2; return
-    the names written. ValueError (one line) for a model or tokenizer with no GPT-2 form, or a
+    """Write the run in `run_folder` to the new folder `dest` as a Hugging Face GPT-2 or GPT-Neo;
+    return the names written. ValueError (one line) for a model or tokenizer with neither form, or a
     `dest` that is not an empty or missing folder or is an input (runs.output_path); then
     nothing is written."""
     from safetensors.torch import save
@@ -43,9 +44,9 @@ def export_hf(run_folder: str | Path, dest: str | Path) -> list[str]:
     # Everything is built before the first write: a refusal leaves nothing behind.
     files = hf_tokenizer_files(run.tokenizer, config.block_size)
     bos, eos = boundary_token(run.tokenizer)[1], end_ids(run.tokenizer)
-    files["config.json"] = json.dumps(gpt2_config_json(config, bos, eos), indent=2)
+    files["config.json"] = json.dumps(hf_config_json(config, bos, eos), indent=2)
     files["generation_config.json"] = json.dumps(generation_config_json(bos, eos), indent=2)
-    weights = save(gpt2_state_dict(config, run.model.state_dict()), metadata={"format": "pt"})
+    weights = save(hf_state_dict(config, run.model.state_dict()), metadata={"format": "pt"})
     try:
         dest.mkdir(parents=True, exist_ok=True)
     except OSError as e:  # a read-only disk, a folder not ours: the export's folder, not the run's

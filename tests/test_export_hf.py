@@ -1,5 +1,6 @@
-"""train.py --export-hf: a run folder as a Hugging Face GPT-2 that transformers opens with our
-logits, attention and token ids; what GPT-2 cannot express is refused; our import reads it back."""
+"""train.py --export-hf: a run folder as a Hugging Face GPT-2 (or, with a local first layer,
+GPT-Neo) that transformers opens with our logits, attention and token ids; what neither can
+express is refused; our import reads a GPT-2 back."""
 
 import contextlib
 import json
@@ -68,13 +69,29 @@ def make_run(folder, kind="bpe", **overrides):
     return folder
 
 
-@pytest.mark.parametrize("overrides", [{}, {"bias": False}, {"gelu_approximate": "tanh"}])
+LOCAL = {"local_window": 4, "bias": False}  # GPT-Neo: layer 0 local
+
+
+@pytest.mark.parametrize(
+    "overrides",
+    [
+        {},
+        {"bias": False},
+        {"gelu_approximate": "tanh"},
+        {"mlp_activation": "relu2"},
+        LOCAL,
+        LOCAL | {"mlp_activation": "relu2", "n_layer": 3},
+        LOCAL | {"local_window": 1, "n_layer": 1},
+    ],
+)
 def test_transformers_opens_the_export_with_our_logits_attention_and_ids(tmp_path, overrides):
     run = load_run(make_run(tmp_path / "run", **overrides))
     export_hf(tmp_path / "run", tmp_path / "hf")
-    hf = transformers.GPT2LMHeadModel.from_pretrained(
+    hf = transformers.AutoModelForCausalLM.from_pretrained(
         tmp_path / "hf", attn_implementation="eager"
     ).eval()
+    expected = "GPTNeoForCausalLM" if overrides.get("local_window") else "GPT2LMHeadModel"
+    assert type(hf).__name__ == expected
     tokenizer = transformers.AutoTokenizer.from_pretrained(tmp_path / "hf")
     ids = run.tokenizer.encode(TORTURE)
     assert tokenizer(TORTURE)["input_ids"] == ids and tokenizer.decode(ids) == TORTURE
@@ -156,11 +173,11 @@ def test_transformers_generate_on_the_export_stops_at_the_end_of_a_line(trained_
     [
         ({"rotary": True}, "model.rotary"),
         ({"qk_norm": True}, "model.qk_norm"),
-        ({"mlp_activation": "relu2"}, "model.mlp_activation"),
         ({"tie_embeddings": False}, "model.tie_embeddings"),
+        ({"local_window": 4, "bias": True}, "model.bias"),
     ],
 )
-def test_what_gpt2_cannot_express_is_refused_and_nothing_is_written(tmp_path, overrides, names):
+def test_what_no_export_can_express_is_refused_and_nothing_is_written(tmp_path, overrides, names):
     make_run(tmp_path / "run", **overrides)
     with pytest.raises(ValueError, match=names) as error:
         export_hf(tmp_path / "run", tmp_path / "hf")

@@ -93,6 +93,27 @@ def test_heldout_cue_pairs_keeps_tests_cue_and_noun_pairs_out_of_the_training_te
         assert not re.search(rf"\b{re.escape(cue)} (?:{forms})\b", text, re.IGNORECASE)
 
 
+def lines_without_a_pronoun(text):
+    lines = text.splitlines()
+    return sum(not re.search(r"\b(he|she|it|they)\b", line, re.I) for line in lines) / len(lines)
+
+
+def test_prose_scales_the_lines_without_a_pronoun_and_the_default_keeps_its_name():
+    assert (
+        StoryMix(prose=1.0) == DEFAULT_MIX and DEFAULT_MIX.label == "agreement=1,role=1,meaning=1"
+    )
+    assert StoryMix(prose=0.5).label.endswith("prose=0.5") and not StoryMix(prose=0.5).is_default
+    shares = {
+        p: lines_without_a_pronoun(corpus_text(n_bytes=100_000, mix=StoryMix(prose=p)))
+        for p in (0.0, 1.0, 2.0)
+    }
+    assert shares[0.0] == 0.0  # every line an example
+    assert 0.25 < shares[1.0] < 0.35 and 0.55 < shares[2.0] < 0.65  # 30% and 60% of the lines
+    for bad in (-0.1, 2.5, float("nan")):
+        with pytest.raises(ValueError, match="data.pronouns.prose"):
+            StoryMix(prose=bad)
+
+
 def test_the_setting_is_a_config_section_checked_like_every_key():
     config = load_config(None, ["data.pronouns.meaning=7", "data.pronouns.role_same_kind=true"])
     assert config.data.pronouns.story_mix == StoryMix(meaning=7, role_same_kind=True)

@@ -306,18 +306,18 @@ def corpus_text(
     line, each line ending in
     "\\n", stopping at the first line that brings the total to at least n_bytes (ASCII, so bytes ==
     characters). PROSE_LINES of the lines are prose without a pronoun; PROSE_AFTER of the others
-    add a sentence without one after the example."""
+    add a sentence without one after the example (both times mix.prose)."""
     positive_int("n_bytes", n_bytes)
     rng = random.Random(f"corpus:{seed}")
     examples_ = iter_examples("train", random.Random(f"corpus-examples:{seed}"), mix)
     allowed = _paired_in("train") if mix.heldout_cue_pairs else None
     lines, size = [], 0
     while size < n_bytes:
-        if rng.random() < PROSE_LINES:
+        if rng.random() < PROSE_LINES * mix.prose:
             line = " ".join(prose_sentence(rng, allowed) for _ in range(rng.randint(1, 3)))
         else:
             line = next(examples_)[0].text
-            if rng.random() < PROSE_AFTER:
+            if rng.random() < PROSE_AFTER * mix.prose:
                 line += " " + prose_sentence(rng, allowed)
         lines.append(line + "\n")
         size += len(lines[-1])

@@ -11,6 +11,10 @@ comes, and two choices a study of the model's choice needs; the config's `data.p
                                (a role choice twin, data/pronouns/choice_twins.py); the role
                                shapes whose other slot can never hold that kind (a place beside
                                an animal) give way to SAME_KIND_ROLE_SHAPES
+    prose                      how much text without a pronoun the corpus holds, as a multiple
+                               of the language's own (1: 30% of the lines, and a sentence after
+                               half of the examples; 0: none, every line an example): prose
+                               teaches each noun's doings, examples which noun a pronoun takes
     heldout_cue_pairs          a describing word (a meaning cue, a description, an adjective in
                                front of a noun) is put with a noun in one split only, by a hash
                                of the pair: test's pairs are never in the training text, so a
@@ -39,6 +43,9 @@ def _can_share_kind(shape: Shape) -> bool:
     return all(kinds & set(SLOT_KINDS[s]) for s in shape.slots)
 
 
+MAX_PROSE = 2.0  # twice the language's prose: a sentence after every example
+
+
 @dataclass(frozen=True)
 class StoryMix:
     """The generated language's settings (see the module docstring); the default is the
@@ -49,6 +56,7 @@ class StoryMix:
     meaning: float = 1.0
     role_same_kind: bool = False
     heldout_cue_pairs: bool = False
+    prose: float = 1.0
 
     def __post_init__(self):
         weights = [getattr(self, k) for k in DECIDED_BY]
@@ -56,13 +64,19 @@ class StoryMix:
             raise ValueError(
                 f"the pronoun mix's weights must be 0 or more, and one above 0; got {self.label}"
             )
+        if not 0 <= self.prose <= MAX_PROSE:
+            raise ValueError(
+                f"data.pronouns.prose must be between 0 and {MAX_PROSE:g} (a multiple of the "
+                f"language's own share of prose); got {self.prose!r}"
+            )
 
     @property
     def label(self) -> str:
         """The settings in one line: "agreement=1,role=1,meaning=7" and the choices that are on."""
         weights = [f"{k}={getattr(self, k):g}" for k in DECIDED_BY]
         flags = [f.name for f in fields(self) if f.type is bool and getattr(self, f.name)]
-        return ",".join(weights + flags)
+        prose = [] if self.prose == 1 else [f"prose={self.prose:g}"]  # as before it existed
+        return ",".join(weights + flags + prose)
 
     @property
     def is_default(self) -> bool:
@@ -71,6 +85,7 @@ class StoryMix:
             self.agreement == self.role == self.meaning
             and not self.role_same_kind
             and not self.heldout_cue_pairs
+            and self.prose == 1
         )
 
     @property
