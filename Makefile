@@ -40,18 +40,22 @@ test-fast: $(TEST_STAMP)
 	@$(PY) -m pytest -q -n auto --dist loadfile --no-loadscope-reorder -m "not slow" tests; rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "make test-fast: pytest collected no tests" >&2; exit 1; fi; exit $$rc
 
-# The main job on the built-in corpus, offline: train (or resume), sample, measure attention (the
-# probe and its causal tests, saved to the run folder with the full report beside it) and say the
-# verdict, then one sentence's attention (the page, which reuses the probe's result, has them all).
+# The main job on the built-in corpus, offline: train (or resume), sample, measure attention once
+# (the probe, its causal tests and circuits, and the natural sentences, saved to the run folder),
+# show where "it" looks in the headline sentence (the page, from the saved result, has all six),
+# then say the verdict, read from the saved result, with the full report beside it.
 demo: $(STAMP)
 	$(PY) train.py configs/default.yaml
 	@echo; echo "== three samples, each up to the end of its first line =="
 	$(PY) generate.py --prompt "The owl" --num-samples 3 --max-new-tokens 60 --temperature 0.8 --seed 1 --stop "\n"
-	@echo; echo "== which head finds what a pronoun stands for, and does the model use it? =="
+	@echo; echo "== measuring every head: held-out stories, then hand-written English (a minute) =="
+	@$(PY) generate.py --probe --patch --circuit --json >/dev/null
+	@$(PY) generate.py --probe natural --json >/dev/null
+	@echo; echo "== where does the pronoun look? the headline sentence (the page has all six) =="
+	$(PY) generate.py --attention --html out/default/attention.html --summary
+	@echo; echo "== the verdict: which head finds the antecedent, and does the model choose by it? =="
 	$(PY) generate.py --probe --patch --circuit --summary
 	$(PY) generate.py --probe natural --summary
-	@echo; echo "== where does the pronoun look? the first sentence (the page has all six) =="
-	$(PY) generate.py --attention --html out/default/attention.html --summary
 	@echo "page: out/default/attention.html; plots: out/default/loss.png, probe.png"
 
 # The default model's numbers in README.md and docs/: the probe's commands on one run folder

@@ -192,10 +192,13 @@ def show_attention(run, args, out, err=None, ckpt=None):
     (its facts; its saved probe result)."""
     analysed = analyse(run, args)
     saved = saved_probe(run, ckpt) if ckpt else None
+    if args.html:  # the page's probe first (run now if none is saved), so the maps mark its head
+        page_path(args, ckpt)
+        saved = page_probe(run, ckpt, args, err or sys.stderr, saved)
     best = best_pair(saved["best_head"]) if saved else None
     write_maps(run, args, analysed[:1] if args.summary else analysed, out, best)
     if args.html:
-        write_page(run, args, analysed, ckpt, out, err or sys.stderr, saved)
+        write_page(run, args, analysed, ckpt, out, saved)
 
 
 def analyse(run, args):
@@ -271,14 +274,19 @@ def write_maps(run, args, analysed, out, best=None):
     out.write(text + "\n")
 
 
-def write_page(run, args, analysed, ckpt, out, err, saved=None):
-    """The page of every head's map at args.html, the probe's best head outlined; `saved` is
-    the probe result saved for this checkpoint (saved_probe), already read."""
-    if args.html.endswith(("/", os.sep)):  # a trailing slash means a folder: the page goes in it
+def page_path(args, ckpt):
+    """Check args.html, the page's file, before anything is measured (the probe may take
+    minutes): a trailing slash means a folder, and the page goes in it."""
+    if args.html.endswith(("/", os.sep)):
         args.html = str(Path(args.html) / "attention.html")
     check_output_path(args.html, ckpt, (".html", ".htm"), [args.attention_file])
-    check_writable(args.html)  # before the probe, which may take minutes
-    found = page_probe(run, ckpt, args, err, saved) or {}
+    check_writable(args.html)
+
+
+def write_page(run, args, analysed, ckpt, out, found=None):
+    """The page of every head's map at args.html (checked by page_path), the probe's best head
+    outlined; `found` is the probe result for this checkpoint (page_probe's), or None."""
+    found = found or {}
     best = found.get("best_head")
     page = Page(
         checkpoint=ckpt,

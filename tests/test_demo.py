@@ -18,7 +18,7 @@ from data.pronouns import ATTENTION_EXAMPLES
 from reports.text_reports import NATURAL_HEADING
 from reports.verdict_report import format_natural, format_verdict
 from runs.folder import REPORT_FILE
-from tests.helpers import ROOT, RUN_TEXT, run_script, tiny_config
+from tests.helpers import ROOT, RUN_TEXT, run_main, run_script, tiny_config
 from training.loop import train
 
 BUDGET = 55  # lines the demo may print after training (issue 50): make's own lines included
@@ -33,9 +33,12 @@ def demo_recipe():
     return recipe[start + 1 :]
 
 
+SILENT = ">/dev/null"  # a recipe line that only measures: its output goes nowhere
+
+
 def generate_argv(line, run):
     """A recipe line's generate.py arguments, on the run folder `run` instead of the demo's."""
-    argv = shlex.split(line.split("generate.py", 1)[1])
+    argv = shlex.split(line.split("generate.py", 1)[1].replace(SILENT, ""))
     argv = [str(run) + a[len(DEMO_RUN) :] if a.startswith(DEMO_RUN + "/") else a for a in argv]
     return ["--ckpt", str(run), *argv]
 
@@ -71,8 +74,9 @@ def test_the_demo_tells_a_short_story_and_keeps_the_full_report_in_the_run_folde
         if "generate.py" in line:
             r = run_script("generate.py", *generate_argv(line, trained_run), timeout=300)
             assert r.returncode == 0, r.stderr
-            printed += len(r.stdout.splitlines())
-            outputs[line] = r.stdout
+            if SILENT not in line:
+                printed += len(r.stdout.splitlines())
+                outputs[line] = r.stdout
     assert printed <= BUDGET, printed
 
     probe = json.loads((trained_run / "probe.json").read_text())
@@ -110,6 +114,42 @@ def test_the_demo_tells_a_short_story_and_keeps_the_full_report_in_the_run_folde
     assert kept.startswith(r.stdout + "\n" + NATURAL_HEADING + "\n\n"), kept[:500]
     assert "natural cand@1 by layer" in kept.split(NATURAL_HEADING)[1]
     assert len(r.stdout.splitlines()) > 3 * len(verdict.splitlines())
+
+
+@pytest.mark.slow
+def test_the_demo_measures_once_then_shows_the_map_then_the_verdict(trained_run, monkeypatch):
+    """The recipe's order (samples, the silent measure, the map, the verdict), and the verdict
+    read from what the measure kept: with the study made to fail, --summary still says it, and
+    asking for other shuffles than were kept measures again."""
+    recipe = demo_recipe()
+    at = {
+        key: next(i for i, line in enumerate(recipe) if key in line)
+        for key in ("--prompt", SILENT, "--attention", "--circuit --summary", "natural --summary")
+    }
+    assert list(at.values()) == sorted(at.values()), at
+    assert (
+        run_main(
+            "generate.py", "--ckpt", trained_run, "--probe", "--patch", "--circuit", "--json"
+        ).returncode
+        == 0
+    )
+    assert (
+        run_main("generate.py", "--ckpt", trained_run, "--probe", "natural", "--json").returncode
+        == 0
+    )
+
+    def no_study(*args, **kwargs):
+        raise AssertionError("measured again")
+
+    monkeypatch.setattr("generation.probe_mode.study", no_study)
+    for probe in (["--probe"], ["--probe", "natural"]):
+        flags = ["--patch", "--circuit"] if probe == ["--probe"] else []
+        r = run_main("generate.py", "--ckpt", trained_run, *probe, *flags, "--summary")
+        assert r.returncode == 0 and "full report:" in r.stdout, r.stderr
+    with pytest.raises(AssertionError, match="measured again"):
+        run_main(
+            "generate.py", "--ckpt", trained_run, "--probe", "--permutations", "7", "--summary"
+        )
 
 
 def default_study():
