@@ -79,6 +79,21 @@ def test_a_config_list_with_an_override_is_one_line_from_the_command_line(tmp_pa
     assert str(path) in said, said
 
 
+@pytest.mark.parametrize("deep", ["file", "override"])
+def test_a_config_nested_past_any_depth_is_one_short_line(tmp_path, deep):  # issue 60: 2
+    config = tmp_path / "deep.yaml"
+    if deep == "file":
+        config.write_text("data:\n  mix: " + "[" * 500 + "]" * 500 + "\n")
+        args = [config]
+    else:
+        config.write_text("train:\n  lr: 0.1\n")
+        args = [config, "data.mix=" + "[" * 5_000 + "]" * 5_000]
+    said = error_line(run_main("train.py", *args, f"out_dir={tmp_path / 'run'}"))
+    assert "nested" in said and len(said) < 400, said
+    assert (str(config) if deep == "file" else "data.mix") in said, said
+    assert not (tmp_path / "run").exists()
+
+
 @pytest.mark.parametrize(
     "sizes, blamed",
     [
