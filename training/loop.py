@@ -34,20 +34,21 @@ from training.start import start_runtime
 from training.stopping import TrainingStopped
 
 
-def train(config, force=False, watchers=()):
+def train(config, force=False, watchers=(), temporary=False):
     """Train as `config` says, with `watchers` (training/watchers.py) besides training's own;
     return a dict describing the run. The run goes to config.run_dir, the folder
-    `python train.py` would choose. force: start over even if the folder holds a checkpoint."""
+    `python train.py` would choose. force: start over even if the folder holds a checkpoint.
+    temporary: the caller removes the folder after (a benchmark's), so a stop promises no resume."""
     config = resolved(config)  # a copy: out_dir is the run's folder; the caller's is unchanged
     runtime = start_runtime(config)
     try:
         with open_job(config, runtime, force, watchers) as (job, progress):
-            return train_loop(job, progress)
+            return train_loop(job, progress, temporary)
     finally:
         teardown(runtime)
 
 
-def train_loop(job, progress):
+def train_loop(job, progress, temporary=False):
     """Steps until train.max_iters, or until a watcher asks to stop: then an evaluation and a
     checkpoint, as at the end, so that no save skips the divergence check."""
     settings, watch = job.config.train, job.watch
@@ -68,7 +69,7 @@ def train_loop(job, progress):
         if reason and progress.step % settings.eval_interval:  # not evaluated at this step yet
             evaluate_and_save(job, progress)
     if reason:
-        return stopped(job, progress, reason)
+        return stopped(job, progress, reason, temporary)
     return finish(job, progress)
 
 
@@ -188,19 +189,29 @@ def lost_steps(progress):
     )
 
 
-def stopped(job, progress, reason):
-    """Say where a run stopped early stands; an interrupt goes on as a KeyboardInterrupt."""
-    settings = job.config.train
-    if reason.startswith("interrupted"):
+def stopped(job, progress, reason, temporary=False):
+    """Say where a run stopped early stands; an interrupt goes on as a KeyboardInterrupt. A
+    temporary folder (`temporary`) is said to go, never offered for a resume."""
+    settings, interrupted = job.config.train, reason.startswith("interrupted")
+    if temporary:
+        at = (
+            f"step {progress.step}"
+            if interrupted
+            else f"step {progress.step} of {settings.max_iters}"
+        )
+        job.console.say(f"{reason}, at {at}; its folder {job.out_dir} is temporary and is removed")
+    elif interrupted:
         job.console.say(
             f"\n{reason}: checkpoint of step {progress.step} saved in {job.out_dir}; "
             "run the same command to resume"
         )
+    else:
+        job.console.say(
+            f"{reason}, at step {progress.step} of {settings.max_iters}: checkpoint saved in "
+            f"{job.out_dir}; run the same command to go on"
+        )
+    if interrupted:
         raise KeyboardInterrupt
-    job.console.say(
-        f"{reason}, at step {progress.step} of {settings.max_iters}: checkpoint saved in "
-        f"{job.out_dir}; run the same command to go on"
-    )
     return {"step": progress.step, "stopped": True}
 
 
