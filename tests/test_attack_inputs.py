@@ -198,6 +198,9 @@ def test_pairs_given_a_folder_or_a_missing_file_is_one_line(run, tmp_path):  # 1
         lambda saved: saved.update(p_value=5.0),
         lambda saved: saved["heads"][0].update(mass_antecedent=-0.5),
         lambda saved: saved["counts"]["dev"].update(used=-3),
+        # Issue 60, 5: a head outside the model, another model's heads (a bigger run's file).
+        lambda saved: saved["best_head"].update(layer=5),
+        lambda saved: saved.update(heads=saved["heads"] * 2),
     ],
 )
 def test_a_probe_json_out_of_range_is_not_shown_as_measured(run, tmp_path, change):  # 6

@@ -34,3 +34,45 @@ def test_a_pronoun_corpus_written_over_is_generated_again(tmp_path, small_langua
     assert corpus.read_text() == small_language
     meta = json.loads((tmp_path / "b" / "meta.json").read_text())
     assert meta["source_sha256"] == hashlib.sha256(small_language.encode()).hexdigest()
+
+
+def tiny_run_args(corpus, out, *overrides):
+    """train.py's arguments for a 2 x 2 x 32 run on the `corpus` fixture in `out`."""
+    return [
+        f"out_dir={out}",
+        f"data.source={corpus / 'text.txt'}",
+        f"data.cache_dir={corpus / 'cache'}",
+        *TINY_MODEL,
+        "train.eval_iters=1",
+        "train.probe_interval=0",
+        "train.final_full_eval=false",
+        *overrides,
+    ]
+
+
+@pytest.mark.parametrize("lr", ["3.0", "1e6"])
+def test_a_resume_that_saved_nothing_leaves_the_config_of_the_checkpoint(corpus, tmp_path, lr):
+    first = tiny_run_args(corpus, tmp_path / "run", "train.max_iters=4", "train.eval_interval=2")
+    assert run_main("train.py", *first).returncode == 0
+    before = (tmp_path / "run" / "config.yaml").read_bytes()
+    again = [*first, f"train.lr={lr}", f"train.muon_lr={lr}", "train.max_iters=100000"]
+    r = run_main("train.py", *again)  # 60: 4
+    assert r.returncode == 1 and "diverged" in r.stderr and "train.lr" in r.stderr, r.stderr
+    assert (tmp_path / "run" / "config.yaml").read_bytes() == before
+
+
+@pytest.mark.slow
+def test_a_fresh_run_at_an_absurd_lr_says_lower_the_lr_and_blocks_nothing(tmp_path):  # 60: 7
+    from data.pronouns import examples
+    from data.pronouns.jsonl import write_jsonl
+
+    (tmp_path / "text.txt").write_text("\n".join(e.text for e in examples("train", n=200)))
+    write_jsonl(examples("dev", n=20), tmp_path / "probe.jsonl")
+    args = tiny_run_args(tmp_path, tmp_path / "run", "model.block_size=64", "train.max_iters=6")
+    args += ["train.eval_interval=6", f"train.probe_file={tmp_path / 'probe.jsonl'}"]
+    args += ["train.probe_interval=3", "train.warmup_iters=1"]
+    r = run_main("train.py", *args, "train.lr=1e6", "train.muon_lr=1e6")
+    assert r.returncode != 0 and "nan" in r.stderr and "train.lr" in r.stderr, r.stderr
+    assert "hook" not in r.stderr and not (tmp_path / "run" / "config.yaml").exists()
+    r = run_main("train.py", *args, "train.max_iters=2", "train.eval_interval=2")
+    assert r.returncode == 0, r.stderr  # the folder it left blocks nothing

@@ -283,12 +283,18 @@ def say_setup(config, runtime, data, raw_model, orth_dtype, progress, console):
         )
 
 
+def write_config(job):
+    """config.yaml, the config of the checkpoint just saved: written only with a checkpoint, so
+    an attempt that saved nothing (a resume that diverged at once) leaves the one on disk."""
+    write_atomic(job.folder / CONFIG_FILE, to_yaml(job.config))
+
+
 def dtype_name(dtype):
     return str(dtype).removeprefix("torch.")
 
 
 def write_run_files(config, data, out_dir):
-    """What generation needs besides the checkpoint: the config, meta.json and the tokenizer."""
-    write_atomic(out_dir / CONFIG_FILE, to_yaml(config))
+    """What generation needs besides the checkpoint: meta.json and the tokenizer. config.yaml
+    is the checkpoint's, written with it (write_config)."""
     write_atomic(out_dir / META_FILE, json.dumps(data.meta, indent=2) + "\n")
     write_atomic(out_dir / data.meta["tokenizer_file"], data.tokenizer_path.read_bytes())

@@ -26,7 +26,7 @@ from model.checkpoint import CKPT_NAME, atomic_save
 from training.console import perplexity, summary
 from training.divergence import diverged, diverged_at
 from training.evaluate import evaluate, full_val_losses, mix_bits_per_byte
-from training.job import open_job, publish_aside
+from training.job import open_job, publish_aside, write_config
 from training.optim import lr_at
 from training.runtime import all_sum, mfu, teardown
 from training.seeds import dropout_seed, micro_batch_generator
@@ -172,6 +172,7 @@ def save(job, progress):
             },
             job.folder / CKPT_NAME,
         )
+        write_config(job)
     except ValueError as e:  # the disk is full, the folder went read-only, ...
         raise TrainingStopped(f"{e}; {lost_steps(progress)}") from None
     progress.saved_step = progress.step
