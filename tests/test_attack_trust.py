@@ -9,7 +9,7 @@ import json
 
 import pytest
 
-from tests.helpers import TINY_MODEL, run_main
+from tests.helpers import TINY_MODEL, error_line, run_main
 
 
 @pytest.fixture
@@ -76,3 +76,27 @@ def test_a_fresh_run_at_an_absurd_lr_says_lower_the_lr_and_blocks_nothing(tmp_pa
     assert "hook" not in r.stderr and not (tmp_path / "run" / "config.yaml").exists()
     r = run_main("train.py", *args, "train.max_iters=2", "train.eval_interval=2")
     assert r.returncode == 0, r.stderr  # the folder it left blocks nothing
+
+
+@pytest.mark.parametrize(
+    "weights",
+    [["data.pronouns.meaning=inf"], ["data.pronouns.role=1e308", "data.pronouns.meaning=1e308"]],
+)
+def test_infinite_pronoun_weights_are_refused_at_load_naming_the_section(tmp_path, weights):
+    r = run_main("train.py", f"out_dir={tmp_path / 'run'}", "data.source=pronouns", *weights)
+    said = error_line(r)  # 60: 8
+    assert "data.pronouns" in said and "finite" in said, said
+    assert not (tmp_path / "run").exists()
+
+
+def test_a_resume_in_another_pronoun_language_is_refused_before_it_is_generated(
+    tmp_path, small_language
+):  # 60: 8
+    args = [f"data.cache_dir={tmp_path / 'cache'}", "data.source=pronouns", *TINY_MODEL]
+    args += ["tokenizer.kind=char", "train.max_iters=2", "train.eval_interval=2"]
+    args += ["train.eval_iters=1", "train.probe_interval=0", "train.final_full_eval=false"]
+    assert run_main("train.py", f"out_dir={tmp_path / 'run'}", *args).returncode == 0
+    corpora = sorted((tmp_path / "cache" / "corpora").iterdir())
+    r = run_main("train.py", f"out_dir={tmp_path / 'run'}", *args, "data.pronouns.meaning=7")
+    assert r.returncode == 2 and "data.pronouns" in r.stderr and "meaning=7" in r.stderr, r.stderr
+    assert sorted((tmp_path / "cache" / "corpora").iterdir()) == corpora  # nothing generated

@@ -25,6 +25,7 @@ from storage.lock import folder_lock
 from training.console import Console, Metrics
 from training.optim import lr_at, make_optimizer
 from training.resume import (
+    check_language,
     load_optimizer_state,
     load_scaler_state,
 )
@@ -117,6 +118,7 @@ def open_job(config, runtime, force, watchers=()):
                 "of the micro-batches"
             )
         watch = Watchers([Record(), SignalStop(), RunSteps(), *watchers])
+        check_language(config, force or config.train.resume == "never")
         pretrained = pretrained_start(config)
         data = prepare_data(config, runtime, pretrained)
         if note := vocab_note(config, data, pretrained):
