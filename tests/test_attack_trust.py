@@ -61,8 +61,8 @@ def test_a_resume_that_saved_nothing_leaves_the_config_of_the_checkpoint(corpus,
     assert (tmp_path / "run" / "config.yaml").read_bytes() == before
 
 
-@pytest.mark.slow
-def test_a_fresh_run_at_an_absurd_lr_says_lower_the_lr_and_blocks_nothing(tmp_path):  # 60: 7
+def probed_run_args(tmp_path, *overrides):
+    """A tiny run on pronoun sentences in tmp_path/run whose live probe measures every 3 steps."""
     from data.pronouns import examples
     from data.pronouns.jsonl import write_jsonl
 
@@ -70,12 +70,29 @@ def test_a_fresh_run_at_an_absurd_lr_says_lower_the_lr_and_blocks_nothing(tmp_pa
     write_jsonl(examples("dev", n=20), tmp_path / "probe.jsonl")
     args = tiny_run_args(tmp_path, tmp_path / "run", "model.block_size=64", "train.max_iters=6")
     args += ["train.eval_interval=6", f"train.probe_file={tmp_path / 'probe.jsonl'}"]
-    args += ["train.probe_interval=3", "train.warmup_iters=1"]
-    r = run_main("train.py", *args, "train.lr=1e6", "train.muon_lr=1e6")
+    return [*args, "train.probe_interval=3", "train.warmup_iters=1", *overrides]
+
+
+@pytest.mark.slow
+def test_a_fresh_run_at_an_absurd_lr_says_lower_the_lr_and_blocks_nothing(tmp_path):  # 60: 7
+    r = run_main("train.py", *probed_run_args(tmp_path, "train.lr=1e6", "train.muon_lr=1e6"))
     assert r.returncode != 0 and "nan" in r.stderr and "train.lr" in r.stderr, r.stderr
     assert "hook" not in r.stderr and not (tmp_path / "run" / "config.yaml").exists()
-    r = run_main("train.py", *args, "train.max_iters=2", "train.eval_interval=2")
+    r = run_main(
+        "train.py", *probed_run_args(tmp_path, "train.max_iters=2", "train.eval_interval=2")
+    )
     assert r.returncode == 0, r.stderr  # the folder it left blocks nothing
+
+
+@pytest.mark.slow
+def test_a_plot_that_cannot_be_written_says_which_steps_are_lost(tmp_path):  # 60: 9
+    args = probed_run_args(tmp_path, "train.eval_interval=3")
+    assert run_main("train.py", *args).returncode == 0
+    (tmp_path / "run" / "probe.png").unlink()
+    (tmp_path / "run" / "probe.png").mkdir()  # no file can go there, as on a full disk
+    said = error_line(run_main("train.py", *args, "train.max_iters=12"))
+    assert "probe.png" in said and "steps 7-9 are lost" in said, said
+    assert "from the checkpoint of step 6" in said, said
 
 
 @pytest.mark.parametrize(

@@ -55,7 +55,7 @@ def train_loop(job, progress, temporary=False):
     progress.last_log_time = progress.started = time.perf_counter()
     reason = None
     watch.on_start(job, progress)
-    with watch.running(job, progress):
+    with watch.running(job, progress), losing(progress):
         while progress.step < settings.max_iters and not reason:
             torch.manual_seed(dropout_seed(job.config.seed, progress.step, job.runtime.rank))
             train_step(job, progress)
@@ -71,6 +71,21 @@ def train_loop(job, progress, temporary=False):
     if reason:
         return stopped(job, progress, reason, temporary)
     return finish(job, progress)
+
+
+@contextlib.contextmanager
+def losing(progress):
+    """A write or a watcher that fails while the loop runs (a plot on a full disk, a probe)
+    stops the run as it did, its message saying which steps are lost."""
+    try:
+        yield
+    except OSError as e:  # one line, as train.py says an OSError, with the steps it costs
+        where = f" {e.filename}" if e.filename else ""
+        raise ValueError(
+            f"cannot write{where}: {e.strerror or e}; {lost_steps(progress)}"
+        ) from None
+    except ValueError as e:
+        raise ValueError(f"{e}; {lost_steps(progress)}") from None
 
 
 def train_step(job, progress):
