@@ -171,6 +171,10 @@ PAIR = {"clean": "The owl sat because it", "corrupt": "The dog sat because it"} 
             + "\n",
             ["line 1", "'clean'", "twice"],
         ),  # 15
+        # Issue 60, 10: what the tokenizer finds wrong in a pair names the file too.
+        (json.dumps({**PAIR, "corrupt": "The", "answer": " x", "other": " y"}), ["same token"]),
+        (json.dumps({**PAIR, "corrupt": PAIR["clean"] + " ", "answer": " x", "other": " y"}), []),
+        (json.dumps({**PAIR, "answer": " sat", "other": " sat down"}), ["same token"]),
     ],
 )
 def test_a_bad_pairs_file_is_one_line_naming_it(run, tmp_path, line, names):
