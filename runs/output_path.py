@@ -47,6 +47,11 @@ def check_output_path(
     tokenizers: the checkout's .cache and the run's data.cache_dir); the text the run folder
     `run` was trained on; or one of `reads`, the files this command reads."""
     target = Path(os.path.realpath(path))
+    if any(_is_special(p) for p in (Path(os.path.abspath(path)), target)):
+        raise ValueError(
+            f"cannot write {path}: it is a device or a stream, not a file, and the output is "
+            "a file written whole; give a file path (e.g. out/attention.html)"
+        )
     what = _input_at(target, run, own, [r for r in reads if r])
     if what is not None:
         raise OutputOnInput(path, what)
@@ -73,6 +78,12 @@ def _input_at(target: Path, run, own: tuple[str, ...], reads: list) -> str | Non
         if target == corpus or corpus in target.parents:
             return f"the text the run in {run} was trained on"
     return None
+
+
+def _is_special(path: Path) -> bool:
+    """Whether `path` is in the kernel's folders of devices and processes (/dev/stdout, a
+    /proc/self/fd/N that a shell's redirection gives)."""
+    return any(path.is_relative_to(root) for root in ("/dev", "/proc", "/sys"))
 
 
 def _is_model_folder(folder: Path) -> bool:

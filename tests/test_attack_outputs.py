@@ -149,6 +149,12 @@ def test_html_and_export_never_land_in_a_data_cache(place, monkeypatch, where): 
     assert snapshot(place) == before
 
 
+def test_html_onto_a_stream_is_one_clear_line(place):  # issue 60: 10
+    args = ["--ckpt", place / "run", "--attention", SENTENCE, "--no-probe", "--html"]
+    said = error_line(run_main("generate.py", *args, "/dev/stdout"))
+    assert "/dev/stdout" in said and "give a file path" in said and "Errno" not in said, said
+
+
 def test_reversed_pairs_say_so_instead_of_recovered_fractions(place):  # 5
     pair = {"answer": " barked", "other": " ran"}
     clean, corrupt = "the cat sat on the mat and it", "the dog sat on the mat and it"
