@@ -117,3 +117,10 @@ def test_a_resume_in_another_pronoun_language_is_refused_before_it_is_generated(
     r = run_main("train.py", f"out_dir={tmp_path / 'run'}", *args, "data.pronouns.meaning=7")
     assert r.returncode == 2 and "data.pronouns" in r.stderr and "meaning=7" in r.stderr, r.stderr
     assert sorted((tmp_path / "cache" / "corpora").iterdir()) == corpora  # nothing generated
+
+
+def test_a_local_window_past_the_block_is_said_to_limit_nothing(corpus, tmp_path):  # 60: 10
+    args = tiny_run_args(corpus, tmp_path / "run", "model.local_window=64", "train.max_iters=1")
+    r = run_main("train.py", *args, "train.eval_interval=1")
+    assert r.returncode == 0, r.stderr
+    assert "model.local_window=64" in r.stdout and "block_size=16" in r.stdout, r.stdout

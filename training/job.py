@@ -274,6 +274,12 @@ def say_setup(config, runtime, data, raw_model, orth_dtype, progress, console):
             f"{settings.max_iters}: the learning rate rises to {last / settings.lr:.0%} of "
             "train.lr and never decays; set warmup_iters below max_iters for the full schedule"
         )
+    window, block = config.model.local_window, config.model.block_size
+    if window >= block:
+        console.say(
+            f"note: model.local_window={window} is not below model.block_size={block}: layer 0 "
+            "sees every position, as with local_window=0; set it below block_size to limit it"
+        )
     if (
         runtime.dtype == torch.bfloat16
         and not bf16_native(runtime.device)
