@@ -124,3 +124,11 @@ def test_a_local_window_past_the_block_is_said_to_limit_nothing(corpus, tmp_path
     r = run_main("train.py", *args, "train.eval_interval=1")
     assert r.returncode == 0, r.stderr
     assert "model.local_window=64" in r.stdout and "block_size=16" in r.stdout, r.stdout
+
+
+def test_eval_only_off_a_terminal_says_it_is_evaluating(corpus, tmp_path):  # 60: 10
+    args = tiny_run_args(corpus, tmp_path / "run", "train.max_iters=2", "train.eval_interval=2")
+    assert run_main("train.py", *args).returncode == 0
+    r = run_main("train.py", *args, "--eval-only")
+    assert r.returncode == 0 and "loss" in r.stdout, r.stderr
+    assert "evaluating" in r.stderr and "windows" in r.stderr, r.stderr
