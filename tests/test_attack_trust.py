@@ -1,8 +1,9 @@
-"""What a run trusts, as a user meets it at train.py and generate.py: a cached corpus is the text
-its name promises, a run's config.yaml is the one its checkpoint was trained with, probe.json
-names only layers and heads the model has, and a hook's return is checked wherever it was
-registered. The battery of issue 60 (cases 2, 4, 5, 6); docs/reference/promises.md says what
-each case holds the project to."""
+"""What a run trusts, as a user meets it at train.py: a cached corpus is the text its name
+promises, a run's config.yaml is the one its checkpoint was trained with, another pronoun
+language is refused before it is generated; and the messages of a run that goes wrong say what
+to change. The battery of issue 60 (cases 1, 2, 4, 7, 8, 9, 10; 5 and 6 are in
+test_attack_inputs.py and test_hooks.py); docs/reference/promises.md says what each case holds
+the project to."""
 
 import hashlib
 import json
