@@ -38,26 +38,27 @@ def check_output_path(
     run: str | Path | None = None,
     own: tuple[str, ...] = (),
     reads: Iterable[str | Path | None] = (),
+    caches: Iterable[str | Path] = (),
 ) -> None:
     """OutputOnInput (a ValueError, one line) where writing `path` (a symlink's target, as
     storage.atomic writes it) would replace an input: a file of a run or model folder (its own
     names always, any other file of it unless it ends with one of `own`, the output's own kind:
     ".html" for a page, which may be rewritten there); anywhere, an existing checkpoint, weights,
     token or config file; anything under the project's cache (corpora, prepared tokens,
-    tokenizers: the checkout's .cache and the run's data.cache_dir); the text the run folder
-    `run` was trained on; or one of `reads`, the files this command reads."""
+    tokenizers: the checkout's .cache, the run's data.cache_dir and `caches`); the text the run
+    folder `run` was trained on; or one of `reads`, the files this command reads."""
     target = Path(os.path.realpath(path))
     if any(_is_special(p) for p in (Path(os.path.abspath(path)), target)):
         raise ValueError(
             f"cannot write {path}: it is a device or a stream, not a file, and the output is "
             "a file written whole; give a file path (e.g. out/attention.html)"
         )
-    what = _input_at(target, run, own, [r for r in reads if r])
+    what = _input_at(target, run, own, [r for r in reads if r], list(caches))
     if what is not None:
         raise OutputOnInput(path, what)
 
 
-def _input_at(target: Path, run, own: tuple[str, ...], reads: list) -> str | None:
+def _input_at(target: Path, run, own: tuple[str, ...], reads: list, caches: list) -> str | None:
     """What input `target` is, or None."""
     if any(Path(os.path.realpath(r)) == target for r in reads):
         return "a file this command reads"
@@ -71,7 +72,7 @@ def _input_at(target: Path, run, own: tuple[str, ...], reads: list) -> str | Non
         return "a checkpoint, weights or token file"
     if target.is_file() and name.endswith(CONFIG_SUFFIXES):
         return "a config file"
-    for cache in _caches(run):
+    for cache in _caches(run) + [Path(os.path.realpath(c)) for c in caches]:
         if target == cache or cache in target.parents:
             return f"in the data cache {cache} (corpora, prepared tokens, tokenizers)"
     for corpus in _corpora(run):

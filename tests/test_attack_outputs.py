@@ -149,6 +149,15 @@ def test_html_and_export_never_land_in_a_data_cache(place, monkeypatch, where): 
     assert snapshot(place) == before
 
 
+def test_a_run_folder_never_goes_in_a_data_cache(place):  # issue 60: 1, train.py as a writer
+    cache = place / "data" / "cache"
+    before = snapshot(place)
+    args = [f"data.source={place / 'data' / 'text.txt'}", f"data.cache_dir={cache}"]
+    said = error_line(run_main("train.py", *args, f"out_dir={cache / 'corpora' / 'run'}"))
+    assert "data cache" in said and str(cache) in said, said
+    assert snapshot(place) == before and not (cache / "corpora").exists()
+
+
 def test_html_onto_a_stream_is_one_clear_line(place):  # issue 60: 10
     args = ["--ckpt", place / "run", "--attention", SENTENCE, "--no-probe", "--html"]
     said = error_line(run_main("generate.py", *args, "/dev/stdout"))

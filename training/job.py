@@ -19,6 +19,7 @@ from model.checkpoint import CKPT_NAME
 from model.device import bf16_native, fast_matmul_dtype
 from model.gpt import GPT
 from runs.folder import CONFIG_FILE, META_FILE, METRICS_FILE
+from runs.output_path import check_output_path
 from runs.restart import Aside, clean_stale_asides, finish_cut_swap, written_aside
 from storage.atomic import clean_stale_temps, write_atomic
 from storage.lock import folder_lock
@@ -106,6 +107,8 @@ def open_job(config, runtime, force, watchers=()):
     folder that replaces the old run at the first checkpoint (runs.restart). Training's own
     watchers come first, then `watchers`."""
     console = Console(runtime.is_main)
+    # A run folder is an output: never in a data cache, whose files every run reads.
+    check_output_path(config.out_dir, caches=[config.data.cache_path])
     if runtime.is_main and (note := finish_cut_swap(config.out_dir)):  # before its lock
         console.note(note)
     lock = folder_lock(config.out_dir, "training run") if runtime.is_main else None
