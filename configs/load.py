@@ -5,7 +5,6 @@ flattened. Every error names the file, the key path and the reason.
 """
 
 import copy
-import reprlib
 import types
 import typing
 from dataclasses import MISSING, fields
@@ -13,7 +12,7 @@ from pathlib import Path
 
 import yaml
 
-from checks import did_you_mean
+from checks import did_you_mean, shown
 from configs.paths import DEFAULT_CONFIG, config_candidates, config_file, is_default_config
 from configs.ranges import check
 from configs.run_dir import Origin
@@ -37,13 +36,6 @@ class _UniqueKeyLoader(yaml.SafeLoader):
 
 
 MAX_DEPTH = 16  # mappings and lists within each other: far past any config's (a mix entry is 3)
-
-
-def _shown(value) -> str:
-    """`value` as an error shows it: a repr cut short, however long or deep the value."""
-    shown = reprlib.Repr()
-    shown.maxlevel, shown.maxstring, shown.maxother, shown.maxlist, shown.maxdict = 3, 60, 60, 6, 6
-    return shown.repr(value)
 
 
 def _check_depth(text: str, where: str) -> None:
@@ -129,7 +121,7 @@ def _convert(value, tp, choices, where, parse=None):
     try:
         converted = convert(value)
     except (TypeError, ValueError):
-        raise ConfigError(f"{where}: expected {tp.__name__}, got {_shown(value)}") from None
+        raise ConfigError(f"{where}: expected {tp.__name__}, got {shown(value)}") from None
     if choices and converted not in choices:
         raise ConfigError(f"{where}: {converted!r} is not one of {', '.join(choices)}")
     return converted
@@ -144,7 +136,7 @@ def _unknown(key, valid, where):
 def _build(cls, raw, origin, prefix="", overridden=None):
     if not isinstance(raw, dict):
         raise ConfigError(
-            f"{origin}: {prefix.rstrip('.') or 'top level'} must be a mapping, got {_shown(raw)}"
+            f"{origin}: {prefix.rstrip('.') or 'top level'} must be a mapping, got {shown(raw)}"
         )
     hints = typing.get_type_hints(cls)
     valid = [f.name for f in key_fields(cls)]
@@ -198,7 +190,7 @@ def _set_override(raw, override, origin="defaults"):
             elif not isinstance(node[key], dict):
                 section = ".".join(keys[: i + 1])
                 raise ConfigError(
-                    f"{origin}: {section} must be a mapping, got {_shown(node[key])}, so override "
+                    f"{origin}: {section} must be a mapping, got {shown(node[key])}, so override "
                     f"{path} has no section to go in; write the keys of {section} below it"
                 )
             node, cls = node[key], tp
@@ -210,7 +202,7 @@ def _set_override(raw, override, origin="defaults"):
                 node[key] = yaml.safe_load(text) if text.strip() else ""
             except yaml.YAMLError as e:
                 raise ConfigError(
-                    f"{where}: {_shown(text)} is not valid YAML ({getattr(e, 'problem', e)})"
+                    f"{where}: {shown(text)} is not valid YAML ({getattr(e, 'problem', e)})"
                 ) from None
         else:
             # The text as typed: the field's type converts it (_convert), as a config file's value
@@ -247,7 +239,7 @@ def load_config(path: str | Path | None = DEFAULT_CONFIG, overrides=()) -> Confi
                 f"{origin}: not valid YAML{where}: {getattr(e, 'problem', e)}"
             ) from None
     if overrides and not isinstance(raw, dict):  # else _build says so, naming the file
-        raise ConfigError(f"{origin}: top level must be a mapping, got {_shown(raw)}")
+        raise ConfigError(f"{origin}: top level must be a mapping, got {shown(raw)}")
     own = copy.deepcopy(raw)  # the file's own values, before the overrides
     overridden = {}  # key path -> the override as typed (the last, where one is given twice)
     for override in overrides:

@@ -106,6 +106,8 @@ OVERRIDE_VALUES = st.one_of(
 
 @given(key=st.sampled_from(KEYS) | st.text(max_size=12), value=OVERRIDE_VALUES)
 @example(key="data.mix", value=deep(5_000))  # issue 60, 2: a RecursionError, 10,000 characters
+@example(key="data.mix", value="\x1b")  # found: YAML's error ran to two lines
+@example(key="model.n_layer", value="x" * 5_000)  # found: the error quoted all 5,000
 @example(key="data.pronouns.meaning", value="1e308")  # with role=1e308 below: an infinite sum
 def test_any_override_loads_or_is_one_line(key, value):
     overrides = [f"{key}={value}"]
@@ -134,6 +136,7 @@ LINES = st.one_of(
 
 @given(lines=st.lists(LINES, min_size=1, max_size=4))
 @example(lines=[deep(100_000)])
+@example(lines=['{"\\n": null}'])  # found: a key with a newline made a two-line error
 def test_any_probe_or_pairs_file_reads_or_is_one_line(tmp_path_factory, lines):
     path = tmp_path_factory.mktemp("jsonl") / "file.jsonl"
     path.write_text("\n".join(lines) + "\n")
