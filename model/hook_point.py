@@ -12,6 +12,8 @@ from collections.abc import Callable
 import torch
 import torch.nn as nn
 
+from model.hook_check import bad_replacement, checked, others
+
 
 class HookPoint(nn.Module):
     """Identity, unless hooks are installed: then x passes through each fn(x, hook) in turn,
@@ -24,32 +26,16 @@ class HookPoint(nn.Module):
 
     @property
     def hooked(self) -> bool:
-        """Whether a hook is on this point: one of ours or a PyTorch forward hook (the point's
-        own check of what those return does not count)."""
-        return bool(self.fns) or _others(self._forward_hooks) or _others(self._forward_pre_hooks)
+        """Whether a hook is on this point: one of ours or a PyTorch hook (not the check)."""
+        return bool(self.fns) or others(self._forward_hooks) or others(self._forward_pre_hooks)
 
     def register_forward_hook(self, hook, *args, **kwargs):
-        """PyTorch's, and then the point checks what its hooks return (shape and type), after
-        all of them: a wrong return is one error naming the point, not a silent broadcast."""
-        handle = super().register_forward_hook(hook, *args, **kwargs)
-        self._install_check()
-        return handle
+        """PyTorch's; what the hooks return is then checked (model/hook_check.py)."""
+        return checked(self, super().register_forward_hook(hook, *args, **kwargs))
 
     def register_forward_pre_hook(self, hook, *args, **kwargs):
         """PyTorch's, checked as register_forward_hook's are."""
-        handle = super().register_forward_pre_hook(hook, *args, **kwargs)
-        self._install_check()
-        return handle
-
-    def _install_check(self) -> None:
-        """The shape of x recorded before every pre-hook and checked after every hook: only on
-        a point a PyTorch hook was put on, so an unhooked forward pays nothing."""
-        for handle in getattr(self, "_check_handles", ()):
-            handle.remove()
-        self._check_handles = (
-            super().register_forward_pre_hook(_record_input, prepend=True),
-            super().register_forward_hook(_check_output),
-        )
+        return checked(self, super().register_forward_pre_hook(hook, *args, **kwargs))
 
     @property
     def active(self) -> bool:
@@ -81,30 +67,3 @@ class HookPoint(nn.Module):
 
     def extra_repr(self) -> str:
         return f"{self.name!r}, {len(self.fns)} hooks"
-
-
-def _others(hooks: dict) -> bool:
-    """Whether `hooks` (a module's hook dict) holds a hook other than the point's own check."""
-    return bool(hooks) and any(not getattr(fn, "point_check", False) for fn in hooks.values())
-
-
-def _record_input(point: HookPoint, args: tuple) -> None:
-    point.expected = args[0].shape if args and isinstance(args[0], torch.Tensor) else None
-
-
-def _check_output(point: HookPoint, args: tuple, out: object) -> None:
-    expected = getattr(point, "expected", None)
-    if not isinstance(out, torch.Tensor) or (expected is not None and out.shape != expected):
-        raise ValueError(bad_replacement(point.name, expected, out))
-
-
-_record_input.point_check = _check_output.point_check = True
-
-
-def bad_replacement(name: str, x: "torch.Tensor | torch.Size | None", out: object) -> str:
-    got = f"shape {tuple(out.shape)}" if isinstance(out, torch.Tensor) else type(out).__name__
-    shape = tuple(x.shape) if isinstance(x, torch.Tensor) else tuple(x or ())
-    return (
-        f"a hook on {name} returned {got} where the point is {shape}: return a tensor "
-        "of the same shape, or None to keep the value"
-    )

@@ -7,9 +7,6 @@ import os
 from collections.abc import Iterable
 from pathlib import Path
 
-import yaml
-
-from configs.paths import DEFAULT_CACHE, cache_folder
 from model.checkpoint import CKPT_NAME
 from runs.folder import CONFIG_FILE, META_FILE
 from runs.restart import RUN_ENTRIES
@@ -44,9 +41,9 @@ def check_output_path(
     storage.atomic writes it) would replace an input: a file of a run or model folder (its own
     names always, any other file of it unless it ends with one of `own`, the output's own kind:
     ".html" for a page, which may be rewritten there); anywhere, an existing checkpoint, weights,
-    token or config file; anything under the project's cache (corpora, prepared tokens,
-    tokenizers: the checkout's .cache, the run's data.cache_dir and `caches`); the text the run
-    folder `run` was trained on; or one of `reads`, the files this command reads."""
+    token or config file; anything under one of `caches`, the data caches (corpora, prepared
+    tokens, tokenizers: configs.paths.data_caches); the text the run folder `run` was trained
+    on; or one of `reads`, the files this command reads."""
     target = Path(os.path.realpath(path))
     if any(_is_special(p) for p in (Path(os.path.abspath(path)), target)):
         raise ValueError(
@@ -72,7 +69,7 @@ def _input_at(target: Path, run, own: tuple[str, ...], reads: list, caches: list
         return "a checkpoint, weights or token file"
     if target.is_file() and name.endswith(CONFIG_SUFFIXES):
         return "a config file"
-    for cache in _caches(run) + [Path(os.path.realpath(c)) for c in caches]:
+    for cache in (Path(os.path.realpath(c)) for c in caches):
         if target == cache or cache in target.parents:
             return f"in the data cache {cache} (corpora, prepared tokens, tokenizers)"
     for corpus in _corpora(run):
@@ -100,17 +97,6 @@ def _tokenizer_file(folder: Path) -> str:
     except (OSError, ValueError, KeyError, TypeError):
         return ""
     return name if isinstance(name, str) else ""
-
-
-def _caches(run) -> list[Path]:
-    """The data caches a run reads: the checkout's own and the one `run`'s config.yaml names."""
-    caches = [cache_folder(DEFAULT_CACHE)]
-    try:
-        with open(Path(run) / CONFIG_FILE, encoding="utf-8") as f:
-            caches.append(cache_folder(str(yaml.safe_load(f)["data"]["cache_dir"])))
-    except (OSError, TypeError, KeyError, ValueError, RecursionError, yaml.YAMLError):
-        pass  # no run, or no config of ours: the checkout's cache only
-    return [Path(os.path.realpath(cache)) for cache in caches]
 
 
 def _corpora(run) -> list[Path]:

@@ -13,6 +13,7 @@ from pathlib import Path
 import torch
 
 from configs.load import to_yaml
+from configs.paths import data_caches
 from configs.schema import Config
 from data.mix import Mixture
 from model.checkpoint import CKPT_NAME
@@ -108,7 +109,7 @@ def open_job(config, runtime, force, watchers=()):
     watchers come first, then `watchers`."""
     console = Console(runtime.is_main)
     # A run folder is an output: never in a data cache, whose files every run reads.
-    check_output_path(config.out_dir, caches=[config.data.cache_path])
+    check_output_path(config.out_dir, caches=[*data_caches(), config.data.cache_path])
     if runtime.is_main and (note := finish_cut_swap(config.out_dir)):  # before its lock
         console.note(note)
     lock = folder_lock(config.out_dir, "training run") if runtime.is_main else None

@@ -31,7 +31,7 @@ from training.optim import lr_at
 from training.runtime import all_sum, mfu, teardown
 from training.seeds import dropout_seed, micro_batch_generator
 from training.start import start_runtime
-from training.stopping import TrainingStopped
+from training.stopping import TrainingStopped, losing, lost_steps
 
 
 def train(config, force=False, watchers=(), temporary=False):
@@ -71,21 +71,6 @@ def train_loop(job, progress, temporary=False):
     if reason:
         return stopped(job, progress, reason, temporary)
     return finish(job, progress)
-
-
-@contextlib.contextmanager
-def losing(progress):
-    """A write or a watcher that fails while the loop runs (a plot on a full disk, a probe)
-    stops the run as it did, its message saying which steps are lost."""
-    try:
-        yield
-    except OSError as e:  # one line, as train.py says an OSError, with the steps it costs
-        where = f" {e.filename}" if e.filename else ""
-        raise ValueError(
-            f"cannot write{where}: {e.strerror or e}; {lost_steps(progress)}"
-        ) from None
-    except ValueError as e:
-        raise ValueError(f"{e}; {lost_steps(progress)}") from None
 
 
 def train_step(job, progress):
@@ -195,27 +180,15 @@ def save(job, progress):
         publish_aside(job, progress.step)
 
 
-def lost_steps(progress):
-    """What a failed save loses: the steps since the checkpoint on disk, which a resume redoes."""
-    if progress.saved_step is None:
-        return f"steps 1-{progress.step} are lost; the same command starts the run again"
-    return (
-        f"steps {progress.saved_step + 1}-{progress.step} are lost; the same command resumes "
-        f"from the checkpoint of step {progress.saved_step}"
-    )
-
-
 def stopped(job, progress, reason, temporary=False):
     """Say where a run stopped early stands; an interrupt goes on as a KeyboardInterrupt. A
     temporary folder (`temporary`) is said to go, never offered for a resume."""
     settings, interrupted = job.config.train, reason.startswith("interrupted")
     if temporary:
-        at = (
-            f"step {progress.step}"
-            if interrupted
-            else f"step {progress.step} of {settings.max_iters}"
+        job.console.say(
+            f"{reason}, at step {progress.step} of {settings.max_iters}; its folder "
+            f"{job.out_dir} is temporary and is removed"
         )
-        job.console.say(f"{reason}, at {at}; its folder {job.out_dir} is temporary and is removed")
     elif interrupted:
         job.console.say(
             f"\n{reason}: checkpoint of step {progress.step} saved in {job.out_dir}; "
