@@ -230,6 +230,7 @@ def saved_probe(run: "Run", folder: str | Path | None) -> SavedStudy | None:
         return None  # of other examples: the generator or the lexicon has changed since
     if mismatches(saved, SavedStudy):
         return None  # e.g. edited by hand
-    sizes = run.ckpt.get("model_config") or {}
-    n_layer, n_head = sizes.get("n_layer", 0), sizes.get("n_head", 0)
-    return None if outside_model(saved, n_layer, n_head) else saved  # another model's
+    sizes = run.ckpt.get("model_config") or {}  # load_run always gives it
+    if "n_layer" in sizes and outside_model(saved, sizes["n_layer"], sizes["n_head"]):
+        return None  # another model's
+    return saved

@@ -45,7 +45,7 @@ def check_output_path(
     tokens, tokenizers: configs.paths.data_caches); the text the run folder `run` was trained
     on; or one of `reads`, the files this command reads."""
     target = Path(os.path.realpath(path))
-    if any(_is_special(p) for p in (Path(os.path.abspath(path)), target)):
+    if os.path.exists(path) and any(_is_special(p) for p in (Path(os.path.abspath(path)), target)):
         raise ValueError(
             f"cannot write {path}: it is a device or a stream, not a file, and the output is "
             "a file written whole; give a file path (e.g. out/attention.html)"
