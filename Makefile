@@ -5,7 +5,7 @@ PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 TEST_STAMP := $(VENV)/.installed-test
 
-.PHONY: test test-fast lint demo clean gpu-check doc-results
+.PHONY: test test-fast lint demo clean gpu-check doc-results fuzz
 
 $(STAMP): requirements.txt
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 10) else "Python >= 3.10 is needed; set PYTHON=/path/to/python3.x")'
@@ -39,6 +39,12 @@ test: lint
 test-fast: $(TEST_STAMP)
 	@$(PY) -m pytest -q -n auto --dist loadfile --no-loadscope-reorder -m "not slow" tests; rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "make test-fast: pytest collected no tests" >&2; exit 1; fi; exit $$rc
+
+# The fuzzer (tests/test_fuzz.py) at length: Hypothesis's "fuzz" profile, hundreds of generated
+# configs, overrides, JSONL and probe.json files a test instead of the suite's dozen; a failure is
+# kept in .hypothesis/ and replayed first next time.
+fuzz: $(TEST_STAMP)
+	HYPOTHESIS_PROFILE=fuzz $(PY) -m pytest -q -p no:xdist tests/test_fuzz.py --hypothesis-show-statistics
 
 # The main job on the built-in corpus, offline: train (or resume), sample, measure attention once
 # (the probe, its causal tests and circuits, and the natural sentences, saved to the run folder),

@@ -26,6 +26,8 @@ import argparse
 import json
 import os
 import resource
+import signal
+import sys
 
 import torch
 
@@ -35,7 +37,7 @@ from benchmarks.gpu import gpu_check
 from benchmarks.hook_cost import bench_hooks
 from benchmarks.inference import bench_causal, bench_generation, bench_load
 from benchmarks.preparation import bench_mix, bench_prepare, bench_tokenizer
-from benchmarks.resolve import RESOLVE_CONFIG, bench_resolve
+from benchmarks.resolve import RESOLVE_CONFIG, bench_resolve, share
 from benchmarks.step import bench_loss_memory, bench_profile
 from benchmarks.training import bench_optimizers, bench_speedrun, bench_train
 from checks import did_you_mean
@@ -116,13 +118,13 @@ def add_resolve_flags(p):
     )
     p.add_argument(
         "--accuracy",
-        type=float,
+        type=share,
         default=ACCURACY,
         help=f"resolve: each kind's choice accuracy target (default {ACCURACY:.2f})",
     )
     p.add_argument(
         "--flip",
-        type=float,
+        type=share,
         default=FLIP,
         help=f"resolve: each kind's flip target (default {FLIP:.2f})",
     )
@@ -175,5 +177,14 @@ def main():
             print_row(key, value, width)
 
 
+def _terminate(signum, frame):
+    raise KeyboardInterrupt  # SIGTERM as Ctrl-C: temporary folders are removed on the way out
+
+
 if __name__ == "__main__":
-    main()
+    signal.signal(signal.SIGTERM, _terminate)  # the training's own handler takes over in its loop
+    try:
+        main()
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)  # as train.py: one line, no traceback
+        sys.exit(130)

@@ -5,6 +5,7 @@ scripts can all use it."""
 
 import difflib
 import math
+import reprlib
 from collections.abc import Iterable
 from numbers import Real
 
@@ -35,3 +36,11 @@ def did_you_mean(name: str, choices: Iterable[str], n: int = 1, cutoff: float = 
     none of them; "" when none is near. The one place every "unknown name" message asks it."""
     close = difflib.get_close_matches(str(name), list(choices), n=n, cutoff=cutoff)
     return f"did you mean {' or '.join(close)}?" if close else ""
+
+
+def shown(value: object) -> str:
+    """`value` as an error quotes it: a repr cut short, however long or deep the value, and on
+    one line (a newline in a key or a string shows as \\n)."""
+    cut = reprlib.Repr()
+    cut.maxlevel, cut.maxstring, cut.maxother, cut.maxlist, cut.maxdict = 3, 60, 60, 6, 6
+    return cut.repr(value)

@@ -144,9 +144,12 @@ def work(args, config):
         print(evaluate_only(config, args.text))
         return 0
     if args.export_hf:
+        from configs.paths import data_caches
         from runs.export import export_hf
+        from runs.folder import CONFIG_FILE
 
-        names = export_hf(config.out_dir, args.export_hf)
+        caches = data_caches(os.path.join(config.out_dir, CONFIG_FILE))
+        names = export_hf(config.out_dir, args.export_hf, caches)
         print(f"exported {config.out_dir} to {args.export_hf}: {', '.join(names)}")
         return 0
     try:

@@ -107,3 +107,40 @@ def _name(tp) -> str:
 def _short(value) -> str:
     text = repr(value)
     return text if len(text) <= 40 else text[:37] + "..."
+
+
+# Keys whose value is one index, a [layer, head] pair, or a grid: [layer][head], or per layer.
+_INDEX = {"layer": 0, "head": 1}
+_PAIRS = ("best_head", "kind_best_head")
+_GRIDS = ("heads", "flip_share")
+_PER_LAYER = ("layers", "mlps")
+
+
+def outside_model(value: Any, n_layer: int, n_head: int) -> list[str]:
+    """Each place where a result names a layer or a head that a model of `n_layer` layers of
+    `n_head` heads does not have (an index past it, a grid of another size): a result of
+    another model, where []: every index in it is one of this model's."""
+    sizes, found, todo = (n_layer, n_head), [], [("result", value)]
+    while todo:  # a list, not the stack: however deep the value
+        where, node = todo.pop()
+        if isinstance(node, list):
+            todo.extend((f"{where}[{i}]", v) for i, v in enumerate(node))
+            continue
+        if not isinstance(node, dict):
+            continue
+        for key, v in node.items():
+            at = f"{where}.{key}"
+            if key in _INDEX and isinstance(v, int) and not 0 <= v < sizes[_INDEX[key]]:
+                found.append(f"{at}: {v} is past the model's {sizes[_INDEX[key]]}")
+            elif key in _PAIRS and isinstance(v, list) and len(v) == 2:
+                if not all(isinstance(i, int) and 0 <= i < s for i, s in zip(v, sizes)):
+                    found.append(f"{at}: {_short(v)} is no head of the model")
+            elif key in _GRIDS and v and all(isinstance(row, list) for row in v):
+                if len(v) != n_layer or any(len(row) != n_head for row in v):
+                    found.append(f"{at}: a grid of another model's layers or heads")
+            elif key == "heads" and isinstance(v, list) and len(v) not in (0, n_layer * n_head):
+                found.append(f"{at}: {len(v)} heads where the model has {n_layer * n_head}")
+            elif key in _PER_LAYER and isinstance(v, list) and len(v) != n_layer:
+                found.append(f"{at}: {len(v)} layers where the model has {n_layer}")
+            todo.append((at, v))
+    return found

@@ -5,7 +5,9 @@ does, and stops at that probe (lab/resolve_stop.py); its time is the probe recor
 the training's own (data preparation and the model's building left out), and the whole call's
 beside it."""
 
+import argparse
 import contextlib
+import math
 import sys
 import tempfile
 import time
@@ -31,12 +33,24 @@ def bench_resolve(args):
             sys.exit(f"error: {e}")
         started = time.perf_counter()
         with contextlib.redirect_stdout(sys.stderr):  # stdout is the table's, or the JSON's
-            train(config, force=True, watchers=[StopWhenResolved(args.accuracy, args.flip)])
+            stop = StopWhenResolved(args.accuracy, args.flip)
+            train(config, force=True, watchers=[stop], temporary=True)
         wall = time.perf_counter() - started
         records = read_metrics(Path(out) / METRICS_FILE)
     return resolve_rows(args.config, records, args.accuracy, args.flip) | {
         "resolve wall s (whole call: data, model, training)": wall
     }
+
+
+def share(text: str) -> float:
+    """An argparse type: a target share, a finite number in [0, 1] (--accuracy, --flip)."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not 0 <= value <= 1:  # nan fails both
+        raise argparse.ArgumentTypeError(f"{text!r} is not a share; give a number from 0 to 1")
+    return value
 
 
 def resolve_rows(config, records, accuracy, flip):

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import yaml
 
-from checks import did_you_mean
+from checks import did_you_mean, shown
 from configs.paths import DEFAULT_CONFIG, config_candidates, config_file, is_default_config
 from configs.ranges import check
 from configs.run_dir import Origin
@@ -33,6 +33,29 @@ class _UniqueKeyLoader(yaml.SafeLoader):
                 )
             seen.add(key)
         return super().construct_mapping(node, deep)
+
+
+MAX_DEPTH = 16  # mappings and lists within each other: far past any config's (a mix entry is 3)
+
+
+def _check_depth(text: str, where: str) -> None:
+    """ConfigError where the YAML `text` nests mappings and lists more than MAX_DEPTH deep: read
+    as events (the parser keeps a list, not the stack), before the loader would recurse."""
+    depth = 0
+    try:
+        for event in yaml.parse(text, Loader=yaml.SafeLoader):
+            if isinstance(event, (yaml.MappingStartEvent, yaml.SequenceStartEvent)):
+                depth += 1
+                if depth > MAX_DEPTH:
+                    raise ConfigError(
+                        f"{where}: nested more than {MAX_DEPTH} deep at line "
+                        f"{event.start_mark.line + 1}; a config is a few levels of mappings and "
+                        "lists, so flatten it"
+                    )
+            elif isinstance(event, (yaml.MappingEndEvent, yaml.SequenceEndEvent)):
+                depth -= 1
+    except yaml.YAMLError:
+        return  # not valid YAML: the loader says where
 
 
 def _is_section(tp):
@@ -98,7 +121,7 @@ def _convert(value, tp, choices, where, parse=None):
     try:
         converted = convert(value)
     except (TypeError, ValueError):
-        raise ConfigError(f"{where}: expected {tp.__name__}, got {value!r}") from None
+        raise ConfigError(f"{where}: expected {tp.__name__}, got {shown(value)}") from None
     if choices and converted not in choices:
         raise ConfigError(f"{where}: {converted!r} is not one of {', '.join(choices)}")
     return converted
@@ -113,7 +136,7 @@ def _unknown(key, valid, where):
 def _build(cls, raw, origin, prefix="", overridden=None):
     if not isinstance(raw, dict):
         raise ConfigError(
-            f"{origin}: {prefix.rstrip('.') or 'top level'} must be a mapping, got {raw!r}"
+            f"{origin}: {prefix.rstrip('.') or 'top level'} must be a mapping, got {shown(raw)}"
         )
     hints = typing.get_type_hints(cls)
     valid = [f.name for f in key_fields(cls)]
@@ -167,18 +190,19 @@ def _set_override(raw, override, origin="defaults"):
             elif not isinstance(node[key], dict):
                 section = ".".join(keys[: i + 1])
                 raise ConfigError(
-                    f"{origin}: {section} must be a mapping, got {node[key]!r}, so override "
+                    f"{origin}: {section} must be a mapping, got {shown(node[key])}, so override "
                     f"{path} has no section to go in; write the keys of {section} below it"
                 )
             node, cls = node[key], tp
         elif not last:
             raise ConfigError(f"{where}: {key!r} is not a section")
         elif tp is list:  # a YAML list, or the field's own written form (a string)
+            _check_depth(text, where)
             try:
                 node[key] = yaml.safe_load(text) if text.strip() else ""
             except yaml.YAMLError as e:
                 raise ConfigError(
-                    f"{where}: {text!r} is not valid YAML ({getattr(e, 'problem', e)})"
+                    f"{where}: {shown(text)} is not valid YAML ({getattr(e, 'problem', e)})"
                 ) from None
         else:
             # The text as typed: the field's type converts it (_convert), as a config file's value
@@ -200,7 +224,9 @@ def load_config(path: str | Path | None = DEFAULT_CONFIG, overrides=()) -> Confi
             looked = " or ".join(str(p) for p in config_candidates(path))
             raise ConfigError(f"{origin}: no such config file (looked for {looked})")
         try:
-            raw = yaml.load(found.read_text(encoding="utf-8"), Loader=_UniqueKeyLoader) or {}
+            text = found.read_text(encoding="utf-8")
+            _check_depth(text, origin)
+            raw = yaml.load(text, Loader=_UniqueKeyLoader) or {}
         except UnicodeDecodeError as e:
             raise ConfigError(
                 f"{origin}: not UTF-8 text (byte {e.start} is "
@@ -213,7 +239,7 @@ def load_config(path: str | Path | None = DEFAULT_CONFIG, overrides=()) -> Confi
                 f"{origin}: not valid YAML{where}: {getattr(e, 'problem', e)}"
             ) from None
     if overrides and not isinstance(raw, dict):  # else _build says so, naming the file
-        raise ConfigError(f"{origin}: top level must be a mapping, got {raw!r}")
+        raise ConfigError(f"{origin}: top level must be a mapping, got {shown(raw)}")
     own = copy.deepcopy(raw)  # the file's own values, before the overrides
     overridden = {}  # key path -> the override as typed (the last, where one is given twice)
     for override in overrides:

@@ -6,6 +6,8 @@ reads it."""
 
 from pathlib import Path
 
+import yaml
+
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_CONFIG = PROJECT_ROOT / "configs" / "default.yaml"  # what train.py uses when given none
 DEFAULT_CACHE = ".cache"  # data.cache_dir's default: the checkout's own cache
@@ -39,3 +41,15 @@ def cache_folder(cache_dir: str) -> Path:
     if cache_dir == DEFAULT_CACHE:
         return PROJECT_ROOT / DEFAULT_CACHE
     return Path(cache_dir).expanduser()
+
+
+def data_caches(config_yaml: str | Path | None = None) -> list[Path]:
+    """The data caches runs read (corpora, prepared tokens, tokenizers), where no output may go:
+    the checkout's own, and the one a run's config.yaml (`config_yaml`) names in data.cache_dir."""
+    caches = [cache_folder(DEFAULT_CACHE)]
+    try:
+        with open(config_yaml, encoding="utf-8") as f:  # type: ignore[arg-type]
+            caches.append(cache_folder(str(yaml.safe_load(f)["data"]["cache_dir"])))
+    except (OSError, TypeError, KeyError, ValueError, RecursionError, yaml.YAMLError):
+        pass  # no run folder, or no config of ours: the checkout's cache alone
+    return caches

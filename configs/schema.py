@@ -304,4 +304,14 @@ def resolved(config: Config) -> Config:
 
 
 class ConfigError(ValueError):
-    pass
+    """A config that cannot be used: one line, kept short however long the value it quotes (the
+    middle of a message over MAX_MESSAGE characters is left out, so what to do still shows)."""
+
+    MAX_MESSAGE = 600
+
+    def __init__(self, message: str):
+        message = " ".join(str(message).split("\n"))
+        if len(message) > self.MAX_MESSAGE:
+            half = self.MAX_MESSAGE // 2
+            message = f"{message[:half]} [...] {message[-half:]}"
+        super().__init__(message)

@@ -15,6 +15,7 @@ import json
 from pathlib import Path
 from typing import NamedTuple
 
+from checks import shown
 from storage.json_read import parse_json
 
 KEYS = ("clean", "corrupt", "answer", "other")
@@ -67,11 +68,11 @@ def _fields(line: str) -> tuple[str, ...]:
     extra = sorted(set(obj) - set(KEYS))
     if missing or extra:
         said = [f"missing {', '.join(missing)}"] if missing else []
-        said += [f"unknown {', '.join(extra)}"] if extra else []
+        said += [f"unknown {', '.join(shown(k)[1:-1] for k in extra[:5])}"] if extra else []
         raise ValueError(f"{'; '.join(said)}: a pair has exactly the keys {', '.join(KEYS)}")
     for k in KEYS:
         if not isinstance(obj[k], str) or not obj[k]:
-            raise ValueError(f'"{k}" must be a non-empty string, got {obj[k]!r}')
+            raise ValueError(f'"{k}" must be a non-empty string, got {shown(obj[k])}')
     if obj["clean"] == obj["corrupt"]:
         raise ValueError('"clean" and "corrupt" are the same text; a pair must differ somewhere')
     return tuple(obj[k] for k in KEYS)

@@ -213,16 +213,32 @@ def pronouns_path(
     `<cache_dir>/corpora/pronouns-seed<N>-<version>.txt`, where version hashes the generator's
     source files: an edited generator writes a new corpus instead of reusing a stale one. A
     language other than the default (`mix`) adds `-mix<its key>` to the name, so that one
-    language's file never stands in for another's."""
+    language's file never stands in for another's. The text's SHA-256, recorded beside it when it
+    is written, is checked on every use: a file that is not that text (written over, cut short,
+    or of a version that recorded none) is generated again, so no run trains on another text."""
     from data.pronouns import corpus_text, corpus_version  # only this corpus needs the generator
     from data.pronouns.story_mix import DEFAULT_MIX
 
     mix = mix or DEFAULT_MIX
     other = "" if mix.is_default else f"-mix{mix.key}"
     dest = Path(cache_dir) / "corpora" / f"pronouns-seed{seed}-{corpus_version()}{other}.txt"
-    if not dest.exists():
-        write_atomic(dest, corpus_text(seed=seed, mix=mix))
+    recorded = dest.with_name(dest.name + ".sha256")
+    if not (dest.is_file() and _read_digest(recorded) == file_sha256(dest)):
+        text = corpus_text(seed=seed, mix=mix)
+        write_atomic(dest, text)
+        write_atomic(recorded, hashlib.sha256(text.encode("utf-8")).hexdigest() + "\n")
     return dest
+
+
+def _read_digest(path: Path) -> str | None:
+    """The hex digest a `.sha256` file beside a corpus holds, or None where it holds none."""
+    try:
+        if not path.is_file():  # never opened where a FIFO stands: that read would wait
+            return None
+        with open(path, encoding="ascii") as f:
+            return f.read(100).strip()
+    except (OSError, ValueError):
+        return None
 
 
 def download(url: str, dest: str | os.PathLike, sha256: str, timeout: float = 30.0) -> Path:

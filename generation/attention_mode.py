@@ -9,6 +9,7 @@ from analysis.errors import NoQueryWord
 from analysis.words import QUERY_POSITIONS, sentence_attention
 from checks import positive_int
 from cli import terminal_width
+from configs.paths import data_caches
 from data.pronouns import ATTENTION_EXAMPLES, DEFAULT_COUNT
 from generation.probe_mode import keep_probe, parts_asked, permutations, study_or_say
 from generation.user_text import read_user_text
@@ -17,6 +18,7 @@ from reports.page_writer import Page, write_html
 from reports.term_colour import COLOR_CHOICES, colour_mode
 from reports.terminal import DEFAULT_TOP, MANY_HEADS, render_sentence
 from runs.folder import (
+    CONFIG_FILE,
     METRICS_FILE,
     PROBE_FILE,
     probe_path,
@@ -279,7 +281,8 @@ def page_path(args, ckpt):
     minutes): a trailing slash means a folder, and the page goes in it."""
     if args.html.endswith(("/", os.sep)):
         args.html = str(Path(args.html) / "attention.html")
-    check_output_path(args.html, ckpt, (".html", ".htm"), [args.attention_file])
+    caches = data_caches(Path(ckpt) / CONFIG_FILE if ckpt else None)
+    check_output_path(args.html, ckpt, (".html", ".htm"), [args.attention_file], caches)
     check_writable(args.html)
 
 

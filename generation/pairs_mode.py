@@ -52,8 +52,10 @@ def show_pairs(run, args, out) -> None:
             patch=args.patch or both,
             circuit=args.circuit or both,
         )
-    except ReversedPairs as e:  # no fraction of a gap <= 0 is printed as if measured
-        raise ValueError(f"--pairs {args.pairs}: {e}") from None
+    except ValueError as e:  # a pair the metric cannot read, reversed pairs: named by the file
+        if isinstance(e, ReversedPairs) or str(args.pairs) not in str(e):
+            raise ValueError(f"--pairs {args.pairs}: {e}") from None
+        raise  # read_prompt_pairs' own, which names the file
     if args.json:
         out.write(json.dumps(result) + "\n")
     else:

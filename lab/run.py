@@ -7,8 +7,9 @@ from lab.plots import Plots
 from training.loop import train as train_core
 
 
-def train(config, force=False, watchers=()):
+def train(config, force=False, watchers=(), temporary=False):
     """Train as `config` says, as train.py does: training.loop.train with the live probe and
     the plots, and `watchers` after them (bench.py resolve's stop); return its dict. force:
-    start over even if the run folder holds a checkpoint."""
-    return train_core(config, force, watchers=[LiveProbe(), Plots(), *watchers])
+    start over even if the run folder holds a checkpoint; temporary: the caller removes the
+    folder after, so a stop promises no resume."""
+    return train_core(config, force, [LiveProbe(), Plots(), *watchers], temporary)

@@ -12,6 +12,8 @@ from collections.abc import Callable
 import torch
 import torch.nn as nn
 
+from model.hook_check import bad_replacement, checked, others
+
 
 class HookPoint(nn.Module):
     """Identity, unless hooks are installed: then x passes through each fn(x, hook) in turn,
@@ -24,8 +26,16 @@ class HookPoint(nn.Module):
 
     @property
     def hooked(self) -> bool:
-        """Whether a hook is on this point: one of ours or a PyTorch forward hook."""
-        return bool(self.fns or self._forward_hooks or self._forward_pre_hooks)
+        """Whether a hook is on this point: one of ours or a PyTorch hook (not the check)."""
+        return bool(self.fns) or others(self._forward_hooks) or others(self._forward_pre_hooks)
+
+    def register_forward_hook(self, hook, *args, **kwargs):
+        """PyTorch's; what the hooks return is then checked (model/hook_check.py)."""
+        return checked(self, super().register_forward_hook(hook, *args, **kwargs))
+
+    def register_forward_pre_hook(self, hook, *args, **kwargs):
+        """PyTorch's, checked as register_forward_hook's are."""
+        return checked(self, super().register_forward_pre_hook(hook, *args, **kwargs))
 
     @property
     def active(self) -> bool:
@@ -57,11 +67,3 @@ class HookPoint(nn.Module):
 
     def extra_repr(self) -> str:
         return f"{self.name!r}, {len(self.fns)} hooks"
-
-
-def bad_replacement(name: str, x: torch.Tensor, out: object) -> str:
-    got = f"shape {tuple(out.shape)}" if isinstance(out, torch.Tensor) else type(out).__name__
-    return (
-        f"a hook on {name} returned {got} where the point is {tuple(x.shape)}: return a tensor "
-        "of the same shape, or None to keep the value"
-    )

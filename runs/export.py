@@ -26,15 +26,15 @@ class ExportFolderError(ValueError):
         self.dest, self.why = dest, why
 
 
-def export_hf(run_folder: str | Path, dest: str | Path) -> list[str]:
+def export_hf(run_folder: str | Path, dest: str | Path, caches=()) -> list[str]:
     """Write the run in `run_folder` to the new folder `dest` as a Hugging Face GPT-2 or GPT-Neo;
-    return the names written. ValueError (one line) for a model or tokenizer with neither form, or a
-    `dest` that is not an empty or missing folder or is an input (runs.output_path); then
-    nothing is written."""
+    return the names written. ValueError (one line) for a model or tokenizer with neither form,
+    or a `dest` that is not an empty or missing folder or is an input (runs.output_path), or is
+    in one of `caches`, the data caches; then nothing is written."""
     from safetensors.torch import save
 
     dest = Path(dest)
-    check_output_path(dest, run_folder)  # not onto the run's own files, nor into its corpus
+    check_output_path(dest, run_folder, caches=caches)  # not onto the run's files, its corpus
     if dest.exists() and (not dest.is_dir() or any(dest.iterdir())):
         raise ValueError(
             f"{dest} already exists and is not an empty folder; give a new folder for the export"

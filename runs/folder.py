@@ -14,7 +14,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import NamedTuple
 
-from analysis.conform import mismatches
+from analysis.conform import mismatches, outside_model
 from analysis.results import PARTS, CheckpointId, SavedStudy, Study, study_parts
 from data import pronouns
 from data.pronouns.story_mix import DEFAULT_MIX, StoryMix
@@ -228,4 +228,9 @@ def saved_probe(run: "Run", folder: str | Path | None) -> SavedStudy | None:
     ours = examples_id(story_mix(run))
     if saved.setdefault("examples", ours) != ours:  # none: saved before ids
         return None  # of other examples: the generator or the lexicon has changed since
-    return None if mismatches(saved, SavedStudy) else saved  # e.g. edited by hand
+    if mismatches(saved, SavedStudy):
+        return None  # e.g. edited by hand
+    sizes = run.ckpt.get("model_config") or {}  # load_run always gives it
+    if "n_layer" in sizes and outside_model(saved, sizes["n_layer"], sizes["n_head"]):
+        return None  # another model's
+    return saved

@@ -35,20 +35,27 @@ def check_output_path(
     run: str | Path | None = None,
     own: tuple[str, ...] = (),
     reads: Iterable[str | Path | None] = (),
+    caches: Iterable[str | Path] = (),
 ) -> None:
     """OutputOnInput (a ValueError, one line) where writing `path` (a symlink's target, as
     storage.atomic writes it) would replace an input: a file of a run or model folder (its own
     names always, any other file of it unless it ends with one of `own`, the output's own kind:
     ".html" for a page, which may be rewritten there); anywhere, an existing checkpoint, weights,
-    token or config file; the text the run folder `run` was trained on; or one of `reads`, the
-    files this command reads."""
+    token or config file; anything under one of `caches`, the data caches (corpora, prepared
+    tokens, tokenizers: configs.paths.data_caches); the text the run folder `run` was trained
+    on; or one of `reads`, the files this command reads."""
     target = Path(os.path.realpath(path))
-    what = _input_at(target, run, own, [r for r in reads if r])
+    if os.path.exists(path) and any(_is_special(p) for p in (Path(os.path.abspath(path)), target)):
+        raise ValueError(
+            f"cannot write {path}: it is a device or a stream, not a file, and the output is "
+            "a file written whole; give a file path (e.g. out/attention.html)"
+        )
+    what = _input_at(target, run, own, [r for r in reads if r], list(caches))
     if what is not None:
         raise OutputOnInput(path, what)
 
 
-def _input_at(target: Path, run, own: tuple[str, ...], reads: list) -> str | None:
+def _input_at(target: Path, run, own: tuple[str, ...], reads: list, caches: list) -> str | None:
     """What input `target` is, or None."""
     if any(Path(os.path.realpath(r)) == target for r in reads):
         return "a file this command reads"
@@ -62,10 +69,19 @@ def _input_at(target: Path, run, own: tuple[str, ...], reads: list) -> str | Non
         return "a checkpoint, weights or token file"
     if target.is_file() and name.endswith(CONFIG_SUFFIXES):
         return "a config file"
+    for cache in (Path(os.path.realpath(c)) for c in caches):
+        if target == cache or cache in target.parents:
+            return f"in the data cache {cache} (corpora, prepared tokens, tokenizers)"
     for corpus in _corpora(run):
         if target == corpus or corpus in target.parents:
             return f"the text the run in {run} was trained on"
     return None
+
+
+def _is_special(path: Path) -> bool:
+    """Whether `path` is in the kernel's folders of devices and processes (/dev/stdout, a
+    /proc/self/fd/N that a shell's redirection gives)."""
+    return any(path.is_relative_to(root) for root in ("/dev", "/proc", "/sys"))
 
 
 def _is_model_folder(folder: Path) -> bool:

@@ -2,6 +2,7 @@
 and call (the repository root, running a script, a tiny training config, a tiny run folder) are
 in tests/helpers.py. The repository root is on sys.path through pyproject.toml's pythonpath."""
 
+import os
 from collections import Counter
 
 import pytest
@@ -13,6 +14,20 @@ from model.hooked import HookedGPT
 # Test models are tiny: one thread is as fast, and several pytest or torchrun processes on a small
 # machine would otherwise fight over the cores.
 torch.set_num_threads(1)
+
+
+def pytest_configure(config):
+    """Hypothesis's profiles for tests/test_fuzz.py: "suite" (a few examples a test, within
+    seconds, in `make test`) unless HYPOTHESIS_PROFILE names "fuzz" (`make fuzz`: many more,
+    failures replayed from .hypothesis/)."""
+    from hypothesis import HealthCheck, settings
+
+    quiet = [HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.large_base_example]
+    settings.register_profile(
+        "suite", max_examples=12, deadline=None, database=None, suppress_health_check=quiet
+    )
+    settings.register_profile("fuzz", max_examples=500, deadline=None, suppress_health_check=quiet)
+    settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "suite"))
 
 
 def pytest_collection_modifyitems(config, items):

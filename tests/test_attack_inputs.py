@@ -79,6 +79,21 @@ def test_a_config_list_with_an_override_is_one_line_from_the_command_line(tmp_pa
     assert str(path) in said, said
 
 
+@pytest.mark.parametrize("deep", ["file", "override"])
+def test_a_config_nested_past_any_depth_is_one_short_line(tmp_path, deep):  # issue 60: 2
+    config = tmp_path / "deep.yaml"
+    if deep == "file":
+        config.write_text("data:\n  mix: " + "[" * 500 + "]" * 500 + "\n")
+        args = [config]
+    else:
+        config.write_text("train:\n  lr: 0.1\n")
+        args = [config, "data.mix=" + "[" * 5_000 + "]" * 5_000]
+    said = error_line(run_main("train.py", *args, f"out_dir={tmp_path / 'run'}"))
+    assert "nested" in said and len(said) < 400, said
+    assert (str(config) if deep == "file" else "data.mix") in said, said
+    assert not (tmp_path / "run").exists()
+
+
 @pytest.mark.parametrize(
     "sizes, blamed",
     [
@@ -156,6 +171,10 @@ PAIR = {"clean": "The owl sat because it", "corrupt": "The dog sat because it"} 
             + "\n",
             ["line 1", "'clean'", "twice"],
         ),  # 15
+        # Issue 60, 10: what the tokenizer finds wrong in a pair names the file too.
+        (json.dumps({**PAIR, "corrupt": "The", "answer": " x", "other": " y"}), ["same token"]),
+        (json.dumps({**PAIR, "corrupt": PAIR["clean"] + " ", "answer": " x", "other": " y"}), []),
+        (json.dumps({**PAIR, "answer": " sat", "other": " sat down"}), ["same token"]),
     ],
 )
 def test_a_bad_pairs_file_is_one_line_naming_it(run, tmp_path, line, names):
@@ -183,6 +202,9 @@ def test_pairs_given_a_folder_or_a_missing_file_is_one_line(run, tmp_path):  # 1
         lambda saved: saved.update(p_value=5.0),
         lambda saved: saved["heads"][0].update(mass_antecedent=-0.5),
         lambda saved: saved["counts"]["dev"].update(used=-3),
+        # Issue 60, 5: a head outside the model, another model's heads (a bigger run's file).
+        lambda saved: saved["best_head"].update(layer=5),
+        lambda saved: saved.update(heads=saved["heads"] * 2),
     ],
 )
 def test_a_probe_json_out_of_range_is_not_shown_as_measured(run, tmp_path, change):  # 6

@@ -127,6 +127,43 @@ def test_export_hf_never_lands_on_a_file_of_the_run_folder(place, name):  # 2
     assert snapshot(place) == before and not (place / "run" / name).exists()
 
 
+@pytest.mark.parametrize("where", ["checkout", "run"])
+def test_html_and_export_never_land_in_a_data_cache(place, monkeypatch, where):  # issue 60: 1
+    # The checkout's .cache (a pronoun corpus there, as the issue wrote over), or the cache the
+    # run's config.yaml names (its prepared token files); monkeypatched so nothing real is touched.
+    monkeypatch.setattr("configs.paths.PROJECT_ROOT", place / "checkout")
+    config = place / "run" / "config.yaml"
+    config.write_text(config.read_text().replace("cache_dir:", f"cache_dir: {place}/data/cache #"))
+    corpus = place / "checkout" / ".cache" / "corpora" / "pronouns-seed0-68ec561fb29d.txt"
+    corpus.parent.mkdir(parents=True)
+    corpus.write_text("the corpus\n")
+    prepared = next((place / "data" / "cache" / "prepared").iterdir())
+    target = corpus if where == "checkout" else prepared / "page.html"
+    before = snapshot(place)
+    for script, args in (
+        ("generate.py", ["--ckpt", place / "run", "--attention", SENTENCE, "--html", target]),
+        ("train.py", [f"out_dir={place / 'run'}", "--export-hf", target.parent / "hf"]),
+    ):
+        said = error_line(run_main(script, *args))
+        assert "data cache" in said and str(target.parent) in said, said
+    assert snapshot(place) == before
+
+
+def test_a_run_folder_never_goes_in_a_data_cache(place):  # issue 60: 1, train.py as a writer
+    cache = place / "data" / "cache"
+    before = snapshot(place)
+    args = [f"data.source={place / 'data' / 'text.txt'}", f"data.cache_dir={cache}"]
+    said = error_line(run_main("train.py", *args, f"out_dir={cache / 'corpora' / 'run'}"))
+    assert "data cache" in said and str(cache) in said, said
+    assert snapshot(place) == before and not (cache / "corpora").exists()
+
+
+def test_html_onto_a_stream_is_one_clear_line(place):  # issue 60: 10
+    args = ["--ckpt", place / "run", "--attention", SENTENCE, "--no-probe", "--html"]
+    said = error_line(run_main("generate.py", *args, "/dev/stdout"))
+    assert "/dev/stdout" in said and "give a file path" in said and "Errno" not in said, said
+
+
 def test_reversed_pairs_say_so_instead_of_recovered_fractions(place):  # 5
     pair = {"answer": " barked", "other": " ran"}
     clean, corrupt = "the cat sat on the mat and it", "the dog sat on the mat and it"

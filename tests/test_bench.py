@@ -2,8 +2,12 @@
 is timed here (timings belong to the benchmark, never to a test)."""
 
 import json
+import os
 import re
+import signal
+import subprocess
 import sys
+import time
 
 import pytest
 import torch
@@ -143,11 +147,8 @@ def test_gpu_check_rows_are_shown_as_measured_and_a_failed_step_loses_none(capsy
     assert capsys.readouterr().out == "a     1.500\nb     ok\n"
 
 
-def test_resolve_trains_a_config_until_every_kind_is_resolved_and_stops_there(
-    monkeypatch, capsys, tmp_path
-):
-    """A tiny config on pronoun sentences, with targets any probe meets: the run stops after its
-    first probe (step 1), and the table says so, with the training's seconds until then."""
+def tiny_resolve_config(tmp_path, *overrides):
+    """A tiny config on pronoun sentences (its probe file beside it), written to tiny.yaml."""
     from configs.load import load_config, to_yaml
     from data.pronouns import examples
     from data.pronouns.jsonl import write_jsonl
@@ -168,10 +169,19 @@ def test_resolve_trains_a_config_until_every_kind_is_resolved_and_stops_there(
             "train.eval_interval=10",
             "train.eval_iters=2",
             f"train.probe_file={tmp_path / 'probe.jsonl'}",
+            *overrides,
         ],
     )
     (tmp_path / "tiny.yaml").write_text(to_yaml(config))
-    argv = ["resolve", "--config", str(tmp_path / "tiny.yaml"), "--json"]
+    return tmp_path / "tiny.yaml"
+
+
+def test_resolve_trains_a_config_until_every_kind_is_resolved_and_stops_there(
+    monkeypatch, capsys, tmp_path
+):
+    """A tiny config with targets any probe meets: the run stops after its first probe (step
+    1), and the table says so, with the training's seconds until then."""
+    argv = ["resolve", "--config", str(tiny_resolve_config(tmp_path)), "--json"]
     code, out, err = run_bench(monkeypatch, capsys, *argv, "--accuracy", "0", "--flip", "0")
     assert code == 0, err
     row = json.loads(out)
@@ -184,6 +194,39 @@ def test_resolve_trains_a_config_until_every_kind_is_resolved_and_stops_there(
     )
     assert re.search(r"at step 1 of 20", out + err)  # the loop stopped there, saved
     assert any(v.endswith("at step 1") for k, v in row.items() if k.endswith(": accuracy, flip"))
+    # Its folder is removed: nothing invites the user to resume it (issue 60: 3).
+    assert "run the same command" not in err and "temporary" in err, err
+
+
+@pytest.mark.parametrize("flag, value", [("--accuracy", "1.5"), ("--flip", "nan")])
+def test_resolve_refuses_a_target_that_is_not_a_share(monkeypatch, capsys, flag, value):
+    code, out, err = run_bench(monkeypatch, capsys, "resolve", flag, value)  # issue 60: 10
+    assert code == 2 and flag in err and value in err and err.count("\n") == 1, err
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_resolve_stopped_by_a_signal_is_one_line_and_leaves_nothing(tmp_path, sig):  # 60: 3
+    config = tiny_resolve_config(tmp_path, "train.max_iters=100000", "train.eval_interval=50")
+    (tmp_path / "tmp").mkdir()
+    proc = subprocess.Popen(
+        [sys.executable, "bench.py", "resolve", "--config", config, "--accuracy", "1"],
+        cwd=ROOT,
+        env={**os.environ, "TMPDIR": str(tmp_path / "tmp")},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),  # noqa: PLW1509
+    )
+    deadline = time.time() + 90
+    while not list((tmp_path / "tmp").glob("bench-resolve-*/metrics.jsonl")):
+        assert proc.poll() is None and time.time() < deadline, proc.communicate()
+        time.sleep(0.1)
+    proc.send_signal(sig)
+    out, err = proc.communicate(timeout=90)
+    assert proc.returncode == 130 and "Traceback" not in err, err
+    assert err.rstrip().endswith("interrupted") and "run the same command" not in err, err
+    assert list((tmp_path / "tmp").iterdir()) == []
 
 
 def test_resolves_rows_say_where_it_resolved_or_how_near_each_kind_came():

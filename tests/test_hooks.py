@@ -328,6 +328,29 @@ def test_a_hook_gets_its_point_and_a_replacement_of_another_shape_is_refused(tin
     assert all(not p.fns for p in hook_points(model).values())
 
 
+@torch.no_grad()
+@pytest.mark.parametrize(
+    "kind, returned",
+    [
+        ("forward", lambda x: x[:1, :1]),  # (1, 1, C): would broadcast silently
+        ("forward", lambda x: (x,)),  # a tuple: a raw PyTorch error further on
+        ("pre", lambda x: (x[:, :1],)),  # a pre-hook's replaced input, of another shape
+    ],
+)
+def test_a_pytorch_hook_on_a_point_is_checked_as_ours_are(tiny_gpt, kind, returned):  # 60: 6
+    model = tiny_gpt().eval()
+    point = hook_points(model)["blocks.0.hook_resid_mid"]
+    if kind == "forward":
+        handle = point.register_forward_hook(lambda module, args, out: returned(out))
+    else:
+        handle = point.register_forward_pre_hook(lambda module, args: returned(args[0]))
+    with pytest.raises(ValueError, match=r"blocks\.0\.hook_resid_mid .*\(2, 12, 32\)"):
+        model(IDX)
+    handle.remove()
+    assert not point.hooked  # its check is no hook: the model takes its fast path again
+    assert model(IDX).shape == (2, 12, 50)
+
+
 @pytest.mark.parametrize(
     "fn",
     [

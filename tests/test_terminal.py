@@ -165,7 +165,7 @@ def test_the_first_note_wraps_too_and_a_bpe_smaller_than_asked_says_its_size(cor
 
 
 @pytest.mark.slow
-def test_eval_only_shows_progress_on_a_terminal_and_none_in_a_pipe(corpus, tmp_path):
+def test_eval_only_shows_a_bar_on_a_terminal_and_plain_lines_in_a_pipe(corpus, tmp_path):
     cfg = write_yaml(tiny_config(corpus, tmp_path / "run"), tmp_path / "c.yaml")
     trained = run_main("train.py", cfg)  # the run to evaluate, trained in this process
     assert trained.returncode == 0, trained.stderr
@@ -179,7 +179,9 @@ def test_eval_only_shows_progress_on_a_terminal_and_none_in_a_pipe(corpus, tmp_p
         text=True,
         timeout=120,
     )
-    assert piped.returncode == 0 and piped.stderr == "" and "\r" not in piped.stdout
+    assert piped.returncode == 0 and "\r" not in piped.stdout + piped.stderr
+    # Piped, no bar: a plain line as it starts (issue 60: a long evaluation said nothing).
+    assert re.fullmatch(r"val text\.txt: evaluating \d+ windows\n", piped.stderr), piped.stderr
 
 
 @pytest.mark.slow

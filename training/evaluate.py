@@ -8,6 +8,7 @@ and eval mode would make torch.compile build a second graph.
 
 import math
 import sys
+import time
 from pathlib import Path
 
 import numpy as np
@@ -100,10 +101,38 @@ def _fixed_batches_loss(model, draw, config, runtime):
     return (all_sum(total, runtime) / settings.eval_iters).item()
 
 
-def windows_bar(total, what, runtime):
+PLAIN_EVERY = 30.0  # seconds between the lines of a long evaluation off a terminal
+
+
+class PlainProgress:
+    """windows_bar off a terminal, when asked for (--eval-only): a line as it starts and one
+    every PLAIN_EVERY seconds, so a long evaluation piped to a log says that it is working."""
+
+    def __init__(self, total, what):
+        self.total, self.what, self.done, self.last = total, what, 0, time.monotonic()
+        self._say(f"evaluating {total:,} windows")
+
+    def _say(self, text):
+        print(f"{self.what}: {text}", file=sys.stderr, flush=True)
+
+    def update(self, n):
+        self.done += n
+        if time.monotonic() - self.last >= PLAIN_EVERY:
+            self.last = time.monotonic()
+            self._say(f"{self.done:,} of {self.total:,} windows")
+
+    def close(self):
+        pass
+
+
+def windows_bar(total, what, runtime, plain=False):
     """A progress bar on stderr for an evaluation of `total` windows, as the training bar: on
-    rank 0 and only on a terminal (tqdm's disable=None), so logs and pipes stay plain."""
+    rank 0 and only on a terminal (tqdm's disable=None), so logs and pipes stay plain; `plain`:
+    off a terminal, a PlainProgress's few lines instead."""
     from tqdm import tqdm
+
+    if plain and runtime.is_main and not sys.stderr.isatty():
+        return PlainProgress(total, what)
 
     return tqdm(
         total=total,
@@ -118,7 +147,7 @@ def windows_bar(total, what, runtime):
 
 
 @torch.inference_mode()
-def windows_loss(model, ids, block_size, batch_size, runtime, what=None):
+def windows_loss(model, ids, block_size, batch_size, runtime, what=None, plain=False):
     """Mean next-token loss over a sequence of token ids (any 1-D array), cut into
     non-overlapping block_size windows (one shorter window if the text is shorter than that),
     in evaluation batches of at least batch_size windows; each process takes every
@@ -134,7 +163,7 @@ def windows_loss(model, ids, block_size, batch_size, runtime, what=None):
     mine = range(runtime.rank * group, len(starts), runtime.world_size * group)
     bar = None
     if what:
-        bar = windows_bar(sum(len(starts[i : i + group]) for i in mine), what, runtime)
+        bar = windows_bar(sum(len(starts[i : i + group]) for i in mine), what, runtime, plain)
     model.eval()
     try:
         for i in mine:
@@ -220,7 +249,8 @@ def _evaluate_text(run, runtime, batch_size, text_path=None, prepared=None):
         ids = np.memmap(prepared.val_path, dtype=np.dtype(prepared.meta["dtype"]), mode="r")
         meta, what = prepared.meta, f"the val split of {prepared.meta['source']}"
         bar = _val_name(prepared)
-    loss = windows_loss(run.model, ids, run.model.config.block_size, batch_size, runtime, bar)
+    block = run.model.config.block_size
+    loss = windows_loss(run.model, ids, block, batch_size, runtime, bar, plain=True)
     bpb = bits_per_byte(loss, meta)
     return (
         f"{what}: loss {loss:.4f} nats/token, perplexity {perplexity(loss):.2f}"

@@ -13,18 +13,21 @@ from pathlib import Path
 import torch
 
 from configs.load import to_yaml
+from configs.paths import data_caches
 from configs.schema import Config
 from data.mix import Mixture
 from model.checkpoint import CKPT_NAME
 from model.device import bf16_native, fast_matmul_dtype
 from model.gpt import GPT
 from runs.folder import CONFIG_FILE, META_FILE, METRICS_FILE
+from runs.output_path import check_output_path
 from runs.restart import Aside, clean_stale_asides, finish_cut_swap, written_aside
 from storage.atomic import clean_stale_temps, write_atomic
 from storage.lock import folder_lock
 from training.console import Console, Metrics
 from training.optim import lr_at, make_optimizer
 from training.resume import (
+    check_language,
     load_optimizer_state,
     load_scaler_state,
 )
@@ -105,6 +108,8 @@ def open_job(config, runtime, force, watchers=()):
     folder that replaces the old run at the first checkpoint (runs.restart). Training's own
     watchers come first, then `watchers`."""
     console = Console(runtime.is_main)
+    # A run folder is an output: never in a data cache, whose files every run reads.
+    check_output_path(config.out_dir, caches=[*data_caches(), config.data.cache_path])
     if runtime.is_main and (note := finish_cut_swap(config.out_dir)):  # before its lock
         console.note(note)
     lock = folder_lock(config.out_dir, "training run") if runtime.is_main else None
@@ -117,6 +122,7 @@ def open_job(config, runtime, force, watchers=()):
                 "of the micro-batches"
             )
         watch = Watchers([Record(), SignalStop(), RunSteps(), *watchers])
+        check_language(config, force or config.train.resume == "never")
         pretrained = pretrained_start(config)
         data = prepare_data(config, runtime, pretrained)
         if note := vocab_note(config, data, pretrained):
@@ -272,6 +278,12 @@ def say_setup(config, runtime, data, raw_model, orth_dtype, progress, console):
             f"{settings.max_iters}: the learning rate rises to {last / settings.lr:.0%} of "
             "train.lr and never decays; set warmup_iters below max_iters for the full schedule"
         )
+    window, block = config.model.local_window, config.model.block_size
+    if window >= block:
+        console.say(
+            f"note: model.local_window={window} is not below model.block_size={block}: layer 0 "
+            "sees every position, as with local_window=0; set it below block_size to limit it"
+        )
     if (
         runtime.dtype == torch.bfloat16
         and not bf16_native(runtime.device)
@@ -283,12 +295,18 @@ def say_setup(config, runtime, data, raw_model, orth_dtype, progress, console):
         )
 
 
+def write_config(job):
+    """config.yaml, the config of the checkpoint just saved: written only with a checkpoint, so
+    an attempt that saved nothing (a resume that diverged at once) leaves the one on disk."""
+    write_atomic(job.folder / CONFIG_FILE, to_yaml(job.config))
+
+
 def dtype_name(dtype):
     return str(dtype).removeprefix("torch.")
 
 
 def write_run_files(config, data, out_dir):
-    """What generation needs besides the checkpoint: the config, meta.json and the tokenizer."""
-    write_atomic(out_dir / CONFIG_FILE, to_yaml(config))
+    """What generation needs besides the checkpoint: meta.json and the tokenizer. config.yaml
+    is the checkpoint's, written with it (write_config)."""
     write_atomic(out_dir / META_FILE, json.dumps(data.meta, indent=2) + "\n")
     write_atomic(out_dir / data.meta["tokenizer_file"], data.tokenizer_path.read_bytes())

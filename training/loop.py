@@ -26,35 +26,36 @@ from model.checkpoint import CKPT_NAME, atomic_save
 from training.console import perplexity, summary
 from training.divergence import diverged, diverged_at
 from training.evaluate import evaluate, full_val_losses, mix_bits_per_byte
-from training.job import open_job, publish_aside
+from training.job import open_job, publish_aside, write_config
 from training.optim import lr_at
 from training.runtime import all_sum, mfu, teardown
 from training.seeds import dropout_seed, micro_batch_generator
 from training.start import start_runtime
-from training.stopping import TrainingStopped
+from training.stopping import TrainingStopped, losing, lost_steps
 
 
-def train(config, force=False, watchers=()):
+def train(config, force=False, watchers=(), temporary=False):
     """Train as `config` says, with `watchers` (training/watchers.py) besides training's own;
     return a dict describing the run. The run goes to config.run_dir, the folder
-    `python train.py` would choose. force: start over even if the folder holds a checkpoint."""
+    `python train.py` would choose. force: start over even if the folder holds a checkpoint.
+    temporary: the caller removes the folder after (a benchmark's), so a stop promises no resume."""
     config = resolved(config)  # a copy: out_dir is the run's folder; the caller's is unchanged
     runtime = start_runtime(config)
     try:
         with open_job(config, runtime, force, watchers) as (job, progress):
-            return train_loop(job, progress)
+            return train_loop(job, progress, temporary)
     finally:
         teardown(runtime)
 
 
-def train_loop(job, progress):
+def train_loop(job, progress, temporary=False):
     """Steps until train.max_iters, or until a watcher asks to stop: then an evaluation and a
     checkpoint, as at the end, so that no save skips the divergence check."""
     settings, watch = job.config.train, job.watch
     progress.last_log_time = progress.started = time.perf_counter()
     reason = None
     watch.on_start(job, progress)
-    with watch.running(job, progress):
+    with watch.running(job, progress), losing(progress):
         while progress.step < settings.max_iters and not reason:
             torch.manual_seed(dropout_seed(job.config.seed, progress.step, job.runtime.rank))
             train_step(job, progress)
@@ -68,7 +69,7 @@ def train_loop(job, progress):
         if reason and progress.step % settings.eval_interval:  # not evaluated at this step yet
             evaluate_and_save(job, progress)
     if reason:
-        return stopped(job, progress, reason)
+        return stopped(job, progress, reason, temporary)
     return finish(job, progress)
 
 
@@ -171,6 +172,7 @@ def save(job, progress):
             },
             job.folder / CKPT_NAME,
         )
+        write_config(job)
     except ValueError as e:  # the disk is full, the folder went read-only, ...
         raise TrainingStopped(f"{e}; {lost_steps(progress)}") from None
     progress.saved_step = progress.step
@@ -178,29 +180,27 @@ def save(job, progress):
         publish_aside(job, progress.step)
 
 
-def lost_steps(progress):
-    """What a failed save loses: the steps since the checkpoint on disk, which a resume redoes."""
-    if progress.saved_step is None:
-        return f"steps 1-{progress.step} are lost; the same command starts the run again"
-    return (
-        f"steps {progress.saved_step + 1}-{progress.step} are lost; the same command resumes "
-        f"from the checkpoint of step {progress.saved_step}"
-    )
-
-
-def stopped(job, progress, reason):
-    """Say where a run stopped early stands; an interrupt goes on as a KeyboardInterrupt."""
-    settings = job.config.train
-    if reason.startswith("interrupted"):
+def stopped(job, progress, reason, temporary=False):
+    """Say where a run stopped early stands; an interrupt goes on as a KeyboardInterrupt. A
+    temporary folder (`temporary`) is said to go, never offered for a resume."""
+    settings, interrupted = job.config.train, reason.startswith("interrupted")
+    if temporary:
+        job.console.say(
+            f"{reason}, at step {progress.step} of {settings.max_iters}; its folder "
+            f"{job.out_dir} is temporary and is removed"
+        )
+    elif interrupted:
         job.console.say(
             f"\n{reason}: checkpoint of step {progress.step} saved in {job.out_dir}; "
             "run the same command to resume"
         )
+    else:
+        job.console.say(
+            f"{reason}, at step {progress.step} of {settings.max_iters}: checkpoint saved in "
+            f"{job.out_dir}; run the same command to go on"
+        )
+    if interrupted:
         raise KeyboardInterrupt
-    job.console.say(
-        f"{reason}, at step {progress.step} of {settings.max_iters}: checkpoint saved in "
-        f"{job.out_dir}; run the same command to go on"
-    )
     return {"step": progress.step, "stopped": True}
 
 

@@ -22,10 +22,13 @@ from dataclasses import asdict
 from pathlib import Path
 
 from configs.load import flatten
+from data.mix_spec import mix_entries
+from data.pronouns.story_mix import StoryMix
 from model.checkpoint import CKPT_NAME, model_parts, weights_problem
 from model.gpt import SHAPE_KEYS, GPTConfig
 from model.nanogpt_import import is_nanogpt
 from runs.folder import META_FILE
+from storage.json_read import read_json
 
 VAL_SPLIT = "was trained on {} with another val split (data.val_fraction has changed)"
 RESTART = "use another out_dir, or start over in this one, which replaces its checkpoint"
@@ -155,6 +158,27 @@ def _mix_mismatch(old, new):
     else:
         what = "other data"
     return f"was trained on {old['source']}, not {new['source']} as now ({what})"
+
+
+def check_language(config, force: bool) -> None:
+    """CannotResume, before any corpus is generated, where the run in config.out_dir would be
+    resumed in a pronoun language that draws other stories than the one it was trained in (its
+    meta.json's); the data's fingerprint checks the rest once the data is prepared."""
+    sources = [e.source for e in mix_entries(config.data.mix, config.data.source)]
+    out_dir = Path(config.out_dir)
+    if force or "pronouns" not in sources or not (out_dir / CKPT_NAME).is_file():
+        return
+    try:
+        old = read_json(out_dir / META_FILE)["pronouns"]
+        trained = StoryMix.from_label(old)
+    except (OSError, ValueError, KeyError, TypeError):
+        return  # none recorded: the fingerprint decides
+    new = config.data.pronouns.story_mix
+    if not trained.draws_like(new):
+        raise CannotResume(
+            f"{out_dir} was trained on the pronoun language {old}, not {new.label} as now "
+            "(data.pronouns)"
+        )
 
 
 def check_written_by_train(ckpt, path):

@@ -1,6 +1,7 @@
 """How a run stops early: the error that ends it (TrainingStopped) and the signals that ask it to
 stop and save (StopRequests). What a stop leaves in the run folder: Job.checkpoint_state."""
 
+import contextlib
 import signal
 import sys
 import threading
@@ -8,6 +9,31 @@ import threading
 
 class TrainingStopped(RuntimeError):
     """The run cannot go on (e.g. the loss stopped being finite); the message says why."""
+
+
+def lost_steps(progress):
+    """What a failed save loses: the steps since the checkpoint on disk, which a resume redoes."""
+    if progress.saved_step is None:
+        return f"steps 1-{progress.step} are lost; the same command starts the run again"
+    return (
+        f"steps {progress.saved_step + 1}-{progress.step} are lost; the same command resumes "
+        f"from the checkpoint of step {progress.saved_step}"
+    )
+
+
+@contextlib.contextmanager
+def losing(progress):
+    """A write or a watcher that fails while the loop runs (a plot on a full disk, a probe)
+    stops the run as it did, its message saying which steps are lost."""
+    try:
+        yield
+    except OSError as e:  # one line, as train.py says an OSError, with the steps it costs
+        where = f" {e.filename}" if e.filename else ""
+        raise ValueError(
+            f"cannot write{where}: {e.strerror or e}; {lost_steps(progress)}"
+        ) from None
+    except ValueError as e:
+        raise ValueError(f"{e}; {lost_steps(progress)}") from None
 
 
 class StopRequests:

@@ -15,7 +15,7 @@ import json
 import re
 from dataclasses import dataclass, replace
 
-from checks import did_you_mean
+from checks import did_you_mean, shown
 from data.pronouns.twin_field import Twin, parse_twin
 from storage.atomic import write_atomic
 from storage.json_read import parse_json
@@ -165,7 +165,8 @@ def _parse_line(line: str) -> Example:
         hint = did_you_mean(f'"{unknown[0]}"', [f'"{k}"' for k in REQUIRED_KEYS + OPTIONAL_KEYS])
         hint = f"{hint} " if hint else ""
         raise ValueError(
-            f'unknown key "{unknown[0]}"; {hint}a line has the keys {", ".join(keys)}'
+            f'unknown key "{shown(unknown[0])[1:-1]}"; {hint}a line has the keys '
+            f"{', '.join(keys)}"
             f" and, if it says them, {', '.join(OPTIONAL_KEYS)}"
         )
     missing = [k for k in keys if k not in record]

@@ -24,6 +24,7 @@ The default draws exactly what the generator drew before these settings existed.
 """
 
 import hashlib
+import math
 import re
 from dataclasses import dataclass, fields
 
@@ -60,9 +61,11 @@ class StoryMix:
 
     def __post_init__(self):
         weights = [getattr(self, k) for k in DECIDED_BY]
-        if any(not w >= 0 for w in weights) or not sum(weights) > 0:  # `not >=`: NaN too
+        # `not <=`: NaN too; a finite sum, as the draw divides by it
+        if any(not 0 <= w < math.inf for w in weights) or not 0 < sum(weights) < math.inf:
             raise ValueError(
-                f"the pronoun mix's weights must be 0 or more, and one above 0; got {self.label}"
+                f"the pronoun mix's weights must be finite numbers of 0 or more, one above 0, "
+                f"with a finite sum; got {self.label}"
             )
         if not 0 <= self.prose <= MAX_PROSE:
             raise ValueError(
@@ -77,6 +80,29 @@ class StoryMix:
         flags = [f.name for f in fields(self) if f.type is bool and getattr(self, f.name)]
         prose = [] if self.prose == 1 else [f"prose={self.prose:g}"]  # as before it existed
         return ",".join(weights + flags + prose)
+
+    @classmethod
+    def from_label(cls, label: str) -> "StoryMix":
+        """The settings a `label` gives (ValueError where it is not one)."""
+        parts = [p for p in str(label).split(",") if p]
+        weights = dict(p.split("=", 1) for p in parts if "=" in p)
+        flags = {p: True for p in parts if "=" not in p}
+        try:
+            return cls(**{k: float(v) for k, v in weights.items()}, **flags)
+        except TypeError:
+            raise ValueError(f"{label!r} is not a pronoun language's settings") from None
+
+    def draws_like(self, other: "StoryMix") -> bool:
+        """Whether `other` draws the same stories: the same choices, weights in proportion."""
+
+        def shares(mix):
+            weights = [getattr(mix, k) for k in DECIDED_BY]
+            return [w / sum(weights) for w in weights]
+
+        flags = [f.name for f in fields(self) if f.type is bool]
+        return all(getattr(self, f) == getattr(other, f) for f in flags) and all(
+            math.isclose(a, b, rel_tol=1e-9) for a, b in zip(shares(self), shares(other))
+        )
 
     @property
     def is_default(self) -> bool:
