@@ -172,7 +172,7 @@ def _facts(checkpoint, step, val_loss, best_head, decided_by=None):
             said = (
                 f"{kind} {k['best_head']:.1%} of {k['examples']}" for kind, k in decided_by.items()
             )
-            rows.append(("Best head by what decides", ", ".join(said)))
+            rows.append(("Best head by reason", ", ".join(said)))
     return rows
 
 

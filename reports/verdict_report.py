@@ -148,9 +148,9 @@ def _circuits(result) -> list[str]:
     if "choice" in result:
         ch = result["choice"]
         if not ch["prefers"]:
-            kept = "none, the model does not prefer the antecedent"
+            kept = "none, its choice does not follow the reason"
         elif not ch["circuit"]["drawn"]:
-            kept = "none, what decides hardly moves the preference"
+            kept = "none, the reason hardly moves the preference"
         else:
             kept = (
                 f"{ch['circuit']['size']} keep "

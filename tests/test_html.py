@@ -155,9 +155,7 @@ def test_the_best_head_on_each_kind_of_sentence_is_a_fact_beside_it():
         "meaning": {"examples": 42, "best_head": 0.571, "random": 0.46, "kind_best": None},
     }
     page = render_html(SENTENCES, **page_args(**FACTS, decided_by=kinds))
-    assert (
-        facts_of(page)["Best head by what decides"] == "agreement 97.2% of 217, meaning 57.1% of 42"
-    )
+    assert facts_of(page)["Best head by reason"] == "agreement 97.2% of 217, meaning 57.1% of 42"
     assert "Best head by what decides" not in facts_of(
         render_html(SENTENCES, **page_args(**FACTS, decided_by={}))
     )
