@@ -6,6 +6,7 @@ import sys
 from pathlib import Path
 
 from analysis.errors import NoQueryWord
+from analysis.probe import beats_chance
 from analysis.words import QUERY_POSITIONS, sentence_attention
 from checks import positive_int
 from cli import terminal_width
@@ -14,6 +15,7 @@ from generation.probe_mode import keep_probe, parts_asked, permutations, study_o
 from generation.user_text import read_user_text
 from reports.html import best_pair, sentence_page
 from reports.page_writer import Page, write_html
+from reports.probe_report import NO_HEAD
 from reports.term_colour import COLOR_CHOICES, colour_mode
 from reports.terminal import DEFAULT_TOP, MANY_HEADS, render_sentence
 from runs.folder import (
@@ -192,8 +194,10 @@ def show_attention(run, args, out, err=None, ckpt=None):
     (its facts; its saved probe result)."""
     analysed = analyse(run, args)
     saved = saved_probe(run, ckpt) if ckpt else None
-    best = best_pair(saved["best_head"]) if saved else None
+    best = best_pair(saved["best_head"]) if saved and beats_chance(saved) else None
     write_maps(run, args, analysed[:1] if args.summary else analysed, out, best)
+    if saved and best is None:
+        out.write(f"note: {NO_HEAD}\n")
     if args.html:
         write_page(run, args, analysed, ckpt, out, err or sys.stderr, saved)
 

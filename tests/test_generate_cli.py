@@ -456,6 +456,9 @@ def test_html_reuses_the_probe_saved_for_this_checkpoint_and_says_when_it_runs_i
         "measured": when,
     }
     best = saved["best_head"]
+    # A random model's best head seldom beats chance, and 5 shuffles cannot show it (p >= 1/6):
+    # said here as a probe whose head does (p < 0.05), so that the marks have a head to mark.
+    (folder / "probe.json").write_text(json.dumps({**saved, "p_value": 0.001}))
 
     code, out, err = run_generate("--ckpt", folder, "--attention", SENTENCE, "--html", page)
     assert code == 0 and err == ""  # no probe run: the saved one is this checkpoint's
@@ -468,6 +471,16 @@ def test_html_reuses_the_probe_saved_for_this_checkpoint_and_says_when_it_runs_i
     assert f"<dt>Checkpoint</dt><dd>{folder}</dd>" in html
     assert "<dt>Training step</dt><dd>0</dd>" in html
     assert f"L{best['layer']} H{best['head']}: dev {best['dev']:.1%}" in html
+
+    # The same head at chance (p = 0.8): no star, no outline, and both say no head beats chance.
+    (folder / "probe.json").write_text(json.dumps({**saved, "p_value": 0.8}))
+    code, out, err = run_generate("--ckpt", folder, "--attention", SENTENCE, "--html", page)
+    assert code == 0 and "★" not in out and "No head beats chance here" in out
+    html = page.read_text()
+    assert "<dt>Best head</dt><dd>no head beats chance here" in html and '"best":null' in html
+    for part, end in (('<table class="probe-grid">', "</table>"), ('class="causal"', "</section")):
+        if part in html:
+            assert 'class="best"' not in html[html.index(part) :].split(end)[0]
 
     saved["checkpoint"]["step"] = 100  # a probe of another checkpoint: not this one's heads
     (folder / "probe.json").write_text(json.dumps(saved))

@@ -455,7 +455,11 @@ def test_the_page_shows_the_saved_causal_tests_and_the_runs_probe_curve(tmp_path
     ]
     (folder / "metrics.jsonl").write_text("\n".join(lines) + '\n{"step": 600, "probe_he\n')  # torn
     assert run_generate("--ckpt", folder, "--probe", "--permutations", "5")[0] == 0
-    causal = json.loads((folder / "probe.json").read_text())["causal"]
+    saved = json.loads((folder / "probe.json").read_text())
+    causal = saved["causal"]
+    # 5 shuffles cannot show a head beating chance (p >= 1/6); said so here, so that the page
+    # outlines the head the causal tests studied (a head at chance gets no outline).
+    (folder / "probe.json").write_text(json.dumps({**saved, "p_value": 0.001}))
     page = tmp_path / "maps.html"
     code, _, err = run_generate("--ckpt", folder, "--attention", "--html", page)
     assert code == 0 and err == ""  # the saved result is reused: the probe does not run again
@@ -537,6 +541,8 @@ def test_the_natural_sets_result_is_kept_beside_the_built_in_one_and_shown_on_th
     assert run_generate("--ckpt", folder, "--probe", "natural", "--permutations", "5")[0] == 0
     saved = json.loads((folder / "probe.json").read_text())
     assert saved["test_set"] == "test" and saved["natural"]["test_set"] == "natural"
+    saved["natural"]["p_value"] = 0.001  # a head that beats chance there: outlined
+    (folder / "probe.json").write_text(json.dumps(saved))
     page = tmp_path / "maps.html"
     code, _, err = run_generate("--ckpt", folder, "--attention", "--html", page)
     assert code == 0 and err == ""
