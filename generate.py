@@ -23,6 +23,7 @@ from checks import positive_int
 from cli import OneLineErrorParser, wrap_for
 from generation import attention_mode, pairs_mode, probe_mode, prompt_test_mode, sample_mode
 from generation.default_run import default_out_dir, default_run_folder
+from generation.pronoun_route import pronoun_route
 from model.checkpoint import NoCheckpoint
 from model.device import ONE_THREAD_BELOW_WIDTH, pick_device, use_generation_threads
 from runs.loading import NoNanogptMeta, UnusedNanogptMeta, load_run
@@ -145,6 +146,8 @@ def main(argv=None, out=None, err=None):
         check_run_folder(ckpt)
         run = load_run(ckpt, device, nanogpt_meta=args.meta)
         use_generation_threads(run.model, args.threads)
+        if mode in ("probe", "attention") and (route := pronoun_route(run)):
+            err.write(route + "\n")  # one line: no pronoun head here, and how to grow one
         if mode == "pairs":
             pairs_mode.show_pairs(run, args, out)
         elif mode == "probe":
