@@ -197,7 +197,7 @@ def show_attention(run, args, out, err=None, ckpt=None):
     best = best_pair(saved["best_head"]) if saved and beats_chance(saved) else None
     write_maps(run, args, analysed[:1] if args.summary else analysed, out, best)
     if saved and best is None:
-        out.write(f"note: {NO_HEAD}\n")
+        out.write(f"note: {NO_HEAD[0].lower()}{NO_HEAD[1:]}\n")
     if args.html:
         write_page(run, args, analysed, ckpt, out, err or sys.stderr, saved)
 
@@ -283,7 +283,7 @@ def write_page(run, args, analysed, ckpt, out, err, saved=None):
     check_output_path(args.html, ckpt, (".html", ".htm"), [args.attention_file])
     check_writable(args.html)  # before the probe, which may take minutes
     found = page_probe(run, ckpt, args, err, saved) or {}
-    best = found.get("best_head")
+    best = found.get("best_head") if beats_chance(found) else None
     page = Page(
         checkpoint=ckpt,
         step=run.ckpt.get("step"),
@@ -291,7 +291,8 @@ def write_page(run, args, analysed, ckpt, out, err, saved=None):
         records=read_metrics(Path(ckpt) / METRICS_FILE),
     )
     write_html(args.html, [sentence_page(a) for a in analysed], found, page)
-    outlined = f"layer {best['layer']} head {best['head']}" if best else "none (--no-probe)"
+    none = "none, no head beats chance here" if found else "none (--no-probe)"
+    outlined = f"layer {best['layer']} head {best['head']}" if best else none
     out.write(f"wrote {args.html} (outlined, the probe's best head: {outlined})\n")
 
 

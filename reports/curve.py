@@ -210,7 +210,7 @@ def curve_section(records):
         + (kind_part(records, kinds) if kinds else "")
         + (
             '<h3>Validation loss</h3><p class="help">The val loss at each evaluation, on its '
-            "own axis (nats per token), the same steps.</p>"
+            "own axis (nats per token), against step on a log scale.</p>"
             f"{curve_svg(loss, 'curve loss')}{curve_legend(loss.lines)}"
             if loss
             else ""

@@ -475,7 +475,8 @@ def test_html_reuses_the_probe_saved_for_this_checkpoint_and_says_when_it_runs_i
     # The same head at chance (p = 0.8): no star, no outline, and both say no head beats chance.
     (folder / "probe.json").write_text(json.dumps({**saved, "p_value": 0.8}))
     code, out, err = run_generate("--ckpt", folder, "--attention", SENTENCE, "--html", page)
-    assert code == 0 and "★" not in out and "No head beats chance here" in out
+    assert code == 0 and "★" not in out and "note: no head beats chance here" in out
+    assert "(outlined, the probe's best head: none, no head beats chance here)" in out
     html = page.read_text()
     assert "<dt>Best head</dt><dd>no head beats chance here" in html and '"best":null' in html
     for part, end in (('<table class="probe-grid">', "</table>"), ('class="causal"', "</section")):
