@@ -45,11 +45,22 @@ NANOGPT_FLAGS = {
 }
 
 
+# transformers' generate() keywords as flags, and what they are here.
+HF_FLAGS = {
+    "do_sample": "generate.py samples by default; --temperature 0 decodes greedily",
+    "max_length": "--max-new-tokens N counts only the new tokens",
+    "num_return_sequences": "--num-samples N",
+}
+
+
 def flag_hint(option):
-    """What nanoGPT's sample.py flag `option` is here, or None (the parser then offers the
-    closest flag of ours: --num_samples=3 -> --num-samples)."""
+    """What nanoGPT's sample.py flag, or transformers' generate() keyword, `option` is here, or
+    None (the parser then offers the closest flag of ours: --num_samples=3 -> --num-samples)."""
     name = option.lstrip("-").split("=", 1)[0]
-    return f"nanoGPT's --{name} is {NANOGPT_FLAGS[name]} here" if name in NANOGPT_FLAGS else None
+    if name in NANOGPT_FLAGS:
+        return f"nanoGPT's --{name} is {NANOGPT_FLAGS[name]} here"
+    said = HF_FLAGS.get(name.replace("-", "_"))
+    return f"transformers' {name.replace('-', '_')}: {said}" if said else None
 
 
 def build_parser():

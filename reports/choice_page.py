@@ -11,7 +11,7 @@ from analysis.circuit import MIN_GAP
 from analysis.probe import MIN_FOR_STATS
 from reports.causal_tables import interval_html
 from reports.cells import BLUE, tinted_cell
-from reports.circuit_svg import circuit_svg, figure_id
+from reports.circuit_svg import circuit_svg, edges_said, figure_id
 from reports.decides import decides_said, neuron_lines
 from reports.formatting import pct
 from reports.glossary import term
@@ -99,7 +99,7 @@ def _figure(name, part, identity, choice):
     """One set's choice circuit with its caption, or the reason it has none; and the edges it
     shares with the set's identity circuit where both exist."""
     circuit = part["circuit"]
-    svg = circuit_svg(circuit) if circuit["drawn"] else ""
+    svg = circuit_svg(circuit, name) + edges_said(circuit) if circuit["drawn"] else ""
     if svg:
         said = (
             f"{circuit['size']} of {choice['n_edges']} edges keep "

@@ -316,7 +316,10 @@ def test_the_page_draws_each_circuit_once_and_says_why_a_set_has_none():
     section = section[: section.index("</section>")]
     text = html.unescape(re.sub(r"<[^>]+>", " ", section))
     # Each identity circuit is drawn once, in its own section; here the choice circuits alone.
-    assert page.count("embed:antecedent") == 4 and "embed:antecedent" not in section
+    # Each identity graph also has its edges in words, and a label a screen reader says.
+    assert page.count("<li>embed:antecedent → L0H2.v: 60%</li>") == 4
+    assert page.count("embed:antecedent") == 2 * 4 and "embed:antecedent" not in section
+    assert 'role="img" aria-label="all sentences: a graph of 1 edge from' in page
     assert section.count("<svg") == 2 and "(left)" not in section
     assert "all sentences: 1 of 137 edges keep 91.0% of the choice gap" in text
     # A set without a choice circuit says why in its own numbers, and no line contradicts it.

@@ -591,8 +591,11 @@ def test_stop_backslash_n_as_a_shell_passes_it_means_a_newline(char_run):
         ("--num_samples=3", "did you mean --num-samples?"),
         ("--start=hello", "--prompt TEXT"),
         ("--init_from=resume", "--ckpt DIR"),
+        ("--do-sample", "--temperature 0"),  # transformers' keyword: not --num-samples
+        ("--max_length=50", "--max-new-tokens"),
     ],
 )
 def test_nanogpt_style_flags_get_what_to_type_here(flag, says):
     r = run_main("generate.py", flag)
     assert r.returncode == 2 and says in r.stderr and r.stderr.count("\n") == 1, r.stderr
+    assert flag.startswith("--num") or "--num-samples" not in r.stderr
