@@ -124,7 +124,8 @@ def _figure(name, part, identity, choice):
         listed = escape("\n".join(line[2:] for line in neurons))
         out += (
             f'<details class="neurons"><summary>{escape(name)}: the deciding neurons by id, '
-            f'and the tokens each writes (␣: a leading space)</summary><pre class="neurons">'
+            f"and the tokens each writes ({term('␣')}: a leading space)</summary>"
+            '<pre class="neurons">'
             f"{listed}</pre></details>"
         )
     return out
@@ -181,13 +182,23 @@ def choice_section(
     )
 
 
+OWN_ANSWER = "answer (the model's own)"  # the glossary's term
+
+
 def _decides_list(choice, probe):
     """Each reason in plain words (reports/decides.py), a list item per reason."""
     items = "".join(
         f"<li>{escape(decides_said(kind, part, _substitution(probe, kind)))}</li>"
         for kind, part in choice["by_kind"].items()
     )
-    return f'<div class="decides"><h3>Each reason, in plain words</h3><ul>{items}</ul></div>'
+    said = (
+        f'<p class="help">For {term("agreement")}, {term("role")} and {term("meaning")}: what '
+        "decides the choice, only where it follows the reason (the flip's interval above 25% and "
+        f"a gap of at least {MIN_GAP:g}); else that the model does not choose by it. Where the "
+        f"model's own {term(OWN_ANSWER, 'answer')} disagrees, what each "
+        "measures.</p>"
+    )
+    return f'<div class="decides"><h3>Each reason, in plain words</h3>{said}<ul>{items}</ul></div>'
 
 
 IDENTITY = (

@@ -322,6 +322,10 @@ def test_the_page_draws_each_circuit_once_and_says_why_a_set_has_none():
     assert 'role="img" aria-label="all sentences: a graph of 1 edge from' in page
     assert section.count("<svg") == 2 and "(left)" not in section
     assert "all sentences: 1 of 137 edges keep 91.0% of the choice gap" in text
+    # Each reason, and the model's own answer, defined in the page's Terms.
+    terms = html.unescape(page[page.index('<section class="terms">') :])
+    for word in ("reason", "agreement", "role", "meaning", "answer (the model's own)"):
+        assert f"<dt>{word}</dt>" in terms, word
     # A set without a choice circuit says why in its own numbers, and no line contradicts it.
     assert "role: no choice circuit: flip 20.0% [10.0, 30.0] is not above chance (25%)" in text
     assert "meaning: no choice circuit: the model picks the antecedent in 70.0%" in text
