@@ -147,12 +147,12 @@ def _by_deciding_lines(kinds: dict, best: dict, score: str, same: bool, test: st
     if not kinds:
         return []
     name = f"L{best['layer']} H{best['head']}"
-    where = "the same items" if same else "dev's items of that kind"
+    where = "the same items" if same else "dev's items of that reason"
     lines = [
         "",
-        f"By what tells the antecedent apart ({score}; the last column's head is chosen "
+        f"By reason, what tells the antecedent apart ({score}; the last column's head is chosen "
         f"on {where}):",
-        f"  {'decided by':<11} {'items':>5} {name:>7} {'random':>7}   best head for the kind",
+        f"  {'reason':<11} {'items':>5} {name:>7} {'random':>7}   best head for the reason",
     ]
     for kind, k in kinds.items():
         top = k["kind_best"]
