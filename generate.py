@@ -157,8 +157,6 @@ def main(argv=None, out=None, err=None):
         check_run_folder(ckpt)
         run = load_run(ckpt, device, nanogpt_meta=args.meta)
         use_generation_threads(run.model, args.threads)
-        if mode in ("probe", "attention") and (route := pronoun_route(run)):
-            err.write(route + "\n")  # one line: no pronoun head here, and how to grow one
         if mode == "pairs":
             pairs_mode.show_pairs(run, args, out)
         elif mode == "probe":
@@ -169,6 +167,8 @@ def main(argv=None, out=None, err=None):
             attention_mode.show_attention(run, args, out, err, ckpt)
         else:
             sample_mode.sample(run, args, device, out, err)
+        if mode in ("probe", "attention") and (route := pronoun_route(run)):
+            err.write(route + "\n")  # one line, after the maps: no pronoun head, how to grow one
     except BrokenPipeError:  # `generate.py | head`: the reader left; stop quietly
         sys.stdout = open(os.devnull, "w")  # so the flush at exit does not complain
         return 0
