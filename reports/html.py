@@ -238,6 +238,7 @@ def numbers_section(sentences, best):
     return (
         f'<section class="numbers"><h2>Where the pronoun looks, in numbers</h2><p class="help">'
         f"The best head, L{best[0]} H{best[1]}: the attention of each sentence's pronoun "
-        f"(last, in orange) to every token up to it; the most attended token in bold.</p>"
+        f"(last, in orange) to every token up to it; the most attended token in bold; "
+        f"{term('␣')} is a token's leading space.</p>"
         f"{''.join(strips)}</section>"
     )
