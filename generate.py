@@ -23,6 +23,7 @@ from checks import positive_int
 from cli import OneLineErrorParser, wrap_for
 from generation import attention_mode, pairs_mode, probe_mode, prompt_test_mode, sample_mode
 from generation.default_run import default_out_dir, default_run_folder
+from generation.pronoun_route import pronoun_route
 from model.checkpoint import NoCheckpoint
 from model.device import ONE_THREAD_BELOW_WIDTH, pick_device, use_generation_threads
 from runs.loading import NoNanogptMeta, UnusedNanogptMeta, load_run
@@ -44,11 +45,22 @@ NANOGPT_FLAGS = {
 }
 
 
+# transformers' generate() keywords as flags, and what they are here.
+HF_FLAGS = {
+    "do_sample": "generate.py samples by default; --temperature 0 decodes greedily",
+    "max_length": "--max-new-tokens N counts only the new tokens",
+    "num_return_sequences": "--num-samples N",
+}
+
+
 def flag_hint(option):
-    """What nanoGPT's sample.py flag `option` is here, or None (the parser then offers the
-    closest flag of ours: --num_samples=3 -> --num-samples)."""
+    """What nanoGPT's sample.py flag, or transformers' generate() keyword, `option` is here, or
+    None (the parser then offers the closest flag of ours: --num_samples=3 -> --num-samples)."""
     name = option.lstrip("-").split("=", 1)[0]
-    return f"nanoGPT's --{name} is {NANOGPT_FLAGS[name]} here" if name in NANOGPT_FLAGS else None
+    if name in NANOGPT_FLAGS:
+        return f"nanoGPT's --{name} is {NANOGPT_FLAGS[name]} here"
+    said = HF_FLAGS.get(name.replace("-", "_"))
+    return f"transformers' {name.replace('-', '_')}: {said}" if said else None
 
 
 def build_parser():
@@ -155,6 +167,8 @@ def main(argv=None, out=None, err=None):
             attention_mode.show_attention(run, args, out, err, ckpt)
         else:
             sample_mode.sample(run, args, device, out, err)
+        if mode in ("probe", "attention") and (route := pronoun_route(run)):
+            err.write(route + "\n")  # one line, after the maps: no pronoun head, how to grow one
     except BrokenPipeError:  # `generate.py | head`: the reader left; stop quietly
         sys.stdout = open(os.devnull, "w")  # so the flush at exit does not complain
         return 0

@@ -38,6 +38,8 @@ class Course(NamedTuple):
     last: Point  # the last probe that measured the kind
     best: Point  # the probe nearest both targets (the largest of accuracy/ACCURACY, flip/FLIP's
     # smaller one; the earliest of equals)
+    best_accuracy: Point  # the probe of the highest accuracy (the earliest of equals)
+    best_flip: Point  # the probe of the highest flip (the earliest of equals), on its own step
 
 
 def kind_probes(records: list) -> list[dict]:
@@ -84,7 +86,10 @@ def kind_course(
     first = points[at] if at is not None else None
     below = [p for p in points[at:] if not reaches(p, accuracy, flip)] if first else []
     best = max(points, key=lambda p: min(p.accuracy / accuracy, p.flip / flip))
-    return Course(kind, first, below[0].step if below else None, points[-1], best)
+    dropped = below[0].step if below else None
+    best_accuracy = max(points, key=lambda p: p.accuracy)
+    best_flip = max(points, key=lambda p: p.flip)
+    return Course(kind, first, dropped, points[-1], best, best_accuracy, best_flip)
 
 
 def kind_courses(records: list, accuracy: float = ACCURACY, flip: float = FLIP) -> dict:

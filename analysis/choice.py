@@ -6,9 +6,11 @@ The choice metric CM at the pronoun (analysis/choice_metric.py) is above 0 where
 prefers the example's antecedent to its twin's. Choice accuracy is the share of examples with
 CM > 0 on the example (the clean run); flip the share with CM > 0 on the example AND CM < 0 on
 its twin: the model's choice follows what decides. Chance is 1/2 for accuracy, 1/4 for flip (a
-coin for each). A set shows a preference where its accuracy is at least PREFERS and its interval
-lies above chance; only then, and where its twins move CM enough (analysis.circuit's MIN_GAP),
-is its circuit drawn.
+coin for each). A set shows a preference where its flip lies above PREFERS (the flip's chance)
+with its interval: the choice follows the reason more often than coins would make it. Only
+then, and where its twins move CM enough (analysis.circuit's MIN_GAP), is its circuit drawn and
+its neurons sought: `circuit.drawn` is the one rule by which the reports say what decides a
+reason, or that the model does not choose by it.
 
 A head decides (Yamakoshi et al. 2023's rule) where patching it alone flips the preference in
 both directions: its output (attn.hook_z of that head, at every position: all it writes)
@@ -19,8 +21,8 @@ set where it flips at least DECIDES of them, on a set with at least MIN_FOR_STAT
 each deciding head, the same rule on its query, key and value inputs apart (hook_q_input, ...:
 the stream it reads, at every position) says through which it decides.
 
-Inside each MLP, for each kind that prefers, the few neurons that carry most of what the layer
-does to CM, patched as a set, and the tokens they write: analysis/neurons.py.
+Inside each MLP, for each reason whose circuit is drawn, the few neurons that carry most of
+what the layer does to CM, patched as a set, and the tokens they write: analysis/neurons.py.
 
 The choice circuit is analysis/circuit.py's on these pairs (its metric is CM, its gap the mean CM
 on the examples less the mean on their twins), pruned to keep FAITHFUL of the gap; its embedding
@@ -53,7 +55,7 @@ from data.pronouns import DECIDED_BY, Example
 from data.tokenizer import Tokenizer
 from model.gpt import GPT
 
-PREFERS = 0.65  # choice accuracy from which a set counts as preferring the antecedent
+PREFERS = 0.25  # the flip's chance, which a preferring set's flip and its interval lie above
 DECIDES = 0.5  # the share of right-both-ways examples a deciding head must flip
 FAITHFUL = 0.8  # the share of the gap the choice circuit keeps
 CHANGED = "embed:changed"
@@ -79,8 +81,8 @@ def choice_accuracy(clean: torch.Tensor, twin: torch.Tensor, seed: int, resample
     else:
         out = {k: v.mean().item() for k, v in values.items()}
         out.update({f"{k}_ci": None for k in values})
-    ci = out["accuracy_ci"]
-    out["prefers"] = out["accuracy"] >= PREFERS and (ci is None or ci[0] > 0.5)
+    ci = out["flip_ci"]
+    out["prefers"] = out["flip"] > PREFERS and (ci is None or ci[0] > PREFERS)
     return {"n": n, **out}
 
 
@@ -179,7 +181,7 @@ def choice_study(
         part.update(deciding(heads[..., rows], clean[rows], twin[rows]))
         found = circuit if kind is None else circuit["by_kind"][kind]
         part["circuit"] = _circuit(found, part["prefers"])
-        if kind is not None and part["prefers"]:
+        if kind is not None and part["circuit"]["drawn"]:
             part["neurons"] = neurons_by_layer(model, tokenizer, [made.pairs[i] for i in rows])
         out[kind] = part
     named = sorted({h for part in out.values() for h in part["deciding"]})

@@ -38,7 +38,7 @@ class NotTokenAligned(ValueError):
     def __init__(self, clean: int, twin: int):
         super().__init__(
             f"the twin has {twin} tokens up to its pronoun and the example {clean}; a choice twin "
-            "must have as many, changing only what decides"
+            "must have as many, changing only the reason"
         )
         self.clean, self.twin = clean, twin
 

@@ -180,7 +180,7 @@ class ChoiceSet(_SharedEdges, _Neurons):
     flip_ci: Interval | None
     clean_cm_ci: Interval | None
     twin_cm_ci: Interval | None
-    prefers: bool
+    prefers: bool  # the flip and its interval above PREFERS (chance): the choice follows the reason
     right: Count  # examples right both ways
     flip_share: list[list[Share | None]]  # [layer][head]; None: not patched
     deciding: list[str]  # "L0H2", ...
@@ -204,7 +204,7 @@ class ChoiceResult(ChoiceSet, _ChoicePatched):
     by_kind: dict[str, ChoiceSet]
     twins: Twins
     threshold: float
-    prefers_from: float
+    prefers_from: float  # PREFERS: the flip a preferring set lies above (its chance)
     decides_from: float
     n_edges: int
     seed: int

@@ -61,6 +61,7 @@ from model.gpt import GPT
 # (of one example, a single point), and a permutation test over n items of two candidates cannot
 # go below about 2^-n, so even a perfect head on 5 examples has p >= 0.03.
 MIN_FOR_STATS = 20
+ALPHA = 0.05  # a best head beats chance where the permutation test's p is under this
 ONE_SET = ("all",)  # the splits of a probe on one set of examples: a value per split, named "all"
 
 
@@ -213,6 +214,15 @@ def _baselines(dev_scores, test_scores, splits) -> Baselines:
         "nearest": baseline("nearest"),
         "position": {"rule": rule, **baseline(rule)},
     }
+
+
+def beats_chance(result: dict) -> bool:
+    """Whether a probe result's best head beats chance: its permutation test's p under ALPHA (no
+    p-value, on too few examples, is no evidence). A result that carries no "p_value" key at all
+    (a best head given by hand) is taken as given."""
+    if "p_value" not in result:
+        return True
+    return result["p_value"] is not None and result["p_value"] < ALPHA
 
 
 def _permutation_test(w_dev, dev_scores, w_test, test_scores, same, permutations, seed, observed):

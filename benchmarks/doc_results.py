@@ -113,7 +113,7 @@ def probe_excerpt(result: dict) -> str:
     report = format_report(result)
     grid = lines_from(report, next(s for s in report.splitlines() if "by layer (rows)" in s))
     said = lines_from(report, "Baselines (")[:2]
-    kinds = lines_from(report, "By what tells")
+    kinds = lines_from(report, "By reason, what tells")
     return "\n".join([*grid, "", *said, "", *kinds])
 
 

@@ -12,8 +12,9 @@ Tools that prepend a beginning-of-text token (TransformerLens does by default) n
 pad ids inside the vocabulary, or they add one past its end and the embedding lookup fails.
 `gpt2` has `<|endoftext|>`; our `bpe` has no special token, so its boundary is the newline byte's
 token, which every byte-level vocabulary holds (`boundary_token`). Where generation stops is
-another matter (`end_ids`): a BPE merges a newline with the punctuation before it (".\\n" is one
-token), so the newline's own token rarely comes out of a model.
+another matter (`end_ids`): where our own sampler does, at `<|endoftext|>` only; a sample of
+one line stops at `break_ids` (a BPE merges a newline with the punctuation before it: ".\\n" is
+one token, so the newline's own token rarely comes out of a model).
 """
 
 import json
@@ -32,19 +33,24 @@ def _ranks(tokenizer) -> dict[bytes, int]:
 def boundary_token(tokenizer) -> tuple[str, int]:
     """(its text in vocab.json, its id): the export's bos and pad, and its tokenizer's one eos
     token: `<|endoftext|>` where the vocabulary has one (`gpt2`), else the newline byte's
-    token. (Generation stops at every id of end_ids, which config.json declares.)"""
+    token. (Generation stops at the ids of end_ids, which config.json declares.)"""
     if tokenizer.eot_id is not None:
         return EOT, tokenizer.eot_id
     return NEWLINE, _ranks(tokenizer)[b"\n"]
 
 
 def end_ids(tokenizer) -> list[int]:
-    """The ids where generation on the export stops (its eos): `<|endoftext|>` where the
-    vocabulary has it, then every token whose bytes hold a line break, so a sample ends with its
-    first line, whichever token ends it ("\\n", ".\\n", "!\\n\\n", ...). Our corpora have no
-    end-of-text token between documents; their lines are where a paragraph ends."""
-    breaks = sorted(rank for token, rank in _ranks(tokenizer).items() if b"\n" in token)
-    return ([tokenizer.eot_id] if tokenizer.eot_id is not None else []) + breaks
+    """The ids where generation on the export stops (its eos), by our sampler's own rule
+    (model.sampling, generate.py, HookedGPT.generate): `<|endoftext|>` where the vocabulary has
+    it, else none, so that transformers' generate writes on to max_new_tokens as ours does.
+    (Where a sample should end at its first line, break_ids are the ids to pass.)"""
+    return [tokenizer.eot_id] if tokenizer.eot_id is not None else []
+
+
+def break_ids(tokenizer) -> list[int]:
+    """Every token whose bytes hold a line break ("\\n", ".\\n", "!\\n\\n", ...): the eos to
+    pass to transformers' generate (or --stop "\\n" to ours) for a sample of one line."""
+    return sorted(rank for token, rank in _ranks(tokenizer).items() if b"\n" in token)
 
 
 def hf_tokenizer_files(tokenizer, model_max_length: int) -> dict[str, str]:

@@ -6,6 +6,7 @@ import sys
 from pathlib import Path
 
 from analysis.errors import NoQueryWord
+from analysis.probe import beats_chance
 from analysis.words import QUERY_POSITIONS, sentence_attention
 from checks import positive_int
 from cli import terminal_width
@@ -15,6 +16,7 @@ from generation.probe_mode import keep_probe, parts_asked, permutations, study_o
 from generation.user_text import read_user_text
 from reports.html import best_pair, sentence_page
 from reports.page_writer import Page, write_html
+from reports.probe_report import NO_HEAD
 from reports.term_colour import COLOR_CHOICES, colour_mode
 from reports.terminal import DEFAULT_TOP, MANY_HEADS, render_sentence
 from runs.folder import (
@@ -197,8 +199,10 @@ def show_attention(run, args, out, err=None, ckpt=None):
     if args.html:  # the page's probe first (run now if none is saved), so the maps mark its head
         page_path(args, ckpt)
         saved = page_probe(run, ckpt, args, err or sys.stderr, saved)
-    best = best_pair(saved["best_head"]) if saved else None
+    best = best_pair(saved["best_head"]) if saved and beats_chance(saved) else None
     write_maps(run, args, analysed[:1] if args.summary else analysed, out, best)
+    if saved and best is None:
+        out.write(f"note: {NO_HEAD[0].lower()}{NO_HEAD[1:]}\n")
     if args.html:
         write_page(run, args, analysed, ckpt, out, saved)
 
@@ -290,7 +294,7 @@ def write_page(run, args, analysed, ckpt, out, found=None):
     """The page of every head's map at args.html (checked by page_path), the probe's best head
     outlined; `found` is the probe result for this checkpoint (page_probe's), or None."""
     found = found or {}
-    best = found.get("best_head")
+    best = found.get("best_head") if beats_chance(found) else None
     page = Page(
         checkpoint=ckpt,
         step=run.ckpt.get("step"),
@@ -298,7 +302,8 @@ def write_page(run, args, analysed, ckpt, out, found=None):
         records=read_metrics(Path(ckpt) / METRICS_FILE),
     )
     write_html(args.html, [sentence_page(a) for a in analysed], found, page)
-    outlined = f"layer {best['layer']} head {best['head']}" if best else "none (--no-probe)"
+    none = "none, no head beats chance here" if found else "none (--no-probe)"
+    outlined = f"layer {best['layer']} head {best['head']}" if best else none
     out.write(f"wrote {args.html} (outlined, the probe's best head: {outlined})\n")
 
 

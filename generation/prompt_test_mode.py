@@ -5,6 +5,7 @@ TransformerLens prints it, or with --json as one JSON object."""
 import json
 
 from analysis.answer_rank import test_prompt
+from cli import terminal_width
 from reports.prompt_report import format_test_prompt
 
 
@@ -38,4 +39,9 @@ def check(args, mode: str) -> None:
 
 def show_test_prompt(run, args, out) -> None:
     result = test_prompt(run.model, run.tokenizer, args.test_prompt, args.answer)
-    out.write((json.dumps(result) if args.json else format_test_prompt(result)) + "\n")
+    if args.json:
+        out.write(json.dumps(result) + "\n")
+        return
+    isatty = getattr(out, "isatty", None)
+    width = terminal_width(out) if isatty and isatty() else None  # piped: a list is one line
+    out.write(format_test_prompt(result, width) + "\n")

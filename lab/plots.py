@@ -64,8 +64,9 @@ LOSS_TICKS = (
 
 LOSS_TITLE = "Loss during training"
 PROBE_TITLE = "The probe during training: each head's dev cand@1"
-KINDS_TITLE = "Each kind: the best head's cand@1, the model's choice accuracy and flip"
-KINDS_SIZE = (7, 9.5)  # inches: the heads' panel as in FILE_SIZE, the kinds' below it
+KINDS_TITLE = "Each reason: the best head's cand@1, the model's choice accuracy and flip"
+VAL_TITLE = "The validation loss at each evaluation"
+TITLES = {"": PROBE_TITLE, "kinds-": KINDS_TITLE, "loss-": VAL_TITLE}  # by the panel's prefix
 
 
 def plot_losses(records, png_path):
@@ -122,11 +123,13 @@ def plot_losses(records, png_path):
 
 def plot_probe(records, png_path):
     """probe.png: the probe during training (reports.curve's drawing, the page's too), each panel
-    with its legend: the heads', and below it each kind's where the records hold probe_by_kind
-    (one image, so that a step lines up across both); nothing when the records hold no probe
-    line."""
+    with its legend: the heads', below it each reason's where the records hold probe_by_kind,
+    and the val loss's on its own axis (one image, so that a step lines up across them);
+    nothing when the records hold no probe line."""
     panels = curve_panels(records)
-    if len(panels) == 1:  # a run logged before probe_by_kind: its figure as it always was
+    if len(panels) == 1:  # no val loss, no probe_by_kind: one panel
         _save(draw_curve(panels[0], FILE_SIZE, legend=True, title=PROBE_TITLE), png_path)
     elif panels:
-        _save(draw_panels(panels, (PROBE_TITLE, KINDS_TITLE), KINDS_SIZE), png_path)
+        titles = [TITLES[panel.prefix] for panel in panels]
+        size = (FILE_SIZE[0], sum(4.5 if p.share else 2.5 for p in panels))
+        _save(draw_panels(panels, titles, size), png_path)

@@ -120,16 +120,24 @@ class MLP(nn.Module):
         return self.dropout(self.w_out(self.hook_post(h)))
 
 
-def layer_norm(ln, point, x):
+def layer_norm(ln, point, x, scale=None):
     """ln(x), with `point` seeing x normalised before ln's gain and bias, where TransformerLens
-    puts hook_normalized; with nothing hooked, ln(x) itself (one fused call). A LayerNorm
-    swapped for another module (an nn.Identity, to make the model linear there) has no gain or
-    bias to keep apart: the point sees its output."""
-    if not point.active:
+    puts hook_normalized, and `scale` (its hook_scale) the divisor, √(var + eps), (..., 1); with
+    nothing hooked, ln(x) itself (one fused call). A LayerNorm swapped for another module (an
+    nn.Identity, to make the model linear there) has no gain or bias to keep apart: the point
+    sees its output."""
+    scaled = scale is not None and scale.active
+    if not (point.active or scaled):
         return ln(x)
     if not isinstance(ln, nn.LayerNorm):
         return point(ln(x))
-    x = point(F.layer_norm(x, ln.normalized_shape, eps=ln.eps)) * ln.weight
+    if scaled:
+        centred = x - x.mean(-1, keepdim=True)
+        divisor = scale((centred.pow(2).mean(-1, keepdim=True) + ln.eps).sqrt())  # (..., 1)
+        normalized = centred / divisor
+    else:
+        normalized = F.layer_norm(x, ln.normalized_shape, eps=ln.eps)
+    x = point(normalized) * ln.weight
     return x + ln.bias if ln.bias is not None else x
 
 
@@ -166,7 +174,9 @@ class Block(nn.Module):
         )
         for name in names:
             setattr(self, name, HookPoint(f"{p}.{name}"))
+        self.hook_ln1_scale = HookPoint(f"{p}.ln1.hook_scale")
         self.hook_ln1 = HookPoint(f"{p}.ln1.hook_normalized")
+        self.hook_ln2_scale = HookPoint(f"{p}.ln2.hook_scale")
         self.hook_ln2 = HookPoint(f"{p}.ln2.hook_normalized")
 
     def forward(self, x, cache=None):
@@ -176,12 +186,15 @@ class Block(nn.Module):
         # (TransformerLens's use_split_qkv_input), never for a library watching every module.
         if any(point.hooked for point in split):
             copies = x[:, :, None, :].expand(-1, -1, self.attn.n_head, -1)  # (B, T, H, C)
-            attn_in = [layer_norm(self.ln_1, self.hook_ln1, point(copies)) for point in split]
+            attn_in = [
+                layer_norm(self.ln_1, self.hook_ln1, point(copies), self.hook_ln1_scale)
+                for point in split
+            ]
         else:
-            attn_in = layer_norm(self.ln_1, self.hook_ln1, x)
+            attn_in = layer_norm(self.ln_1, self.hook_ln1, x, self.hook_ln1_scale)
         x = self.hook_resid_mid(x + self.hook_attn_out(self.attn(attn_in, cache=cache)))
         x = x + self.hook_mlp_out(
-            self.mlp(layer_norm(self.ln_2, self.hook_ln2, self.hook_mlp_in(x)))
+            self.mlp(layer_norm(self.ln_2, self.hook_ln2, self.hook_mlp_in(x), self.hook_ln2_scale))
         )
         return self.hook_resid_post(x)
 
@@ -206,6 +219,7 @@ class GPT(nn.Module):
         self.register_buffer("positions", torch.arange(config.block_size), persistent=False)
         self.hook_embed = HookPoint("hook_embed")
         self.hook_pos_embed = HookPoint("hook_pos_embed")
+        self.hook_ln_final_scale = HookPoint("ln_final.hook_scale")
         self.hook_ln_final = HookPoint("ln_final.hook_normalized")
         self.reset_parameters()
 
@@ -264,7 +278,8 @@ class GPT(nn.Module):
         """The residual stream x (..., C) -> logits (..., V): the final LayerNorm (through its
         hook point, ln_final.hook_normalized), then the LM head, the padded vocabulary's extra
         rows cropped (they are no tokens)."""
-        logits = self.lm_head(layer_norm(self.ln_f, self.hook_ln_final, x))  # (..., padded V)
+        x = layer_norm(self.ln_f, self.hook_ln_final, x, self.hook_ln_final_scale)
+        logits = self.lm_head(x)  # (..., padded V)
         if self.config.padded_vocab_size != self.config.vocab_size:
             logits = logits[..., : self.config.vocab_size]  # (..., V)
         return logits

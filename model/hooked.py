@@ -18,9 +18,10 @@ Hooks live as long as in TransformerLens (its HookedRootModule and TransformerBr
 with reset_hooks_end=True takes off the hooks it added and no others; model.add_hook's stay
 until model.reset_hooks(), and a permanent one until reset_hooks(including_permanent=True).
 
-This layer is kept for what it has and grows no further: TransformerLens itself opens the run's
-export (runs.export, TransformerBridge; docs/reference/python.md), with its weight views, weight
-processing and every cache method. Asked for a weight view (LENS_ONLY), the model says so.
+This layer is kept for what it has and grows no further: TransformerLens itself opens the run
+(runs.bridge.to_transformer_lens: its export, TransformerBridge; docs/reference/python.md), with
+its weight views, weight processing and every cache method. Asked for a weight view it lacks
+(model/lens_views.py), the model names that call.
 """
 
 import inspect
@@ -32,47 +33,22 @@ import torch
 
 from model.cache import ActivationCache
 from model.gpt import GPT, lm_loss
+from model.hook_point import HookPoint
 from model.hooks import NameOrPredicate, check_hook, hook_points, hooks, run_with_cache, select
 from model.keywords import keywords_checked, unknown_keyword
+from model.lens_views import (
+    DIRECTIONS,
+    LENS_MODULES,
+    LENS_ONLY,
+    LensHook,
+    RoutedCall,
+    bridge_route,
+    route_views,
+)
 from model.text import TextMixin
 
 FwdHooks = Sequence[tuple[NameOrPredicate, Callable]]
 RETURN_TYPES = ("logits", "loss", "both", None)
-DIRECTIONS = ("fwd", "bwd", "both")
-# TransformerLens's weight views and the methods that read them, which this layer does not have
-# and TransformerBridge does: asking for one answers with that route (HookedMixin.__getattr__).
-LENS_ONLY = frozenset(
-    "W_U b_U W_E W_pos W_E_pos W_Q W_K W_V W_O b_Q b_K b_V b_O QK OV W_in W_out W_gate b_in b_out "
-    "tokens_to_residual_directions accumulated_bias all_head_labels".split()
-)
-
-
-def bridge_route(owner: str, name: str) -> str:
-    """The one line that answers a call for TransformerLens's `name`, which `owner` lacks."""
-    return (
-        f"{owner} has no {name}; for TransformerLens's full model, export the run "
-        "(train.py --export-hf DIR, or runs.export.export_hf) and open DIR with "
-        "TransformerBridge.boot_transformers (docs/reference/python.md)"
-    )
-
-
-@dataclass(frozen=True, eq=False)
-class LensHook:
-    """A hook as TransformerLens keeps one: fn(value, hook) in direction `dir`, "fwd" or "bwd"
-    (then fn(grad, hook) sees the gradient of the point's value, and may return a replacement,
-    in the next backward through it), and whether model.reset_hooks() leaves it on
-    (is_permanent). Compared by identity, as the functions it wraps are."""
-
-    fn: Callable
-    dir: str = "fwd"
-    is_permanent: bool = False
-
-    def __call__(self, value, hook):
-        if self.dir == "fwd":
-            return self.fn(value, hook)
-        if value.requires_grad:
-            value.register_hook(lambda grad: self.fn(grad, hook))
-        return None
 
 
 @dataclass(frozen=True)
@@ -194,21 +170,26 @@ class HookedMixin(TextMixin):
         """Take the hooks of `direction` ("fwd", "bwd" or "both") off every point, the
         permanent ones too only with including_permanent. clear_contexts is accepted and does
         nothing (our points keep no context); a `level` is refused: our hooks keep none."""
+        self.remove_all_hook_fns(direction, including_permanent, level)
+
+    def remove_all_hook_fns(
+        self, direction: str = "both", including_permanent: bool = False, level: int | None = None
+    ) -> None:
+        """TransformerLens's remove_all_hook_fns: each point's remove_hooks (model.hook_point)."""
         if direction not in DIRECTIONS:
             raise ValueError(f"direction must be one of {DIRECTIONS}, got {direction!r}")
-        if level is not None:
-            raise ValueError(
-                f"reset_hooks(level={level!r}): {type(self).__name__}'s hooks keep no context "
-                "level; call reset_hooks() without one"
-            )
         for point in hook_points(self).values():
-            # A hook installed otherwise than as a LensHook is a forward one, not permanent.
-            point.fns[:] = [
-                fn
-                for fn in point.fns
-                if direction not in ("both", getattr(fn, "dir", "fwd"))
-                or (getattr(fn, "is_permanent", False) and not including_permanent)
-            ]
+            point.remove_hooks(direction, including_permanent, level)
+
+    @property
+    def hook_dict(self) -> dict[str, HookPoint]:
+        """{name: HookPoint} of every point, as TransformerLens's model.hook_dict."""
+        return hook_points(self)
+
+    @property
+    def device(self) -> torch.device:
+        """Where the weights are (TransformerLens's and transformers' model.device)."""
+        return self.tok_emb.weight.device
 
     def __getattr__(self, name: str):
         """nn.Module's lookup (parameters, buffers, submodules); for TransformerLens's weight
@@ -217,9 +198,15 @@ class HookedMixin(TextMixin):
         try:
             return super().__getattr__(name)
         except AttributeError:
-            if name in LENS_ONLY:
-                raise AttributeError(bridge_route(type(self).__name__, name)) from None
+            if name in LENS_ONLY or name in LENS_MODULES:
+                raise AttributeError(bridge_route("model", name)) from None
             raise
+
+    @property
+    def unembed(self) -> RoutedCall:
+        """GPT.unembed (the final LayerNorm and the LM head), whose TransformerLens attributes
+        (model.unembed.W_U) name the route that has them."""
+        return RoutedCall(super().unembed, "model.unembed")
 
     def run_with_hooks(
         self,
@@ -289,11 +276,15 @@ class HookedGPT(HookedMixin, GPT):
     """A GPT that also takes text, TransformerLens's return_type and its calls (the module
     docstring). Its state dict is a GPT's: either loads the other's weights."""
 
-    def forward(self, input, targets=None, caches=None, return_type="logits"):
-        """GPT's forward on `input`: (B, T) ids, (T,) ids as a batch of one, or text (model.text);
-        return_type "logits", "loss" (the mean next-token loss of the input itself), "both"
-        (logits, loss) or None. With targets, GPT's (logits, loss)."""
-        idx = self.input_tokens(input)
+    def __init__(self, config):
+        super().__init__(config)
+        route_views(self)  # the blocks' missing weight views name the route
+
+    def forward(self, input, targets=None, caches=None, return_type="logits", prepend_bos=None):
+        """GPT's forward on `input`: (B, T) ids, (T,) ids as a batch of one, or text (model.text;
+        prepend_bos as in to_tokens); return_type "logits", "loss" (the mean next-token loss of
+        the input itself), "both" (logits, loss) or None. With targets, GPT's (logits, loss)."""
+        idx = self.input_tokens(input, prepend_bos)
         if targets is not None:
             return super().forward(idx, targets, caches)
         logits = super().forward(idx, caches=caches)

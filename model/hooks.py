@@ -5,6 +5,7 @@ shape, so code written against its cache reads ours:
 
     hook_embed, hook_pos_embed                      (B, T, C)  token and position embeddings
     blocks.{l}.hook_resid_pre                       (B, T, C)  the stream entering block l
+    blocks.{l}.ln1.hook_scale                       (B, T, 1)  ln1's divisor, √(var + eps)
     blocks.{l}.ln1.hook_normalized                  (B, T, C)  the stream normalised, before
                                                     ln1's gain and bias (as TransformerLens)
     blocks.{l}.hook_q_input, hook_k_input, hook_v_input
@@ -19,12 +20,12 @@ shape, so code written against its cache reads ours:
     blocks.{l}.hook_resid_mid                       (B, T, C)  the stream between attn and MLP
     blocks.{l}.hook_mlp_in                          (B, T, C)  the MLP's own copy of it (a
                                                     change here reaches the MLP only)
-    blocks.{l}.ln2.hook_normalized                  (B, T, C)  the same for ln2
+    blocks.{l}.ln2.hook_scale, ln2.hook_normalized             the same for ln2
     blocks.{l}.mlp.hook_pre, hook_post              (B, T, 4C) the MLP before / after its
                                                     activation
     blocks.{l}.hook_mlp_out                         (B, T, C)  the MLP's write to the stream
     blocks.{l}.hook_resid_post                      (B, T, C)  the stream leaving block l
-    ln_final.hook_normalized                        (B, T, C)  the same for the final LayerNorm
+    ln_final.hook_scale, ln_final.hook_normalized   the same for the final LayerNorm
 
 (Letters: B batch, T query positions, S key positions, C channels, H heads, D head size.)
 
@@ -94,6 +95,7 @@ _ORDER = {
             "hook_q_input",
             "hook_k_input",
             "hook_v_input",
+            "ln1.hook_scale",
             "ln1.hook_normalized",
             "attn.hook_q",
             "attn.hook_k",
@@ -105,6 +107,7 @@ _ORDER = {
             "hook_attn_out",
             "hook_resid_mid",
             "hook_mlp_in",
+            "ln2.hook_scale",
             "ln2.hook_normalized",
             "mlp.hook_pre",
             "mlp.hook_post",

@@ -57,14 +57,15 @@ def _causal_grid(heads, name, caption, best, scale):
     )
 
 
-def causal_section(causal):
+def causal_section(causal, marked=True):
     """The causal tests of the probe's result ("causal", from analysis.causal): the three L x H
-    grids and the heads together with their intervals; "" when there is none."""
+    grids and the heads together with their intervals, the best head's cell outlined where
+    `marked` (it beats chance); "" when there is none."""
     if not causal:
         return ""
     try:
         b = causal.get("best_head")
-        best = [b["layer"], b["head"]] if b else None
+        best = [b["layer"], b["head"]] if b and marked else None
         # One scale for the three grids, so a control near 0 looks near 0 beside a real effect.
         scale = max(
             0.05,

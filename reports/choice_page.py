@@ -3,7 +3,7 @@ twins found, the choice accuracy and flip with their intervals and the deciding 
 (turned, sets across, where it is too wide for the page); then, per set, the choice circuit, or
 the reason it has none in the set's own numbers, and where both circuits exist the edges it
 shares with the set's identity circuit (drawn once, in the circuit's section above), and each
-MLP's deciding neurons; and what decides each kind, in plain words (reports/decides.py)."""
+MLP's deciding neurons; and each reason in plain words (reports/decides.py)."""
 
 from html import escape
 
@@ -11,7 +11,7 @@ from analysis.circuit import MIN_GAP
 from analysis.probe import MIN_FOR_STATS
 from reports.causal_tables import interval_html
 from reports.cells import BLUE, tinted_cell
-from reports.circuit_svg import circuit_svg, figure_id
+from reports.circuit_svg import circuit_svg, edges_said, figure_id
 from reports.decides import decides_said, neuron_lines
 from reports.formatting import pct
 from reports.glossary import term
@@ -78,13 +78,12 @@ def _table(names, cells):
 
 
 def no_choice_said(part, choice):
-    """Why a set has no choice circuit, in its own numbers: its accuracy is under the bar for a
-    circuit, or its twins hardly move the choice metric."""
-    accuracy, ci, bar = part["accuracy"], part["accuracy_ci"], choice["prefers_from"]
+    """Why a set has no choice circuit, in its own numbers: its flip is not above chance with
+    its interval, or its twins hardly move the choice metric."""
+    accuracy = part["accuracy"]
     if not part["prefers"]:
-        if accuracy < bar:
-            return f"accuracy {pct(accuracy, ci)} is under the {bar:.0%} a circuit needs"
-        return f"accuracy {pct(accuracy, ci)}, but its interval reaches chance (50%)"
+        flip, ci, bar = part["flip"], part["flip_ci"], choice["prefers_from"]
+        return f"flip {pct(flip, ci)} is not above chance ({bar:.0%}) with its interval"
     gap, gap_ci = part["circuit"]["gap"], part["circuit"].get("gap_ci")
     picks = (
         f"the model picks the antecedent in {pct(accuracy)} of these sentences, but their twins "
@@ -100,7 +99,7 @@ def _figure(name, part, identity, choice):
     """One set's choice circuit with its caption, or the reason it has none; and the edges it
     shares with the set's identity circuit where both exist."""
     circuit = part["circuit"]
-    svg = circuit_svg(circuit) if circuit["drawn"] else ""
+    svg = circuit_svg(circuit, name) + edges_said(circuit) if circuit["drawn"] else ""
     if svg:
         said = (
             f"{circuit['size']} of {choice['n_edges']} edges keep "
@@ -122,7 +121,13 @@ def _figure(name, part, identity, choice):
         out += f'<p class="shared">{escape(said)}</p>'
     neurons = neuron_lines(part)
     if neurons:
-        out += '<pre class="neurons">' + escape("\n".join(line[2:] for line in neurons)) + "</pre>"
+        listed = escape("\n".join(line[2:] for line in neurons))
+        out += (
+            f'<details class="neurons"><summary>{escape(name)}: the deciding neurons by id, '
+            f"and the tokens each writes ({term('␣')}: a leading space)</summary>"
+            '<pre class="neurons">'
+            f"{listed}</pre></details>"
+        )
     return out
 
 
@@ -158,30 +163,42 @@ def choice_section(
         figures.append(_figure(name, part, ident, choice))
     return (
         '<section class="circuit choice"><h2>Which candidate wins: the choice circuit</h2>'
-        f'<p class="help">Choice {term("twin", "twins")} keep both candidates and change what '
-        "decides (the pronoun, the describing words, the candidates' places), so that the "
-        f"other candidate is the answer. The {term('CM (choice metric)', 'choice metric')} at "
+        f'<p class="help">Choice {term("twin", "twins")} keep both candidates and change the '
+        f"{term('reason')} (the pronoun, the describing words, the candidates' places), so that "
+        f"the other candidate is the answer. The {term('CM (choice metric)', 'choice metric')} at "
         "the pronoun is logit(the antecedent's next word) - logit(the other's); accuracy: the "
         f"share above 0 on the sentence; {term('flip')}: above 0 on the sentence and below 0 on "
         "its twin (chance 50% and 25%). A head decides where patching its output alone flips "
         "the preference both ways (q, k, v: its query, key or value input alone). A set gets a "
-        f"choice circuit where its accuracy is at least {choice['prefers_from']:.0%} (its "
-        f"interval above 50%) and its twins move the metric by at least {MIN_GAP:g}."
+        f"choice circuit, and a reason a word on what decides it, where its flip's interval "
+        f"lies above {choice['prefers_from']:.0%} and its twins move the metric by at least "
+        f"{MIN_GAP:g}."
         + (IDENTITY if identity else "")
         + "</p>"
         + _table([name for name, _, _ in sets], cells)
-        + _decides_list(choice)
+        + _decides_list(choice, probe)
         + "".join(figures)
         + "</section>"
     )
 
 
-def _decides_list(choice):
-    """What decides each kind, in plain words (reports/decides.py), a list item per kind."""
+OWN_ANSWER = "answer (the model's own)"  # the glossary's term
+
+
+def _decides_list(choice, probe):
+    """Each reason in plain words (reports/decides.py), a list item per reason."""
     items = "".join(
-        f"<li>{escape(decides_said(kind, part))}</li>" for kind, part in choice["by_kind"].items()
+        f"<li>{escape(decides_said(kind, part, _substitution(probe, kind)))}</li>"
+        for kind, part in choice["by_kind"].items()
     )
-    return f'<div class="decides"><h3>What decides, in plain words</h3><ul>{items}</ul></div>'
+    said = (
+        f'<p class="help">For {term("agreement")}, {term("role")} and {term("meaning")}: what '
+        "decides the choice, only where it follows the reason (the flip's interval above 25% and "
+        f"a gap of at least {MIN_GAP:g}); else that the model does not choose by it. Where the "
+        f"model's own {term(OWN_ANSWER, 'answer')} disagrees, what each "
+        "measures.</p>"
+    )
+    return f'<div class="decides"><h3>Each reason, in plain words</h3>{said}<ul>{items}</ul></div>'
 
 
 IDENTITY = (

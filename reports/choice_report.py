@@ -2,7 +2,7 @@
 question it answers: the identity circuit (reports/circuit_report.py: how the antecedent's noun
 reaches the prediction) and then the choice (analysis/choice.py: which candidate wins): the
 twins found, the choice accuracy and flip beside the substitution answer, the deciding heads,
-what decides each kind in plain words (reports/decides.py), each set's choice circuit, the edges
+each reason in plain words (reports/decides.py), each set's choice circuit, the edges
 it shares with the identity circuit and each MLP's deciding neurons."""
 
 from analysis.circuit import CHECKED
@@ -63,7 +63,7 @@ def format_choice(choice: ChoiceResult, answer: AnswerResult | None = None) -> s
     }
     lines = [
         "Question 2, choice: which candidate wins? (choice twins keep both candidates and "
-        "change what decides, so that the other candidate is the answer; CM = logit(the "
+        "change the reason, so that the other candidate is the answer; CM = logit(the "
         "antecedent's next word) - logit(the other candidate's), at the pronoun)",
         _twins_line(twins),
         f"  {'set':<10} {'n':>4}  {'accuracy':<18} {'flip (both runs)':<18} "
@@ -90,8 +90,9 @@ def format_choice(choice: ChoiceResult, answer: AnswerResult | None = None) -> s
         "q, k, v: the same for its query, key and value inputs alone; in the choice circuits, "
         f"{columns_said(CHECKED, 'the CM gap')})"
     )
-    lines += ["What decides, in plain words:"] + [
-        "  " + decides_said(kind, part) for kind, part in choice["by_kind"].items()
+    lines += ["Each reason, in plain words:"] + [
+        "  " + decides_said(kind, part, _substitution(answer, kind))
+        for kind, part in choice["by_kind"].items()
     ]
     if "patching" in choice:
         lines += [""] + _patching_lines(choice["patching"])
@@ -143,22 +144,16 @@ def _circuit_lines(name, part, top):
     lines = [f"choice circuit, {name} ({part['n']} examples): CM gap {gap}"]
     if not part["prefers"]:
         lines.append(
-            f"  no preference: accuracy {_pct(part['accuracy'], part['accuracy_ci'])} is under "
-            f"{100 * top['prefers_from']:.0f}% or its interval reaches chance; no circuit"
+            f"  no preference: flip {_pct(part['flip'], part['flip_ci'])} is not above chance "
+            f"({100 * top['prefers_from']:.0f}%) with its interval; no circuit"
         )
         return lines
     if not circuit["drawn"]:
         lines.append(
-            f"  the model prefers the antecedent on the example ({_pct(part['accuracy'])}), but "
-            f"the twin hardly moves it (flip {_pct(part['flip'])}; the gap is under 0.5 or its "
-            "interval reaches 0): the preference does not follow what decides; no circuit"
+            f"  the choice follows the reason (flip {_pct(part['flip'])}), but the twins hardly "
+            "move CM (the gap is under 0.5 or its interval reaches 0): no circuit"
         )
         return lines
-    if part["flip"] < 0.25:  # under chance's flips: the cue shifts the metric, seldom flips it
-        lines.append(
-            f"  (flip {_pct(part['flip'])}: what decides moves the preference but seldom "
-            "flips it; the circuit below carries that move)"
-        )
     size = circuit["size"]
     lines += edge_lines(circuit["edges"][: max(5, min(size, LISTED))])
     if size > LISTED:

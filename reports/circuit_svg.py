@@ -14,6 +14,7 @@ says why (no_circuit_said).
 from html import escape
 
 from analysis.circuit_results import ChoiceCircuit, CircuitSet
+from reports.formatting import counted
 from reports.glossary import term
 
 ROW, NODE_H, MARGIN, GAP = 80, 26, 24, 24  # a row's height, a node's, the edges around, between
@@ -41,9 +42,11 @@ def _depth(node):
     return 2 * int(node[1 : node.index("H")]) + 1
 
 
-def circuit_svg(part: CircuitSet | ChoiceCircuit) -> str:
-    """An SVG of `part`'s circuit edges (one set of circuit results: the whole set or a kind);
-    "" where the set has no circuit (the caller says why).
+def circuit_svg(part: CircuitSet | ChoiceCircuit, name: str = "the circuit") -> str:
+    """An SVG of `part`'s circuit edges (one set of circuit results: the whole set or a
+    reason), an image to a screen reader with `name` and its edges' count in its label and
+    title (edges_said lists them in words); "" where the set has no circuit (the caller says
+    why).
 
     The drawing is as narrow as its widest row of nodes allows, so that on a phone's page it is
     scaled down little or not at all; the edge labels are drawn last, over every line and node,
@@ -103,11 +106,28 @@ def circuit_svg(part: CircuitSet | ChoiceCircuit) -> str:
         boxes.append(f'<text x="{x:.1f}" y="{y + 17:.1f}" text-anchor="middle">{escape(n)}</text>')
     # Drawn at its own size where there is room, scaled down to the page's width where not
     # (the page's CSS: max-width 100%, height auto), never cut: the viewBox holds every label.
+    said = escape(
+        f"{name}: a graph of {counted(len(edges), 'edge')} from the embedding to the logits, "
+        "each line's width its estimated share (listed below it in words)"
+    )
     head = (
         f'<svg xmlns="http://www.w3.org/2000/svg" width="{right:.0f}" height="{height}" '
-        f'viewBox="0 0 {right:.0f} {height}" font-family="sans-serif" font-size="12">'
+        f'viewBox="0 0 {right:.0f} {height}" font-family="sans-serif" font-size="12" '
+        f'role="img" aria-label="{said}"><title>{said}</title>'
     )
     return "\n".join([head, *lines, *boxes, *labels, "</svg>"])
+
+
+def edges_said(part: CircuitSet | ChoiceCircuit) -> str:
+    """The circuit's edges in words, a list item each ("embed:antecedent → L0H2.v: 46%"),
+    in the order of their estimated share; "" where the set has no circuit."""
+    edges = sorted(
+        (e for e in part.get("edges", []) if e.get("in_circuit")), key=lambda e: -abs(e["share"])
+    )
+    items = "".join(
+        f"<li>{escape(e['from'])} → {escape(e['to'])}: {100 * e['share']:.0f}%</li>" for e in edges
+    )
+    return f'<ul class="edges" aria-label="the edges in words">{items}</ul>' if items else ""
 
 
 def figure_id(prefix: str, name: str) -> str:
@@ -144,7 +164,7 @@ def circuit_section(circuit):
             )
         figures.append(
             f'<figure id="{figure_id("circuit", name)}"><figcaption>{escape(name)}: '
-            f"{escape(said)}</figcaption>{circuit_svg(part)}</figure>"
+            f"{escape(said)}</figcaption>{circuit_svg(part, name)}{edges_said(part)}</figure>"
         )
     return (
         '<section class="circuit"><h2>The circuit that carries the antecedent</h2>'

@@ -6,11 +6,12 @@ head's dev cand@1, an L x H grid), `probe_best_head` and `probe_baselines` (rand
 nearest); its eval lines carry `val_loss`. From those records the figure shows each head's
 cand@1 against step on a log axis (training probes at steps spaced in log(step), where the head
 forms fast), the best head at the last probe bold and orange, the other heads in their layer's
-colour, the baselines as flat grey lines, the step where the best head first reaches 90%, and
-the val loss on a second axis, as points (the default run evaluates twice).
+colour, the baselines as flat grey lines, the step where the best head first reaches 90%.
 
-Where the records carry `probe_by_kind`, a second panel follows: each kind's acquisition curve
-(reports/kind_curve.py). Both panels are drawn by reports/curve_draw.py, the file's and the
+Where the records carry `probe_by_kind`, a second panel follows: each reason's acquisition
+curve (reports/kind_curve.py); then, where they carry `val_loss`, the val loss on a short panel
+of its own, as points (the default run evaluates twice), its axis in nats, never on the probe's
+shares. Every panel is drawn by reports/curve_draw.py, the file's and the
 page's alike; each head's line says, on hover, the head and its last cand@1.
 """
 
@@ -117,7 +118,7 @@ def _head_lines(probes):
 
 def curve_lines(records: list) -> list[Line]:
     """The figure's lines from metrics.jsonl's records, in legend order (the best head, each
-    layer's other heads, the baselines, the pass mark, the val loss); [] without probe lines."""
+    layer's other heads, the baselines, the pass mark); [] without probe lines."""
     probes = probe_records(records)
     if not probes:
         return []
@@ -149,50 +150,56 @@ def curve_lines(records: list) -> list[Line]:
                 {"color": BEST, "lw": 1.2, "ls": ":", "label": said},
             )
         )
-    return lines + _loss_lines(records)
+    return lines
 
 
-def _loss_lines(records):
-    """The val loss of the records that have one, as points; [] where none has."""
+def loss_panel(records: list) -> Panel | None:
+    """The val loss of the records that have one, as points on a panel of its own (its axis
+    in nats, apart from the probe's shares); None where none has."""
     evals = [
         r
         for r in records
         if isinstance(r, dict) and finite_number(r.get("val_loss")) and finite_number(r.get("step"))
     ]
     if not evals:
-        return []
+        return None
     losses = [r["val_loss"] for r in evals]
     # Points, not a line: at the default eval_interval there are two evaluations, and a line
     # between them would cross the whole axis and draw the eye from the heads.
     style = {"color": "#222", "lw": 1.5, "ls": "none", "marker": "o", "ms": 4}
-    label = "val loss (points, right axis, nats/token)"
+    label = "val loss (nats/token)"
     said = f"val loss: {losses[-1]:.3f} at step {evals[-1]['step']:,}"
-    return [
-        Line("loss", "loss", said, [r["step"] for r in evals], losses, {**style, "label": label})
-    ]
+    line = Line("loss", "loss", said, [r["step"] for r in evals], losses, {**style, "label": label})
+    return Panel([line], "val loss (nats/token)", 1, LOSS_SAID, prefix="loss-", share=False)
+
+
+LOSS_SAID = "the validation loss against step"
 
 
 HEADS_SAID = "each head's dev cand@1 against step"
 
 
 def curve_panels(records: list) -> list[Panel]:
-    """probe.png's panels: the heads' (curve_lines), and below it each kind's acquisition curve
-    where the records hold probe_by_kind (reports/kind_curve.py); [] without probe lines."""
+    """probe.png's panels: the heads' (curve_lines), below it each reason's acquisition curve
+    where the records hold probe_by_kind (reports/kind_curve.py), then the val loss's where
+    they hold one; [] without probe lines."""
     lines = curve_lines(records)
     if not lines:
         return []
-    kinds = kind_panel(records)
-    return [Panel(lines, "dev cand@1", 2, HEADS_SAID), *([kinds] if kinds else [])]
+    more = [kind_panel(records), loss_panel(records)]
+    return [Panel(lines, "dev cand@1", 2, HEADS_SAID), *(p for p in more if p)]
 
 
 def curve_section(records):
     """The page's section on the probe during training, from metrics.jsonl's records: the
-    heads' curve, and each kind's where the records hold probe_by_kind; "" when they hold no
-    probe line."""
+    heads' curve, each reason's where the records hold probe_by_kind, the val loss's where they
+    hold one; "" when they hold no probe line."""
     panels = curve_panels(records)
     if not panels:
         return ""
-    heads = panels[0]
+    heads, by_prefix = panels[0], {panel.prefix: panel for panel in panels[1:]}
+    loss = by_prefix.get("loss-")
+    kinds = by_prefix.get("kinds-")
     return (
         f'<section class="training"><h2>The head forming during training</h2>'
         f'<p class="help">Each line is one head: how often, on the probe\'s dev sentences, it '
@@ -200,5 +207,13 @@ def curve_section(records):
         f"where training ran the probe (train.probe_interval, and steps spaced evenly in "
         f"log(step)); steps on a log scale.</p>"
         f"{curve_svg(heads)}{curve_legend(heads.lines)}"
-        f"{kind_part(records, panels[1]) if len(panels) > 1 else ''}</section>"
+        + (kind_part(records, kinds) if kinds else "")
+        + (
+            '<h3>Validation loss</h3><p class="help">The val loss at each evaluation, on its '
+            "own axis (nats per token), against step on a log scale.</p>"
+            f"{curve_svg(loss, 'curve loss')}{curve_legend(loss.lines)}"
+            if loss
+            else ""
+        )
+        + "</section>"
     )

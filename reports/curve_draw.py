@@ -41,11 +41,11 @@ class Panel(NamedTuple):
     columns: int  # of its legend in probe.png
     said: str  # the SVG's aria-label
     prefix: str = ""  # before every SVG id, so that two panels on one page share none
+    share: bool = True  # a y axis of shares (0 to 100%); False: of the lines' own values
 
 
 def _draw_lines(ax, lines):
-    """Each line on ax (a loss on a second y axis); the artists that have a legend label."""
-    loss_ax = ax.twinx() if any(line.kind == "loss" for line in lines) else None
+    """Each line on ax; the artists that have a legend label."""
     handles = []
     for line in lines:
         if not line.x:
@@ -53,12 +53,9 @@ def _draw_lines(ax, lines):
         elif not line.y:
             artist = ax.axvline(line.x[0], **line.style)
         else:
-            [artist] = (loss_ax if line.kind == "loss" else ax).plot(line.x, line.y, **line.style)
+            [artist] = ax.plot(line.x, line.y, **line.style)
         artist.set_gid(line.gid)
         handles += [artist] if line.style.get("label") else []
-    if loss_ax:
-        loss_ax.set_ylabel("val loss (nats/token)", fontsize=FONT_SIZE)
-        loss_ax.tick_params(labelsize=FONT_SIZE)
     return handles
 
 
@@ -72,8 +69,9 @@ def draw_panel(ax, panel, title=None):
     ax.xaxis.set_major_locator(LogLocator(subs=(1, 2, 5)))
     ax.xaxis.set_minor_locator(NullLocator())
     ax.xaxis.set_major_formatter(FuncFormatter(lambda step, _: f"{step:,.0f}"))
-    ax.yaxis.set_major_formatter(PercentFormatter(1.0, decimals=0))
-    ax.set_ylim(0, 1.02)
+    if panel.share:
+        ax.yaxis.set_major_formatter(PercentFormatter(1.0, decimals=0))
+        ax.set_ylim(0, 1.02)
     ax.set_xlabel("step (log scale)", fontsize=FONT_SIZE)
     ax.set_ylabel(panel.ylabel, fontsize=FONT_SIZE)
     ax.grid(alpha=0.3)
@@ -108,7 +106,8 @@ def draw_panels(panels, titles, size):
     from matplotlib.transforms import offset_copy
 
     fig = Figure(figsize=size, dpi=100, layout="constrained")
-    axes = fig.subplots(len(panels), 1, squeeze=False)[:, 0]
+    heights = [1 if panel.share else 0.45 for panel in panels]  # a loss panel is short
+    axes = fig.subplots(len(panels), 1, squeeze=False, height_ratios=heights)[:, 0]
     for ax, panel, title in zip(axes, panels, titles):
         handles = draw_panel(ax, panel, title)
         # Below the step label, a fixed distance from the axes whatever their height.

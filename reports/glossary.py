@@ -13,6 +13,9 @@ TERMS = {
     "per token: comparable across tokenizers",
     "MFU (model FLOPs utilization)": "the FLOP/s training needs at its measured speed, as a share "
     "of the hardware's peak",
+    "flat map": "a head whose attention is spread almost evenly (its largest share under 1.5× "
+    "the even share): no word is marked",
+    "␣": "a token's leading space",
     "cand@1": "the share of sentences where a head, read at the pronoun, gives the antecedent "
     "more attention than every other candidate noun before it (ties are misses)",
     "baseline": "a rule without attention, scored the same way: a random candidate, the first, "
@@ -23,15 +26,25 @@ TERMS = {
     "other noun's as the control); the change of the next token's loss is measured",
     "logit lens": "the residual stream read through the final LayerNorm and the unembedding as "
     "if the model stopped there",
+    "reason": "what in a sentence tells a reader which candidate the pronoun means: agreement, "
+    "role or meaning",
+    "agreement": "a reason: only the antecedent takes this pronoun (the king / the kettle / the "
+    "children)",
+    "role": "a reason: every candidate takes the pronoun, which continues the sentence's subject",
+    "meaning": "a reason: every candidate takes the pronoun, but a description just before it "
+    "fits only the antecedent's kind",
+    "answer (the model's own)": "the share of stories where the model's next word after the "
+    "pronoun is likelier for the antecedent than for every other candidate, on the story as "
+    "written (any cue may help)",
     "twin": "the sentence with only what is under test changed, of the same token length: the "
-    "antecedent's noun swapped for another of its kind, or (a choice twin) what decides changed "
+    "antecedent's noun swapped for another of its kind, or (a choice twin) the reason changed "
     "so that the other candidate is the answer",
     "LD (logit difference)": "logit(the clean sentence's next token) − logit(its twin's next "
     "token), at the pronoun",
     "CM (choice metric)": "logit(the antecedent's next word) − logit(the other candidate's), at "
     "the pronoun: above 0 where the model prefers the antecedent",
     "flip": "the share of sentences with CM above 0 on the sentence and below 0 on its choice "
-    "twin: the choice follows what decides (chance 25%)",
+    "twin: the choice follows the reason (chance 25%)",
     "patched alone": "one edge given its value from the twin's run, everything else clean, "
     "measured for real",
     "share (estimated)": "edge attribution patching's first-order estimate of what patching an "

@@ -12,6 +12,7 @@ import html
 import torch
 
 from reports.cells import BLUE, tinted_cell
+from reports.glossary import term
 from reports.terminal import (
     DEFAULT_TOP,
     MANY_HEADS,
@@ -24,9 +25,10 @@ from reports.terminal import (
 
 
 def word_rows(sentence, i, heads):
-    """(words, rows) of a sentence dict for write_html: its "words" up to and including the
+    """(words, rows, flat) of a sentence dict for write_html: its "words" up to and including the
     pronoun and "rows", each head's attention over them as (L, H, words) numbers with (L, H) =
-    `heads`, the shape of its maps; None when it has neither (a sentence of tokens only)."""
+    `heads`, the shape of its maps, and the labels of its flat heads ("flat", analysis.words'
+    flat_heads; none where not given); None when it has no words and rows (tokens only)."""
     words, rows = sentence.get("words"), sentence.get("rows")
     if words is None and rows is None:
         return None
@@ -49,7 +51,7 @@ def word_rows(sentence, i, heads):
             f"sentence {i}: 'rows' must be each head's attention over the words, "
             f"numbers of shape {shape}, as sentence_page gives them"
         )
-    return [str(w) for w in words], weights.tolist()
+    return [str(w) for w in words], weights.tolist(), set(sentence.get("flat") or ())
 
 
 def attention_cell(text, weight, cls="", tag="td"):
@@ -61,14 +63,19 @@ def _th(text, cls=""):
     return f'<th class="{cls}">{html.escape(text)}</th>' if cls else f"<th>{html.escape(text)}</th>"
 
 
-def _all_heads(words, rows, best):
-    """Rows: heads; columns: the words, the pronoun last."""
+def _mark(label, weights, flat):
+    """The index of the word a head's row marks ▲, the first on a tie; None on a flat row."""
+    return None if label in flat else max(range(len(weights)), key=weights.__getitem__)
+
+
+def _all_heads(words, rows, best, flat=()):
+    """Rows: heads; columns: the words, the pronoun last; a flat head's row marks no word."""
     top = "".join(
         _th(display_token(w), "q" if i == len(words) - 1 else "") for i, w in enumerate(words)
     )
     body = ""
     for label, weights in rows:
-        mark = max(range(len(weights)), key=weights.__getitem__)  # the first, on a tie
+        mark = _mark(label, weights, flat)
         cells = "".join(
             attention_cell(
                 format_weight(w) + (MARK if i == mark else ""), w, "top" if i == mark else ""
@@ -79,10 +86,10 @@ def _all_heads(words, rows, best):
     return f"<tr><th></th>{top}</tr>{body}"
 
 
-def _all_heads_down(words, rows, best):
+def _all_heads_down(words, rows, best, flat=()):
     """_all_heads transposed, for a page too narrow for it: rows are the words, the pronoun
     last; columns the heads."""
-    marks = [max(range(len(weights)), key=weights.__getitem__) for _, weights in rows]
+    marks = [_mark(label, weights, flat) for label, weights in rows]
     top = "".join(_th(label, "best" if label == best else "") for label, _ in rows)
     body = "".join(
         f"<tr>{_th(display_token(w), 'q' if i == len(words) - 1 else '')}"
@@ -100,7 +107,7 @@ def _all_heads_down(words, rows, best):
     return f"<tr><th></th>{top}</tr>{body}"
 
 
-def _compact(words, rows, best):
+def _compact(words, rows, best, flat=()):
     """Rows: the words before the pronoun; in each, the heads that attend most to it."""
     body = "".join(
         f"<tr>{_th(display_token(words[i]))}"
@@ -134,12 +141,16 @@ def heads_section(sentences, best):
     heads = len(head_rows(found[0][2]))  # one model: every sentence has its heads
     draw = _compact if heads > MANY_HEADS else _all_heads
     tables = []
-    for n, words, grid in found:
-        caption = f"<caption>Sentence {n}: from “{html.escape(display_token(words[-1]))}”</caption>"
-        body = draw(words, head_rows(grid), label)
+    for n, words, grid, flat in found:
+        flat_note = f" (flat, no word marked: {', '.join(sorted(flat))})" if flat else ""
+        caption = (
+            f"<caption>Sentence {n}: from “{html.escape(display_token(words[-1]))}”"
+            f"{html.escape(flat_note)}</caption>"
+        )
+        body = draw(words, head_rows(grid), label, flat)
         table = f'<div class="scroll"><table>{caption}{body}</table></div>'
         if draw is _all_heads:  # the page's script shows the words down where across does not fit
-            down = _all_heads_down(words, head_rows(grid), label)
+            down = _all_heads_down(words, head_rows(grid), label, flat)
             turned = caption.replace("</caption>", f"{TURNED}</caption>")
             table = (
                 f'<div class="flip">{table}<div class="scroll down"><table>{turned}{down}'
@@ -151,7 +162,9 @@ def heads_section(sentences, best):
         f"with {heads} heads, each word before the pronoun and the {DEFAULT_TOP} heads that give "
         f"it the most attention"
         if draw is _compact
-        else f"rows are heads; {MARK} marks each head's most attended word"
+        else f"rows are heads; {MARK} marks each head's most attended word, but on a "
+        f"{term('flat map', 'flat')} head, whose attention is spread almost evenly (summed, a "
+        "word of more tokens would win there only by its length)"
     )
     outlined = f"; the probe's best head, {label}, in orange" if best else ""
     return (

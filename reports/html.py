@@ -41,6 +41,7 @@ from pathlib import Path
 
 import torch
 
+from analysis.flat import flat_heads
 from reports.glossary import term
 from reports.head_tables import attention_cell
 from reports.terminal import display_token
@@ -86,6 +87,7 @@ def sentence_page(sentence):
         "attention": torch.stack([torch.stack(layer) for layer in sentence.weights]),
         "words": sentence.words,
         "rows": sentence.rows,
+        "flat": [f"L{l} H{h}" for l, h in sorted(flat_heads(sentence))],
     }
 
 
@@ -136,8 +138,12 @@ def page_sentence(s: dict, i: int, best: tuple[int, int] | None) -> dict:
     return {"tokens": tokens, "attention": weights, "pronoun": pronoun, "note": note}
 
 
-def _facts(checkpoint, step, val_loss, best_head, decided_by=None):
-    """(label, value) rows of what is known about the run; None facts are left out."""
+NO_HEAD = "no head beats chance here (permutation test p ≥ 0.05): none is outlined"
+
+
+def _facts(checkpoint, step, val_loss, best_head, decided_by=None, chance=False):
+    """(label, value) rows of what is known about the run; None facts are left out; `chance`:
+    the probe's best head does not beat chance, and the facts say so."""
     rows = [] if checkpoint is None else [("Checkpoint", str(checkpoint))]
     if step is not None:
         try:
@@ -153,6 +159,8 @@ def _facts(checkpoint, step, val_loss, best_head, decided_by=None):
         if math.isfinite(val_loss):
             rows.append(("Best validation loss", f"{val_loss:.4f}"))
     best = best_pair(best_head)
+    if chance:
+        rows.append(("Best head", NO_HEAD))
     if best is not None:
         scores = best_head if isinstance(best_head, dict) else {}
         said = ", ".join(
@@ -172,13 +180,16 @@ def _facts(checkpoint, step, val_loss, best_head, decided_by=None):
             said = (
                 f"{kind} {k['best_head']:.1%} of {k['examples']}" for kind, k in decided_by.items()
             )
-            rows.append(("Best head by what decides", ", ".join(said)))
+            rows.append(("Best head by reason", ", ".join(said)))
     return rows
 
 
-def run_section(checkpoint=None, step=None, val_loss=None, best_head=None, decided_by=None):
-    """The page's first section: the run's facts, and what "best head" means; "" if none."""
-    rows = _facts(checkpoint, step, val_loss, best_head, decided_by)
+def run_section(
+    checkpoint=None, step=None, val_loss=None, best_head=None, decided_by=None, chance=False
+):
+    """The page's first section: the run's facts, and what "best head" means; "" if none;
+    `chance`: the probe's best head does not beat chance (no head is named)."""
+    rows = _facts(checkpoint, step, val_loss, best_head, decided_by, chance)
     if not rows:
         return ""
     items = "".join(
@@ -227,6 +238,7 @@ def numbers_section(sentences, best):
     return (
         f'<section class="numbers"><h2>Where the pronoun looks, in numbers</h2><p class="help">'
         f"The best head, L{best[0]} H{best[1]}: the attention of each sentence's pronoun "
-        f"(last, in orange) to every token up to it; the most attended token in bold.</p>"
+        f"(last, in orange) to every token up to it; the most attended token in bold; "
+        f"{term('␣')} is a token's leading space.</p>"
         f"{''.join(strips)}</section>"
     )

@@ -1,8 +1,8 @@
-"""Each kind's acquisition curve during training, and the same in words: for each kind of
-sentence (agreement, role, meaning: a colour each) the best head's cand@1 on its items, the
-model's choice accuracy and its flip on the kind's choice twins (a line style each), against
-step, with the targets (analysis/acquisition.py's ACCURACY and FLIP) as flat marks, so that a
-reader sees when each kind is learned and whether it is lost later.
+"""Each reason's acquisition curve during training, and the same in words: for each reason a
+sentence gives for its antecedent (agreement, role, meaning: a colour each) the best head's
+cand@1 on its items, the model's choice accuracy and its flip on the reason's choice twins (a
+line style each), against step, with the targets (analysis/acquisition.py's ACCURACY and FLIP)
+as flat marks, so that a reader sees when each reason is learned and whether it is lost later.
 
 From the live probe's records in metrics.jsonl (their `probe_by_kind`); records of runs trained
 before it have none, and then there is no panel and no words. The panel is drawn below the
@@ -34,7 +34,7 @@ MEASURES = (
     ("accuracy", "accuracy", "accuracy", "--", 2),
     ("flip", "flip", "flip", ":", 2),
 )
-KINDS_SAID = "each kind's best-head cand@1, choice accuracy and flip against step"
+KINDS_SAID = "each reason's best-head cand@1, choice accuracy and flip against step"
 
 
 def _value(row, key):
@@ -83,43 +83,50 @@ def kind_panel(records: list) -> Panel | None:
     lines = kind_lines(records)
     if not lines:
         return None
-    return Panel(lines, "share of the kind's sentences", 3, KINDS_SAID, prefix="kinds-")
+    return Panel(lines, "share of the reason's sentences", 3, KINDS_SAID, prefix="kinds-")
+
+
+def _targets(accuracy: float, flip: float) -> str:
+    return f"targets: accuracy {accuracy:.2f}, flip {flip:.2f}"
 
 
 def course_words(
-    kind: str, course: Course | None, accuracy: float = ACCURACY, flip: float = FLIP
+    reason: str, course: Course | None, accuracy: float = ACCURACY, flip: float = FLIP
 ) -> str:
-    """One kind's course (analysis.acquisition.Course, or None: no twins) in one short line."""
+    """One reason's course (analysis.acquisition.Course, or None: no twins) in one short line,
+    the targets named; never reached, its best accuracy and its best flip, each at its own
+    step."""
     if course is None:
-        return f"{kind}: no choice twins, so no choice to learn"
+        return f"{reason}: no choice twins, so no choice to learn"
     first, last = course.first, course.last
     if first is None:
-        best = course.best
+        acc, fl = course.best_accuracy, course.best_flip
         return (
-            f"{kind}: not reached; best accuracy {best.accuracy:.2f} and flip {best.flip:.2f} "
-            f"at step {best.step:,}"
+            f"{reason}: not reached ({_targets(accuracy, flip)}); best accuracy "
+            f"{acc.accuracy:.2f} at step {acc.step:,}, best flip {fl.flip:.2f} at step {fl.step:,}"
         )
-    said = f"{kind}: accuracy {first.accuracy:.2f} and flip {first.flip:.2f}"
+    said = f"{reason}: accuracy {first.accuracy:.2f} and flip {first.flip:.2f}"
+    said_at = f"({_targets(accuracy, flip)}) reached"
     if not reaches(last, accuracy, flip):
         return (
-            f"{said} reached at step {first.step:,}, lost by the end: "
+            f"{said} {said_at} at step {first.step:,}, lost by the end: "
             f"{last.accuracy:.2f} and {last.flip:.2f} at step {last.step:,}"
         )
     if first.step == last.step:
-        return f"{said} first at the last probe, step {last.step:,}"
+        return f"{said} {said_at} first at the last probe, step {last.step:,}"
     end = f"({last.accuracy:.2f}, {last.flip:.2f})"
     if course.dropped is not None:
         return (
-            f"{said} first at step {first.step:,}; below at step {course.dropped:,}, back by "
-            f"the end {end}"
+            f"{said} {said_at} first at step {first.step:,}; below at step {course.dropped:,}, "
+            f"back by the end {end}"
         )
-    return f"{said} first at step {first.step:,}; held to the end {end}"
+    return f"{said} {said_at} first at step {first.step:,}; held to the end {end}"
 
 
 def kind_words(records: list, accuracy: float = ACCURACY, flip: float = FLIP) -> list[str]:
-    """A line for each kind the records' probes name: when its choice first reached both
-    targets and whether it held to the last probe, or how near it came; [] for records without
-    probe_by_kind."""
+    """A line for each reason the records' probes name: when its choice first reached both
+    targets and whether it held to the last probe, or its best accuracy and best flip; [] for
+    records without probe_by_kind."""
     courses = kind_courses(records, accuracy, flip)
     return [course_words(kind, course, accuracy, flip) for kind, course in courses.items()]
 
@@ -129,12 +136,13 @@ def kind_part(records: list, panel: Panel) -> str:
     legend, and kind_words' lines."""
     items = "".join(f"<li>{html.escape(line)}</li>" for line in kind_words(records))
     return (
-        f'<h3>Each kind of sentence</h3><p class="help">A colour for each kind of sentence: the '
-        f"best head's {term('cand@1')} on its sentences (solid), and the model's own choice on "
-        f"its choice {term('twin', 'twins')}: accuracy (dashed), the share where it prefers the "
-        f"antecedent, and {term('flip')} (dotted), where it does so on the sentence and the "
-        f"other way on its twin. A kind counts as learned at accuracy {ACCURACY:.0%} and flip "
-        f"{FLIP:.0%} (the grey lines).</p>"
+        f'<h3>Each reason</h3><p class="help">A colour for each {term("reason")} a sentence '
+        f"gives for its antecedent ({term('agreement')}, {term('role')}, {term('meaning')}): "
+        f"the best head's {term('cand@1')} on its sentences (solid), and the model's own "
+        f"choice on its choice {term('twin', 'twins')}: accuracy (dashed), the share where it "
+        f"prefers the antecedent, and {term('flip')} (dotted), where it does so on the sentence "
+        f"and the other way on its twin. A reason counts as learned at accuracy {ACCURACY:.0%} "
+        f"and flip {FLIP:.0%} (the grey lines).</p>"
         f"{curve_svg(panel, 'curve kinds')}{curve_legend(panel.lines)}"
         f'<ul class="acquired">{items}</ul>'
     )

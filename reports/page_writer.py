@@ -7,6 +7,7 @@ import re
 from dataclasses import dataclass
 from string import Template
 
+from analysis.probe import beats_chance
 from analysis.results import Study
 from reports.causal_tables import causal_section
 from reports.choice_page import choice_section
@@ -46,6 +47,9 @@ def render_html(sentences: list, probe: Study | None = None, page: Page | None =
     """The page as a string (see write_html)."""
     probe, page = probe or {}, page or Page()
     best_head, decided_by = probe.get("best_head"), probe.get("decided_by")
+    chance = best_head is not None and not beats_chance(probe)
+    if chance:  # the run's facts say so; no head is outlined
+        best_head = None
     best = best_pair(best_head)
     if not sentences:
         raise ValueError("no sentences to draw; pass at least one")
@@ -66,13 +70,16 @@ def render_html(sentences: list, probe: Study | None = None, page: Page | None =
     # function that returns its <section> (its text escaped with html.escape), added here. The
     # curve comes early: how the head formed is the page's story after where it looks.
     sections = [
-        ("run", run_section(page.checkpoint, page.step, page.val_loss, best_head, decided_by)),
+        (
+            "run",
+            run_section(page.checkpoint, page.step, page.val_loss, best_head, decided_by, chance),
+        ),
         ("measured", measured_section(probe, page)),
         ("probe", probe_section(probe)),
         ("heads", heads_section(words, best)),
         ("training", curve_section(page.records)),
         ("numbers", numbers_section(data["sentences"], best)),
-        ("causal", causal_section(probe.get("causal"))),
+        ("causal", causal_section(probe.get("causal"), not chance)),
         ("patching", patching_section(probe.get("patching"))),
         ("circuit", circuit_section(probe.get("circuit"))),
         ("choice", choice_section(probe.get("choice"), probe.get("circuit"), probe or None)),

@@ -3,7 +3,7 @@
 p-value and the caveats. The page's tables (reports/probe_tables.py) say the p-value as this
 report does."""
 
-from analysis.probe import MIN_FOR_STATS, ONE_SET
+from analysis.probe import ALPHA, MIN_FOR_STATS, ONE_SET, beats_chance
 from analysis.results import ProbeResult
 
 # Where the probe read attention (analysis.words.QUERY_POSITIONS), as the report says it.
@@ -40,6 +40,12 @@ def query_word_notes(result: ProbeResult) -> list[str]:
         f"({quoted}); for those the probe measures where that word looks, not how a pronoun "
         "finds its antecedent"
     ]
+
+
+NO_HEAD = (
+    f"No head beats chance here (p >= {ALPHA}, or too few examples for a p-value): the best head "
+    "is only the top of its ranking, so it is not starred or outlined."
+)
 
 
 def significance(result: ProbeResult) -> str:
@@ -99,6 +105,8 @@ def format_report(result: ProbeResult, top: int = 5) -> str:
         f"Best head L{best['layer']} H{best['head']}: {best[test]:.1%} {score}; "
         + significance(result),
     ]
+    if not beats_chance(result):
+        lines.append(NO_HEAD)
     if same:
         paid = " (the p-value pays for the choice)" if result["p_value"] is not None else ""
         lines.append(
@@ -139,12 +147,12 @@ def _by_deciding_lines(kinds: dict, best: dict, score: str, same: bool, test: st
     if not kinds:
         return []
     name = f"L{best['layer']} H{best['head']}"
-    where = "the same items" if same else "dev's items of that kind"
+    where = "the same items" if same else "dev's items of that reason"
     lines = [
         "",
-        f"By what tells the antecedent apart ({score}; the last column's head is chosen "
+        f"By reason, what tells the antecedent apart ({score}; the last column's head is chosen "
         f"on {where}):",
-        f"  {'decided by':<11} {'items':>5} {name:>7} {'random':>7}   best head for the kind",
+        f"  {'reason':<11} {'items':>5} {name:>7} {'random':>7}   best head for the reason",
     ]
     for kind, k in kinds.items():
         top = k["kind_best"]

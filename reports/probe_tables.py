@@ -7,6 +7,7 @@ hand-written natural sentences (`generate.py --probe natural`)."""
 import html
 
 from analysis.answer import METHODS
+from analysis.probe import beats_chance
 from reports.answer_report import ANSWER_METHODS
 from reports.cells import BLUE, tinted_cell
 from reports.glossary import term
@@ -21,6 +22,8 @@ def _rate_cell(rate, best=False):
 def _grid(result, name):
     """The L x H table of each head's cand@1 on the scored set, the best head outlined."""
     heads, best = result["heads"], result["best_head"]
+    if not beats_chance(result):
+        best = {"layer": None, "head": None}  # no outline: no head beats chance
     n_head = max(h["head"] for h in heads) + 1
     top = "".join(f"<th>H{h}</th>" for h in range(n_head))
     rows = "".join(

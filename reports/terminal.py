@@ -17,6 +17,7 @@ Prose (the sentence, notes, the legend) is wrapped at spaces to the width (wrap)
 import re
 import unicodedata
 
+from analysis.flat import FLAT, flat_heads
 from reports.term_colour import LIGHT, sgr_colours
 
 SHADES = " ░▒▓█"
@@ -131,20 +132,24 @@ def head_rows(rows, layer=None):
     ]
 
 
-def render_word_rows(words, rows, colour=None, width=100, best=None):
+def render_word_rows(words, rows, colour=None, width=100, best=None, flat=()):
     """A table: the words as column headers, then one line per (label, weights) in `rows`.
 
     Columns that do not fit in `width` characters wrap into further blocks, each with its own
     header, as even in words as fit (split_columns), so that the query word, the last, is never
     left alone below the words it is read against. Each line marks its largest weight (the
-    first, on a tie); the row labelled `best` ("L0 H2", the probe's best head) is marked BEST.
+    first, on a tie), but for the rows labelled in `flat` (near-uniform: no word stands out);
+    the row labelled `best` ("L0 H2", the probe's best head) is marked BEST.
     """
     labels = [display_token(w, MAX_WORD) for w in words]
     col_widths = [max(len(label), 5) for label in labels]
+    tops = [
+        None if label in flat else max(range(len(weights)), key=lambda i: weights[i])
+        for label, weights in rows
+    ]
     if any(label == best for label, _ in rows):
         rows = [(f"{label} {BEST if label == best else ' '}", w) for label, w in rows]
     label_width = max(len(label) for label, _ in rows)
-    tops = [max(range(len(weights)), key=lambda i: weights[i]) for _, weights in rows]
 
     blocks = []
     for cols in split_columns(col_widths, width - label_width - 2):
@@ -161,6 +166,16 @@ def render_word_rows(words, rows, colour=None, width=100, best=None):
             lines.append((label.ljust(label_width) + "  " + " ".join(cells)).rstrip())
         blocks.append("\n".join(lines))
     return "\n\n".join(blocks)
+
+
+def flat_said(flat, shown):
+    """The line under a map with flat heads (near-uniform rows, no word marked)."""
+    heads = "every head shown" if len(flat) == shown else ", ".join(flat)
+    return (
+        f"flat: {heads} spread the attention almost evenly over the tokens (none gets "
+        f"{FLAT:g}x the even share), so no word is marked there; summed, a word of more tokens "
+        "gets more"
+    )
 
 
 def split_columns(widths, room):
@@ -275,6 +290,7 @@ def render_sentence(
     if top is None:
         label = None if best is None else f"L{best[0]} H{best[1]}"
         marked = any(name == label for name, _ in rows)  # its layer shown
+        flat = {f"L{l} H{h}" for l, h in flat_heads(sentence)} & {name for name, _ in rows}
         parts.append(
             fit(
                 f"attention of {_read_at(sentence)} over the words up to it; each word sums "
@@ -282,7 +298,9 @@ def render_sentence(
                 + (f"; {BEST} the probe's best head, {label}" if marked else "")
             )
         )
-        parts.append(render_word_rows(sentence.words, rows, colour, width, label))
+        parts.append(render_word_rows(sentence.words, rows, colour, width, label, flat))
+        if flat:
+            parts.append(fit(flat_said(sorted(flat), len(rows))))
     else:
         parts.append(
             fit(

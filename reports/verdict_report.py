@@ -8,6 +8,7 @@ its interval, per kind of sentence."""
 
 import math
 
+from analysis.probe import beats_chance
 from analysis.results import Study
 from reports.formatting import pct, signed
 from reports.probe_report import language_lines
@@ -74,7 +75,8 @@ def _p(result) -> str:
         return "too few sentences for a p-value"
     n = result["permutations"]
     as_good = round(result["p_value"] * (n + 1)) - 1  # p = (1 + as good) / (1 + shuffles)
-    return f"p = {result['p_value']:.4f} ({as_good} of {n} shuffled answer keys as good)"
+    said = f"p = {result['p_value']:.4f} ({as_good} of {n} shuffled answer keys as good)"
+    return said if beats_chance(result) else f"{said}: no head beats chance here"
 
 
 def _probe_line(result) -> str:
@@ -148,9 +150,9 @@ def _circuits(result) -> list[str]:
     if "choice" in result:
         ch = result["choice"]
         if not ch["prefers"]:
-            kept = "none, the model does not prefer the antecedent"
+            kept = "none, its choice does not follow the reason"
         elif not ch["circuit"]["drawn"]:
-            kept = "none, what decides hardly moves the preference"
+            kept = "none, the reason hardly moves the preference"
         else:
             kept = (
                 f"{ch['circuit']['size']} keep "

@@ -74,3 +74,17 @@ def test_a_test_prompt_without_its_parts_is_a_one_line_error(bpe_run, argv, said
     err = io.StringIO()
     assert generate.main(["--ckpt", str(bpe_run[0]), *argv], out=io.StringIO(), err=err) == 2
     assert err.getvalue().startswith("error: ") and said in err.getvalue(), err.getvalue()
+
+
+@pytest.mark.parametrize("width", [40, 80, None])
+def test_test_prompts_lists_fit_the_terminal_broken_only_between_tokens(width):
+    import ast
+
+    from reports.prompt_report import listed
+
+    tokens = ["The", " owl", " sat", " in", " the", " old", " tree", " because", " it", " was"] * 2
+    lines = listed("Tokenized prompt: ", tokens, width)
+    assert width is None or all(len(line) <= width for line in lines)
+    assert (len(lines) == 1) is (width is None)  # 190 columns of tokens: wrapped where asked
+    text = " ".join(line.strip() for line in lines)
+    assert ast.literal_eval(text.removeprefix("Tokenized prompt: ")) == tokens  # no token cut

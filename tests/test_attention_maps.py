@@ -9,6 +9,7 @@ import torch
 
 import generate
 from analysis.errors import NoQueryWord
+from analysis.flat import flat_heads
 from analysis.items import encode_item
 from analysis.words import (
     find_query_span,
@@ -143,8 +144,22 @@ def test_uniform_attention_gives_each_word_its_share_of_tokens(char_run):
     lines = text.splitlines()
     assert lines[0] == SENTENCE
     assert lines[2] == "       The   animal went  out   because it"
+    # Uniform attention is flat: summed, the word of most tokens ("because") would get the most
+    # by its length alone, so no word is marked, and the map says it is flat.
+    assert flat_heads(sentence) == {(0, 0), (0, 1), (1, 0), (1, 1)}
     for label in ("L0 H0", "L0 H1", "L1 H0", "L1 H1"):
-        assert f"{label}   .10  ░.23   ░.17  ░.13  ░.27▲    .10" in lines
+        assert f"{label}   .10  ░.23   ░.17  ░.13  ░.27     .10" in lines
+    assert lines[-1].startswith("flat: every head shown spread the attention almost evenly")
+    assert "▲" not in "".join(lines[2:])
+
+
+def test_a_sharp_head_beside_flat_ones_keeps_its_mark(char_run):
+    sentence = sentence_attention(char_run.model, char_run.tokenizer, SENTENCE)
+    sentence.weights[1][0][29] = torch.eye(len(sentence.tokens))[4]  # L1 H0 looks at one token
+    assert flat_heads(sentence) == {(0, 0), (0, 1), (1, 0), (1, 1)} - {(1, 0)}
+    lines = render_sentence(sentence).splitlines()
+    assert [line[:5] for line in lines if "▲" in line and line.startswith("L")] == ["L1 H0"]
+    assert "L0 H0, L0 H1, L1 H1 spread" in lines[-1]
 
 
 def test_a_pronoun_first_gets_all_of_its_own_attention(char_run):
@@ -343,6 +358,7 @@ def test_display_token_makes_spaces_and_control_characters_visible():
 
 def test_plain_output_has_no_escape_codes_and_colour_output_does(char_run):
     sentence = sentence_attention(char_run.model, char_run.tokenizer, SENTENCE)
+    sentence.weights[1][0][29] = torch.eye(len(sentence.tokens))[4]  # not flat: a word marked
     plain = render_sentence(sentence, None, layer=1, head=0)
     assert "\x1b" not in plain and "▲" in plain
     true = render_sentence(sentence, "truecolor", layer=1, head=0)

@@ -275,13 +275,13 @@ def test_the_page_draws_each_circuit_once_and_says_why_a_set_has_none():
     drawn = {"drawn": True, "size": 1, "faithfulness": 0.91, "edges": [edge], "gap": 5.0}
     none = {"drawn": False, "size": None, "faithfulness": None, "edges": [], "gap": 0.31}
 
-    def part(accuracy, prefers, circuit, right, shared=("L0H2 -> MLP0",)):
+    def part(accuracy, prefers, circuit, right, shared=("L0H2 -> MLP0",), flip=0.8):
         return {
             "n": 30,
             "accuracy": accuracy,
             "accuracy_ci": [accuracy - 0.1, accuracy + 0.07],
-            "flip": 0.8,
-            "flip_ci": [0.7, 0.9],
+            "flip": flip,
+            "flip_ci": [flip - 0.1, flip + 0.1],
             "clean_cm": 3.0,
             "twin_cm": -2.0,
             "prefers": prefers,
@@ -294,13 +294,13 @@ def test_the_page_draws_each_circuit_once_and_says_why_a_set_has_none():
     choice = {
         **part(0.9, True, drawn, 25),
         "by_kind": {
-            "role": part(0.5, False, none, 3, ()),  # under the bar
+            "role": part(0.5, False, none, 3, (), flip=0.2),  # at chance
             "meaning": part(0.7, True, none, 1, ()),  # right, but the twins hardly move it
             "agreement": part(0.9, True, drawn, 25, ()),  # drawn, sharing no edge
         },
         "twins": {"found": {"role": 30}, "tried": {"role": 41}, "skipped": {}},
         "n_edges": 137,
-        "prefers_from": 0.65,
+        "prefers_from": 0.25,
     }
     identity_edge = {"from": "embed:antecedent", "to": "L0H2.v", "share": 0.6, "in_circuit": True}
     kind = {"edges": [identity_edge], "faithfulness": 0.96, "size": 1}
@@ -316,11 +316,18 @@ def test_the_page_draws_each_circuit_once_and_says_why_a_set_has_none():
     section = section[: section.index("</section>")]
     text = html.unescape(re.sub(r"<[^>]+>", " ", section))
     # Each identity circuit is drawn once, in its own section; here the choice circuits alone.
-    assert page.count("embed:antecedent") == 4 and "embed:antecedent" not in section
+    # Each identity graph also has its edges in words, and a label a screen reader says.
+    assert page.count("<li>embed:antecedent → L0H2.v: 60%</li>") == 4
+    assert page.count("embed:antecedent") == 2 * 4 and "embed:antecedent" not in section
+    assert 'role="img" aria-label="all sentences: a graph of 1 edge from' in page
     assert section.count("<svg") == 2 and "(left)" not in section
     assert "all sentences: 1 of 137 edges keep 91.0% of the choice gap" in text
+    # Each reason, and the model's own answer, defined in the page's Terms.
+    terms = html.unescape(page[page.index('<section class="terms">') :])
+    for word in ("reason", "agreement", "role", "meaning", "answer (the model's own)"):
+        assert f"<dt>{word}</dt>" in terms, word
     # A set without a choice circuit says why in its own numbers, and no line contradicts it.
-    assert "role: no choice circuit: accuracy 50.0% [40.0, 57.0] is under the 65%" in text
+    assert "role: no choice circuit: flip 20.0% [10.0, 30.0] is not above chance (25%)" in text
     assert "meaning: no choice circuit: the model picks the antecedent in 70.0%" in text
     assert "by 0.31 on average" in text and "under the 0.5 a circuit needs" in text
     assert "no preference" not in page and "shows no preference" not in page
@@ -335,6 +342,15 @@ def test_the_page_draws_each_circuit_once_and_says_why_a_set_has_none():
     answer = {"all": {"cand_at_1": {"substitution": 0.893}}, "decided_by": {}}
     section = choice_section(choice, identity, {"model_answer": answer})
     assert ">89.3%</td>" in section and section.count("<td>-</td>") == 2 * 3  # kinds: none given
+    # Each reason in plain words: what decides only where the circuit is drawn; the model's own
+    # answer on role (92.7%) against a choice that does not follow role, reconciled.
+    answer["decided_by"] = {"role": {"cand_at_1": {"substitution": 0.927}}}
+    section = choice_section(choice, identity, {"model_answer": answer})
+    said = html.unescape(section[section.index('<div class="decides">') :])
+    items = dict(re.findall(r"<li>(\w+)[: (](.*?)</li>", said))
+    assert "does not choose by this reason" in items["role"] and "93% of role" in items["role"]
+    assert "does not choose by this reason" in items["meaning"] and "0.31" in items["meaning"]
+    assert "head L0 H2 decides it" in items["agreement"] and "does not" not in items["agreement"]
 
 
 def test_every_generated_twin_keeps_the_candidates_and_its_pronoun_fits_its_answer():

@@ -9,7 +9,7 @@ from dataclasses import asdict
 import pytest
 import torch
 
-from data.hf_tokenizer import end_ids, hf_tokenizer_files
+from data.hf_tokenizer import break_ids, end_ids, hf_tokenizer_files
 from data.tokenizer import gpt2_tokenizer, train_tokenizer
 from model.checkpoint import atomic_save
 from model.gpt import GPT, GPTConfig
@@ -136,26 +136,51 @@ def test_gpt2s_own_tokenizer_exports_with_its_pattern_and_end_of_text(tmp_path, 
     )  # GPT-2's files make it a special token; ours: text
     assert theirs(plain)["input_ids"] == ours.encode(plain)
     assert theirs.eos_token_id == ours.eot_id
-    ends = end_ids(ours)  # generation stops at <|endoftext|>, then at any line break
-    assert ends[0] == ours.eot_id and ours.encode("\n")[0] in ends[1:]
-    assert all("\n" in ours.decode([i]) for i in ends[1:])
+    assert end_ids(ours) == [ours.eot_id]  # generation stops where ours does: <|endoftext|>
+    breaks = break_ids(ours)  # and, asked for one line, at any token holding a line break
+    assert ours.encode("\n")[0] in breaks and all("\n" in ours.decode([i]) for i in breaks)
 
 
-def test_transformers_generate_on_the_export_stops_at_the_end_of_a_line(trained_export):
-    """What the export declares as its end (generation_config.json, config.json): every token
-    that holds a line break, not only the newline's own token, which a BPE merges into ".\n";
-    transformers' generate stops there, and nowhere else, on a model trained on lines."""
+def test_transformers_generate_on_the_export_stops_where_ours_does(trained_export, corpus):
+    """The export declares our sampler's end (generation_config.json, config.json): a BPE run
+    has no end-of-text token, so transformers' generate writes on past every line break, token
+    for token as our own generate does."""
+    from runs.loading import load_run
+
+    hf = transformers.GPT2LMHeadModel.from_pretrained(trained_export[1]).eval()
+    tokenizer = transformers.AutoTokenizer.from_pretrained(trained_export[1])
+    assert hf.generation_config.eos_token_id == hf.config.eos_token_id == []
+    line = (corpus / "text.txt").read_text().splitlines()[0]
+    prompt = tokenizer(line[: line.rindex(" ")], return_tensors="pt")  # a line, its end to come
+    room = hf.config.n_positions - prompt["input_ids"].size(1)
+    theirs = hf.generate(**prompt, do_sample=False, max_new_tokens=room)[0]
+    ours = load_run(trained_export[0]).model.generate(
+        prompt["input_ids"], max_new_tokens=room, do_sample=False
+    )[0]
+    assert theirs.tolist() == ours.tolist()  # greedy: the same tokens, the same length
+    crossed = []
+    for seed in range(4):  # sampled: on to max_new_tokens, as ours, across line breaks
+        torch.manual_seed(seed)
+        out = hf.generate(**prompt, do_sample=True, max_new_tokens=room)[0]
+        assert out.size(0) == prompt["input_ids"].size(1) + room
+        crossed.append("\n" in tokenizer.decode(out[prompt["input_ids"].size(1) : -1]))
+    assert any(crossed), "no sample wrote past a line break"
+
+
+def test_transformers_generate_asked_for_one_line_stops_at_its_end(trained_export):
+    """break_ids, passed as eos_token_id: every token that holds a line break, not only the
+    newline's own token, which a BPE merges into ".\n"; generate stops there, and nowhere
+    else, on a model trained on lines."""
     hf = transformers.GPT2LMHeadModel.from_pretrained(trained_export[1]).eval()
     tokenizer = transformers.AutoTokenizer.from_pretrained(trained_export[1])
     breaks = [i for i in range(len(tokenizer)) if "\n" in tokenizer.decode([i])]
-    assert hf.generation_config.eos_token_id == hf.config.eos_token_id == breaks
     assert tokenizer("the barn.\n")["input_ids"][-1] != tokenizer("\n")["input_ids"][0]  # ".\n"
     prompt = tokenizer("the cat", return_tensors="pt")
     room = hf.config.n_positions - prompt["input_ids"].size(1)
     ends = []
     for seed in range(8):
         samples = []
-        for eos in (hf.generation_config.eos_token_id, None):  # declared, then no stop at all
+        for eos in (breaks, None):  # at a line break, then no stop at all
             torch.manual_seed(seed)
             out = hf.generate(**prompt, do_sample=True, max_new_tokens=room, eos_token_id=eos)
             samples.append(out[0, prompt["input_ids"].size(1) :].tolist())

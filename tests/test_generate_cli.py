@@ -115,8 +115,10 @@ def test_attention_prints_a_line_per_layer_and_head_in_80_columns_and_no_colour_
     heads = [line for line in proc.stdout.splitlines() if re.match(r"L\d+ H\d+  ", line)]
     assert {line[:5] for line in heads} == {"L0 H0", "L0 H1", "L1 H0", "L1 H1"}
     # Each head's most attended word once a sentence, though a sentence too wide for the pipe's
-    # 80 columns goes on in a second block of columns.
-    assert sum(line.count("▲") for line in heads) == 2 * 2 * len(ATTENTION_EXAMPLES)
+    # 80 columns goes on in a second block of columns; a flat head (named under its map) none.
+    flat = [line for line in proc.stdout.splitlines() if line.startswith("flat: ")]
+    flat_heads = sum(4 if "every head" in f else len(re.findall(r"L\d H\d", f)) for f in flat)
+    assert sum(line.count("▲") for line in heads) + flat_heads == 2 * 2 * len(ATTENTION_EXAMPLES)
     assert len(heads) > 2 * 2 * len(ATTENTION_EXAMPLES) and max(map(len, heads)) <= 80
     assert "\x1b" not in proc.stdout
 
@@ -456,6 +458,9 @@ def test_html_reuses_the_probe_saved_for_this_checkpoint_and_says_when_it_runs_i
         "measured": when,
     }
     best = saved["best_head"]
+    # A random model's best head seldom beats chance, and 5 shuffles cannot show it (p >= 1/6):
+    # said here as a probe whose head does (p < 0.05), so that the marks have a head to mark.
+    (folder / "probe.json").write_text(json.dumps({**saved, "p_value": 0.001}))
 
     code, out, err = run_generate("--ckpt", folder, "--attention", SENTENCE, "--html", page)
     assert code == 0 and err == ""  # no probe run: the saved one is this checkpoint's
@@ -468,6 +473,17 @@ def test_html_reuses_the_probe_saved_for_this_checkpoint_and_says_when_it_runs_i
     assert f"<dt>Checkpoint</dt><dd>{folder}</dd>" in html
     assert "<dt>Training step</dt><dd>0</dd>" in html
     assert f"L{best['layer']} H{best['head']}: dev {best['dev']:.1%}" in html
+
+    # The same head at chance (p = 0.8): no star, no outline, and both say no head beats chance.
+    (folder / "probe.json").write_text(json.dumps({**saved, "p_value": 0.8}))
+    code, out, err = run_generate("--ckpt", folder, "--attention", SENTENCE, "--html", page)
+    assert code == 0 and "★" not in out and "note: no head beats chance here" in out
+    assert "(outlined, the probe's best head: none, no head beats chance here)" in out
+    html = page.read_text()
+    assert "<dt>Best head</dt><dd>no head beats chance here" in html and '"best":null' in html
+    for part, end in (('<table class="probe-grid">', "</table>"), ('class="causal"', "</section")):
+        if part in html:
+            assert 'class="best"' not in html[html.index(part) :].split(end)[0]
 
     saved["checkpoint"]["step"] = 100  # a probe of another checkpoint: not this one's heads
     (folder / "probe.json").write_text(json.dumps(saved))
@@ -577,8 +593,11 @@ def test_stop_backslash_n_as_a_shell_passes_it_means_a_newline(char_run):
         ("--num_samples=3", "did you mean --num-samples?"),
         ("--start=hello", "--prompt TEXT"),
         ("--init_from=resume", "--ckpt DIR"),
+        ("--do-sample", "--temperature 0"),  # transformers' keyword: not --num-samples
+        ("--max_length=50", "--max-new-tokens"),
     ],
 )
 def test_nanogpt_style_flags_get_what_to_type_here(flag, says):
     r = run_main("generate.py", flag)
     assert r.returncode == 2 and says in r.stderr and r.stderr.count("\n") == 1, r.stderr
+    assert flag.startswith("--num") or "--num-samples" not in r.stderr

@@ -72,7 +72,9 @@ def test_the_cache_takes_full_names_shorthand_and_negative_layers(tiny_hooked_gp
     assert cache["embed"] is cache["hook_embed"]
     assert cache["normalized"] is cache["ln_final.hook_normalized"]
     assert ("pattern", 0) in cache and ("pattern", 7) not in cache
-    assert len(cache) == len(list(cache.keys())) == 3 + 2 * 17
+    assert cache["scale"] is cache["ln_final.hook_scale"]
+    assert cache["scale", 0, "ln1"] is cache["blocks.0.ln1.hook_scale"]
+    assert len(cache) == len(list(cache.keys())) == 4 + 2 * 19
     torch.testing.assert_close(logits, model(IDX), atol=1e-5, rtol=0)
     with pytest.raises(KeyError) as e:
         cache["patern", 0]

@@ -17,12 +17,14 @@ B, T, H, D, C = 2, 12, 4, 8, 32
 SHAPES = {
     "hook_embed": (B, T, C),
     "hook_pos_embed": (B, T, C),
+    "ln_final.hook_scale": (B, T, 1),
     "ln_final.hook_normalized": (B, T, C),
     **{
         f"blocks.{l}.{name}": shape
         for l in range(2)
         for name, shape in {
             "hook_resid_pre": (B, T, C),
+            "ln1.hook_scale": (B, T, 1),
             "ln1.hook_normalized": (B, T, C),
             "attn.hook_q": (B, T, H, D),
             "attn.hook_k": (B, T, H, D),
@@ -34,6 +36,7 @@ SHAPES = {
             "hook_attn_out": (B, T, C),
             "hook_resid_mid": (B, T, C),
             "hook_mlp_in": (B, T, C),
+            "ln2.hook_scale": (B, T, 1),
             "ln2.hook_normalized": (B, T, C),
             "mlp.hook_pre": (B, T, 4 * C),
             "mlp.hook_post": (B, T, 4 * C),
@@ -73,6 +76,17 @@ def test_the_cache_has_transformerlens_names_and_shapes_and_the_points_add_up(ti
         cache["blocks.0.hook_resid_pre"], cache["hook_embed"] + cache["hook_pos_embed"]
     )
     torch.testing.assert_close(cache["blocks.1.hook_resid_pre"], cache["blocks.0.hook_resid_post"])
+    # hook_scale, TransformerLens's: the LayerNorm's divisor, so that stream / scale, centred, is
+    # hook_normalized (what apply_ln_to_stack divides a stack by).
+    for ln, stream in (
+        ("blocks.0.ln1", "blocks.0.hook_resid_pre"),
+        ("ln_final", "blocks.1.hook_resid_post"),
+    ):
+        x = cache[stream]
+        centred = x - x.mean(-1, keepdim=True)
+        torch.testing.assert_close(
+            centred / cache[f"{ln}.hook_scale"], cache[f"{ln}.hook_normalized"]
+        )
 
 
 @torch.no_grad()

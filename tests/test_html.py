@@ -155,9 +155,7 @@ def test_the_best_head_on_each_kind_of_sentence_is_a_fact_beside_it():
         "meaning": {"examples": 42, "best_head": 0.571, "random": 0.46, "kind_best": None},
     }
     page = render_html(SENTENCES, **page_args(**FACTS, decided_by=kinds))
-    assert (
-        facts_of(page)["Best head by what decides"] == "agreement 97.2% of 217, meaning 57.1% of 42"
-    )
+    assert facts_of(page)["Best head by reason"] == "agreement 97.2% of 217, meaning 57.1% of 42"
     assert "Best head by what decides" not in facts_of(
         render_html(SENTENCES, **page_args(**FACTS, decided_by={}))
     )
@@ -352,11 +350,15 @@ def test_the_training_curve_is_inline_svg_with_every_head_the_best_bold_and_the_
     ys = [float(y) for _, y in best_points]
     assert ys == sorted(ys, reverse=True)  # 50% .. 80%: rising, so up the page (y falls)
     assert [cls for cls, _, _ in lines].count("baseline") == 3
-    # The val loss as points (markers), not a line across the axis.
+    # The val loss as points (markers), not a line across the axis, on an SVG of its own: its
+    # nats never share the probe's axis of shares.
+    assert 'class="loss"' not in svg
+    loss_svg = re.search(r'<svg class="curve loss".*?</svg>', page, re.S).group(0)
+    assert "val loss (nats/token)" in loss_svg and "100%" not in loss_svg
     loss = re.search(
-        r'<g id="loss" class="loss"><title>val loss: 1.750 at step 800</title>'
+        r'<g id="loss-loss" class="loss"><title>val loss: 1.750 at step 800</title>'
         r"(.*?)</g>",
-        svg,
+        loss_svg,
         re.S,
     )
     assert loss and "<use " in loss.group(1) and loss.group(1).count("<use ") == 4
@@ -950,7 +952,11 @@ def test_real_browser_shows_the_terminals_table_of_every_head_as_numbers(tmp_pat
     sentence = headline_run(2, 4)
     terminal = render_sentence(sentence).splitlines()  # what generate.py --attention prints
     words = terminal[2].split()
-    heads = [(line[:5], re.findall(r"(\.\d\d|1\.0)(▲?)", line[5:])) for line in terminal[3:]]
+    heads = [
+        (line[:5], re.findall(r"(\.\d\d|1\.0)(▲?)", line[5:]))
+        for line in terminal[3:]
+        if line.startswith("L")  # not the line that names the flat heads (no ▲ on them)
+    ]
     out, console = drawn(tmp_path, [sentence_page(sentence)], HEADLINE, width, best_head=(1, 2))
     assert console == []
     across = [["", *words], *([label, *(w + top for w, top in cells)] for label, cells in heads)]

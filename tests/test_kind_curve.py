@@ -252,6 +252,11 @@ def test_each_kinds_records_curve_and_words_follow_a_model_whose_choice_is_known
     )
     assert "meaning: accuracy" in meaning and "first at step 10; held to the end" in meaning
     assert "role: not reached" in role and "flip 0.00" in role
+    # The closing words' best values are metrics.jsonl's maxima, each at its own step.
+    rows = [(r["step"], r["probe_by_kind"]["role"]) for r in records]
+    for key in ("accuracy", "flip"):  # max: the earliest of equals
+        step, top = max(rows, key=lambda row, key=key: row[1][key])
+        assert f"best {key} {top[key]:.2f} at step {step}" in role and "targets: " in role
     # Role never flips, so the run is never resolved; without it, at step 10.
     assert first_resolved(records) is None
     for record in records:

@@ -297,6 +297,15 @@ def test_one_set_is_one_split_and_its_p_value_is_the_texts():
     assert f"permutation test p = {big['p_value']:.4f} (50 shuffles" in format_report(big)
 
 
+@pytest.mark.parametrize("p, beats", [(0.001, True), (0.8, False), (None, False)])
+def test_a_best_head_at_chance_is_said_to_be_no_better(result, p, beats):
+    from analysis.probe import beats_chance
+
+    at = {**result, "p_value": p}
+    assert beats_chance(at) is beats
+    assert ("No head beats chance here" in format_report(at)) is not beats
+
+
 def test_two_sets_keep_dev_and_test(result):
     assert set(result["counts"]) == set(result["best_head"]) - {"layer", "head"} == {"dev", "test"}
     assert result["test_set"] == "test" and result["selection"] == "dev"

@@ -455,7 +455,11 @@ def test_the_page_shows_the_saved_causal_tests_and_the_runs_probe_curve(tmp_path
     ]
     (folder / "metrics.jsonl").write_text("\n".join(lines) + '\n{"step": 600, "probe_he\n')  # torn
     assert run_generate("--ckpt", folder, "--probe", "--permutations", "5")[0] == 0
-    causal = json.loads((folder / "probe.json").read_text())["causal"]
+    saved = json.loads((folder / "probe.json").read_text())
+    causal = saved["causal"]
+    # 5 shuffles cannot show a head beating chance (p >= 1/6); said so here, so that the page
+    # outlines the head the causal tests studied (a head at chance gets no outline).
+    (folder / "probe.json").write_text(json.dumps({**saved, "p_value": 0.001}))
     page = tmp_path / "maps.html"
     code, _, err = run_generate("--ckpt", folder, "--attention", "--html", page)
     assert code == 0 and err == ""  # the saved result is reused: the probe does not run again
@@ -483,7 +487,8 @@ def test_a_page_without_probe_lines_or_causal_tests_has_no_curve_and_no_causal_t
     assert run_generate("--ckpt", folder, "--probe", "--permutations", "5", "--no-causal")[0] == 0
     code, out, err = run_generate("--ckpt", folder, "--attention", "--html", page)
     assert code == 0 and err == "" and 'class="causal"' not in page.read_text()
-    assert "(outlined, the probe's best head: layer" in out
+    # 5 shuffles cannot put a head above chance (p >= 1/6): none is outlined, and it says why.
+    assert "(outlined, the probe's best head: none, no head beats chance here)" in out
 
 
 @pytest.mark.parametrize("n", [1, 5])
@@ -537,6 +542,8 @@ def test_the_natural_sets_result_is_kept_beside_the_built_in_one_and_shown_on_th
     assert run_generate("--ckpt", folder, "--probe", "natural", "--permutations", "5")[0] == 0
     saved = json.loads((folder / "probe.json").read_text())
     assert saved["test_set"] == "test" and saved["natural"]["test_set"] == "natural"
+    saved["natural"]["p_value"] = 0.001  # a head that beats chance there: outlined
+    (folder / "probe.json").write_text(json.dumps(saved))
     page = tmp_path / "maps.html"
     code, _, err = run_generate("--ckpt", folder, "--attention", "--html", page)
     assert code == 0 and err == ""

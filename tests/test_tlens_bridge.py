@@ -84,10 +84,10 @@ def test_the_docs_block_runs_on_the_export_and_its_shares_add_up(run_and_tokens,
     pytest.importorskip("transformer_lens", reason="pip install -r requirements-test.txt")
     run = run_and_tokens[0]
     code = docs_block()
-    assert code.count('"DIR"') == 1
+    assert code.count('"RUN_FOLDER"') == 1
     scope = {}
     with offline():
-        code = code.replace('"DIR"', repr(str(trained_export[1])))
+        code = code.replace('"RUN_FOLDER"', repr(str(trained_export[0])))
         exec(compile(code, "docs/reference/python.md", "exec"), scope)
     model, cache, logits, it = (scope[k] for k in ("model", "cache", "logits", "it"))
     tokens = run.tokenizer.encode("The dog barked because")
@@ -166,7 +166,7 @@ def test_a_weight_view_it_lacks_names_the_bridge_which_has_it(tiny_hooked_gpt, b
     model = tiny_hooked_gpt()
     with pytest.raises(AttributeError) as e:
         getattr(model, name)
-    one_line(e, f"has no {name}", "--export-hf", "TransformerBridge", "docs/reference/python.md")
+    one_line(e, f"has no {name}", "to_transformer_lens", "TransformerBridge", "python.md")
     assert not hasattr(model, name)
     assert hasattr(bridge, name)  # the route it names leads to it
 
@@ -178,3 +178,35 @@ def test_what_the_model_has_is_found_as_before(tiny_hooked_gpt):
     with pytest.raises(AttributeError) as e:
         model.W_nothing  # noqa: B018  not one of TransformerLens's names: nn.Module's own error
     assert "TransformerBridge" not in str(e.value) and "W_nothing" in str(e.value)
+
+
+@pytest.mark.slow
+@torch.no_grad()
+def test_one_call_gives_transformer_lens_own_model_of_a_run_folder_offline(
+    run_and_tokens, trained_export
+):
+    """runs.bridge.to_transformer_lens: the Exploratory demo's calls (decompose_resid,
+    stack_head_results, apply_ln_to_stack, logit_attrs) on TransformerLens's model of the run
+    folder, booted with the network shut, and the parts add up to the logit."""
+    pytest.importorskip("transformer_lens", reason="pip install -r requirements-test.txt")
+    from runs.bridge import to_transformer_lens
+
+    run, tokens = run_and_tokens
+    with offline():
+        model = to_transformer_lens(trained_export[0], compatibility=True)
+    logits, cache = model.run_with_cache(tokens)
+    ours = run.model(tokens)[..., : run.tokenizer.vocab_size]
+    # compatibility mode centres the unembedding: the same log-probabilities, logits shifted
+    torch.testing.assert_close(logits.log_softmax(-1), ours.log_softmax(-1), atol=1e-4, rtol=0)
+    answer = tokens[:, -1]
+    parts, labels = cache.decompose_resid(layer=-1, pos_slice=-1, return_labels=True)
+    heads, head_labels = cache.stack_head_results(layer=-1, pos_slice=-1, return_labels=True)
+    assert labels[:2] == ["embed", "pos_embed"] and head_labels == ["L0H0", "L0H1", "L1H0", "L1H1"]
+    by_part = cache.logit_attrs(parts, tokens=answer, pos_slice=-1)  # (parts, B)
+    want = logits[torch.arange(len(answer)), -1, answer] - model.b_U[answer]
+    torch.testing.assert_close(by_part.sum(0), want, atol=1e-4, rtol=0)
+    normalized = cache.apply_ln_to_stack(heads, layer=-1, pos_slice=-1)
+    assert (
+        normalized.shape == heads.shape
+        and cache.logit_attrs(heads, tokens=answer, pos_slice=-1).shape[0] == 4
+    )

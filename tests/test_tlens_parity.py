@@ -15,6 +15,7 @@ SAME = dict(atol=1e-5, rtol=0)  # float32 on both sides
 # The points of one block (blocks.{l}.*), then those around the blocks: all of ours.
 BLOCK_POINTS = [
     "hook_resid_pre",
+    "ln1.hook_scale",
     "ln1.hook_normalized",
     "attn.hook_q",
     "attn.hook_k",
@@ -26,13 +27,14 @@ BLOCK_POINTS = [
     "hook_attn_out",
     "hook_resid_mid",
     "hook_mlp_in",
+    "ln2.hook_scale",
     "ln2.hook_normalized",
     "mlp.hook_pre",
     "mlp.hook_post",
     "hook_mlp_out",
     "hook_resid_post",
 ]
-OUTER_POINTS = ["hook_embed", "hook_pos_embed", "ln_final.hook_normalized"]
+OUTER_POINTS = ["hook_embed", "hook_pos_embed", "ln_final.hook_scale", "ln_final.hook_normalized"]
 SPLIT_INPUTS = ["hook_q_input", "hook_k_input", "hook_v_input"]
 
 

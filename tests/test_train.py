@@ -141,6 +141,12 @@ def test_the_start_line_says_how_muon_and_bf16_run_on_this_cpu(
     )
     out = capsys.readouterr().out
     assert f"Muon's Newton–Schulz in {'bfloat16' if native else 'float32'}" in out
+    # The first lines' words are said where a reader first meets them, before any MFU or bpb.
+    [terms] = [line for line in out.splitlines() if line.startswith("terms: ")]
+    assert all(
+        word in terms for word in ("MFU, model FLOPs utilization", "val bpb", "Newton–Schulz,")
+    )
+    assert out.index("terms: ") < out.index("MFU ") and out.index("terms: ") < out.index("bpb ")
     assert ("train.dtype=bfloat16 is emulated" in out) is not native
 
 

@@ -241,13 +241,19 @@ def test_probe_pngs_legend_lies_inside_the_figure_with_a_margin(monkeypatch, tmp
     plots.plot_probe(records, tmp_path / "probe.png")
     [fig] = drawn
     fig.canvas.draw()  # constrained layout places the legend as the file is written
-    [legend] = fig.legends
-    box, page = legend.get_window_extent(), fig.bbox
+    # The val loss is a panel of its own below the probe's, its axis in nats: no second axis
+    # on the shares, where two loss points once sat near the top of the cand@1 scale.
+    probe_ax, loss_ax = fig.axes
+    assert [ax.get_title() for ax in fig.axes] == [plots.PROBE_TITLE, plots.VAL_TITLE]
+    assert probe_ax.get_ylim() == (0, 1.02) and loss_ax.get_ylim()[1] > 1.02
+    page = fig.bbox
     margin = 5  # pixels at the file's 100 dpi
-    assert box.x0 >= page.x0 + margin and box.x1 <= page.x1 - margin, (box, page)
-    assert box.y0 >= page.y0, (box, page)
-    labels = [t.get_text() for t in legend.get_texts()]
-    assert any("nats/token" in label for label in labels)  # the longest label, whole inside
+    for ax in fig.axes:
+        box = ax.get_legend().get_window_extent()
+        assert box.x0 >= page.x0 + margin and box.x1 <= page.x1 - margin, (box, page)
+        assert box.y0 >= page.y0, (box, page)
+    labels = [t.get_text() for t in loss_ax.get_legend().get_texts()]
+    assert labels == ["val loss (nats/token)"]
 
 
 def test_each_kinds_choice_at_a_probe_follows_a_model_that_reads_only_the_pronoun():

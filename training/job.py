@@ -252,6 +252,14 @@ def load_start(start, raw_model, optimizer, scaler, out_dir, console):
     return Progress(step=0, start_step=0)
 
 
+# The words the run's first lines use, said once where a reader first meets them.
+TERMS = (
+    "terms: MFU, model FLOPs utilization, the share of the hardware's peak FLOP/s the run uses; "
+    "val bpb, the val loss in bits per byte of text, comparable across tokenizers"
+)
+MUON_TERM = "; Muon's Newton–Schulz, the optimizer's few matmuls that orthogonalise each update"
+
+
 def say_setup(config, runtime, data, raw_model, orth_dtype, progress, console):
     """The model's size, the data, the device; and a note for a set-up that will disappoint."""
     settings = config.train
@@ -271,6 +279,7 @@ def say_setup(config, runtime, data, raw_model, orth_dtype, progress, console):
             else ""
         )
     )
+    console.say(TERMS + (MUON_TERM if settings.optimizer == "muon" else ""))
     if settings.warmup_iters >= settings.max_iters and progress.step < settings.max_iters:
         last = lr_at(settings.max_iters - 1, settings)
         console.say(
