@@ -6,6 +6,7 @@ Every file goes through the one atomic writer; a folder that already holds files
 an export never overwrites anything."""
 
 import json
+from collections.abc import Sequence
 from pathlib import Path
 
 from data.hf_tokenizer import boundary_token, end_ids, hf_tokenizer_files
@@ -26,7 +27,7 @@ class ExportFolderError(ValueError):
         self.dest, self.why = dest, why
 
 
-def export_hf(run_folder: str | Path, dest: str | Path, caches=()) -> list[str]:
+def export_hf(run_folder: str | Path, dest: str | Path, caches: Sequence[Path] = ()) -> list[str]:
     """Write the run in `run_folder` to the new folder `dest` as a Hugging Face GPT-2 or GPT-Neo;
     return the names written. ValueError (one line) for a model or tokenizer with neither form,
     or a `dest` that is not an empty or missing folder or is an input (runs.output_path), or is

@@ -5,13 +5,22 @@ import contextlib
 import signal
 import sys
 import threading
+from collections.abc import Iterator
+from typing import Protocol
+
+
+class Steps(Protocol):
+    """What lost_steps reads of the loop's Progress (training.job, which imports this module)."""
+
+    step: int
+    saved_step: int | None
 
 
 class TrainingStopped(RuntimeError):
     """The run cannot go on (e.g. the loss stopped being finite); the message says why."""
 
 
-def lost_steps(progress):
+def lost_steps(progress: Steps) -> str:
     """What a failed save loses: the steps since the checkpoint on disk, which a resume redoes."""
     if progress.saved_step is None:
         return f"steps 1-{progress.step} are lost; the same command starts the run again"
@@ -22,7 +31,7 @@ def lost_steps(progress):
 
 
 @contextlib.contextmanager
-def losing(progress):
+def losing(progress: Steps) -> Iterator[None]:
     """A write or a watcher that fails while the loop runs (a plot on a full disk, a probe)
     stops the run as it did, its message saying which steps are lost."""
     try:
