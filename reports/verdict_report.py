@@ -10,6 +10,7 @@ import math
 
 from analysis.probe import beats_chance
 from analysis.results import Study
+from reports.decides import THROUGH
 from reports.formatting import pct, signed
 from reports.probe_report import language_lines
 
@@ -30,8 +31,8 @@ def format_verdict(result: Study) -> str:
     circuits = _circuits(result)
     if circuits:
         lines.append(
-            "Circuits, the fewest edges (links between embeddings, heads, MLPs, logits) that "
-            "keep the effect with all others patched away: " + "; ".join(circuits) + "."
+            "Circuits, the fewest edges between embeddings, heads, MLPs and logits that keep "
+            "the effect: " + "; ".join(circuits) + "."
         )
     return "\n".join(lines)
 
@@ -61,7 +62,29 @@ def format_natural(natural: Study, builtin: Study) -> str:
         )
     return (
         f"On {natural['counts']['test']['used']} hand-written sentences it never saw, the same "
-        f"head {_head(best)}: " + "; ".join(parts) + "."
+        f"head {_head(best)}: " + "; ".join(parts) + "." + _plainly(natural)
+    )
+
+
+def _plainly(natural: Study) -> str:
+    """The natural sentences' result in plain words: whether the head finds the antecedent (its
+    p-value below 0.05) and whether the model's own answer does as well (the top of the
+    answer's interval at least the head's cand@1); "" where the answer was not measured."""
+    answer = natural.get("model_answer", {}).get("all")
+    if answer is None:
+        return ""
+    if not beats_chance(natural):
+        return " Plainly: on English no head finds the antecedent better than chance."
+    head, said = natural["best_head"]["test"], answer["cand_at_1"]["substitution"]
+    random = natural["baselines"]["random"]["test"]
+    numbers = f"{said:.0%} against the head's {head:.0%}, random {random:.0%}"
+    if answer["cand_at_1_ci"]["substitution"][1] >= head:
+        return (
+            f" Plainly: on English the head finds the antecedent and the answer agrees ({numbers})."
+        )
+    return (
+        " Plainly: on English the head still finds the antecedent, but the model's own answer "
+        f"picks it far less often ({numbers}): where it looks is not what it says."
     )
 
 
@@ -121,12 +144,30 @@ def _answer(result) -> str:
 
 
 def _reasons_line(choice) -> str:
-    """The model's choice for each reason a sentence gives, on its choice twins."""
-    kinds = "; ".join(
-        f"{kind} {pct(part['accuracy'])}, {pct(part['flip'])}"
-        for kind, part in choice["by_kind"].items()
+    """For each reason a sentence gives, whether the model chooses by it (its choice circuit is
+    drawn: reports/decides.py's rule), with the choice's accuracy and flip on its twins and the
+    heads that decide it and what they read."""
+    said = []
+    for reason, part in choice["by_kind"].items():
+        numbers = f"{pct(part['accuracy'])}, {pct(part['flip'])}"
+        if not part["circuit"]["drawn"]:
+            said.append(f"{reason}, no ({numbers})")
+            continue
+        heads = [_deciding(name, part.get("inputs", {}).get(name, {})) for name in part["deciding"]]
+        by = f"; {' and '.join(heads)}" if heads else ""
+        said.append(f"{reason}, yes ({numbers}{by})")
+    return (
+        "Does it choose by each reason (accuracy, flip: it follows the reason when only that "
+        "changes; chance 50%, 25%)? " + "; ".join(said) + "."
     )
-    return f"By reason, the choice's accuracy and flip (chance 50%, 25%): {kinds}."
+
+
+def _deciding(name: str, through: dict) -> str:
+    """ "L1 H0 through its query": a deciding head and the input that carries the reason."""
+    inputs = {"q": "query", "k": "keys", "v": "values"}
+    read = [inputs[x] for x, share in through.items() if share >= THROUGH]
+    head = f"{name[:2]} {name[2:]} decides"
+    return head + (f" through its {' and '.join(read)}" if read else "")
 
 
 def _target(threshold) -> str:
@@ -139,7 +180,7 @@ def _circuits(result) -> list[str]:
     if "circuit" in result:
         c = result["circuit"]
         kept = (
-            f"{c['size']} of {c['n_edges']} keep {pct(c['faithfulness'])} (faithfulness; "
+            f"{c['size']} of {c['n_edges']} keep {pct(c['faithfulness'])} ("
             f"target {_target(c['threshold'])})"
             if c["preference"]
             else "none, no preference to explain"

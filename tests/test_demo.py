@@ -176,8 +176,15 @@ def test_the_verdict_says_the_numbers_of_its_result_in_80_columns():
         f"{circuit['size']} of {circuit['n_edges']} keep {100 * circuit['faithfulness']:.1f}%",
         f"{choice['circuit']['size']} keep {100 * choice['circuit']['faithfulness']:.1f}%",
         *(
-            f"{kind} {100 * part['accuracy']:.1f}%, {100 * part['flip']:.1f}%"
+            f"{kind}, {'yes' if part['circuit']['drawn'] else 'no'} "
+            f"({100 * part['accuracy']:.1f}%, {100 * part['flip']:.1f}%"
             for kind, part in choice["by_kind"].items()
+        ),
+        *(  # a reason it chooses by names the heads that decide it
+            f"{name[:2]} {name[2:]} decides"
+            for part in choice["by_kind"].values()
+            if part["circuit"]["drawn"]
+            for name in part["deciding"]
         ),
     ):
         assert number in said, (number, said)
@@ -191,6 +198,11 @@ def test_the_verdict_says_the_numbers_of_its_result_in_80_columns():
     lexicon, unseen = natural["by_lexicon"]["lexicon"], natural["by_lexicon"]["unseen"]
     for row in (lexicon, unseen):  # the head apart on the lexicon's nouns and on the others
         assert f"{row['cand_at_1']['head']:.1%} on the {row['examples']} " in line
+    # Plainly: the head finds the antecedent on English; does the model's own answer follow?
+    answer = natural["model_answer"]["all"]
+    follows = answer["cand_at_1_ci"]["substitution"][1] >= natural["best_head"]["test"]
+    plainly = line.split(" Plainly: ", 1)[1]
+    assert ("far less often" in plainly) != follows, plainly
 
 
 def test_a_result_without_causal_tests_or_circuits_has_a_verdict_without_them():
