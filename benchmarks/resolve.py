@@ -19,7 +19,7 @@ from lab.resolve_stop import StopWhenResolved
 from lab.run import train
 from runs.folder import METRICS_FILE, read_metrics
 
-RESOLVE_CONFIG = "configs/pronoun_reasons.yaml"
+RESOLVE_CONFIG = "configs/default.yaml"
 
 
 def bench_resolve(args):
