@@ -54,10 +54,9 @@ demo: $(STAMP)
 	$(PY) train.py configs/default.yaml
 	@echo; echo "== three samples, each up to the end of its first line =="
 	$(PY) generate.py --prompt "The owl" --num-samples 3 --max-new-tokens 60 --temperature 0.8 --seed 1 --stop "\n"
-	@echo; echo "== measuring every head: held-out stories, then hand-written English (a minute) =="
+	@echo; echo "== measuring every head (a minute); then where the pronoun looks in the headline sentence =="
 	@$(PY) generate.py --probe --patch --circuit --json >/dev/null
 	@$(PY) generate.py --probe natural --json >/dev/null
-	@echo; echo "== where does the pronoun look? the headline sentence (the page has all six) =="
 	$(PY) generate.py --attention --html out/default/attention.html --summary
 	@echo; echo "== the verdict: which head finds the antecedent, and does the model choose by it? =="
 	$(PY) generate.py --probe --patch --circuit --summary

@@ -12,13 +12,12 @@ from analysis.probe import beats_chance
 from analysis.results import Study
 from reports.decides import THROUGH
 from reports.formatting import pct, signed
-from reports.probe_report import language_lines
 
 
 def format_verdict(result: Study) -> str:
     """One line a claim, unwrapped (the caller fits them to the terminal): the probe's, then the
     knockout's, the model's answer's and the circuits' where the result has them."""
-    lines = [*language_lines(result), _probe_line(result)]
+    lines = [_probe_line(result)]  # the language it was drawn in: the full report says it
     if "causal" in result:
         lines.append(_knockout_line(result["causal"]["best_head"]))
     if "model_answer" in result:
@@ -31,8 +30,7 @@ def format_verdict(result: Study) -> str:
     circuits = _circuits(result)
     if circuits:
         lines.append(
-            "Circuits, the fewest edges between embeddings, heads, MLPs and logits that keep "
-            "the effect: " + "; ".join(circuits) + "."
+            "Circuits, the fewest edges that keep the effect: " + "; ".join(circuits) + "."
         )
     return "\n".join(lines)
 
@@ -108,10 +106,10 @@ def _probe_line(result) -> str:
     b, best = result["baselines"], result["best_head"]
     sentences = f"{result['counts'][split]['used']}{'' if same else ' ' + result['test_set']}"
     return (
-        f"Best head {_head(best)} (layer {best['layer']}'s head {best['head']}, chosen on "
+        f"Best head {_head(best)} (layer {best['layer']}, chosen on "
         f"{'them' if same else 'dev'}): cand@1 "
         f"{best[split]:.1%}, the share of {sentences} sentences where the candidate it attends "
-        "to most is the antecedent (the noun the pronoun stands for); picking a random "
+        "to most is the antecedent (what the pronoun stands for); picking a random "
         f"candidate {b['random'][split]:.1%}, the first {b['first'][split]:.1%}, the nearest "
         f"{b['nearest'][split]:.1%}; {_p(result)}."
     )
@@ -154,11 +152,11 @@ def _reasons_line(choice) -> str:
             said.append(f"{reason}, no ({numbers})")
             continue
         heads = [_deciding(name, part.get("inputs", {}).get(name, {})) for name in part["deciding"]]
-        by = f"; {' and '.join(heads)}" if heads else ""
+        by = f"; decided by {' and '.join(heads)}" if heads else ""
         said.append(f"{reason}, yes ({numbers}{by})")
     return (
-        "Does it choose by each reason (accuracy, flip: it follows the reason when only that "
-        "changes; chance 50%, 25%)? " + "; ".join(said) + "."
+        "Does it choose by each reason (accuracy, flip on twins that change only the reason; "
+        "chance 50%, 25%)? " + "; ".join(said) + "."
     )
 
 
@@ -166,7 +164,7 @@ def _deciding(name: str, through: dict) -> str:
     """ "L1 H0 through its query": a deciding head and the input that carries the reason."""
     inputs = {"q": "query", "k": "keys", "v": "values"}
     read = [inputs[x] for x, share in through.items() if share >= THROUGH]
-    head = f"{name[:2]} {name[2:]} decides"
+    head = f"{name[:2]} {name[2:]}"
     return head + (f" through its {' and '.join(read)}" if read else "")
 
 

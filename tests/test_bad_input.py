@@ -351,6 +351,8 @@ def _refused_by_generate_and_resume(tmp_path, case, run):
             "model.n_head=2",
             "model.n_embd=32",
             "model.vocab_multiple=1",
+            "model.bias=true",  # the checkpoint's architecture: only its tensors are wrong
+            "model.local_window=0",
             "train.device=cpu",
             "train.probe_interval=0",
         )

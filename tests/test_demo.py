@@ -163,7 +163,7 @@ def test_the_verdict_says_the_numbers_of_its_result_in_80_columns():
     study, natural = default_study()
     verdict = fit_width(format_verdict(study), PIPED_WIDTH)
     assert max(map(len, verdict.splitlines())) <= PIPED_WIDTH
-    assert len(verdict.splitlines()) <= 14  # a few lines, not a report
+    assert len(verdict.splitlines()) <= 16  # a few lines, not a report (each reason: 5 of them)
     said = " ".join(verdict.split())
     knockout = study["causal"]["best_head"]
     circuit, choice = study["circuit"], study["choice"]
@@ -178,10 +178,11 @@ def test_the_verdict_says_the_numbers_of_its_result_in_80_columns():
         *(
             f"{kind}, {'yes' if part['circuit']['drawn'] else 'no'} "
             f"({100 * part['accuracy']:.1f}%, {100 * part['flip']:.1f}%"
+            + ("; decided by" if part["circuit"]["drawn"] and part["deciding"] else ")")
             for kind, part in choice["by_kind"].items()
         ),
         *(  # a reason it chooses by names the heads that decide it
-            f"{name[:2]} {name[2:]} decides"
+            f"{name[:2]} {name[2:]}"
             for part in choice["by_kind"].values()
             if part["circuit"]["drawn"]
             for name in part["deciding"]
