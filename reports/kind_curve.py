@@ -87,7 +87,7 @@ def kind_panel(records: list) -> Panel | None:
 
 
 def _targets(accuracy: float, flip: float) -> str:
-    return f"targets: accuracy {accuracy:.2f}, flip {flip:.2f}"
+    return f"targets: accuracy {accuracy:.0%}, flip {flip:.0%}"
 
 
 def course_words(
@@ -103,18 +103,18 @@ def course_words(
         acc, fl = course.best_accuracy, course.best_flip
         return (
             f"{reason}: not reached ({_targets(accuracy, flip)}); best accuracy "
-            f"{acc.accuracy:.2f} at step {acc.step:,}, best flip {fl.flip:.2f} at step {fl.step:,}"
+            f"{acc.accuracy:.0%} at step {acc.step:,}, best flip {fl.flip:.0%} at step {fl.step:,}"
         )
-    said = f"{reason}: accuracy {first.accuracy:.2f} and flip {first.flip:.2f}"
+    said = f"{reason}: accuracy {first.accuracy:.0%} and flip {first.flip:.0%}"
     said_at = f"({_targets(accuracy, flip)}) reached"
     if not reaches(last, accuracy, flip):
         return (
             f"{said} {said_at} at step {first.step:,}, lost by the end: "
-            f"{last.accuracy:.2f} and {last.flip:.2f} at step {last.step:,}"
+            f"{last.accuracy:.0%} and {last.flip:.0%} at step {last.step:,}"
         )
     if first.step == last.step:
         return f"{said} {said_at} first at the last probe, step {last.step:,}"
-    end = f"({last.accuracy:.2f}, {last.flip:.2f})"
+    end = f"({last.accuracy:.0%}, {last.flip:.0%})"
     if course.dropped is not None:
         return (
             f"{said} {said_at} first at step {first.step:,}; below at step {course.dropped:,}, "

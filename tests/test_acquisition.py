@@ -88,17 +88,17 @@ def course_records():
 
 def test_each_kinds_course_in_one_line():
     agreement, role, meaning = kind_words(course_records())
-    targets = "(targets: accuracy 0.90, flip 0.70)"
+    targets = "(targets: accuracy 90%, flip 70%)"
     assert meaning == (
-        f"meaning: accuracy 0.93 and flip 0.78 {targets} reached first at step 2,400; held to "
-        "the end (0.95, 0.81)"
+        f"meaning: accuracy 93% and flip 78% {targets} reached first at step 2,400; held to "
+        "the end (95%, 81%)"
     )
     assert agreement == (
-        f"agreement: accuracy 0.95 and flip 0.80 {targets} reached at step 1,200, lost by the "
-        "end: 0.71 and 0.40 at step 6,000"
+        f"agreement: accuracy 95% and flip 80% {targets} reached at step 1,200, lost by the "
+        "end: 71% and 40% at step 6,000"
     )
     assert role.startswith(f"role: not reached {targets}")
-    assert "best accuracy 0.62 at step 1,200, best flip 0.42 at step 1,200" in role
+    assert "best accuracy 62% at step 1,200, best flip 42% at step 1,200" in role
 
 
 def test_the_closing_words_best_values_are_the_records_maxima_each_at_its_own_step():
@@ -110,8 +110,8 @@ def test_the_closing_words_best_values_are_the_records_maxima_each_at_its_own_st
     rows = [r["probe_by_kind"]["role"] for r in records]
     best_acc = max(rows, key=lambda r: r["accuracy"])
     best_flip = max(rows, key=lambda r: r["flip"])
-    assert f"best accuracy {best_acc['accuracy']:.2f} at step 200" in line
-    assert f"best flip {best_flip['flip']:.2f} at step 800" in line
+    assert f"best accuracy {best_acc['accuracy']:.0%} at step 200" in line
+    assert f"best flip {best_flip['flip']:.0%} at step 800" in line
 
 
 @pytest.mark.parametrize(

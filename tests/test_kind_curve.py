@@ -245,18 +245,18 @@ def test_each_kinds_records_curve_and_words_follow_a_model_whose_choice_is_known
 
     agreement, role, meaning = said[-3:]  # after each probe's line
     acc, flip = wanted[10]["agreement"]
-    assert agreement.startswith(f"probe, agreement: accuracy {acc:.2f} and flip {flip:.2f}")
+    assert agreement.startswith(f"probe, agreement: accuracy {acc:.0%} and flip {flip:.0%}")
     assert "reached at step 10, lost by the end" in agreement
     assert agreement.endswith(
-        f"{wanted[20]['agreement'][0]:.2f} and {wanted[20]['agreement'][1]:.2f} at step 20"
+        f"{wanted[20]['agreement'][0]:.0%} and {wanted[20]['agreement'][1]:.0%} at step 20"
     )
     assert "meaning: accuracy" in meaning and "first at step 10; held to the end" in meaning
-    assert "role: not reached" in role and "flip 0.00" in role
+    assert "role: not reached" in role and "flip 0%" in role
     # The closing words' best values are metrics.jsonl's maxima, each at its own step.
     rows = [(r["step"], r["probe_by_kind"]["role"]) for r in records]
     for key in ("accuracy", "flip"):  # max: the earliest of equals
         step, top = max(rows, key=lambda row, key=key: row[1][key])
-        assert f"best {key} {top[key]:.2f} at step {step}" in role and "targets: " in role
+        assert f"best {key} {top[key]:.0%} at step {step}" in role and "targets: " in role
     # Role never flips, so the run is never resolved; without it, at step 10.
     assert first_resolved(records) is None
     for record in records:
