@@ -139,6 +139,11 @@ def show_probe(run, args, ckpt, out, err):
             f"{os.path.join(os.curdir, NATURAL)} here; give --probe ./{NATURAL} to read that file\n"
         )
     result = kept_result(run, ckpt, args) if args.summary else None
+    report = probe_path(ckpt).with_name(REPORT_FILE) if result is not None else None
+    if report is not None and report.is_file():  # measured and reported before: said at once
+        out.write(f"{fit_width(verdict(run, ckpt, args, result), terminal_width(out))}\n")
+        out.write(f"full report: {report}\n")
+        return
     if result is None:
         result = study_or_say(
             run.model,
