@@ -47,15 +47,28 @@ VALUES = st.recursive(
 )
 
 
+def outcome(call):
+    """Run `call`: (its result, None), or (None, the message) for a ValueError or TypeError. Any
+    other exception (a traceback at the CLI) propagates and fails the test."""
+    try:
+        return call(), None
+    except (ValueError, TypeError) as e:
+        return None, str(e)
+
+
+def is_one_line(message) -> bool:
+    """Whether a refusal's message is one short line (None: there was no refusal)."""
+    return message is None or (
+        bool(message) and "\n" not in message and len(message) <= MAX_MESSAGE
+    )
+
+
 def refused_in_one_line(call):
     """Run `call`: its result, or None for a ValueError or TypeError of one short line. Any other
     exception (a traceback at the CLI) fails the test."""
-    try:
-        return call()
-    except (ValueError, TypeError) as e:
-        message = str(e)
-        assert message and "\n" not in message and len(message) <= MAX_MESSAGE, message[:2_000]
-        return None
+    result, message = outcome(call)
+    assert is_one_line(message), (message or "")[:2_000]
+    return result
 
 
 # --- configs and overrides --------------------------------------------------------------------
@@ -113,9 +126,12 @@ def test_any_override_loads_or_is_one_line(key, value):
     overrides = [f"{key}={value}"]
     if key == "data.pronouns.meaning":
         overrides.append("data.pronouns.role=1e308")
-    config = refused_in_one_line(lambda: load_config(None, overrides))
+    config, message = outcome(lambda: load_config(None, overrides))
+    assert is_one_line(message), (message or "")[:2_000]
+    assert (config is None) != (message is None)  # loaded, or refused: never both, never neither
     if config is not None and key.startswith("data.pronouns."):
-        refused_in_one_line(lambda: config.data.pronouns.story_mix)
+        _, message = outcome(lambda: config.data.pronouns.story_mix)
+        assert is_one_line(message), (message or "")[:2_000]
 
 
 # --- probe and pairs JSONL ----------------------------------------------------------------------
@@ -140,8 +156,10 @@ LINES = st.one_of(
 def test_any_probe_or_pairs_file_reads_or_is_one_line(tmp_path_factory, lines):
     path = tmp_path_factory.mktemp("jsonl") / "file.jsonl"
     path.write_text("\n".join(lines) + "\n")
-    refused_in_one_line(lambda: read_jsonl(path))
-    refused_in_one_line(lambda: read_prompt_pairs(path))
+    for read in (read_jsonl, read_prompt_pairs):
+        items, message = outcome(lambda read=read: read(path))
+        assert is_one_line(message), (message or "")[:2_000]
+        assert items is not None or message is not None  # read, or refused with a message
 
 
 # --- probe.json ---------------------------------------------------------------------------------
