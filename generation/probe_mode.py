@@ -140,22 +140,20 @@ def show_probe(run, args, ckpt, out, err):
         )
     result = kept_result(run, ckpt, args) if args.summary else None
     report = probe_path(ckpt).with_name(REPORT_FILE) if result is not None else None
-    if report is not None and report.is_file():  # measured and reported before: said at once
-        out.write(f"{fit_width(verdict(run, ckpt, args, result), terminal_width(out))}\n")
-        out.write(f"full report: {report}\n")
-        return
-    if result is None:
-        result = study_or_say(
-            run.model,
-            run.tokenizer,
-            args.probe,
-            permutations(args),
-            parts=parts_asked(args),
-            query=query,
-            mix=story_mix(run),
-        )
+    if report is None or not report.is_file():  # not measured and reported before: measure
+        report = None
+        if result is None:
+            result = study_or_say(
+                run.model,
+                run.tokenizer,
+                args.probe,
+                permutations(args),
+                parts=parts_asked(args),
+                query=query,
+                mix=story_mix(run),
+            )
     if args.summary:
-        report = keep_result(run, ckpt, args, result, err)
+        report = report or keep_result(run, ckpt, args, result, err)
         if report is not None:
             out.write(f"{fit_width(verdict(run, ckpt, args, result), terminal_width(out))}\n")
             out.write(f"full report: {report}\n")
