@@ -47,7 +47,7 @@ from cli import OneLineErrorParser
 def machine():
     """The CPU and torch a timing ran on."""
     from model.device import bf16_native
-    from training.runtime import cpu_name
+    from training.peak import cpu_name
 
     bf16 = "bf16 in hardware" if bf16_native(torch.device("cpu")) else "no bf16 in hardware"
     return (

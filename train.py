@@ -105,9 +105,8 @@ def run(args):
                 f"note: data.source is {data}, so {what} out_dir={config.run_dir} (set "
                 "out_dir to choose)"
             )
-    config = resolved(config)
     if args.print_config:
-        print(to_yaml(config), end="")
+        print(to_yaml(resolved(config)), end="")  # out_dir as the run's folder
         return 0
     try:
         with in_cli_words():
@@ -115,7 +114,7 @@ def run(args):
     finally:  # a killed forced restart's folder that this run did not tidy: say what it is
         from runs.restart import leftover_note
 
-        if note := leftover_note(config.out_dir):
+        if note := leftover_note(config.run_dir):
             say_note(note)
 
 
@@ -125,9 +124,10 @@ def say_note(note):
 
 
 def work(args, config):
-    """What the flags ask of the resolved `config`: prepare, evaluate, export or train."""
+    """What the flags ask of `config`: prepare, evaluate, export or train. Each resolves the run
+    folder (config.run_dir) itself, once."""
     from lab.run import train  # torch loads only when needed
-    from training.evaluate import evaluate_only
+    from training.eval_text import evaluate_only
     from training.start import prepare_corpus, pretrained_start
     from training.stopping import TrainingStopped
 
@@ -148,9 +148,10 @@ def work(args, config):
         from runs.export import export_hf
         from runs.folder import CONFIG_FILE
 
-        caches = data_caches(os.path.join(config.out_dir, CONFIG_FILE))
-        names = export_hf(config.out_dir, args.export_hf, caches)
-        print(f"exported {config.out_dir} to {args.export_hf}: {', '.join(names)}")
+        run_dir = config.run_dir
+        caches = data_caches(os.path.join(run_dir, CONFIG_FILE))
+        names = export_hf(run_dir, args.export_hf, caches)
+        print(f"exported {run_dir} to {args.export_hf}: {', '.join(names)}")
         return 0
     try:
         with quiet_when_reader_leaves():

@@ -35,7 +35,8 @@ def gpu_check(args, show):
     baby GPT with bf16 + compile + fused AdamW, and GPT-2 small's MFU on random tokens. Each row is
     shown (show(key, value)) as soon as it is measured; a step that fails adds a row saying why
     and the next step runs, so no row already measured is lost."""
-    from training.runtime import compile_problem, peak_flops
+    from training.peak import peak_flops
+    from training.runtime import compile_problem
 
     versions = gpu_versions()
     for key, value in versions.items():
@@ -134,7 +135,7 @@ def gpu_gpt2_small(device, peak, compile):
     from configs.schema import TrainConfig
     from model.gpt import GPT, GPTConfig
     from training.optim import make_optimizer
-    from training.runtime import mfu
+    from training.peak import mfu
 
     torch.backends.cuda.matmul.allow_tf32 = True
     torch.manual_seed(0)

@@ -12,7 +12,7 @@ from training.watchers import Watcher
 class Plots(Watcher):
     """Both plots at every evaluation and at the end, from metrics.jsonl (rank 0)."""
 
-    def on_eval(self, job, progress, record):
+    def after_eval(self, job, progress):
         if job.runtime.is_main:
             records = job.metrics.records()
             plot_losses(records, job.folder / LOSS_PLOT)

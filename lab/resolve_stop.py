@@ -20,11 +20,11 @@ class StopWhenResolved(Watcher):
     def prepare(self, config, runtime, console):
         self.steps = probe_schedule(config.train.max_iters, probe_interval(config))
 
-    def stop_reason(self, job, progress):
+    def after_step(self, job, progress):
         if progress.step not in self.steps:
             return None
         found = None
-        if job.runtime.is_main:  # the live probe wrote this step's record before this is asked
+        if job.runtime.is_main:  # the live probe, a watcher before it, wrote this step's record
             found = first_resolved(job.metrics.records(), self.accuracy, self.flip)
         if any_process(found is not None, job.runtime):
             return (

@@ -147,7 +147,7 @@ def test_an_implausible_cached_cpu_peak_is_measured_again_by_a_run(corpus, tmp_p
     import torch
 
     from tests.helpers import tiny_config, write_yaml
-    from training.runtime import cpu_name
+    from training.peak import cpu_name
 
     cache = tmp_path / "cache"
     cache.mkdir()

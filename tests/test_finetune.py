@@ -135,7 +135,7 @@ def test_prepare_only_uses_the_sources_tokenizer_so_training_finds_it_prepared(
 
 
 def test_eval_only_on_a_fine_tuned_run_uses_its_tokenizer(corpus, tmp_path, gpt2_folder):
-    from training.evaluate import evaluate_only
+    from training.eval_text import evaluate_only
 
     config = tiny_config(corpus, tmp_path / "run", *gpt2_overrides(gpt2_folder))
     result = train(config)

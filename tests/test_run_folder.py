@@ -114,7 +114,7 @@ def test_force_over_a_mount_point_is_refused_before_it_trains(corpus, tmp_path, 
     def no_step(*args):
         raise AssertionError("trained before the refusal")
 
-    monkeypatch.setattr(loop, "train_step", no_step)
+    monkeypatch.setattr(loop, "get_mixed_batch", no_step)  # a step's first act is its batch
     with pytest.raises(ValueError, match=rf"out_dir={re.escape(str(out))} is a mount point.*/run"):
         train(tiny_config(corpus, out, "train.max_iters=8"), force=True)
     assert snapshot(out) == before
@@ -210,18 +210,18 @@ def test_tokens_per_second_leave_out_evaluation_that_falls_between_log_lines(
     corpus, tmp_path, monkeypatch
 ):
     clock = FakeClock()
-    real_step, real_eval = loop.train_step, loop.evaluate
+    real_batch, real_eval = loop.get_mixed_batch, loop.evaluate
 
-    def step(job, progress):
-        real_step(job, progress)
+    def batch(*args):  # one micro-batch a step: each step takes 1 s
         clock.now += 1.0
+        return real_batch(*args)
 
     def evaluate(*args):
         clock.now += 100.0
         return real_eval(*args)
 
     monkeypatch.setattr(loop, "time", clock)
-    monkeypatch.setattr(loop, "train_step", step)
+    monkeypatch.setattr(loop, "get_mixed_batch", batch)
     monkeypatch.setattr(loop, "evaluate", evaluate)
     out = tmp_path / "run"
     train(tiny_config(corpus, out, "train.log_interval=10", "train.eval_interval=5"))

@@ -11,8 +11,9 @@ from model.device import Machine, choose_dtype, cpu_bf16_native, fast_matmul_dty
 from model.gpt import GPT, GPTConfig, lm_loss
 from model.sampling import generate
 from tests.helpers import read_only_folder, run_script
+from training.peak import gpu_peak_flops, mfu
 from training.resume import load_scaler_state
-from training.runtime import compile_problem, gpu_peak_flops, mfu, torchrun_env
+from training.runtime import compile_problem, torchrun_env
 from training.seeds import dropout_seed
 
 NO_GPU = Machine()
@@ -164,7 +165,7 @@ def test_an_unknown_gpu_has_no_peak(name):
 
 
 def test_cpu_peak_is_measured_once_per_machine_and_thread_count(tmp_path, monkeypatch):
-    from training import runtime
+    from training import peak
 
     measured = []  # thread counts measured at: a machine where each thread adds 1e11
 
@@ -172,34 +173,32 @@ def test_cpu_peak_is_measured_once_per_machine_and_thread_count(tmp_path, monkey
         measured.append(torch.get_num_threads())
         return 1e11 * torch.get_num_threads()
 
-    monkeypatch.setattr(runtime, "measured_matmul_flops", measure)
+    monkeypatch.setattr(peak, "measured_matmul_flops", measure)
     threads = torch.get_num_threads()
-    assert runtime.cpu_peak_flops(tmp_path) == 1e11 * threads
+    assert peak.cpu_peak_flops(tmp_path) == 1e11 * threads
     count = len(measured)
-    assert runtime.cpu_peak_flops(tmp_path) == 1e11 * threads and len(measured) == count  # kept
-    assert runtime.peak_flops(torch.device("cpu"), None, tmp_path) == 1e11 * threads
+    assert peak.cpu_peak_flops(tmp_path) == 1e11 * threads and len(measured) == count  # kept
+    assert peak.peak_flops(torch.device("cpu"), None, tmp_path) == 1e11 * threads
     try:
         torch.set_num_threads(threads + 1)  # another thread count has another peak
-        assert runtime.cpu_peak_flops(tmp_path) == 1e11 * (threads + 1)
+        assert peak.cpu_peak_flops(tmp_path) == 1e11 * (threads + 1)
     finally:
         torch.set_num_threads(threads)
     assert torch.get_num_threads() == threads  # the one-thread measurement gives the threads back
     count = len(measured)
+    assert peak.cpu_peak_flops(tmp_path) == 1e11 * threads and len(measured) == count  # both kept
     assert (
-        runtime.cpu_peak_flops(tmp_path) == 1e11 * threads and len(measured) == count
-    )  # both kept
-    assert (
-        runtime.cpu_peak_flops(None) == 1e11 * threads and len(measured) > count
+        peak.cpu_peak_flops(None) == 1e11 * threads and len(measured) > count
     )  # no cache: measured
 
 
 def test_a_peak_measured_on_busy_cores_is_measured_again_and_never_kept(tmp_path, monkeypatch):
-    from training import runtime
+    from training import peak
 
     busy = {"on": True}
     # Busy: two threads measure below one (13.6 against 52.7 GFLOP/s, as a user saw).
     monkeypatch.setattr(
-        runtime,
+        peak,
         "measured_matmul_flops",
         lambda device: (
             (13.6e9 if busy["on"] else 100e9) if torch.get_num_threads() == 2 else 52.7e9
@@ -208,24 +207,24 @@ def test_a_peak_measured_on_busy_cores_is_measured_again_and_never_kept(tmp_path
     threads = torch.get_num_threads()
     torch.set_num_threads(2)
     try:
-        assert runtime.cpu_peak_flops(tmp_path) == 52.7e9  # the better figure, not the busy one
+        assert peak.cpu_peak_flops(tmp_path) == 52.7e9  # the better figure, not the busy one
         assert not (tmp_path / "cpu_peak_flops.json").exists()  # and nothing kept
         busy["on"] = False
-        assert runtime.cpu_peak_flops(tmp_path) == 100e9
+        assert peak.cpu_peak_flops(tmp_path) == 100e9
     finally:
         torch.set_num_threads(threads)
     kept = json.loads((tmp_path / "cpu_peak_flops.json").read_text())
     assert [v["flops"] for v in kept.values()] == [100e9]
-    assert runtime.plausible_peak(100e9, 52.7e9) and not runtime.plausible_peak(13.6e9, 52.7e9)
+    assert peak.plausible_peak(100e9, 52.7e9) and not peak.plausible_peak(13.6e9, 52.7e9)
 
 
 @pytest.mark.parametrize("content", ["not json", "[1, 2]", '{"x": 1}'])
 def test_a_damaged_peak_file_is_measured_again_and_replaced(tmp_path, monkeypatch, content):
-    from training import runtime
+    from training import peak
 
-    monkeypatch.setattr(runtime, "measured_matmul_flops", lambda device: 5e10)
+    monkeypatch.setattr(peak, "measured_matmul_flops", lambda device: 5e10)
     (tmp_path / "cpu_peak_flops.json").write_text(content)
-    assert runtime.cpu_peak_flops(tmp_path) == 5e10
+    assert peak.cpu_peak_flops(tmp_path) == 5e10
     assert 5e10 in [
         v["flops"]
         for v in json.loads((tmp_path / "cpu_peak_flops.json").read_text()).values()
@@ -234,14 +233,14 @@ def test_a_damaged_peak_file_is_measured_again_and_replaced(tmp_path, monkeypatc
 
 
 def test_a_read_only_cache_still_gives_the_peak(tmp_path, monkeypatch):
-    from training import runtime
+    from training import peak
 
-    monkeypatch.setattr(runtime, "measured_matmul_flops", lambda device: 5e10)
+    monkeypatch.setattr(peak, "measured_matmul_flops", lambda device: 5e10)
     folder = tmp_path / "ro"
     with contextlib.ExitStack() as stack:
         if not read_only_folder(stack, folder):
             pytest.skip("running as root without permission to mount a tmpfs to remount read-only")
-        assert runtime.cpu_peak_flops(folder) == 5e10
+        assert peak.cpu_peak_flops(folder) == 5e10
         assert not (folder / "cpu_peak_flops.json").exists()
 
 

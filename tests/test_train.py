@@ -525,10 +525,11 @@ def test_prepare_only_then_torchrun_with_fewer_eval_batches_than_processes(corpu
 def test_full_val_loss_averages_every_window_of_the_val_split(corpus, tmp_path, monkeypatch):
     import numpy as np
 
+    import training.eval_text
     import training.evaluate
     from data.prepare import prepare
     from runs.loading import load_run
-    from training.evaluate import full_val_loss
+    from training.eval_text import full_val_loss
     from training.runtime import Runtime
 
     out = tmp_path / "run"
@@ -543,7 +544,7 @@ def test_full_val_loss_averages_every_window_of_the_val_split(corpus, tmp_path, 
     expected = lm_loss(model(windows[:, :-1]), windows[:, 1:]).item()
     runtime = Runtime(torch.device("cpu"), torch.float32)
     monkeypatch.setitem(training.evaluate.EVAL_TOKENS, "cpu", 8 * 16)  # batches of 8 windows
-    monkeypatch.setattr(training.evaluate, "GROUP_BATCHES", 2)  # read 16 windows at a time
+    monkeypatch.setattr(training.eval_text, "GROUP_BATCHES", 2)  # read 16 windows at a time
     group = 16
     assert n > 2 * group and n % group % 8  # several groups, the last one ragged
     assert full_val_loss(model, prepared, 16, 3, runtime) == pytest.approx(expected, rel=1e-5)

@@ -12,6 +12,10 @@ run is stopped rather than left to go on unsaved, because every later save (an i
 of train.run_steps) would write the diverged weights unevaluated.
 """
 
+import math
+
+from training.stopping import TrainingStopped
+
 RATIO = 1.5  # val loss over the best val loss
 MARGIN = 0.5  # nats above the best val loss
 
@@ -31,3 +35,16 @@ def diverged_at(progress, final: dict, kept: str) -> str:
         f"{best_val:.4g}: the run has diverged; stopped without saving, {kept} "
         "(lower train.lr, and train.muon_lr with Muon, and run again)"
     )
+
+
+def check_evaluation(final: dict, progress, kept: str) -> None:
+    """TrainingStopped when the evaluation `final` must not be saved: a loss that is not finite,
+    or a run that has diverged; `kept` says which checkpoint is on disk."""
+    losses = [final["train_loss"], final["val_loss"], *final.get("val_loss_sources", {}).values()]
+    if not all(math.isfinite(v) for v in losses):
+        raise TrainingStopped(
+            f"eval loss is not finite at step {progress.step}; stopped, {kept} (try a lower "
+            "train.lr)"
+        )
+    if diverged(final["val_loss"], progress.best_val):
+        raise TrainingStopped(diverged_at(progress, final, kept))

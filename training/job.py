@@ -1,40 +1,27 @@
-"""A run built from how it starts (training/start.py's `Start`): the model, optimizer and loss
-scaler (from a checkpoint's state, a source's weights with a fresh optimizer, or fresh), the run
-folder's files and metrics, and the set-up it says. The fixed parts of a run travel in `Job`,
-its changing counters in `Progress`.
+"""A run built from how it starts (training/start.py's `Start`) once the loop has made its model
+and optimizer: a checkpoint's state loaded into them (or a fine-tuning source's weights), the
+loss scaler, the wrapped module the step calls, the run folder opened (training/run_folder.py),
+and the set-up said. The fixed parts of a run travel in `Job`, its changing counters in
+`Progress`.
 """
 
-import contextlib
-import json
 import math
 from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 
-from configs.load import to_yaml
-from configs.paths import data_caches
 from configs.schema import Config
 from data.mix import Mixture
 from model.checkpoint import CKPT_NAME
-from model.device import bf16_native, fast_matmul_dtype
+from model.device import bf16_native
 from model.gpt import GPT
-from runs.folder import CONFIG_FILE, META_FILE, METRICS_FILE
-from runs.output_path import check_output_path
-from runs.restart import Aside, clean_stale_asides, finish_cut_swap, written_aside
-from storage.atomic import clean_stale_temps, write_atomic
-from storage.lock import folder_lock
+from runs.restart import Aside
 from training.console import Console, Metrics
-from training.optim import lr_at, make_optimizer
-from training.resume import (
-    check_language,
-    load_optimizer_state,
-    load_scaler_state,
-)
-from training.runtime import Runtime, peak_flops, training_module
-from training.start import how_it_starts, prepare_data, pretrained_start, vocab_note
-from training.trackers import Trackers
-from training.watchers import Record, RunSteps, SignalStop, Watcher, Watchers
+from training.optim import lr_at
+from training.resume import load_optimizer_state, load_scaler_state
+from training.run_folder import OpenRun, open_run_folder
+from training.runtime import Runtime, training_module
 
 
 @dataclass(kw_only=True)
@@ -53,7 +40,6 @@ class Job:
     metrics: Metrics | None  # rank 0 only
     peak: float | None  # FLOP/s of one process at 100% MFU (None: unknown)
     console: Console
-    watch: Watcher  # what watches the run (training/watchers.py): told of logs and evaluations
     aside: Aside | None = None  # a forced restart's folder until its first checkpoint (rank 0)
 
     @property
@@ -101,123 +87,23 @@ class Progress:
     started: float = 0.0
 
 
-@contextlib.contextmanager
-def open_job(config, runtime, force, watchers=()):
-    """(Job, Progress) of a run about to train, inside what guards it: the run folder's lock
-    (rank 0 alone writes the folder, so it alone holds it) and, for a forced restart, the aside
-    folder that replaces the old run at the first checkpoint (runs.restart). Training's own
-    watchers come first, then `watchers`."""
-    console = Console(runtime.is_main)
-    # A run folder is an output: never in a data cache, whose files every run reads.
-    check_output_path(config.out_dir, caches=[*data_caches(), config.data.cache_path])
-    if runtime.is_main and (note := finish_cut_swap(config.out_dir)):  # before its lock
-        console.note(note)
-    lock = folder_lock(config.out_dir, "training run") if runtime.is_main else None
-    with lock or contextlib.nullcontext():
-        settings = config.train
-        if settings.grad_accum_steps % runtime.world_size:
-            raise ValueError(
-                f"train.grad_accum_steps ({settings.grad_accum_steps}) must be a multiple of the "
-                f"number of processes ({runtime.world_size}): each process runs an equal share "
-                "of the micro-batches"
-            )
-        watch = Watchers([Record(), SignalStop(), RunSteps(), *watchers])
-        check_language(config, force or config.train.resume == "never")
-        pretrained = pretrained_start(config)
-        data = prepare_data(config, runtime, pretrained)
-        if note := vocab_note(config, data, pretrained):
-            console.note(note)
-        watch.prepare(config, runtime, console)  # a watcher's inputs fail before the folder
-        start = how_it_starts(config, data, pretrained, force)
-        del pretrained
-        aside_wanted = start.aside and runtime.is_main
-        with written_aside(config.out_dir) if aside_wanted else contextlib.nullcontext() as aside:
-            job, progress = build(config, runtime, data, start, console, watch, aside)
-            del start  # a checkpoint's weights and moments need not stay for the whole run
-            try:
-                yield job, progress
-            finally:
-                if job.metrics is not None:
-                    job.metrics.close()  # the trackers' last records reach their files
-
-
-def build(config, runtime, data, start, console, watch, aside=None):
-    """The Job: the model, optimizer and loss scaler as `start` says (its checkpoint's state, its
-    source's weights with a fresh optimizer, or fresh), the run folder's files and metrics (in
-    `aside`'s folder, a runs.restart.Aside, when given); and the counters to start from."""
-    settings = config.train
-    torch.manual_seed(config.seed)  # the same initial weights on every process
-    raw_model = GPT(start.model_config).to(runtime.device)
-    orth_dtype = fast_matmul_dtype(runtime.device.type, bf16_native(runtime.device))
-    optimizer = make_optimizer(raw_model, settings, runtime.device.type, orth_dtype)
+def make_job(run: OpenRun, raw_model: GPT, optimizer: torch.optim.Optimizer):
+    """(Job, Progress) of the `run` the loop built `raw_model` and `optimizer` for: the state
+    its Start carries loaded into them, the loss scaler, the module the step calls, the run
+    folder opened (rank 0), and the set-up said."""
+    config, runtime, console = run.config, run.runtime, run.console
     scaler = torch.amp.GradScaler(runtime.device.type, enabled=runtime.dtype == torch.float16)
-    progress = load_start(start, raw_model, optimizer, scaler, config.out_dir, console)
-    progress.loss_sum = torch.zeros(
-        (), device=runtime.device
-    )  # summed on the device: no sync per step
-    model = training_module(raw_model, runtime, settings.compile)  # what the step calls
-    metrics, peak = None, None
-    if runtime.is_main:  # rank 0 alone writes the run folder
-        metrics, peak = open_run_folder(config, runtime, data, start, progress, console, aside)
-    say_setup(config, runtime, data, raw_model, orth_dtype, progress, console)
+    progress = load_start(run.start, raw_model, optimizer, scaler, config.out_dir, console)
+    progress.loss_sum = torch.zeros((), device=runtime.device)  # on the device: no sync per step
+    model = training_module(raw_model, runtime, config.train.compile)  # what the step calls
+    peak = open_run_folder(run, progress) if runtime.is_main else None  # rank 0 writes the folder
+    say_setup(config, runtime, run.data, raw_model, run.orth_dtype, progress, console)
     job = Job(
-        config=config,
-        runtime=runtime,
-        data=data,
-        raw_model=raw_model,
-        model=model,
-        optimizer=optimizer,
-        scaler=scaler,
-        fingerprint=start.fingerprint,
-        metrics=metrics,
-        peak=peak,
-        console=console,
-        watch=watch,
-        aside=aside,
-    )
+        config=config, runtime=runtime, data=run.data, raw_model=raw_model, model=model,
+        optimizer=optimizer, scaler=scaler, fingerprint=run.start.fingerprint,
+        metrics=run.metrics, peak=peak, console=console, aside=run.aside,
+    )  # fmt: skip
     return job, progress
-
-
-def publish_aside(job, step):
-    """A forced restart's first checkpoint is written: its aside folder replaces the old run."""
-    kept = job.aside.publish()
-    job.metrics.path = job.folder / METRICS_FILE  # Metrics appends by path
-    kept = f"; kept from the old folder: {', '.join(kept)}" if kept else ""
-    job.console.say(
-        f"{job.out_dir}: the old run is replaced by this one at its first "
-        f"checkpoint (step {step}){kept}"
-    )
-
-
-def open_run_folder(config, runtime, data, start, progress, console, aside=None):
-    """Rank 0's part of building a run: stale temps cleaned, the run files written (into
-    `aside`'s folder for a forced restart), the metrics opened, and the peak FLOP/s found.
-    Returns (Metrics, peak FLOP/s or None)."""
-    settings = config.train
-    folder = aside.folder if aside else Path(config.out_dir)
-    clean_stale_temps(config.out_dir)  # a killed writer's; the lock keeps live ones away
-    clean_stale_asides(config.out_dir)
-    if aside:
-        console.say(
-            f"forced restart: this run is written aside in {aside.folder} and replaces "
-            f"{config.out_dir} whole at its first checkpoint; until then the old run "
-            "stays as it is"
-        )
-    if progress.step < settings.max_iters:
-        write_run_files(config, data, folder)
-    trackers = Trackers(settings.loggers, folder, config) if settings.loggers else None
-    metrics = Metrics(
-        folder / METRICS_FILE,
-        trackers=trackers,
-        resume_step=progress.step if start.how == "resumed" else None,
-    )
-    peak = peak_flops(runtime.device, settings.peak_flops, config.data.cache_path, runtime.dtype)
-    if peak is None:
-        console.note(
-            f"note: no peak FLOP/s known for {runtime.device}; MFU is shown as n/a until you "
-            "set train.peak_flops"
-        )
-    return metrics, peak
 
 
 def load_start(start, raw_model, optimizer, scaler, out_dir, console):
@@ -304,18 +190,5 @@ def say_setup(config, runtime, data, raw_model, orth_dtype, progress, console):
         )
 
 
-def write_config(job):
-    """config.yaml, the config of the checkpoint just saved: written only with a checkpoint, so
-    an attempt that saved nothing (a resume that diverged at once) leaves the one on disk."""
-    write_atomic(job.folder / CONFIG_FILE, to_yaml(job.config))
-
-
 def dtype_name(dtype):
     return str(dtype).removeprefix("torch.")
-
-
-def write_run_files(config, data, out_dir):
-    """What generation needs besides the checkpoint: meta.json and the tokenizer. config.yaml
-    is the checkpoint's, written with it (write_config)."""
-    write_atomic(out_dir / META_FILE, json.dumps(data.meta, indent=2) + "\n")
-    write_atomic(out_dir / data.meta["tokenizer_file"], data.tokenizer_path.read_bytes())

@@ -1,5 +1,6 @@
-"""How a run stops early: the error that ends it (TrainingStopped) and the signals that ask it to
-stop and save (StopRequests). What a stop leaves in the run folder: Job.checkpoint_state."""
+"""How a run stops early: the error that ends it (TrainingStopped), the signals that ask it to
+stop and save (StopRequests), train.run_steps, the context the loop runs in (`guarded`), and
+what a stop says (`stopped`). What a stop leaves in the run folder: Job.checkpoint_state."""
 
 import contextlib
 import signal
@@ -7,6 +8,8 @@ import sys
 import threading
 from collections.abc import Iterator
 from typing import Protocol
+
+from training.runtime import any_process
 
 
 class Steps(Protocol):
@@ -73,3 +76,63 @@ class StopRequests:
         for sig, handler in self._old.items():
             signal.signal(sig, handler)
         return False
+
+
+class Stops:
+    """Why a run stops before train.max_iters, asked after every step: Ctrl-C or SIGTERM, or
+    train.run_steps. Under torchrun each process gets a signal on its own, maybe a step apart:
+    all stop after the step in which any one got it, or the others would wait for it forever."""
+
+    def __init__(self, requests: StopRequests):
+        self.requests = requests
+
+    def reason(self, job, progress) -> str | None:
+        if any_process(self.requests.signal, job.runtime):
+            return f"interrupted ({self.requests.signal or 'on another process'})"
+        n = job.config.train.run_steps
+        if n and progress.step - progress.start_step >= n:
+            return f"stopped after train.run_steps={n} steps"
+        return None
+
+
+@contextlib.contextmanager
+def guarded(job, progress) -> Iterator[Stops]:
+    """What the loop runs inside: its progress bar (closed before any message or error, so none
+    lands inside it), Ctrl-C and SIGTERM (a second one: out at once, unsaved), and a failed
+    write's lost steps (`losing`). Yields the loop's Stops."""
+    job.console.open_bar(job.config.train.max_iters, progress.step)
+    try:
+        with StopRequests() as requests:
+            try:
+                with losing(progress):
+                    yield Stops(requests)
+            except KeyboardInterrupt:  # a second Ctrl-C or SIGTERM: out at once
+                job.console.close()
+                job.console.say(f"\nstopped without saving; {job.checkpoint_state(progress)}")
+                raise
+    finally:
+        job.console.close()
+
+
+def stopped(job, progress, reason, temporary=False):
+    """Say where a run stopped early stands; an interrupt goes on as a KeyboardInterrupt. A
+    temporary folder (`temporary`) is said to go, never offered for a resume."""
+    settings, interrupted = job.config.train, reason.startswith("interrupted")
+    if temporary:
+        job.console.say(
+            f"{reason}, at step {progress.step} of {settings.max_iters}; its folder "
+            f"{job.out_dir} is temporary and is removed"
+        )
+    elif interrupted:
+        job.console.say(
+            f"\n{reason}: checkpoint of step {progress.step} saved in {job.out_dir}; "
+            "run the same command to resume"
+        )
+    else:
+        job.console.say(
+            f"{reason}, at step {progress.step} of {settings.max_iters}: checkpoint saved in "
+            f"{job.out_dir}; run the same command to go on"
+        )
+    if interrupted:
+        raise KeyboardInterrupt
+    return {"step": progress.step, "stopped": True}
