@@ -49,7 +49,7 @@ def test_nnsight_reads_and_patches_at_the_hook_points(tiny_gpt):
     clean, cache = run_with_cache(model, IDX)
     wrapped = nnsight.NNsight(model)
     with wrapped.trace(IDX):  # read in the order the points fire, as nnsight asks
-        normalized = wrapped.blocks[0].hook_ln1.output.save()
+        normalized = wrapped.blocks[0].ln_1.hook_normalized.output.save()
         pattern = wrapped.blocks[0].attn.hook_pattern.output.save()
         q = wrapped.blocks[1].attn.hook_q.output.save()
         logits = wrapped.output.save()
