@@ -18,9 +18,9 @@ class HookPoint(nn.Module):
     """Identity, unless hooks are installed: then x passes through each fn(x, hook) in turn,
     and a fn that returns a tensor replaces x (None keeps it)."""
 
-    def __init__(self):
+    def __init__(self, name: str | None = None):
         super().__init__()
-        self.name: str | None = None  # set by name_points
+        self.name = name  # None: named by its path (name_points)
         self.fns: list[Callable] = []
 
     @property

@@ -55,7 +55,7 @@ def test_nnsight_reads_and_patches_at_the_hook_points(tiny_gpt):
         logits = wrapped.output.save()
     torch.testing.assert_close(pattern, cache[PATTERN], **SAME)
     torch.testing.assert_close(q, cache["blocks.1.attn.hook_q"], **SAME)
-    # A wrapper watching every point turns on no split q/k/v inputs: ln1 is read once, (B, T, C).
+    # A wrapper watching every point reads ln1 once, (B, T, C), through ln_1's own forward.
     torch.testing.assert_close(normalized, cache["blocks.0.ln1.hook_normalized"], **SAME)
     torch.testing.assert_close(logits, clean, **SAME)
 
