@@ -19,6 +19,7 @@ from analysis.interventions import replace_where
 from analysis.patching import Pair
 from model.gpt import GPT
 from model.hooks import hooks, run_with_cache
+from model.split_inputs import split_inputs
 
 # Heads patched for real, both ways, to find the deciding ones: those with the largest
 # first-order estimate of what patching them does (GPT-2 small has 144; each costs 2 passes).
@@ -150,6 +151,7 @@ def choice_metrics(
 def head_inputs(model: GPT, pairs: list[Pair], heads: list[str]) -> torch.Tensor:
     """(len(heads), 3, 2, N) CM with one input of one head ("L{l}H{h}") patched, its query, key
     or value input (hook_q_input, ...; the stream it reads, at every position), both ways."""
+    split_inputs(model)
     points = []
     for name in heads:
         l, h = int(name[1 : name.index("H")]), int(name[name.index("H") + 1 :])

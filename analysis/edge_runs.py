@@ -24,6 +24,8 @@ analysis/edge_measures.py runs them over every batch of a set.
 Letters: N examples, B batch, T tokens, C channels, H heads, G receivers of a group, S senders.
 """
 
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
@@ -32,6 +34,7 @@ import torch
 from analysis.edges import Batch, Graph, Group, Step
 from model.gpt import GPT
 from model.hooks import hooks
+from model.split_inputs import split_inputs
 
 
 class Recorded(NamedTuple):
@@ -39,7 +42,7 @@ class Recorded(NamedTuple):
 
     acts: torch.Tensor  # (S, B, T, C) every sender's write
     inputs: list[torch.Tensor]  # per group of the graph: the stream it read (B, T, C)
-    normalized: list[torch.Tensor]  # per layer: ln1's normalised input (B, T, C)
+    normalized: list[torch.Tensor]  # per layer: ln1's output, what attention reads (B, T, C)
 
 
 class Clean(NamedTuple):
@@ -113,13 +116,11 @@ def record(
     def keep(x, hook):
         streams[hook.name] = x
 
-    def normalized(x, hook):
-        state.normalized.append(x)
-
     read = {g.stream: keep for g in graph.groups[:-1]}
-    read.update({f"blocks.{l}.ln1.hook_normalized": normalized for l in range(len(graph.mlps))})
+    ln1 = dict.fromkeys(range(len(graph.mlps)), state.normalized.append)
     with torch.no_grad(), hooks(model, _sender_hooks(model, state)), hooks(model, read):
-        final = model.residual(ids)
+        with _on_ln1(model, ln1):
+            final = model.residual(ids)
     inputs = [streams[g.stream] for g in graph.groups[:-1]] + [final]
     return Recorded(acts, inputs, state.normalized), final
 
@@ -175,6 +176,7 @@ def patch(
     each receiver reads its Step, the senders' differences recomputed as the pass goes. `start`
     (layer, the clean stream entering it, {sender: difference} of senders before it) begins the
     pass at that block, for a plan whose first Step is read there or later."""
+    split_inputs(model)
     needed = {s for step in plan if step for s in step.senders}
     layers = {l for l, heads in enumerate(graph.heads) if needed & set(heads)}
     state = _State(graph, batch, twin=twin, needed=needed)
@@ -184,16 +186,15 @@ def patch(
         state.diff[sender] = value
     fns = _sender_hooks(model, state, layers)
     by_group = [plan[g.receivers.start : g.receivers.stop] for g in graph.groups]
-    twin_fed = set()  # layers whose heads all read the twin's stream for q, k and v
+    twin_fed = {}  # layers whose heads all read the twin's stream for q, k and v: ln1's hooks
     for l in range(len(graph.heads)):
         steps = [s for g, ss in zip(graph.groups, by_group) if g.layer == l and g.split for s in ss]
         if all(s is not None and s.kind == "twin" and not s.senders for s in steps):
-            twin_fed.add(l)
-            fns[f"blocks.{l}.ln1.hook_normalized"] = _replace(twin.normalized[l])
+            twin_fed[l] = _replace(twin.normalized[l])
     for index, group in enumerate(graph.groups[:-1]):
         if any(by_group[index]) and not (group.split and group.layer in twin_fed):
             fns[group.point] = _receiver(state, index, by_group[index])
-    with torch.no_grad(), hooks(model, fns):
+    with torch.no_grad(), hooks(model, fns), _on_ln1(model, twin_fed):
         final = model.residual(batch.clean) if stream is None else model.blocks_from(stream, layer)
     return _receiver(state, len(graph.groups) - 1, plan[-1:])(final, None) if plan[-1] else final
 
@@ -216,8 +217,23 @@ def patch_one(
 
 
 def _replace(value):
-    """A hook that hands on `value` in place of what it sees."""
-    return lambda x, hook: value
+    """A hook on ln1's output (_on_ln1) that hands on `value` in place of what it sees."""
+    return lambda output: value
+
+
+@contextmanager
+def _on_ln1(model: GPT, fns: dict[int, Callable]) -> Iterator[None]:
+    """PyTorch forward hooks fn(output) on ln1 of the layers `fns` names ({layer: fn}; one
+    returning a tensor replaces ln1's output): whatever module ln1 is, an nn.Identity too."""
+    handles = [
+        model.blocks[l].ln_1.register_forward_hook(lambda m, args, out, fn=fn: fn(out))
+        for l, fn in fns.items()
+    ]
+    try:
+        yield
+    finally:
+        for handle in handles:
+            handle.remove()
 
 
 def attribute(
@@ -226,6 +242,7 @@ def attribute(
     """(scores (B, S, R) in float64: each edge's first-order estimate of LD(edge patched) -
     LD(clean), 0 where no edge is; the clean LDs (B,); the Clean run) from one forward and one
     backward pass."""
+    split_inputs(model)
     S, R = graph.allowed.shape
     B, T = batch.clean.shape
     acts = torch.empty(twin.acts.shape, device=twin.acts.device, dtype=twin.acts.dtype)

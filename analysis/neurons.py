@@ -51,7 +51,7 @@ def gap_moved(clean: torch.Tensor, twin: torch.Tensor, patched: torch.Tensor) ->
 def written_tokens(model: GPT, tokenizer: Tokenizer | None, layer: int, neuron: int, k=WRITES):
     """The k tokens neuron `neuron` of MLP `layer` raises most when it fires (direct logit
     attribution of its output weights), decoded ("#id" without a tokenizer). A final
-    LayerNorm swapped for another module (model.gpt.layer_norm allows it) is read as the
+    LayerNorm swapped for another module (an nn.Identity, as a linearised model has) is read as the
     identity: no centring, no gain."""
     with torch.no_grad():
         out = model.blocks[layer].mlp.w_out.weight[:, neuron].float()  # (C,)

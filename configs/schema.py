@@ -2,11 +2,12 @@
 value ranges a type alone cannot say). configs.load reads a file and overrides into them
 strictly.
 
-Each field is documented once, here, in its `help`; `python train.py --help` prints it.
+Each field is documented once, here, in its `help` (the model section's in MODEL_HELP, its
+fields taken from GPTConfig); `python train.py --help` prints it.
 """
 
 from collections.abc import Callable
-from dataclasses import Field, asdict, dataclass, field, fields, replace
+from dataclasses import Field, asdict, dataclass, field, fields, make_dataclass, replace
 from pathlib import Path
 
 from configs.paths import DEFAULT_CACHE, cache_folder
@@ -14,8 +15,6 @@ from configs.run_dir import DEMO_OUT_DIR, Origin
 from data.mix_spec import MIX_FORM, parse_mix
 from data.pronouns.story_mix import StoryMix
 from model.gpt import ACTIVATIONS, GPTConfig
-
-MODEL_DEFAULTS = {f.name: f.default for f in fields(GPTConfig)}
 
 
 def setting(
@@ -137,48 +136,48 @@ class TokenizerConfig:
     vocab_size: int | None = setting(1024, "bpe vocabulary size (ignored by char and gpt2)")
 
 
-@dataclass
-class ModelConfig:
-    """The model section: GPTConfig's fields but the vocabulary (the tokenizer gives it) and
-    gelu_approximate (GPT-2 imports set it), with GPTConfig's defaults."""
+# The model section is GPTConfig's fields, in its order, with its defaults and types, but the
+# vocabulary (the tokenizer gives it) and gelu_approximate (GPT-2 imports set it). Each field's
+# --help line is here, once; a GPTConfig field with none is an error at import.
+NOT_IN_MODEL_SECTION = ("vocab_size", "gelu_approximate")
+MODEL_HELP = {
+    "block_size": "context length in tokens",
+    "n_layer": "number of transformer blocks",
+    "n_head": "attention heads per block",
+    "n_embd": "width of the residual stream; divisible by n_head",
+    "dropout": "dropout probability in [0, 1)",
+    "bias": "biases in linear layers and LayerNorms",
+    "vocab_multiple": "pad the embedding table to a multiple of this (faster GPU matmuls); padded "
+    "ids are never scored or sampled",
+    "mlp_activation": "the MLP's nonlinearity: gelu (GPT-2), or relu2, relu(x) squared "
+    "(modded-nanogpt)",
+    "qk_norm": "RMS-normalise every head's queries and keys before the scores (stabler at high "
+    "learning rates)",
+    "rotary": "rotary position embeddings: rotate queries and keys by position instead of adding "
+    "a learned position table",
+    "tie_embeddings": "the LM head is the token embedding matrix (GPT-2); false: the head has its "
+    "own matrix",
+    "local_window": "layer 0's heads see only their last this many positions, themselves "
+    "included (a local first layer); 0: every earlier position",
+}
+MODEL_CHOICES = {"mlp_activation": ACTIVATIONS}
 
-    block_size: int = setting(MODEL_DEFAULTS["block_size"], "context length in tokens")
-    n_layer: int = setting(MODEL_DEFAULTS["n_layer"], "number of transformer blocks")
-    n_head: int = setting(MODEL_DEFAULTS["n_head"], "attention heads per block")
-    n_embd: int = setting(
-        MODEL_DEFAULTS["n_embd"], "width of the residual stream; divisible by n_head"
-    )
-    dropout: float = setting(MODEL_DEFAULTS["dropout"], "dropout probability in [0, 1)")
-    bias: bool = setting(MODEL_DEFAULTS["bias"], "biases in linear layers and LayerNorms")
-    vocab_multiple: int = setting(
-        MODEL_DEFAULTS["vocab_multiple"],
-        "pad the embedding table to a multiple of this (faster GPU matmuls); padded ids are "
-        "never scored or sampled",
-    )
-    mlp_activation: str = setting(
-        MODEL_DEFAULTS["mlp_activation"],
-        "the MLP's nonlinearity: gelu (GPT-2), or relu2, relu(x) squared (modded-nanogpt)",
-        ACTIVATIONS,
-    )
-    qk_norm: bool = setting(
-        MODEL_DEFAULTS["qk_norm"],
-        "RMS-normalise every head's queries and keys before the scores (stabler at high "
-        "learning rates)",
-    )
-    rotary: bool = setting(
-        MODEL_DEFAULTS["rotary"],
-        "rotary position embeddings: rotate queries and keys by position instead of adding a "
-        "learned position table",
-    )
-    tie_embeddings: bool = setting(
-        MODEL_DEFAULTS["tie_embeddings"],
-        "the LM head is the token embedding matrix (GPT-2); false: the head has its own matrix",
-    )
-    local_window: int = setting(
-        MODEL_DEFAULTS["local_window"],
-        "layer 0's heads see only their last this many positions, themselves included (a local "
-        "first layer); 0: every earlier position",
-    )
+
+def model_section(source: type = GPTConfig, help: dict[str, str] = MODEL_HELP) -> type:
+    """The model section's dataclass, made from the dataclass `source`'s fields (GPTConfig's)
+    less NOT_IN_MODEL_SECTION, each with its `help` line (a field without one is a TypeError)."""
+    kept = [f for f in fields(source) if f.name not in NOT_IN_MODEL_SECTION]
+    if missing := [f.name for f in kept if f.name not in help]:
+        raise TypeError(f"{source.__name__} fields without a --help line: {', '.join(missing)}")
+    made = [
+        (f.name, f.type, setting(f.default, help[f.name], MODEL_CHOICES.get(f.name))) for f in kept
+    ]
+    section = make_dataclass("ModelConfig", made, namespace={"__module__": __name__})
+    section.__doc__ = "The model section: GPTConfig's fields but its vocabulary and GELU's form."
+    return section
+
+
+ModelConfig = model_section()
 
 
 @dataclass

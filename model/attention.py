@@ -134,13 +134,11 @@ class CausalSelfAttention(nn.Module):
         qk_norm=False,
         rotary_positions=0,
         window=0,
-        name="attn",
     ):
         """qk_norm: RMS-normalise every head's q and k (no gain) before QKᵀ, so no score can grow
         past √d_k. rotary_positions > 0: rotate q and k by their positions 0 .. rotary_positions-1
         (`rotate`); the model then needs no position table. window > 0: each position sees only
-        its last `window` positions, itself included (causal_mask). name: the prefix of the hook
-        points' names (blocks.{l}.attn in a GPT)."""
+        its last `window` positions, itself included (causal_mask)."""
         super().__init__()
         self.n_head = n_head
         self.window = window
@@ -156,8 +154,8 @@ class CausalSelfAttention(nn.Module):
         self.w_out = nn.Linear(n_embd, n_embd, bias=bias)
         self.dropout = dropout
         self.resid_dropout = nn.Dropout(dropout)
-        for point in ("q", "k", "v", "attn_scores", "pattern", "z", "result"):
-            setattr(self, f"hook_{point}", HookPoint(f"{name}.hook_{point}"))
+        for point in ("q", "k", "v", "attn_scores", "pattern", "z", "result"):  # as they fire
+            setattr(self, f"hook_{point}", HookPoint())
 
     @property
     def W_O(self):
@@ -166,28 +164,14 @@ class CausalSelfAttention(nn.Module):
         return self.w_out.weight.T.reshape(self.n_head, self.head_size, -1)
 
     def project(self, x):
-        """Q = xW_Q, K = xW_K, V = xW_V, each (B, H, T, D). x is (B, T, C), or a triple of
-        (B, T, H, C) inputs, one copy of the stream per head for each of q, k and v (the split
-        inputs of model.hooks): head h's query then reads only q_input[:, :, h]."""
-        if isinstance(x, torch.Tensor):
-            B, T, C = x.shape
-            q, k, v = self.w_qkv(x).split(C, dim=2)  # each (B, T, C)
-            # (B, T, C) -> (B, T, H, D) -> (B, H, T, D)
-            return [t.view(B, T, self.n_head, self.head_size).transpose(1, 2) for t in (q, k, v)]
-        H, D = self.n_head, self.head_size
-        C = H * D
-        weights = self.w_qkv.weight.view(3, H, D, C)  # (3C, C) -> W_Q, W_K, W_V by head
-        biases = self.w_qkv.bias.view(3, H, D) if self.w_qkv.bias is not None else None
-        out = []
-        for i, inputs in enumerate(x):  # (B, T, H, C) @ (H, D, C)ᵀ -> (B, T, H, D)
-            t = torch.einsum("bthc,hdc->bthd", inputs, weights[i])
-            if biases is not None:
-                t = t + biases[i]
-            out.append(t.transpose(1, 2))  # (B, T, H, D) -> (B, H, T, D)
-        return out
+        """x (B, T, C) -> Q = xW_Q, K = xW_K, V = xW_V, each (B, H, T, D)."""
+        B, T, C = x.shape
+        q, k, v = self.w_qkv(x).split(C, dim=2)  # each (B, T, C)
+        # (B, T, C) -> (B, T, H, D) -> (B, H, T, D)
+        return [t.view(B, T, self.n_head, self.head_size).transpose(1, 2) for t in (q, k, v)]
 
     def forward(self, x, cache=None):
-        """x (B, T, C), or split inputs (see `project`) -> (B, T, C).
+        """x (B, T, C) -> (B, T, C).
 
         With a KVCache, x holds the T newest positions; keys and values of earlier positions
         come from the cache, and this call's keys and values are added to it.

@@ -16,7 +16,7 @@ import torch.nn.functional as F
 
 from checks import positive_int
 from model.attention import CausalSelfAttention, KVCache
-from model.hook_point import HookPoint
+from model.hook_point import HookPoint, name_points
 
 
 @dataclass
@@ -104,15 +104,15 @@ SHAPE_KEYS = ("block_size", "n_layer", "n_head", "n_embd", "bias") + ARCHITECTUR
 
 
 class MLP(nn.Module):
-    def __init__(self, config, name="mlp"):
+    def __init__(self, config):
         super().__init__()
         self.w_in = nn.Linear(config.n_embd, 4 * config.n_embd, bias=config.bias)
+        self.hook_pre = HookPoint()
+        self.hook_post = HookPoint()
         self.w_out = nn.Linear(4 * config.n_embd, config.n_embd, bias=config.bias)
         self.dropout = nn.Dropout(config.dropout)
         self.activation = config.mlp_activation
         self.gelu_approximate = config.gelu_approximate
-        self.hook_pre = HookPoint(f"{name}.hook_pre")
-        self.hook_post = HookPoint(f"{name}.hook_post")
 
     def forward(self, x):
         h = self.hook_pre(self.w_in(x))  # (B, T, C) -> (B, T, 4C)
@@ -120,35 +120,37 @@ class MLP(nn.Module):
         return self.dropout(self.w_out(self.hook_post(h)))
 
 
-def layer_norm(ln, point, x, scale=None):
-    """ln(x), with `point` seeing x normalised before ln's gain and bias, where TransformerLens
-    puts hook_normalized, and `scale` (its hook_scale) the divisor, √(var + eps), (..., 1); with
-    nothing hooked, ln(x) itself (one fused call). A LayerNorm swapped for another module (an
-    nn.Identity, to make the model linear there) has no gain or bias to keep apart: the point
-    sees its output."""
-    scaled = scale is not None and scale.active
-    if not (point.active or scaled):
-        return ln(x)
-    if not isinstance(ln, nn.LayerNorm):
-        return point(ln(x))
-    if scaled:
-        centred = x - x.mean(-1, keepdim=True)
-        divisor = scale((centred.pow(2).mean(-1, keepdim=True) + ln.eps).sqrt())  # (..., 1)
-        normalized = centred / divisor
-    else:
-        normalized = F.layer_norm(x, ln.normalized_shape, eps=ln.eps)
-    x = point(normalized) * ln.weight
-    return x + ln.bias if ln.bias is not None else x
+class LayerNorm(nn.LayerNorm):
+    """nn.LayerNorm with TransformerLens's two points: hook_scale sees the divisor √(var + eps)
+    (..., 1), hook_normalized x normalised before the gain and bias. With neither watched, it is
+    nn.LayerNorm's own fused call."""
+
+    def __init__(self, n_embd, bias=True):
+        super().__init__(n_embd, bias=bias)
+        self.hook_scale = HookPoint()
+        self.hook_normalized = HookPoint()
+
+    def forward(self, x):
+        if not (self.hook_scale.active or self.hook_normalized.active):
+            return super().forward(x)
+        if self.hook_scale.active:
+            centred = x - x.mean(-1, keepdim=True)
+            divisor = (centred.pow(2).mean(-1, keepdim=True) + self.eps).sqrt()  # (..., 1)
+            normalized = centred / self.hook_scale(divisor)
+        else:
+            normalized = F.layer_norm(x, self.normalized_shape, eps=self.eps)
+        x = self.hook_normalized(normalized) * self.weight
+        return x + self.bias if self.bias is not None else x
 
 
 class Block(nn.Module):
     """x + attention(LN(x)), then x + MLP(LN(x)): normalise before each sub-layer (GPT-2).
-    Block `layer`'s hook points are named blocks.{layer}.* (model.hooks)."""
+    Its hook points are registered in the order they fire (model.hooks lists them)."""
 
     def __init__(self, config, layer=0):
         super().__init__()
-        p = f"blocks.{layer}"
-        self.ln_1 = nn.LayerNorm(config.n_embd, bias=config.bias)
+        self.hook_resid_pre = HookPoint()
+        self.ln_1 = LayerNorm(config.n_embd, bias=config.bias)
         self.attn = CausalSelfAttention(
             config.n_embd,
             config.n_head,
@@ -157,46 +159,24 @@ class Block(nn.Module):
             qk_norm=config.qk_norm,
             rotary_positions=config.block_size if config.rotary else 0,
             window=config.local_window if layer == 0 else 0,
-            name=f"{p}.attn",
         )
-        self.ln_2 = nn.LayerNorm(config.n_embd, bias=config.bias)
-        self.mlp = MLP(config, name=f"{p}.mlp")
-        names = (
-            "hook_resid_pre",
-            "hook_q_input",
-            "hook_k_input",
-            "hook_v_input",
-            "hook_attn_out",
-            "hook_resid_mid",
-            "hook_mlp_in",
-            "hook_mlp_out",
-            "hook_resid_post",
-        )
-        for name in names:
-            setattr(self, name, HookPoint(f"{p}.{name}"))
-        self.hook_ln1_scale = HookPoint(f"{p}.ln1.hook_scale")
-        self.hook_ln1 = HookPoint(f"{p}.ln1.hook_normalized")
-        self.hook_ln2_scale = HookPoint(f"{p}.ln2.hook_scale")
-        self.hook_ln2 = HookPoint(f"{p}.ln2.hook_normalized")
+        self.hook_attn_out = HookPoint()
+        self.hook_resid_mid = HookPoint()
+        self.hook_mlp_in = HookPoint()
+        self.ln_2 = LayerNorm(config.n_embd, bias=config.bias)
+        self.mlp = MLP(config)
+        self.hook_mlp_out = HookPoint()
+        self.hook_resid_post = HookPoint()
 
     def forward(self, x, cache=None):
         x = self.hook_resid_pre(x)
-        split = (self.hook_q_input, self.hook_k_input, self.hook_v_input)
-        # Each head its own copy of the stream for q, k, v: only for a hook on a split input
-        # (TransformerLens's use_split_qkv_input), never for a library watching every module.
-        if any(point.hooked for point in split):
-            copies = x[:, :, None, :].expand(-1, -1, self.attn.n_head, -1)  # (B, T, H, C)
-            attn_in = [
-                layer_norm(self.ln_1, self.hook_ln1, point(copies), self.hook_ln1_scale)
-                for point in split
-            ]
-        else:
-            attn_in = layer_norm(self.ln_1, self.hook_ln1, x, self.hook_ln1_scale)
-        x = self.hook_resid_mid(x + self.hook_attn_out(self.attn(attn_in, cache=cache)))
-        x = x + self.hook_mlp_out(
-            self.mlp(layer_norm(self.ln_2, self.hook_ln2, self.hook_mlp_in(x), self.hook_ln2_scale))
-        )
+        x = self.hook_resid_mid(x + self.hook_attn_out(self.attn(self.attn_input(x), cache=cache)))
+        x = x + self.hook_mlp_out(self.mlp(self.ln_2(self.hook_mlp_in(x))))
         return self.hook_resid_post(x)
+
+    def attn_input(self, x):
+        """What attention reads: the stream through ln_1 (model.split_inputs splits it by head)."""
+        return self.ln_1(x)
 
 
 class GPT(nn.Module):
@@ -210,17 +190,16 @@ class GPT(nn.Module):
         # Rotary attention layers rotate q and k by position themselves: no table to add.
         self.pos_emb = None if config.rotary else nn.Embedding(config.block_size, config.n_embd)
         self.drop = nn.Dropout(config.dropout)
+        self.hook_embed = HookPoint()
+        self.hook_pos_embed = HookPoint()
         self.blocks = nn.ModuleList(Block(config, layer) for layer in range(config.n_layer))
-        self.ln_f = nn.LayerNorm(config.n_embd, bias=config.bias)
+        self.ln_f = LayerNorm(config.n_embd, bias=config.bias)
         self.lm_head = nn.Linear(config.n_embd, config.padded_vocab_size, bias=False)
         if config.tie_embeddings:
             self.lm_head.weight = self.tok_emb.weight  # tied: one matrix reads and writes tokens
         # Positions 0 .. block_size-1, built once rather than on every forward.
         self.register_buffer("positions", torch.arange(config.block_size), persistent=False)
-        self.hook_embed = HookPoint("hook_embed")
-        self.hook_pos_embed = HookPoint("hook_pos_embed")
-        self.hook_ln_final_scale = HookPoint("ln_final.hook_scale")
-        self.hook_ln_final = HookPoint("ln_final.hook_normalized")
+        name_points(self)
         self.reset_parameters()
 
     def reset_parameters(self):
@@ -278,8 +257,7 @@ class GPT(nn.Module):
         """The residual stream x (..., C) -> logits (..., V): the final LayerNorm (through its
         hook point, ln_final.hook_normalized), then the LM head, the padded vocabulary's extra
         rows cropped (they are no tokens)."""
-        x = layer_norm(self.ln_f, self.hook_ln_final, x, self.hook_ln_final_scale)
-        logits = self.lm_head(x)  # (..., padded V)
+        logits = self.lm_head(self.ln_f(x))  # (..., padded V)
         if self.config.padded_vocab_size != self.config.vocab_size:
             logits = logits[..., : self.config.vocab_size]  # (..., V)
         return logits

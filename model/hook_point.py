@@ -1,10 +1,9 @@
 """A named place in the forward pass that a hook can read or change (model.hooks installs them).
 
 A HookPoint is an identity layer, as TransformerLens's is: `point(x)` is x unless a hook is on
-it. Being a module, it shows in `model.named_modules()`, and PyTorch's own forward hooks reach
-it like any layer, as does a library that installs its own forward on each module (nnsight
-does). Its `name` is TransformerLens's name for the place, such as blocks.0.attn.hook_pattern
-(the list with shapes: model.hooks).
+it. Being a module, it shows in `model.named_modules()`, where PyTorch's own hooks and nnsight
+reach it like any layer. Its `name` is its path there, named once as TransformerLens's
+HookedRootModule.setup does, in its spelling (blocks.0.attn.hook_pattern; list: model.hooks).
 """
 
 from collections.abc import Callable
@@ -19,9 +18,9 @@ class HookPoint(nn.Module):
     """Identity, unless hooks are installed: then x passes through each fn(x, hook) in turn,
     and a fn that returns a tensor replaces x (None keeps it)."""
 
-    def __init__(self, name: str):
+    def __init__(self, name: str | None = None):
         super().__init__()
-        self.name = name
+        self.name = name  # None: named by its path (name_points)
         self.fns: list[Callable] = []
 
     @property
@@ -48,9 +47,8 @@ class HookPoint(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         for fn in self.fns:
             if x.requires_grad and x._base is not None:
-                # A view (q, k, v are slices of one matmul) that autograd forbids editing in
-                # place, as TransformerLens's hooks do (value[:, :, h] = 0): a copy, the same
-                # values and the same graph.
+                # A view (q, k, v are slices of one matmul) that autograd forbids editing in place,
+                # as TransformerLens's hooks do (value[:, :, h] = 0): a copy, the same graph.
                 x = x.clone()
             out = fn(x, self)
             if out is not None:
@@ -59,11 +57,16 @@ class HookPoint(nn.Module):
                 x = out
         return x
 
-    def layer(self) -> int:
-        """The block the point is in (blocks.{layer}.*), as TransformerLens's hook.layer()."""
-        if not self.name.startswith("blocks."):
-            raise ValueError(f"{self.name} is in no block: it has no layer")
-        return int(self.name.split(".")[1])
-
     def extra_repr(self) -> str:
         return f"{self.name!r}, {len(self.fns)} hooks"
+
+
+# The modules whose path differs from TransformerLens's name: our LayerNorms.
+LENS_NAMES = {"ln_1": "ln1", "ln_2": "ln2", "ln_f": "ln_final"}
+
+
+def name_points(root: nn.Module) -> None:
+    """Name every HookPoint under `root` by its path, in TransformerLens's spelling."""
+    for path, module in root.named_modules():
+        if isinstance(module, HookPoint):
+            module.name = ".".join(LENS_NAMES.get(part, part) for part in path.split("."))

@@ -1,16 +1,14 @@
-"""Named hook points: the one way to read or change what the model computes inside.
+"""Named hook points: where to read or change what the model computes inside.
 
 Every place worth looking at in the forward pass is a HookPoint with TransformerLens's name and
-shape, so code written against its cache reads ours:
+shape, so code written against its cache reads ours. The names are the points' paths in the
+module tree (model.hook_point.name_points), in the order they fire:
 
     hook_embed, hook_pos_embed                      (B, T, C)  token and position embeddings
     blocks.{l}.hook_resid_pre                       (B, T, C)  the stream entering block l
     blocks.{l}.ln1.hook_scale                       (B, T, 1)  ln1's divisor, √(var + eps)
     blocks.{l}.ln1.hook_normalized                  (B, T, C)  the stream normalised, before
                                                     ln1's gain and bias (as TransformerLens)
-    blocks.{l}.hook_q_input, hook_k_input, hook_v_input
-                                                    (B, T, H, C) each head's own copy of the
-                                                    stream for its query, key, value (see below)
     blocks.{l}.attn.hook_q, hook_k, hook_v          (B, T, H, D) after qk-norm and rotation
     blocks.{l}.attn.hook_attn_scores                (B, H, T, S) q·kᵀ/√D, -inf where masked
     blocks.{l}.attn.hook_pattern                    (B, H, T, S) softmax of the scores
@@ -27,29 +25,31 @@ shape, so code written against its cache reads ours:
     blocks.{l}.hook_resid_post                      (B, T, C)  the stream leaving block l
     ln_final.hook_scale, ln_final.hook_normalized   the same for the final LayerNorm
 
-(Letters: B batch, T query positions, S key positions, C channels, H heads, D head size.)
+(Letters: B batch, T query positions, S key positions, C channels, H heads, D head size.) A
+HookedGPT (model.hooked), and a GPT given to model.split_inputs, also has TransformerLens's
+split inputs, blocks.{l}.hook_q_input, hook_k_input, hook_v_input (B, T, H, C), right after
+hook_resid_pre.
 
 A hook is a function fn(value, hook), as in TransformerLens: `hook` is the HookPoint and
 hook.name its name. It may return a replacement of the same shape (None keeps the value; any
 other shape is a ValueError naming the point and both shapes); autograd's graph runs through
-it, so a hook can also keep a tensor to take its gradient. Two ways in, and only these two:
+it, so a hook can also keep a tensor to take its gradient. Four ways in:
 
     with hooks(model, {"blocks.0.attn.hook_pattern": fn, is_z: other_fn}):
         logits = model(idx)
     logits, cache = run_with_cache(model, idx, names=["blocks.0.attn.hook_pattern"])
 
-(and TransformerLens's spelling of the same two on the model, model.hooked: model.hooks(...),
-model.run_with_hooks(...), model.run_with_cache(...)).
+TransformerLens's spelling of these on a HookedGPT (model.hooked: model.hooks(...),
+model.run_with_hooks(...), model.run_with_cache(...), model.add_hook(...), with backward hooks
+too); and, the points and LayerNorms being modules, PyTorch's own hooks on them
+(point.register_forward_hook), which is also how nnsight reads and patches them.
 
-What costs something runs only when asked for: with no hook installed the model runs exactly
-as it did before the points existed (PyTorch's fused attention kernel, the same logits bit for
-bit). A hook on hook_attn_scores or hook_pattern makes that layer take the explicit path built
-from the equations; hook_result computes every head's write apart, and a hook on any of
-hook_q_input, hook_k_input, hook_v_input (TransformerLens's use_split_qkv_input) gives each
-head of that layer its own copy of the stream for its query, key and value, each normalised by
-ln1 on its own, so that path patching can change one head's query without touching its key or
-another head. The points fire in the order of the forward pass; with split inputs
-ln1.hook_normalized fires three times, once for each copy, on (B, T, H, C).
+What costs something runs only when asked for: with no point watched the model runs exactly
+as it did before the points existed (PyTorch's fused attention kernel and LayerNorm, the same
+logits bit for bit). A hook on hook_attn_scores or hook_pattern makes that layer take the
+explicit path built from the equations; hook_result computes every head's write apart; a hook
+on a LayerNorm's point computes that LayerNorm from its equation; a split input gives its layer
+the copies of model.split_inputs.
 """
 
 import inspect
@@ -61,7 +61,8 @@ import torch
 
 from checks import did_you_mean
 from model.cache import ActivationCache
-from model.hook_point import HookPoint
+from model.hook_point import HookPoint, name_points
+from model.split_inputs import SPLIT_INPUTS
 
 
 def per_layer(point: str, n_layer: int) -> list[str]:
@@ -71,53 +72,14 @@ def per_layer(point: str, n_layer: int) -> list[str]:
 
 
 def hook_points(model: torch.nn.Module) -> dict[str, HookPoint]:
-    """Every HookPoint of `model` and its submodules, by name, in the order they fire."""
-    points = {m.name: m for m in model.modules() if isinstance(m, HookPoint)}
-    return dict(sorted(points.items(), key=lambda item: _firing_order(item[0])))
+    """Every HookPoint of `model` and its submodules, by name, in the order they fire (the
+    order the modules register them). Points not yet named are named from `model`'s tree."""
+    points = [m for m in model.modules() if isinstance(m, HookPoint)]
+    if any(point.name is None for point in points):
+        name_points(model)
+    return {point.name: point for point in points}
 
 
-def _firing_order(name):
-    """Sort key of a point's name: the embeddings, then block by block in forward order, then
-    the final LayerNorm."""
-    if not name.startswith("blocks."):
-        return (-1 if name.startswith("hook_") else 1 << 30, _ORDER.get(name, 0))
-    _, layer, rest = name.split(".", 2)
-    return (int(layer), _ORDER.get(rest, 0))
-
-
-_ORDER = {
-    name: i
-    for i, name in enumerate(
-        (
-            "hook_embed",
-            "hook_pos_embed",
-            "hook_resid_pre",
-            "hook_q_input",
-            "hook_k_input",
-            "hook_v_input",
-            "ln1.hook_scale",
-            "ln1.hook_normalized",
-            "attn.hook_q",
-            "attn.hook_k",
-            "attn.hook_v",
-            "attn.hook_attn_scores",
-            "attn.hook_pattern",
-            "attn.hook_z",
-            "attn.hook_result",
-            "hook_attn_out",
-            "hook_resid_mid",
-            "hook_mlp_in",
-            "ln2.hook_scale",
-            "ln2.hook_normalized",
-            "mlp.hook_pre",
-            "mlp.hook_post",
-            "hook_mlp_out",
-            "hook_resid_post",
-        )
-    )
-}
-
-SPLIT_INPUTS = ("hook_q_input", "hook_k_input", "hook_v_input")
 # TransformerLens 4's bridge calls the split inputs blocks.{l}.attn.hook_q_input (and so does its
 # direct path patching); HookedTransformer, and we, blocks.{l}.hook_q_input. Both are accepted.
 _SPLIT_ALIAS = re.compile(r"^(blocks\.\d+)\.attn\.(hook_[qkv]_input)$")

@@ -10,9 +10,9 @@ from dataclasses import dataclass
 
 from torch import nn
 
-from model.attention import CausalSelfAttention
-from model.gpt import MLP, Block
+from model.gpt import MLP
 from model.hook_point import HookPoint
+from model.split_inputs import SplitAttention, SplitBlock, split_inputs
 
 DIRECTIONS = ("fwd", "bwd", "both")
 
@@ -65,25 +65,27 @@ class RoutedViews:
             raise
 
 
-class RoutedAttention(RoutedViews, CausalSelfAttention):
-    """CausalSelfAttention whose missing views name the route (RoutedViews)."""
+class RoutedAttention(RoutedViews, SplitAttention):
+    """SplitAttention whose missing views name the route (RoutedViews)."""
 
 
 class RoutedMLP(RoutedViews, MLP):
     """MLP whose missing views name the route (RoutedViews)."""
 
 
-class RoutedBlock(RoutedViews, Block):
-    """Block whose missing views (ln1, ...) name the route (RoutedViews)."""
+class RoutedBlock(RoutedViews, SplitBlock):
+    """SplitBlock whose missing views (ln1, ...) name the route (RoutedViews)."""
 
 
-ROUTED = {CausalSelfAttention: RoutedAttention, MLP: RoutedMLP, Block: RoutedBlock}
+ROUTED = {SplitAttention: RoutedAttention, MLP: RoutedMLP, SplitBlock: RoutedBlock}
 
 
 def route_views(model: nn.Module) -> None:
-    """Each hook point of `model` given TransformerLens's calls (LensHookPoint); each block,
-    its attention and its MLP made to name the route for a view they lack (RoutedViews), and
-    given its TransformerLens spelling (blocks[0].attn)."""
+    """Each block of `model` given the split q/k/v inputs (model.split_inputs); each hook point
+    TransformerLens's calls (LensHookPoint); each block, its attention and its MLP made to name
+    the route for a view they lack (RoutedViews), and given its TransformerLens spelling
+    (blocks[0].attn)."""
+    split_inputs(model)
     for point in model.modules():
         if type(point) is HookPoint:
             point.__class__ = LensHookPoint
@@ -109,8 +111,14 @@ class LensHook:
         if self.dir == "fwd":
             return self.fn(value, hook)
         if value.requires_grad:
-            value.register_hook(lambda grad: self.fn(grad, hook))
+            value.register_hook(lambda grad: self._backward(grad, hook))
         return None
+
+    def _backward(self, grad, hook):
+        """fn's replacement of the gradient: a tensor, None, or TransformerLens's (grad,) (a
+        module backward hook's tuple of gradients)."""
+        out = self.fn(grad, hook)
+        return out[0] if isinstance(out, tuple) and len(out) == 1 else out
 
 
 class LensHookPoint(HookPoint):
@@ -150,6 +158,12 @@ class LensHookPoint(HookPoint):
             fn for fn in self._hooks_of(dir, level) if not _matches(fn, dir, including_permanent)
         ]
         self.fns[:] = kept
+
+    def layer(self) -> int:
+        """The block the point is in (blocks.{layer}.*), as TransformerLens's hook.layer()."""
+        if not self.name.startswith("blocks."):
+            raise ValueError(f"{self.name} is in no block: it has no layer")
+        return int(self.name.split(".")[1])
 
     def _hooks_of(self, dir, level):
         if dir not in DIRECTIONS:

@@ -9,6 +9,7 @@ import torch.nn.functional as F
 
 from analysis.interventions import block_keys, replace_where
 from model.hooks import hook_points, hooks, per_layer, run_with_cache
+from model.split_inputs import split_inputs
 from tests.helpers import explicit_path
 
 IDX = torch.randint(0, 50, (2, 12), generator=torch.Generator().manual_seed(1))
@@ -254,6 +255,8 @@ def test_hooks_keep_the_graph_so_gradients_flow(tiny_gpt):
 def test_split_inputs_give_each_head_its_own_query_key_and_value_stream(tiny_gpt):
     model = tiny_gpt().eval()
     logits = model(IDX)
+    assert "blocks.0.hook_q_input" not in hook_points(model)  # the plain model has none
+    split_inputs(model)  # the layer above gives them (HookedGPT has them from the start)
 
     def nothing(x, hook):
         return None

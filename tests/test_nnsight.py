@@ -49,13 +49,13 @@ def test_nnsight_reads_and_patches_at_the_hook_points(tiny_gpt):
     clean, cache = run_with_cache(model, IDX)
     wrapped = nnsight.NNsight(model)
     with wrapped.trace(IDX):  # read in the order the points fire, as nnsight asks
-        normalized = wrapped.blocks[0].hook_ln1.output.save()
+        normalized = wrapped.blocks[0].ln_1.hook_normalized.output.save()
         pattern = wrapped.blocks[0].attn.hook_pattern.output.save()
         q = wrapped.blocks[1].attn.hook_q.output.save()
         logits = wrapped.output.save()
     torch.testing.assert_close(pattern, cache[PATTERN], **SAME)
     torch.testing.assert_close(q, cache["blocks.1.attn.hook_q"], **SAME)
-    # A wrapper watching every point turns on no split q/k/v inputs: ln1 is read once, (B, T, C).
+    # A wrapper watching every point reads ln1 once, (B, T, C), through ln_1's own forward.
     torch.testing.assert_close(normalized, cache["blocks.0.ln1.hook_normalized"], **SAME)
     torch.testing.assert_close(logits, clean, **SAME)
 

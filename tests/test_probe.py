@@ -59,15 +59,16 @@ class KnownModel(torch.nn.Module):
         super().__init__()
         self.layers = layers
         H = len(layers[0])
-        self.attn = torch.nn.ModuleList(
-            CausalSelfAttention(n_embd=H, n_head=H, name=f"blocks.{l}.attn")
-            for l in range(len(layers))
+        # blocks.{l}.attn, as a GPT's attention is: its points are named from the tree.
+        self.blocks = torch.nn.ModuleList(
+            torch.nn.ModuleDict({"attn": CausalSelfAttention(n_embd=H, n_head=H)})
+            for _ in range(len(layers))
         )
         self.config = SimpleNamespace(block_size=block_size, n_layer=len(layers), n_head=H)
 
     def forward(self, idx):
         B, T = idx.shape
-        for heads, module in zip(self.layers, self.attn):
+        for heads, module in zip(self.layers, (block.attn for block in self.blocks)):
             w = torch.zeros(B, len(heads), T, T, dtype=torch.float64)
             for b in range(B):
                 ids = idx[b].tolist()
