@@ -18,7 +18,6 @@ words; the cap only limits which merges can be learned. tiktoken still splits wi
 pattern at encode time and merges long pieces with the learned ranks, so encoding stays lossless.
 """
 
-import base64
 import heapq
 import sys
 from collections import Counter, defaultdict
@@ -27,7 +26,6 @@ import regex
 from tqdm import tqdm
 
 from checks import int_at_least
-from storage.atomic import write_atomic
 
 # GPT-4's (cl100k_base) pre-tokenisation pattern, as published in tiktoken.
 GPT4_SPLIT_PATTERN = (
@@ -196,46 +194,3 @@ def utf8_bytes(text: str) -> bytes:
             f"text has a lone surrogate U+{code:04X} at character {e.start}, which is not valid "
             f"Unicode; read the file with errors='replace' or clean it before tokenising"
         ) from None
-
-
-def write_ranks(ranks: dict[bytes, int], path) -> None:
-    """Write `base64(token) rank` lines in rank order, atomically (storage.atomic): the file
-    tiktoken.load_tiktoken_bpe reads."""
-    lines = (
-        f"{base64.b64encode(tok).decode('ascii')} {rank}\n"
-        for tok, rank in sorted(ranks.items(), key=lambda item: item[1])
-    )
-    write_atomic(path, "".join(lines))
-
-
-def parse_ranks(data: bytes, path) -> dict[bytes, int]:
-    """Parse a rank file written by write_ranks, checking it is a byte-level BPE table.
-
-    Raises ValueError (naming `path`) unless every line is `base64 rank`, ranks are exactly
-    0..n-1, ranks 0..255 are the single bytes in order, and no byte string appears twice.
-    """
-    ranks: dict[bytes, int] = {}
-    for lineno, line in enumerate(data.splitlines(), start=1):
-        if not line.strip():
-            continue
-        try:
-            tok_b64, rank_text = line.split()
-            tok, rank = base64.b64decode(tok_b64, validate=True), int(rank_text)
-        except ValueError:  # binascii.Error is a ValueError too
-            raise ValueError(
-                f"{path}: line {lineno} is not 'base64 rank', so this is not a tokenizer file "
-                f"saved by tinygpt; save one with Tokenizer.save or retrain it"
-            ) from None
-        if tok in ranks:
-            raise ValueError(f"{path}: token {tok!r} appears twice (line {lineno}); retrain it")
-        ranks[tok] = rank
-    if (
-        sorted(ranks.values()) != list(range(len(ranks)))
-        or len(ranks) < 256
-        or any(ranks.get(bytes([b])) != b for b in range(256))
-    ):
-        raise ValueError(
-            f"{path}: ranks must be 0..n-1 with the 256 single bytes first, in byte order; "
-            f"this is not a byte-level BPE file saved by tinygpt, so retrain the tokenizer"
-        )
-    return ranks

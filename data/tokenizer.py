@@ -25,8 +25,9 @@ import os
 import numpy as np
 import tiktoken
 
-from data.bpe import GPT4_SPLIT_PATTERN, parse_ranks, train_bpe, utf8_bytes, write_ranks
+from data.bpe import GPT4_SPLIT_PATTERN, train_bpe, utf8_bytes
 from data.gpt2_files import EOT, GPT2_SPLIT_PATTERN, encoding_of_files, gpt2_encoding
+from data.rank_file import parse_ranks, write_ranks
 from storage.atomic import write_atomic
 from storage.json_read import parse_json
 

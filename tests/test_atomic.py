@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from data.bpe import write_ranks
 from data.prepare import prepare
 from data.pronouns import write_jsonl
+from data.rank_file import write_ranks
 from data.sources import pronouns_path
 from data.tokenizer import CharTokenizer
 from lab.plots import plot_losses

@@ -192,10 +192,7 @@ def finish(job, progress, watchers=()):
         w.on_finish(job, progress)
     if runtime.is_main and final is not None:
         job.console.say(summary(final, tokens, seconds, job.out_dir))
-    return {
-        "step": progress.step,
-        "final": final,
-        "tokens": tokens,
-        "seconds": seconds,
-        "tokens_per_sec": tokens / max(seconds, 1e-9),
-    }
+    speed = tokens / max(seconds, 1e-9)
+    return dict(
+        step=progress.step, final=final, tokens=tokens, seconds=seconds, tokens_per_sec=speed
+    )

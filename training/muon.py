@@ -8,16 +8,16 @@ few Newton–Schulz iterations, matmuls only (torch.optim.Muon, Keller Jordan's 
 "original" scale sqrt(max(1, rows/cols))). Embeddings, the LM head, biases and gains stay with
 AdamW, as in modded-nanogpt.
 
-The library runs the iterations in bf16, always. On a CPU without bf16 in hardware (AVX2 only)
-torch emulates bf16 matmuls, and the iterations then cost more than the rest of a training step
-many times over; so `Muon` below is the library's optimizer (its update rule, coefficients,
-learning-rate scale and state) with the iterations in a dtype of our choosing, bf16 where the
-device computes it natively and float32 elsewhere (model.device.fast_matmul_dtype). In float32 the
-wide matrices (the MLP's and the attention's qkv) take a cheaper route to the same result.
+The library runs the iterations in bf16, which a CPU without bf16 in hardware (AVX2 only)
+emulates at many times the cost of a whole training step; so `Muon` below is the library's
+optimizer (its update rule, coefficients, learning-rate scale and state) with the iterations in
+bf16 where the device computes it natively, float32 elsewhere (model.device.fast_matmul_dtype),
+where the wide matrices (the MLP's, the qkv) take a cheaper route to the same result.
 """
 
+import math
+
 import torch
-from torch.optim._muon import _adjust_lr
 
 
 def newton_schulz(g, coefficients, steps, eps, dtype):
@@ -83,7 +83,8 @@ class Muon(torch.optim.Muon):
                     self.orth_dtype,
                 )
                 p.mul_(1 - lr * group["weight_decay"])
-                p.add_(update, alpha=-_adjust_lr(lr, group["adjust_lr_fn"], p.shape))
+                rows, cols = p.shape[:2]  # the "original" scale: a tall matrix takes larger steps
+                p.add_(update, alpha=-lr * math.sqrt(max(1, rows / cols)))
         return loss
 
 

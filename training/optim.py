@@ -1,35 +1,14 @@
 """The optimizer and the learning-rate schedule, as plain functions of the train settings."""
 
 import math
-from typing import Protocol
 
 import torch
 
+from configs.schema import TrainConfig
 from training.muon import MuonWithAdamW
 
 
-class Schedule(Protocol):
-    """The learning-rate schedule's settings, as configs.schema.TrainConfig holds them."""
-
-    lr: float
-    min_lr: float
-    warmup_iters: int
-    max_iters: int
-
-
-class OptimizerSettings(Protocol):
-    """The optimizer's settings, as configs.schema.TrainConfig holds them."""
-
-    optimizer: str
-    lr: float
-    weight_decay: float
-    beta1: float
-    beta2: float
-    muon_lr: float
-    muon_momentum: float
-
-
-def lr_at(step: int, schedule: Schedule) -> float:
+def lr_at(step: int, schedule: TrainConfig) -> float:
     """Learning rate for optimizer step `step` (0-based): linear warmup from lr/warmup_iters up
     to lr over warmup_iters steps, then a cosine from lr down to min_lr at max_iters."""
     lr, min_lr = schedule.lr, schedule.min_lr
@@ -44,7 +23,7 @@ def lr_at(step: int, schedule: Schedule) -> float:
 
 def make_optimizer(
     model: torch.nn.Module,
-    settings: OptimizerSettings,
+    settings: TrainConfig,
     device_type: str,
     orth_dtype: torch.dtype = torch.float32,
 ) -> torch.optim.Optimizer:
