@@ -4,8 +4,7 @@ limit, and the path's files import nothing of the layers the tour says a learner
 
 import re
 
-from tests.helpers import ROOT
-from tests.test_layout import imported_names
+from tests.helpers import ROOT, imported_names
 
 LIMIT = 1500
 TOUR = ROOT / "docs" / "tour.md"
