@@ -15,8 +15,9 @@ from generation.attention_page import page_path, page_probe, write_page
 from generation.user_text import read_user_text
 from reports.html import best_pair
 from reports.probe_report import NO_HEAD
+from reports.sentence_view import render_sentence
 from reports.term_colour import COLOR_CHOICES, colour_mode
-from reports.terminal import DEFAULT_TOP, MANY_HEADS, render_sentence
+from reports.terminal import DEFAULT_TOP, MANY_HEADS
 from runs.folder import METRICS_FILE, PROBE_FILE, saved_probe
 
 

@@ -921,7 +921,7 @@ out.clientWidth = document.documentElement.clientWidth;
 @needs_browser
 @pytest.mark.parametrize("width", [1280, 420])  # a desktop, a phone
 def test_real_browser_shows_the_terminals_table_of_every_head_as_numbers(tmp_path, width):
-    from reports.terminal import render_sentence
+    from reports.sentence_view import render_sentence
 
     sentence = headline_run(2, 4)
     terminal = render_sentence(sentence).splitlines()  # what generate.py --attention prints
@@ -944,7 +944,7 @@ def test_real_browser_shows_the_terminals_table_of_every_head_as_numbers(tmp_pat
 
 
 def test_with_many_heads_the_page_shows_the_terminals_compact_view_and_escapes_words():
-    from reports.terminal import render_sentence
+    from reports.sentence_view import render_sentence
 
     sentence = headline_run(12, 12)
     terminal = render_sentence(sentence, top=3).splitlines()[2:]  # each word's 3 top heads
