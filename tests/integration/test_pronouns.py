@@ -24,7 +24,7 @@ from data.pronouns import (
     validate_example,
     write_jsonl,
 )
-from data.pronouns.generator import DEFAULT_CORPUS_BYTES, PROSE_LINES
+from data.pronouns.corpus import DEFAULT_CORPUS_BYTES, PROSE_LINES
 from data.pronouns.lexicon import AGENTS, KINDS, PRONOUN_WORDS, lexicon
 from data.pronouns.shapes import CONNECTIVES, SHAPES
 from tests.helpers import ROOT
