@@ -5,7 +5,7 @@ PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 TEST_STAMP := $(VENV)/.installed-test
 
-.PHONY: test test-fast lint demo clean gpu-check doc-results fuzz
+.PHONY: test test-fast test-unit test-integration test-e2e lint demo clean gpu-check doc-results fuzz
 
 $(STAMP): requirements.txt
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 10) else "Python >= 3.10 is needed; set PYTHON=/path/to/python3.x")'
@@ -30,21 +30,38 @@ lint: $(TEST_STAMP)
 # pytest exits 5 when it collected no tests: that must fail loudly, never pass. The suite runs on
 # every core (pytest-xdist), a test file per worker: most of its time is real processes starting.
 # The files go out in tests/conftest.py's order, the slowest kinds first (--no-loadscope-reorder).
+PYTEST := $(PY) -m pytest -q -n auto --dist loadfile --no-loadscope-reorder
+define pytest_in
+@$(PYTEST) $(2); rc=$$?; \
+if [ $$rc -eq 5 ]; then echo "make $(1): pytest collected no tests" >&2; exit 1; fi; exit $$rc
+endef
+
+# Everything: the lint, then the three tiers of tests/ (README.md's "Tests" says what each holds).
 test: lint
-	@$(PY) -m pytest -q -n auto --dist loadfile --no-loadscope-reorder tests; rc=$$?; \
-	if [ $$rc -eq 5 ]; then echo "make test: pytest collected no tests" >&2; exit 1; fi; exit $$rc
+	$(call pytest_in,test,tests)
 
 # The quick loop while working: everything but the tests marked slow (subprocesses, the real
 # browser, longer trainings); `make test` still runs them all.
 test-fast: $(TEST_STAMP)
-	@$(PY) -m pytest -q -n auto --dist loadfile --no-loadscope-reorder -m "not slow" tests; rc=$$?; \
-	if [ $$rc -eq 5 ]; then echo "make test-fast: pytest collected no tests" >&2; exit 1; fi; exit $$rc
+	$(call pytest_in,test-fast,-m "not slow" tests)
 
-# The fuzzer (tests/test_fuzz.py) at length: Hypothesis's "fuzz" profile, hundreds of generated
-# configs, overrides, JSONL and probe.json files a test instead of the suite's dozen; a failure is
-# kept in .hypothesis/ and replayed first next time.
+# One tier alone: unit (in one process, seconds), integration (modules together: tiny trainings,
+# run folders, exports opened in transformers and TransformerLens), e2e (the scripts as
+# processes, torchrun, kill -9, the real browser, the Makefile's own recipes).
+test-unit: $(TEST_STAMP)
+	$(call pytest_in,test-unit,tests/unit)
+
+test-integration: $(TEST_STAMP)
+	$(call pytest_in,test-integration,tests/integration)
+
+test-e2e: $(TEST_STAMP)
+	$(call pytest_in,test-e2e,tests/e2e)
+
+# The fuzzer (tests/integration/test_fuzz.py) at length: Hypothesis's "fuzz" profile, hundreds
+# of generated configs, overrides, JSONL and probe.json files a test instead of the suite's dozen;
+# a failure is kept in .hypothesis/ and replayed first next time.
 fuzz: $(TEST_STAMP)
-	HYPOTHESIS_PROFILE=fuzz $(PY) -m pytest -q -p no:xdist tests/test_fuzz.py --hypothesis-show-statistics
+	HYPOTHESIS_PROFILE=fuzz $(PY) -m pytest -q -p no:xdist tests/integration/test_fuzz.py --hypothesis-show-statistics
 
 # The main job on the built-in corpus, offline: train (or resume), sample, measure attention once
 # (the probe, its causal tests and circuits, and the natural sentences, saved to the run folder),

@@ -9,7 +9,7 @@ RESULTS (docs/results/default.json) holds what COMMANDS printed on one run folde
 checkpoint's sha256, the date and the machine beside them): `generate.py --probe --patch
 --circuit --json`, `--probe natural --json`, `--probe --query next --json`, the headline
 sentence's `--attention` table and docs/guide/generate.md's `--test-prompt --json`. The docs
-quote it through two kinds of marks, which this script rewrites and tests/test_doc_results.py
+quote it through two kinds of marks, which this script rewrites and tests/unit/test_doc_results.py
 holds to the JSON:
 
 - a block: a line `<!-- results:NAME -->`, the generated text, a line `<!-- /results -->`; the

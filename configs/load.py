@@ -1,11 +1,10 @@
 """Reading a config: a YAML file (a key written twice refused) and `key.path=value` overrides,
-built strictly into configs.schema's dataclasses, each value converted by its field's type; and
-writing one back (to_yaml), every key path with its help (describe) and a nested dict's keys
-flattened. Every error names the file, the key path and the reason.
+built strictly into configs.schema's dataclasses, each value converted by its field's type
+(configs/convert.py); and writing one back (to_yaml), every key path with its help (describe)
+and a nested dict's keys flattened. Every error names the file, the key path and the reason.
 """
 
 import copy
-import types
 import typing
 from dataclasses import MISSING, fields
 from pathlib import Path
@@ -13,6 +12,7 @@ from pathlib import Path
 import yaml
 
 from checks import did_you_mean, shown
+from configs.convert import convert_value, optional_of
 from configs.paths import DEFAULT_CONFIG, config_candidates, config_file, is_default_config
 from configs.ranges import check
 from configs.run_dir import Origin
@@ -62,71 +62,6 @@ def _is_section(tp):
     return isinstance(tp, type) and hasattr(tp, "__dataclass_fields__")
 
 
-def _optional(tp):
-    """X for a field typed `X | None` or `typing.Optional[X]`, else None."""
-    if typing.get_origin(tp) in (typing.Union, types.UnionType):
-        args = typing.get_args(tp)
-        rest = [t for t in args if t is not type(None)]
-        if len(args) == 2 and len(rest) == 1:
-            return rest[0]
-    return None
-
-
-_TRUE, _FALSE = ("true", "yes", "on", "1"), ("false", "no", "off", "0")
-
-
-def _to_bool(value):
-    if isinstance(value, bool):
-        return value
-    if isinstance(value, str) and value.lower() in _TRUE + _FALSE:
-        return value.lower() in _TRUE
-    raise ValueError
-
-
-def _to_int(value):
-    if isinstance(value, bool) or (isinstance(value, float) and not value.is_integer()):
-        raise ValueError
-    return int(value) if not isinstance(value, str) else int(value.replace("_", ""))
-
-
-def _to_float(value):
-    if isinstance(value, bool):
-        raise ValueError
-    return float(value)
-
-
-def _to_str(value):
-    if isinstance(value, (dict, list)) or value is None:
-        raise ValueError
-    return str(value)
-
-
-_CONVERTERS = {bool: _to_bool, int: _to_int, float: _to_float, str: _to_str}
-
-
-def _convert(value, tp, choices, where, parse=None):
-    """Convert a YAML value to the field type `tp`, or raise ConfigError saying why."""
-    inner = _optional(tp)
-    if inner is not None:
-        if value is None or (isinstance(value, str) and value.lower() in ("none", "null")):
-            return None
-        tp = inner
-    if tp is list:
-        try:
-            return parse(value)
-        except ValueError as e:
-            raise ConfigError(f"{where}: {str(e).removeprefix('data.mix: ')}") from None
-    convert = _CONVERTERS.get(tp)
-    assert convert is not None, f"unsupported field type {tp}"
-    try:
-        converted = convert(value)
-    except (TypeError, ValueError):
-        raise ConfigError(f"{where}: expected {tp.__name__}, got {shown(value)}") from None
-    if choices and converted not in choices:
-        raise ConfigError(f"{where}: {converted!r} is not one of {', '.join(choices)}")
-    return converted
-
-
 def _unknown(key, valid, where):
     hint = did_you_mean(repr(key), [repr(v) for v in valid])
     hint = f"; {hint}" if hint else ""
@@ -153,7 +88,7 @@ def _build(cls, raw, origin, prefix="", overridden=None):
         else:
             # A value from the command line is blamed on the override that gave it, not the file.
             where = f"override {overridden[path]}" if path in overridden else f"{origin}: {path}"
-            kwargs[key] = _convert(
+            kwargs[key] = convert_value(
                 value, hints[key], f.metadata.get("choices"), where, f.metadata.get("parse")
             )
     return cls(**kwargs)
@@ -205,8 +140,8 @@ def _set_override(raw, override, origin="defaults"):
                     f"{where}: {shown(text)} is not valid YAML ({getattr(e, 'problem', e)})"
                 ) from None
         else:
-            # The text as typed: the field's type converts it (_convert), as a config file's value
-            # is; YAML would read out_dir=0123 as the number 83 and `on` as True.
+            # The text as typed: the field's type converts it (convert_value), as a config file's
+            # value is; YAML would read out_dir=0123 as the number 83 and `on` as True.
             node[key] = text
 
 
@@ -305,8 +240,8 @@ def describe(shipped=None, shipped_name="configs/default.yaml"):
     lines = []
     for path, f, tp in key_paths():
         name = getattr(tp, "__name__", None) or str(tp).replace("typing.", "")
-        if _optional(tp) is not None:
-            name = _optional(tp).__name__ + " or null"
+        if optional_of(tp) is not None:
+            name = optional_of(tp).__name__ + " or null"
         default = f.default if f.default is not MISSING else f.default_factory()  # a list: []
         choices = f.metadata.get("choices")
         kind = "|".join(choices) if choices else name

@@ -68,7 +68,7 @@ def _windows(bin_path, dtype, n: int, block_size: int, generator: torch.Generato
 
 
 def _to_device(windows: torch.Tensor, device) -> tuple[torch.Tensor, torch.Tensor]:
-    # contiguous: callers flatten y with .view(-1) for the loss.
+    # contiguous: x and y are shifted views of one (B, T + 1) tensor; each gets its own copy.
     x, y = windows[:, :-1].contiguous(), windows[:, 1:].contiguous()  # (B, T), (B, T)
     if torch.device(device).type == "cuda":
         # Pinned host memory lets the copy run asynchronously with the GPU's work.

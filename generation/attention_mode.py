@@ -1,35 +1,24 @@
 """generate.py's attention maps: their flags and checks, each sentence's maps in the terminal and,
-with --html, every head's map on one page, the probe's best head outlined."""
+with --html, every head's map on one page (generation/attention_page.py), the probe's best head
+outlined."""
 
 import os
 import sys
-from pathlib import Path
 
 from analysis.errors import NoQueryWord
 from analysis.probe import beats_chance
 from analysis.words import QUERY_POSITIONS, sentence_attention
 from checks import positive_int
 from cli import terminal_width
-from configs.paths import data_caches
-from data.pronouns import ATTENTION_EXAMPLES, DEFAULT_COUNT
-from generation.probe_mode import keep_probe, parts_asked, permutations, study_or_say
+from data.pronouns import ATTENTION_EXAMPLES
+from generation.attention_page import page_path, page_probe, write_page
 from generation.user_text import read_user_text
-from reports.html import best_pair, sentence_page
-from reports.page_writer import Page, write_html
+from reports.html import best_pair
 from reports.probe_report import NO_HEAD
+from reports.sentence_view import render_sentence
 from reports.term_colour import COLOR_CHOICES, colour_mode
-from reports.terminal import DEFAULT_TOP, MANY_HEADS, render_sentence
-from runs.folder import (
-    CONFIG_FILE,
-    METRICS_FILE,
-    PROBE_FILE,
-    probe_path,
-    read_metrics,
-    saved_probe,
-    story_mix,
-)
-from runs.output_path import check_output_path
-from storage.atomic import check_writable
+from reports.terminal import DEFAULT_TOP, MANY_HEADS
+from runs.folder import METRICS_FILE, PROBE_FILE, saved_probe
 
 
 def add_flags(parser):
@@ -278,55 +267,3 @@ def write_maps(run, args, analysed, out, best=None):
         for a in analysed
     )
     out.write(text + "\n")
-
-
-def page_path(args, ckpt):
-    """Check args.html, the page's file, before anything is measured (the probe may take
-    minutes): a trailing slash means a folder, and the page goes in it."""
-    if args.html.endswith(("/", os.sep)):
-        args.html = str(Path(args.html) / "attention.html")
-    caches = data_caches(Path(ckpt) / CONFIG_FILE if ckpt else None)
-    check_output_path(args.html, ckpt, (".html", ".htm"), [args.attention_file], caches)
-    check_writable(args.html)
-
-
-def write_page(run, args, analysed, ckpt, out, found=None):
-    """The page of every head's map at args.html (checked by page_path), the probe's best head
-    outlined; `found` is the probe result for this checkpoint (page_probe's), or None."""
-    found = found or {}
-    best = found.get("best_head") if beats_chance(found) else None
-    page = Page(
-        checkpoint=ckpt,
-        step=run.ckpt.get("step"),
-        val_loss=run.ckpt.get("best_val_loss"),
-        records=read_metrics(Path(ckpt) / METRICS_FILE),
-    )
-    write_html(args.html, [sentence_page(a) for a in analysed], found, page)
-    none = "none, no head beats chance here" if found else "none (--no-probe)"
-    outlined = f"layer {best['layer']} head {best['head']}" if best else none
-    out.write(f"wrote {args.html} (outlined, the probe's best head: {outlined})\n")
-
-
-def page_probe(run, ckpt, args, err, saved=None):
-    """The probe's result for the page: `saved` for this checkpoint, else run now (and saved)
-    unless --no-probe; None when there is none."""
-    if saved is not None or args.no_probe:
-        return saved
-    path = probe_path(ckpt)
-    tests = "" if args.no_causal else " and its causal tests"
-    err.write(
-        f"note: running the probe{tests} on its {2 * DEFAULT_COUNT} built-in sentences "
-        "for the head to outline (--no-probe skips it)\n"
-    )
-    # As --probe runs it, so the page's p-value (and the result saved for next time) is the same.
-    result = study_or_say(
-        run.model,
-        run.tokenizer,
-        permutations=permutations(args),
-        parts=parts_asked(args),
-        mix=story_mix(run),
-    )
-    report, saved = keep_probe(run, ckpt, result, err) if path else (None, None)
-    if report:  # else keep_probe said why it is not
-        err.write(f"note: the probe's result is saved to {path} for next time\n")
-    return saved or result  # what probe.json holds: parts saved before may be kept beside it

@@ -42,18 +42,10 @@ def _depth(node):
     return 2 * int(node[1 : node.index("H")]) + 1
 
 
-def circuit_svg(part: CircuitSet | ChoiceCircuit, name: str = "the circuit") -> str:
-    """An SVG of `part`'s circuit edges (one set of circuit results: the whole set or a
-    reason), an image to a screen reader with `name` and its edges' count in its label and
-    title (edges_said lists them in words); "" where the set has no circuit (the caller says
-    why).
-
-    The drawing is as narrow as its widest row of nodes allows, so that on a phone's page it is
-    scaled down little or not at all; the edge labels are drawn last, over every line and node,
-    on a white outline, so that no thick edge covers a number."""
-    edges = [e for e in part.get("edges", []) if e.get("in_circuit")]
-    if not edges:
-        return ""
+def _place(edges):
+    """(nodes, at, node_w, widest, height): the circuit's nodes in rows by depth, the embedding's
+    at the bottom and the logits at the top, each row centred under the widest (of `widest`
+    nodes); `at` maps a node to its box's (centre x, top y), every box `node_w` wide."""
     nodes = sorted(
         {_component(e["from"]) for e in edges} | {_component(e["to"]) for e in edges} | {"logits"},
         key=lambda n: (_depth(n), n),
@@ -70,9 +62,25 @@ def circuit_svg(part: CircuitSet | ChoiceCircuit, name: str = "the circuit") -> 
         y = MARGIN + (len(rows) - 1 - rows.index(depth)) * ROW
         for i, n in enumerate(here):
             at[n] = (left + (i + 0.5) * slot, y)
+    return nodes, at, node_w, widest, height
+
+
+def circuit_svg(part: CircuitSet | ChoiceCircuit, name: str = "the circuit") -> str:
+    """An SVG of `part`'s circuit edges (one set of circuit results: the whole set or a
+    reason), an image to a screen reader with `name` and its edges' count in its label and
+    title (edges_said lists them in words); "" where the set has no circuit (the caller says
+    why).
+
+    The drawing is as narrow as its widest row of nodes allows, so that on a phone's page it is
+    scaled down little or not at all; the edge labels are drawn last, over every line and node,
+    on a white outline, so that no thick edge covers a number."""
+    edges = [e for e in part.get("edges", []) if e.get("in_circuit")]
+    if not edges:
+        return ""
+    nodes, at, node_w, widest, height = _place(edges)
     top = max(abs(e["share"]) for e in edges) or 1.0
     lines, labels = [], []
-    right = MARGIN + widest * slot + MARGIN  # the labels of bowed edges may reach further
+    right = MARGIN + widest * (node_w + GAP) + MARGIN  # the labels of bowed edges may reach further
     for e in edges:
         (x1, y1), (x2, y2) = at[_component(e["from"])], at[_component(e["to"])]
         port = e["to"].split(".")[1] if "." in e["to"] else ""

@@ -1,4 +1,5 @@
-"""Fixtures pytest hands to tests: a small corpus and a tiny model. Functions that tests import
+"""Fixtures pytest hands to tests: a small corpus, tiny models (drawn at random, trained, or
+built by hand) and a tiny GPT-2 folder. Functions that tests import
 and call (the repository root, running a script, a tiny training config, a tiny run folder) are
 in tests/helpers.py. The repository root is on sys.path through pyproject.toml's pythonpath."""
 
@@ -17,9 +18,9 @@ torch.set_num_threads(1)
 
 
 def pytest_configure(config):
-    """Hypothesis's profiles for tests/test_fuzz.py: "suite" (a few examples a test, within
-    seconds, in `make test`) unless HYPOTHESIS_PROFILE names "fuzz" (`make fuzz`: many more,
-    failures replayed from .hypothesis/)."""
+    """Hypothesis's profiles for tests/integration/test_fuzz.py: "suite" (a few examples a test,
+    within seconds, in `make test`) unless HYPOTHESIS_PROFILE names "fuzz" (`make fuzz`: many
+    more, failures replayed from .hypothesis/)."""
     from hypothesis import HealthCheck, settings
 
     quiet = [HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.large_base_example]
@@ -121,3 +122,47 @@ def tiny_hooked_gpt():
         return HookedGPT(GPTConfig(**{**TINY_GPT, **overrides}))
 
     return build
+
+
+@pytest.fixture
+def choice_model():
+    """(model, pairs): a model built by hand whose choice between two candidates is one head's
+    alone, and the twin pairs that show it (float64, in eval mode).
+
+    The model: one layer that matters, two heads, 16 channels, no LayerNorm. Tokens: candidates
+    1 and 2 (channels 0, 1), pronouns 3 and 4 (channels 2, 3), fillers 5; next words 6 and 7.
+    L0H1's query at pronoun 3 looks for candidate 1, at pronoun 4 for candidate 2 (its key); its
+    value copies the candidate into channel 4 or 5, which the unembedding reads as word 6 or 7.
+    Every other head and MLP is zero: the choice is L0H1's alone. The pairs: candidates 1 and 2
+    in every order among fillers, the pronoun 3 last; its twin has 4."""
+    from analysis.patching import Pair
+    from tests.helpers import zeroed_gpt
+
+    model = zeroed_gpt(
+        vocab_size=8,
+        block_size=8,
+        n_layer=2,
+        n_head=2,
+        n_embd=16,
+        bias=False,
+        tie_embeddings=False,
+        vocab_multiple=1,
+    )
+    model = model.double().eval()
+    with torch.no_grad():
+        for token, channel in ((1, 0), (2, 1), (3, 2), (4, 3)):
+            model.tok_emb.weight[token, channel] = 1.0
+        w = model.blocks[0].attn.w_qkv.weight  # (3C, C): W_Q, W_K, W_V; head 1 rows 8-15
+        w[8, 2] = w[9, 3] = 20.0  # q: which pronoun
+        w[16 + 8, 0] = w[16 + 9, 1] = 1.0  # k: which candidate
+        w[32 + 8, 0] = w[32 + 9, 1] = 1.0  # v: the candidate
+        model.blocks[0].attn.w_out.weight[4, 8] = model.blocks[0].attn.w_out.weight[5, 9] = 1.0
+        model.lm_head.weight[6, 4] = model.lm_head.weight[7, 5] = 5.0
+    pairs = []
+    for a in range(5):
+        for b in range(5):
+            if a != b:
+                ids = [5] * 5 + [3]
+                ids[a], ids[b] = 1, 2
+                pairs.append(Pair(ids, ids[:-1] + [4], [5], 6, 7))
+    return model, pairs

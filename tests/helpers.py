@@ -1,9 +1,11 @@
 """What several test files call: the repository root, its scripts run as a user runs them, a
 tiny training config and run folder, and a training process to watch."""
 
+import ast
 import contextlib
 import io
 import json
+import math
 import os
 import signal
 import subprocess
@@ -11,12 +13,14 @@ import sys
 import time
 from dataclasses import asdict
 from pathlib import Path
+from types import SimpleNamespace
 
 import torch
 
 from configs.load import load_config, to_yaml
 from data.pronouns import ATTENTION_EXAMPLES
 from data.tokenizer import train_tokenizer
+from model.attention import CausalSelfAttention
 from model.checkpoint import atomic_save
 from model.gpt import GPT, GPTConfig
 
@@ -25,6 +29,17 @@ ROOT = Path(__file__).resolve().parent.parent
 RUN_TEXT = (
     "\n".join(ATTENTION_EXAMPLES) + "\nabcdefghijklmnopqrstuvwxyz ABCDEFGHIJKLMNOPQRSTUVWXYZ.,'\n"
 )
+
+
+def imported_names(path):
+    """The top-level names that the file imports, anywhere in it (lazy imports too)."""
+    names = set()
+    for node in ast.walk(ast.parse((ROOT / path).read_text())):
+        if isinstance(node, ast.Import):
+            names |= {alias.name.split(".")[0] for alias in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            names.add(node.module.split(".")[0])
+    return names
 
 
 def run_script(script, *args, timeout=120, **kwargs):
@@ -118,6 +133,71 @@ def make_run(folder, kind, block_size):
         {"model": model.state_dict(), "model_config": asdict(config), "step": 0}, folder / "ckpt.pt"
     )
     return model, tokenizer
+
+
+def zeroed_gpt(keep=(), **config):
+    """A GPT whose weights a test sets by hand: GPT(GPTConfig(**config)) built (drawing from
+    torch's generator as GPT() does), every parameter but those named in `keep` zeroed and the
+    LayerNorms taken out, so the residual stream holds only what the test writes into it."""
+    model = GPT(GPTConfig(**config))
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if name not in keep:
+                p.zero_()
+    for block in model.blocks:
+        block.ln_1, block.ln_2 = torch.nn.Identity(), torch.nn.Identity()
+    model.ln_f = torch.nn.Identity()
+    return model
+
+
+def loud_gpt(config, scale, positions=True):
+    """GPT(config) seeded with 0, its matrices `scale` times the usual size (with `positions`
+    False the position table is left as drawn): attention far from uniform, so that patches
+    move the logits and comparisons bite."""
+    torch.manual_seed(0)
+    model = GPT(config)
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if p.dim() == 2 and (positions or "pos" not in name):
+                p.mul_(scale)
+    return model
+
+
+# Text a tokenizer may not mangle on its way to a Hugging Face folder and back.
+TORTURE = (
+    "The animal in the jungle went out on a hunt because it was hungry.\n"
+    "Ünïcödé, naïve café; 日本語のテキスト, 😀👍🏽 emoji; مرحبا بالعالم; ΑΒΓ αβγ\n"
+    "numbers 1234567 3.14159 -42, it's they'll we've I'M  double  spaces\n\n\ttabs\r\n"
+    "trailing spaces   \n   leading, <|endoftext|> as text, `code` {x: [1, 2]} ~!@#$%^&*()"
+)
+
+
+def loud_run(folder, kind="bpe", **overrides):
+    """A run folder (ckpt.pt, meta.json, tokenizer) of an untrained 2 x 2 x 32 model whose
+    matrices but the position table are 10x the usual scale (loud_gpt), for the exports' tests;
+    `overrides` are GPTConfig keys."""
+    folder.mkdir(parents=True, exist_ok=True)
+    tokenizer = train_tokenizer(kind, RUN_TEXT * 5, None if kind == "char" else 300)
+    tokenizer.save(folder / "tokenizer.bpe")
+    (folder / "meta.json").write_text(
+        json.dumps({"tokenizer_file": "tokenizer.bpe", "tokenizer_kind": kind})
+    )
+    config = GPTConfig(
+        **{
+            "vocab_size": tokenizer.vocab_size,
+            "block_size": 64,
+            "n_layer": 2,
+            "n_head": 2,
+            "n_embd": 32,
+            "vocab_multiple": 64,
+            **overrides,
+        }
+    )
+    model = loud_gpt(config, 10, positions=False).eval()
+    atomic_save(
+        {"model": model.state_dict(), "model_config": asdict(config), "step": 0}, folder / "ckpt.pt"
+    )
+    return folder
 
 
 def start_training(cfg):
@@ -268,3 +348,77 @@ def explicit_path(model):
     from model.hooks import hooks
 
     return hooks(model, {lambda name: name.endswith("hook_pattern"): lambda value, hook: None})
+
+
+# The attention page's test sentences: tokens that would end a script or a string, with
+# attention known by rule.
+HOSTILE = [
+    "The",
+    " </script><script>alert(1)</script>",
+    " <b>&amp;",
+    ' "q"',
+    " 'x'",
+    "\u2028",
+    " it",
+]
+
+
+def known_attention(L=3, H=4, T=None):
+    """One-hot rows on a key that depends on (layer, head, query); L0 H1's last row is 0.3/0.7.
+    T: by default HOSTILE's length."""
+    T = len(HOSTILE) if T is None else T
+    a = torch.zeros(L, H, T, T)
+    for l in range(L):
+        for h in range(H):
+            for q in range(T):
+                a[l, h, q, (q * (l + 1) + h) % (q + 1)] = 1.0
+    a[0, 1, T - 1] = 0.0
+    a[0, 1, T - 1, :2] = torch.tensor([0.3, 0.7])
+    return a
+
+
+SENTENCES = [
+    {"tokens": HOSTILE, "attention": known_attention(), "pronoun": len(HOSTILE) - 1},
+    {"tokens": ["A", " dog", " ran"], "attention": known_attention(T=3).tolist(), "pronoun": None},
+]
+
+
+# A stand-in model whose attention is known exactly (tests/unit/test_probe.py's docstring).
+def uniform(ids, t):
+    return {i: 1 / (t + 1) for i in range(t + 1)}
+
+
+class KnownModel(torch.nn.Module):
+    """A stand-in seen through the hook points as GPT is: one CausalSelfAttention per layer,
+    named as a GPT's, whose explicit path gets queries and keys chosen so that
+    softmax(q·kᵀ/√D) is each head's rule exactly: with k the identity, q = √D · log(rule). A rule
+    maps (ids, t) to {key position: weight}; `layers` holds a list of rules a layer, a rule a
+    head. Its logits are zeros of `vocab_size`."""
+
+    def __init__(self, layers, vocab_size, block_size=64):
+        super().__init__()
+        self.layers = layers
+        self.vocab_size = vocab_size
+        H = len(layers[0])
+        # blocks.{l}.attn, as a GPT's attention is: its points are named from the tree.
+        self.blocks = torch.nn.ModuleList(
+            torch.nn.ModuleDict({"attn": CausalSelfAttention(n_embd=H, n_head=H)})
+            for _ in range(len(layers))
+        )
+        self.config = SimpleNamespace(block_size=block_size, n_layer=len(layers), n_head=H)
+
+    def forward(self, idx):
+        B, T = idx.shape
+        for heads, module in zip(self.layers, (block.attn for block in self.blocks)):
+            w = torch.zeros(B, len(heads), T, T, dtype=torch.float64)
+            for b in range(B):
+                ids = idx[b].tolist()
+                for h, rule in enumerate(heads):
+                    for t in range(T):
+                        for j, weight in rule(ids, t).items():
+                            w[b, h, t, j] = weight
+            q = w.log().clamp(min=-1e4) * math.sqrt(T)  # (B, H, T, D = T); exp(-1e4) is 0
+            k = torch.eye(T, dtype=torch.float64).expand(B, len(heads), T, T)
+            causal = torch.ones(T, T, dtype=torch.bool).tril()
+            module.explicit(q, k, torch.zeros_like(k), causal, 0.0)
+        return torch.zeros(B, T, self.vocab_size)

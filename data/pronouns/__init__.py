@@ -1,7 +1,8 @@
 """The labelled pronoun corpus: a task of its own beside the data pipeline, which reads it as the
 named corpus `pronouns` (data/sources.py), and the probe's examples.
 
-    generator.py   the generated stories, their held-out splits, the training text
+    generator.py   the generated stories and their held-out splits
+    corpus.py      the training text made of them, and its version
     draw.py        the lexicon indexed for drawing; the noun phrases and doings drawn from it
     shapes.py      the sentence shapes the generator fills
     story_mix.py   what it draws (StoryMix, the config's data.pronouns): the kinds' weights, ...
@@ -10,16 +11,14 @@ named corpus `pronouns` (data/sources.py), and the probe's examples.
     jsonl.py       one labelled example (Example) and the JSONL file format
 """
 
+from data.pronouns.corpus import DEFAULT_CORPUS_BYTES, corpus_text, corpus_version
 from data.pronouns.generator import (
     ATTENTION_EXAMPLES,
-    DEFAULT_CORPUS_BYTES,
     DEFAULT_COUNT,
     NATURAL,
     NATURAL_FILE,
     PRONOUNS,
     SPLITS,
-    corpus_text,
-    corpus_version,
     examples,
     iter_examples,
     natural,

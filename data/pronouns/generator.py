@@ -13,10 +13,10 @@ After the pronoun comes one of the antecedent's own doings ("it hooted at the mo
 marked the homework"), which the other candidates do not share: predicting the next word needs
 the pronoun to look its antecedent up, the attention the probe measures.
 
-The training text reads as simple prose: most lines are one example, half of them followed by a
-sentence without a pronoun, and PROSE_LINES of the lines have no pronoun at all ("The baker
-kneaded the dough. The children played in the park."), where each noun does its own doings with
-its name in front.
+The training text (data/pronouns/corpus.py) reads as simple prose: most lines are one example,
+half of them followed by a sentence without a pronoun, and PROSE_LINES of the lines have no
+pronoun at all ("The baker kneaded the dough. The children played in the park."), where each
+noun does its own doings with its name in front.
 
 No positional shortcut: agreement shapes draw the antecedent's slot at random, and role shapes
 put the subject first or last, so "first candidate" and "nearest candidate" stay near chance.
@@ -35,16 +35,13 @@ from typing import Iterator
 from checks import positive_int
 from data.pronouns import draw
 from data.pronouns.jsonl import Example, read_jsonl
-from data.pronouns.lexicon import AGENTS, lexicon
+from data.pronouns.lexicon import lexicon
 from data.pronouns.shapes import CONNECTIVES, SLOT_KINDS
 from data.pronouns.story_mix import DEFAULT_MIX, StoryMix
 
 SPLITS = ("train", "dev", "test")
 SPLIT_PERCENT = {"train": 80, "dev": 10}  # test gets the remaining 10
 DEFAULT_COUNT = 300  # examples(split) when n is None
-DEFAULT_CORPUS_BYTES = 12_000_000
-PROSE_LINES = 0.3  # the share of lines without a pronoun
-PROSE_AFTER = 0.5  # the share of example lines with a sentence without one after the example
 PRONOUNS = ("he", "she", "it", "they")
 PRONOUN_WEIGHTS = {"he": 2, "she": 2, "it": 3, "they": 2}
 NATURAL = "natural"  # the name of the natural set where a JSONL path could stand (--probe natural)
@@ -73,7 +70,7 @@ def split_of(combination: str) -> str:
     return "dev" if bucket < SPLIT_PERCENT["train"] + SPLIT_PERCENT["dev"] else "test"
 
 
-def _paired_in(split):
+def paired_in(split: str):
     """Whether a describing phrase may go with a noun in `split` (heldout_cue_pairs): a hash of
     the pair decides the one split it may be written in, as split_of does for a combination."""
     return lambda phrase, noun: _pair_split(phrase, noun.word) == split
@@ -242,7 +239,7 @@ def iter_examples(
     joined by +"."""
     _check_split(split)
     shapes, weights = mix.shapes, mix.weights
-    allowed = _paired_in(split) if mix.heldout_cue_pairs else None
+    allowed = paired_in(split) if mix.heldout_cue_pairs else None
     while True:
         # rng.choice where every shape is drawn alike: the default language draws as it always did
         shape = rng.choice(shapes) if weights is None else rng.choices(shapes, weights)[0]
@@ -275,71 +272,7 @@ def examples(
                 return out
 
 
-def prose_sentence(rng: random.Random, allowed=None) -> str:
-    """A sentence without a pronoun: a noun doing one of its doings, a verb between two nouns,
-    or an action at a time; `allowed(phrase, noun)`, where given, says which adjectives may go with
-    which noun."""
-    lex, tables = lexicon(), draw.tables()
-    nouns, verbs, adjectives = tables.nouns, tables.verbs, tables.describing["adj"]
-    kind = rng.choice(("person", "person", "animal", "thing", "place"))
-    subject = draw.Mention(rng.choice(nouns[kind]), rng)
-    phrase, _ = draw.phrase(rng, subject, adjectives, allowed)
-    roll = rng.random()
-    if roll < 0.5:
-        sentence = f"{phrase} {draw.doing(rng, subject)}"
-    elif roll < 0.8 and kind in AGENTS:
-        obj_kind = rng.choice([k for k in SLOT_KINDS["any"] if verbs[(kind, k)]])
-        obj = draw.Mention(rng.choice(nouns[obj_kind]), rng)
-        verb = rng.choice(verbs[(kind, obj_kind)])
-        obj_phrase, _ = draw.phrase(rng, obj, adjectives, allowed)
-        sentence = f"{phrase} {verb} {obj_phrase} {rng.choice(lex.times)}"
-    else:
-        fitting = [a for a, kinds in lex.actions if kind in kinds] or [draw.doing(rng, subject)]
-        sentence = f"{rng.choice(lex.times)}, {phrase} {rng.choice(fitting)}"
-    return sentence[0].upper() + sentence[1:] + "."
-
-
-def corpus_text(
-    seed: int = 0, n_bytes: int = DEFAULT_CORPUS_BYTES, mix: StoryMix = DEFAULT_MIX
-) -> str:
-    """Training text of the language `mix` says, from train combinations only, one paragraph per
-    line, each line ending in
-    "\\n", stopping at the first line that brings the total to at least n_bytes (ASCII, so bytes ==
-    characters). PROSE_LINES of the lines are prose without a pronoun; PROSE_AFTER of the others
-    add a sentence without one after the example (both times mix.prose)."""
-    positive_int("n_bytes", n_bytes)
-    rng = random.Random(f"corpus:{seed}")
-    examples_ = iter_examples("train", random.Random(f"corpus-examples:{seed}"), mix)
-    allowed = _paired_in("train") if mix.heldout_cue_pairs else None
-    lines, size = [], 0
-    while size < n_bytes:
-        if rng.random() < PROSE_LINES * mix.prose:
-            line = " ".join(prose_sentence(rng, allowed) for _ in range(rng.randint(1, 3)))
-        else:
-            line = next(examples_)[0].text
-            if rng.random() < PROSE_AFTER * mix.prose:
-                line += " " + prose_sentence(rng, allowed)
-        lines.append(line + "\n")
-        size += len(lines[-1])
-    return "".join(lines)
-
-
 def natural() -> list[Example]:
     """The hand-written natural sentences (NATURAL_FILE): an evaluation set only, never trained
     on."""
     return read_jsonl(NATURAL_FILE)
-
-
-def corpus_version() -> str:
-    """A hash of the generator's source files and word tables: a corpus written by another
-    version of them is another corpus (data.sources keeps one file per version)."""
-    here = Path(__file__).parent
-    files = [
-        here / "generator.py",
-        here / "draw.py",
-        here / "shapes.py",
-        here / "story_mix.py",
-        here / "lexicon.py",
-        *sorted((here / "lexicon").glob("*.tsv")),
-    ]
-    return hashlib.sha256(b"".join(p.read_bytes() for p in files)).hexdigest()[:12]

@@ -1,6 +1,6 @@
 """Every result has a type (analysis/results.py) and holds to it (analysis/conform.py): the study
 of a user's file with every part conforms to the last key, in Python and as JSON (the built-in
-sets' and the natural set's are checked where tests/test_probe_cli.py prints them); so do the
+sets' and the natural set's are checked where tests/e2e/test_probe_cli.py prints them); so do the
 choice and the circuit where they find something (a hand-built model whose choice one head
 makes); a value that drifts from its type is named where it drifts; and a saved probe.json of
 another format version, or not of its type, is measured again, never half-read."""
@@ -20,7 +20,6 @@ from analysis.probe import head_scores
 from analysis.results import HeadScores, Study
 from data.pronouns import examples, write_jsonl
 from tests.helpers import make_run
-from tests.test_choice import hand_built, hand_pairs
 
 
 @pytest.fixture(scope="module")
@@ -60,8 +59,8 @@ def test_a_probe_of_too_few_examples_says_why_it_has_no_p_value_and_conforms(run
     assert conforms(result, Study)
 
 
-def test_the_choice_and_the_circuit_that_find_something_conform(monkeypatch):
-    model, pairs = hand_built(), hand_pairs()
+def test_the_choice_and_the_circuit_that_find_something_conform(monkeypatch, choice_model):
+    model, pairs = choice_model
     kinds = ["agreement"] * len(pairs)
     made = Choices(pairs, kinds, [None] * len(pairs), {"agreement": 20}, {"agreement": 20}, {})
     monkeypatch.setattr("analysis.choice.choice_pairs", lambda *args: made)  # the known pairs

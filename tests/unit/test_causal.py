@@ -20,7 +20,7 @@ from model.gpt import GPT, GPTConfig
 from model.hooks import hooks
 from reports.formatting import signed
 from reports.text_reports import format_causal
-from tests.helpers import explicit_path
+from tests.helpers import explicit_path, zeroed_gpt
 
 TOKENIZER = train_tokenizer("char", "abcdefghijklmnopqrstuvwxyz .")
 V = TOKENIZER.vocab_size
@@ -29,23 +29,16 @@ ALPHA = (2.0, 1.0)
 
 def known_gpt(block_size=64):
     C, D = 64, 32  # two heads of 32 channels; the V <= 32 token vectors fit in one head
-    model = GPT(
-        GPTConfig(
-            vocab_size=V, block_size=block_size, n_layer=2, n_head=2, n_embd=C, vocab_multiple=1
-        )
+    model = zeroed_gpt(
+        vocab_size=V, block_size=block_size, n_layer=2, n_head=2, n_embd=C, vocab_multiple=1
     ).eval()
     with torch.no_grad():
-        for p in model.parameters():
-            p.zero_()
         model.tok_emb.weight[:, :V] = torch.eye(V)
         attn = model.blocks[0].attn
         for h, alpha in enumerate(ALPHA):
             for i in range(V):
                 attn.w_qkv.weight[2 * C + h * D + i, i] = 1.0  # head h's value slot i = channel i
                 attn.w_out.weight[i, h * D + i] = alpha  # and back to channel i, times alpha
-    for block in model.blocks:
-        block.ln_1 = block.ln_2 = torch.nn.Identity()
-    model.ln_f = torch.nn.Identity()
     return model
 
 

@@ -17,7 +17,7 @@ from data.pronouns import examples
 from data.tokenizer import train_tokenizer
 from model.gpt import GPT, GPTConfig
 from reports.circuit_svg import circuit_svg
-from tests.helpers import RUN_TEXT, make_run, run_generate
+from tests.helpers import RUN_TEXT, make_run, run_generate, zeroed_gpt
 
 
 @pytest.fixture(scope="module")
@@ -197,7 +197,7 @@ def hand_built():
     written to channels 4-7; MLP0 (GELU) moves them to 8-11; L1H0's value reads those and writes
     12-15, which alone the unembedding reads. L0H1, L1H1 and MLP1 write channels nobody reads."""
     torch.manual_seed(0)
-    cfg = GPTConfig(
+    model = zeroed_gpt(
         vocab_size=8,
         block_size=8,
         n_layer=2,
@@ -207,10 +207,8 @@ def hand_built():
         tie_embeddings=False,
         vocab_multiple=1,
     )
-    model = GPT(cfg).double().eval()
+    model = model.double().eval()
     with torch.no_grad():
-        for p in model.parameters():
-            p.zero_()
         model.tok_emb.weight[1, 0] = model.tok_emb.weight[2, 1] = 3.0
         model.tok_emb.weight[:, 2:4] = torch.randn(8, 2, dtype=torch.float64)  # noise, not 0/1
         model.pos_emb.weight[:, 2:4] = torch.randn(8, 2, dtype=torch.float64)
@@ -232,9 +230,6 @@ def hand_built():
         move(model.blocks[1].mlp.w_in.weight, 0, 0)
         move(model.blocks[1].mlp.w_out.weight, 20, 0)
         model.lm_head.weight[6, 12] = model.lm_head.weight[7, 13] = 1.0
-    for block in model.blocks:
-        block.ln_1, block.ln_2 = torch.nn.Identity(), torch.nn.Identity()
-    model.ln_f = torch.nn.Identity()
     return model
 
 
@@ -297,7 +292,7 @@ def test_probe_circuit_json_and_report(tmp_path):
 def test_the_page_draws_each_sets_circuit_with_its_numbers_in_view():
     from reports.circuit_svg import circuit_section
     from reports.page_writer import render_html
-    from tests.test_html import SENTENCES
+    from tests.helpers import SENTENCES
 
     edge = {"from": "embed:antecedent", "to": "L0H2.v", "share": 0.61, "in_circuit": True}
     part = {

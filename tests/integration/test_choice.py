@@ -8,13 +8,12 @@ import json
 import re
 
 import pytest
-import torch
 
 from analysis.choice import choice_accuracy, choice_study, deciding
 from analysis.choice_metric import choice_metrics, head_inputs
 from analysis.choice_pairs import NotTokenAligned, choice_pair, choice_pairs
 from analysis.circuit import circuit_of_pairs
-from analysis.patching import Pair, patching_of_pairs
+from analysis.patching import patching_of_pairs
 from data.pronouns import Example, examples, read_jsonl, write_jsonl
 from data.pronouns.choice_twins import REASONS, choice_twins
 from data.pronouns.lexicon import lexicon
@@ -164,54 +163,8 @@ def test_a_bad_twin_in_a_users_file_is_a_one_line_error(tmp_path, twin, says):
     assert "line 1" in str(e.value) and "\n" not in str(e.value)
 
 
-def hand_built():
-    """One layer that matters, two heads, 16 channels, no LayerNorm. Tokens: candidates 1 and 2
-    (channels 0, 1), pronouns 3 and 4 (channels 2, 3), fillers 5; next words 6 and 7. L0H1's
-    query at pronoun 3 looks for candidate 1, at pronoun 4 for candidate 2 (its key); its value
-    copies the candidate into channel 4 or 5, which the unembedding reads as word 6 or 7. Every
-    other head and MLP is zero: the choice is L0H1's alone."""
-    cfg = GPTConfig(
-        vocab_size=8,
-        block_size=8,
-        n_layer=2,
-        n_head=2,
-        n_embd=16,
-        bias=False,
-        tie_embeddings=False,
-        vocab_multiple=1,
-    )
-    model = GPT(cfg).double().eval()
-    with torch.no_grad():
-        for p in model.parameters():
-            p.zero_()
-        for token, channel in ((1, 0), (2, 1), (3, 2), (4, 3)):
-            model.tok_emb.weight[token, channel] = 1.0
-        w = model.blocks[0].attn.w_qkv.weight  # (3C, C): W_Q, W_K, W_V; head 1 rows 8-15
-        w[8, 2] = w[9, 3] = 20.0  # q: which pronoun
-        w[16 + 8, 0] = w[16 + 9, 1] = 1.0  # k: which candidate
-        w[32 + 8, 0] = w[32 + 9, 1] = 1.0  # v: the candidate
-        model.blocks[0].attn.w_out.weight[4, 8] = model.blocks[0].attn.w_out.weight[5, 9] = 1.0
-        model.lm_head.weight[6, 4] = model.lm_head.weight[7, 5] = 5.0
-    for block in model.blocks:
-        block.ln_1, block.ln_2 = torch.nn.Identity(), torch.nn.Identity()
-    model.ln_f = torch.nn.Identity()
-    return model
-
-
-def hand_pairs():
-    """Candidate 1 and 2 in every order among fillers, the pronoun 3 last; its twin has 4."""
-    out = []
-    for a in range(5):
-        for b in range(5):
-            if a != b:
-                ids = [5] * 5 + [3]
-                ids[a], ids[b] = 1, 2
-                out.append(Pair(ids, ids[:-1] + [4], [5], 6, 7))
-    return out
-
-
-def test_flipping_the_cue_flips_the_metric_and_the_known_head_decides():
-    model, pairs = hand_built(), hand_pairs()
+def test_flipping_the_cue_flips_the_metric_and_the_known_head_decides(choice_model):
+    model, pairs = choice_model
     clean, twin, heads = choice_metrics(model, pairs)
     assert (clean > 4).all() and (twin < -4).all()  # the pronoun alone decides which
     found = deciding(heads, clean, twin)
@@ -269,7 +222,7 @@ def test_choice_study_on_examples_without_twins_is_nothing_to_measure(bpe):
 
 def test_the_page_draws_each_circuit_once_and_says_why_a_set_has_none():
     from reports.page_writer import render_html
-    from tests.test_html import SENTENCES
+    from tests.helpers import SENTENCES
 
     edge = {"from": "embed:changed", "to": "L0H2.q", "share": 0.42, "in_circuit": True}
     drawn = {"drawn": True, "size": 1, "faithfulness": 0.91, "edges": [edge], "gap": 5.0}
@@ -377,12 +330,12 @@ def test_every_generated_twin_keeps_the_candidates_and_its_pronoun_fits_its_answ
 
 
 def test_on_a_model_of_more_heads_than_candidates_the_estimate_picks_the_head_to_patch(
-    monkeypatch,
+    monkeypatch, choice_model
 ):
     import analysis.choice_metric
 
     monkeypatch.setattr(analysis.choice_metric, "CANDIDATES", 1)
-    model, pairs = hand_built(), hand_pairs()
+    model, pairs = choice_model
     clean, twin, heads = choice_metrics(model, pairs)
     found = deciding(heads, clean, twin)
     assert found["deciding"] == ["L0H1"]  # the one head patched for real is the one that decides

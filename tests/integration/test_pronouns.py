@@ -24,7 +24,7 @@ from data.pronouns import (
     validate_example,
     write_jsonl,
 )
-from data.pronouns.generator import DEFAULT_CORPUS_BYTES, PROSE_LINES
+from data.pronouns.corpus import DEFAULT_CORPUS_BYTES, PROSE_LINES
 from data.pronouns.lexicon import AGENTS, KINDS, PRONOUN_WORDS, lexicon
 from data.pronouns.shapes import CONNECTIVES, SHAPES
 from tests.helpers import ROOT
@@ -399,7 +399,7 @@ def test_every_built_in_example_passes_validation(labelled):
 
 
 def test_a_query_word_that_is_not_a_pronoun_is_allowed(tmp_path):
-    # The probe's report notes it (tests/test_probe.py); refusing it would stop --word studies.
+    # The probe's report notes it (tests/unit/test_probe.py); refusing it would stop --word studies.
     path = tmp_path / "mine.jsonl"
     path.write_text(
         json.dumps({**GOOD, "pronoun": [22, 29]})

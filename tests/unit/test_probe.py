@@ -11,9 +11,7 @@ So every cand@1, mass and baseline below is worked out by hand.
 
 import dataclasses
 import json
-import math
 import re
-from types import SimpleNamespace
 
 import pytest
 import torch
@@ -23,9 +21,8 @@ from analysis.probe import run_probe
 from analysis.words import sentence_attention, token_indices, token_spans
 from data.pronouns import Example
 from data.tokenizer import train_tokenizer
-from model.attention import CausalSelfAttention
 from reports.probe_report import format_report, query_word_notes
-from tests.helpers import patterns
+from tests.helpers import KnownModel, patterns, uniform
 
 TOKENIZER = train_tokenizer("char", "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ ,.")
 UPPER = {TOKENIZER.encode(c)[0] for c in "ABCDEFGHIJKLMNOPQRSTUVWXYZ"}
@@ -46,44 +43,7 @@ def pos4(ids, t):
     return {4: 1.0} if t >= 4 else {0: 1.0}
 
 
-def uniform(ids, t):
-    return {i: 1 / (t + 1) for i in range(t + 1)}
-
-
-class KnownModel(torch.nn.Module):
-    """A stand-in seen through the hook points as GPT is: one CausalSelfAttention per layer,
-    named as a GPT's, whose explicit path gets queries and keys chosen so that
-    softmax(q·kᵀ/√D) is each head's rule exactly: with k the identity, q = √D · log(rule)."""
-
-    def __init__(self, layers, block_size=64):
-        super().__init__()
-        self.layers = layers
-        H = len(layers[0])
-        # blocks.{l}.attn, as a GPT's attention is: its points are named from the tree.
-        self.blocks = torch.nn.ModuleList(
-            torch.nn.ModuleDict({"attn": CausalSelfAttention(n_embd=H, n_head=H)})
-            for _ in range(len(layers))
-        )
-        self.config = SimpleNamespace(block_size=block_size, n_layer=len(layers), n_head=H)
-
-    def forward(self, idx):
-        B, T = idx.shape
-        for heads, module in zip(self.layers, (block.attn for block in self.blocks)):
-            w = torch.zeros(B, len(heads), T, T, dtype=torch.float64)
-            for b in range(B):
-                ids = idx[b].tolist()
-                for h, rule in enumerate(heads):
-                    for t in range(T):
-                        for j, weight in rule(ids, t).items():
-                            w[b, h, t, j] = weight
-            q = w.log().clamp(min=-1e4) * math.sqrt(T)  # (B, H, T, D = T); exp(-1e4) is 0
-            k = torch.eye(T, dtype=torch.float64).expand(B, len(heads), T, T)
-            causal = torch.ones(T, T, dtype=torch.bool).tril()
-            module.explicit(q, k, torch.zeros_like(k), causal, 0.0)
-        return torch.zeros(B, T, TOKENIZER.vocab_size)
-
-
-MODEL = KnownModel([[sink, caps], [pos4, uniform]])
+MODEL = KnownModel([[sink, caps], [pos4, uniform]], TOKENIZER.vocab_size)
 
 
 def item(text, antecedent, *distractors, pronoun="it"):
@@ -266,13 +226,19 @@ def pairs(n, offset):
 
 def test_permutation_p_value_small_for_a_perfect_head_large_for_an_uninformative_one():
     dev, test = pairs(40, 0), pairs(40, 7)
-    perfect = run_probe(KnownModel([[sink, caps]]), TOKENIZER, dev, test, permutations=1000)
+    perfect = run_probe(
+        KnownModel([[sink, caps]], TOKENIZER.vocab_size), TOKENIZER, dev, test, permutations=1000
+    )
     assert perfect["best_head"]["test"] == 1.0
     assert perfect["p_value"] == 1 / 1001  # no shuffle reaches 40/40
-    blind = run_probe(KnownModel([[sink, pos4]]), TOKENIZER, dev, test, permutations=1000)
+    blind = run_probe(
+        KnownModel([[sink, pos4]], TOKENIZER.vocab_size), TOKENIZER, dev, test, permutations=1000
+    )
     assert blind["best_head"]["test"] == 0.5  # pos4 picks the first candidate: chance
     assert blind["p_value"] > 0.3
-    again = run_probe(KnownModel([[sink, pos4]]), TOKENIZER, dev, test, permutations=1000)
+    again = run_probe(
+        KnownModel([[sink, pos4]], TOKENIZER.vocab_size), TOKENIZER, dev, test, permutations=1000
+    )
     assert again["p_value"] == blind["p_value"]  # seeded
 
 
@@ -361,7 +327,7 @@ LOST = item("the CAT and the pig ran so it saw the ox.", "CAT", "pig")  # the an
 
 
 def test_a_long_example_is_read_in_the_window_before_its_pronoun_and_counted():
-    short = KnownModel([[sink, caps]], block_size=16)
+    short = KnownModel([[sink, caps]], TOKENIZER.vocab_size, block_size=16)
     scores = candidate_scores(short, TOKENIZER, [LONG, LOST, TEST[0]])
     assert (scores.windowed, scores.antecedent_unseen, scores.skipped_unencodable) == (3, 1, 0)
     # caps spreads 0.9 over the window's capitals (P, I, G) and 0.1 on its first token, "h".
@@ -372,7 +338,7 @@ def test_a_long_example_is_read_in_the_window_before_its_pronoun_and_counted():
 
 
 def test_long_examples_are_windowed_and_unencodable_ones_skipped_in_result_and_report():
-    short = KnownModel([[sink, caps]], block_size=16)
+    short = KnownModel([[sink, caps]], TOKENIZER.vocab_size, block_size=16)
     odd = Example("the DOG saw the cat, so it ran!", (24, 26), (4, 7), [(16, 19)])  # "!" unknown
     r = run_probe(short, TOKENIZER, [*TEST[:3], LONG, LOST, odd], permutations=10)
     assert r["counts"]["all"] == {
@@ -560,7 +526,7 @@ def test_the_report_of_gpt2_smalls_144_heads_keeps_its_table_in_100_columns():
 def test_rules_pick_only_candidates_in_the_window_as_a_head_can():
     from analysis.candidates import position_rules, random_rate
 
-    short = KnownModel([[sink, caps]], block_size=16)
+    short = KnownModel([[sink, caps]], TOKENIZER.vocab_size, block_size=16)
     scores = candidate_scores(short, TOKENIZER, [LONG, LOST])
     assert scores.seen.tolist() == [
         [False, True],

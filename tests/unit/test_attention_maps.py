@@ -21,11 +21,11 @@ from data.pronouns import Example
 from data.tokenizer import train_tokenizer
 from generation.attention_mode import show_attention
 from model.gpt import GPT, GPTConfig
+from reports.sentence_view import render_sentence
 from reports.term_colour import colour_mode
 from reports.terminal import (
     RESET,
     display_token,
-    render_sentence,
     render_token_grid,
     render_top_heads,
     render_word_rows,

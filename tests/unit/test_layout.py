@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from tests.helpers import ROOT
+from tests.helpers import ROOT, imported_names
 
 # What each floor may import from the project (itself included); lower floors first.
 MAY_IMPORT = {
@@ -112,17 +112,6 @@ def project_modules():
     files = [p for name in PACKAGES for p in (ROOT / name).rglob("*.py")]
     files += [p for p in ROOT.glob("*.py")]
     return sorted(str(p.relative_to(ROOT)) for p in files)
-
-
-def imported_names(path):
-    """The top-level names that the file imports, anywhere in it (lazy imports too)."""
-    names = set()
-    for node in ast.walk(ast.parse((ROOT / path).read_text())):
-        if isinstance(node, ast.Import):
-            names |= {alias.name.split(".")[0] for alias in node.names}
-        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
-            names.add(node.module.split(".")[0])
-    return names
 
 
 def imported_floors(path):

@@ -10,7 +10,7 @@ import pytest
 
 from generation.pronoun_route import mix_command, pronoun_route
 from runs.loading import Run
-from tests.helpers import run_generate, run_main
+from tests.helpers import ROOT, run_generate, run_main
 
 
 def run_of(data):
@@ -97,8 +97,6 @@ def test_a_wrong_mark_is_a_one_line_error_naming_its_line(tmp_path, capsys, line
 
 
 def test_the_readmes_own_text_shows_the_mix_the_note_gives():
-    from pathlib import Path
-
-    readme = (Path(__file__).parents[1] / "README.md").read_text(encoding="utf-8")
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
     own = readme[readme.index("## Your own text") :].split("\n## ")[0]
     assert mix_command(["my.txt"]) in own and "python -m data.pronouns.marked" in own

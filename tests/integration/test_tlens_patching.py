@@ -15,11 +15,11 @@ from analysis.patching import COLUMNS, make_pair, patch_group
 from data.pronouns import examples
 from data.tokenizer import train_tokenizer
 from model.checkpoint import atomic_save
-from model.gpt import GPT, GPTConfig
+from model.gpt import GPTConfig
 from model.hooks import hooks
 from runs.export import export_hf
 from runs.loading import load_run
-from tests.helpers import RUN_TEXT, boot_bridge
+from tests.helpers import RUN_TEXT, boot_bridge, loud_gpt
 
 SAME = dict(atol=1e-5, rtol=0)  # float32 on every side
 
@@ -28,7 +28,7 @@ SAME = dict(atol=1e-5, rtol=0)  # float32 on every side
 def setup(tmp_path_factory):
     """(transformer_lens.patching, our loaded run, the bridge on its export, the twins of one
     token length, clean ids, corrupt ids): a run folder holding a 2 x 2 x 32 model whose weights
-    are 5x the usual scale (so patches move the logits, as in tests/test_patching.py) and a BPE
+    are 5x the usual scale (so patches move the logits, as in tests/unit/test_patching.py) and a BPE
     of the built-in sentences, exported as train.py --export-hf writes it, the bridge booted
     with the network shut."""
     patching = pytest.importorskip(
@@ -42,15 +42,10 @@ def setup(tmp_path_factory):
     tokenizer.save(folder / "run" / "tokenizer.txt")
     meta = {"tokenizer_file": "tokenizer.txt", "tokenizer_kind": "bpe"}
     (folder / "run" / "meta.json").write_text(json.dumps(meta))
-    torch.manual_seed(0)
     config = GPTConfig(
         vocab_size=tokenizer.vocab_size, block_size=128, n_layer=2, n_head=2, n_embd=32
     )
-    model = GPT(config)
-    with torch.no_grad():
-        for p in model.parameters():
-            if p.dim() == 2:
-                p.mul_(5)
+    model = loud_gpt(config, 5)
     ckpt = {"model": model.state_dict(), "model_config": asdict(config), "step": 0}
     atomic_save(ckpt, folder / "run" / "ckpt.pt")
     export_hf(folder / "run", folder / "hf")

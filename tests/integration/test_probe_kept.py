@@ -2,7 +2,7 @@
 than probe.json holds (`--no-causal` after `--patch --circuit`) keeps the parts it did not
 measure, in probe.json, in report.txt and on the page, which says what it shows and from which
 run; a file of another checkpoint or other examples is replaced, with a note. Driven through
-main() on a real run folder, as tests/test_probe_cli.py does."""
+main() on a real run folder, as tests/e2e/test_probe_cli.py does."""
 
 import copy
 import json

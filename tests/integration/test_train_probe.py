@@ -267,12 +267,13 @@ def test_each_kinds_choice_at_a_probe_follows_a_model_that_reads_only_the_pronou
     from data.pronouns import examples
     from data.tokenizer import train_tokenizer
     from lab.live_probe import LiveProbe
-    from model.gpt import GPT, GPTConfig
-    from tests.helpers import RUN_TEXT
+    from tests.helpers import RUN_TEXT, zeroed_gpt
 
     dev = examples("dev")
     tokenizer = train_tokenizer("bpe", RUN_TEXT + "\n".join(e.text for e in dev), 600)
-    cfg = GPTConfig(
+    torch.manual_seed(0)
+    model = zeroed_gpt(
+        ("tok_emb.weight", "lm_head.weight"),
         vocab_size=tokenizer.vocab_size,
         block_size=64,
         n_layer=1,
@@ -281,16 +282,7 @@ def test_each_kinds_choice_at_a_probe_follows_a_model_that_reads_only_the_pronou
         bias=False,
         tie_embeddings=False,
         vocab_multiple=1,
-    )
-    torch.manual_seed(0)
-    model = GPT(cfg).double()
-    with torch.no_grad():
-        for name, p in model.named_parameters():
-            if name not in ("tok_emb.weight", "lm_head.weight"):
-                p.zero_()
-    for block in model.blocks:
-        block.ln_1, block.ln_2 = torch.nn.Identity(), torch.nn.Identity()
-    model.ln_f = torch.nn.Identity()
+    ).double()
     scores = (model.tok_emb.weight @ model.lm_head.weight.T).detach()  # (V, V): token -> next
 
     logged = []

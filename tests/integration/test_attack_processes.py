@@ -2,7 +2,7 @@
 forced restart (train.py --force) killed mid-swap leaves aside folders beside out_dir, and the
 next generate.py or train.py says what each is and whether it can be removed, touching none of
 them. The battery of issue 53 (case 13); docs/reference/promises.md says what it holds the
-project to. tests/test_restart.py kills real runs at each point of the swap and checks that
+project to. tests/e2e/test_restart.py kills real runs at each point of the swap and checks that
 these are the states they leave and that the next training run finishes or removes them."""
 
 import hashlib

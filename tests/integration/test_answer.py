@@ -7,7 +7,7 @@ tokens ending at the position that occurs in REFERENCE: the next token is one th
 that run there (an infinite-gram model). In REFERENCE only "dog" is followed by "barked", only
 "cat" by "purred", and "so it" by "barked"; so in "the cat saw the dog so it barked." only the
 dog fits the rest of the sentence, and only the dog leaves the model expecting what it expects
-after "it". Its attention is KnownModel's (tests/test_probe.py), every rule exact.
+after "it". Its attention is KnownModel's (tests/helpers.py), every rule exact.
 """
 
 import json
@@ -20,8 +20,7 @@ import torch
 from analysis.answer import model_answer, phrase, substitute
 from data.pronouns import Example, examples, write_jsonl
 from reports.answer_report import format_answer
-from tests.helpers import make_run, run_generate
-from tests.test_probe import KnownModel, uniform
+from tests.helpers import KnownModel, make_run, run_generate, uniform
 
 REFERENCE = "the dog barked. the cat purred. the cow mooed. so it barked."
 TOKEN_RE = re.compile(r"\s*(?:\w+|[^\w\s])")
@@ -59,7 +58,7 @@ class InfiniteGram(KnownModel):
     of tokens ending at each position that occurs in REFERENCE (see the module docstring)."""
 
     def __init__(self, block_size=64):
-        super().__init__([[first_noun, uniform]], block_size)
+        super().__init__([[first_noun, uniform]], TOKENIZER.vocab_size, block_size)
         self.reference = TOKENIZER.encode_with_offsets(REFERENCE)[0]
         self.inputs = []  # the length of every input, to check the window
 

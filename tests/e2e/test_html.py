@@ -25,6 +25,7 @@ from data.tokenizer import train_tokenizer
 from model.gpt import GPT, GPTConfig
 from reports.html import ASSETS, BEST_HEAD_MEANS, sentence_page
 from reports.page_writer import Page, render_html, write_html
+from tests.helpers import HOSTILE, SENTENCES, known_attention
 
 
 def page_args(
@@ -53,15 +54,6 @@ def page_args(
     return {"probe": merged or None, "page": Page(**facts)}
 
 
-HOSTILE = [
-    "The",
-    " </script><script>alert(1)</script>",
-    " <b>&amp;",
-    ' "q"',
-    " 'x'",
-    "\u2028",
-    " it",
-]
 T = len(HOSTILE)
 BROWSER = shutil.which("chromium") or shutil.which("chromium-browser")
 no_browser = pytest.mark.skipif(
@@ -74,24 +66,6 @@ no_browser = pytest.mark.skipif(
 def needs_browser(test):
     """A real-browser test: slow, and skipped (saying how to install it) without chromium."""
     return pytest.mark.slow(no_browser(test))
-
-
-def known_attention(L=3, H=4, T=T):
-    """One-hot rows on a key that depends on (layer, head, query); L0 H1's last row is 0.3/0.7."""
-    a = torch.zeros(L, H, T, T)
-    for l in range(L):
-        for h in range(H):
-            for q in range(T):
-                a[l, h, q, (q * (l + 1) + h) % (q + 1)] = 1.0
-    a[0, 1, T - 1] = 0.0
-    a[0, 1, T - 1, :2] = torch.tensor([0.3, 0.7])
-    return a
-
-
-SENTENCES = [
-    {"tokens": HOSTILE, "attention": known_attention(), "pronoun": T - 1},
-    {"tokens": ["A", " dog", " ran"], "attention": known_attention(T=3).tolist(), "pronoun": None},
-]
 
 
 def data_block(page):
@@ -947,7 +921,7 @@ out.clientWidth = document.documentElement.clientWidth;
 @needs_browser
 @pytest.mark.parametrize("width", [1280, 420])  # a desktop, a phone
 def test_real_browser_shows_the_terminals_table_of_every_head_as_numbers(tmp_path, width):
-    from reports.terminal import render_sentence
+    from reports.sentence_view import render_sentence
 
     sentence = headline_run(2, 4)
     terminal = render_sentence(sentence).splitlines()  # what generate.py --attention prints
@@ -970,7 +944,7 @@ def test_real_browser_shows_the_terminals_table_of_every_head_as_numbers(tmp_pat
 
 
 def test_with_many_heads_the_page_shows_the_terminals_compact_view_and_escapes_words():
-    from reports.terminal import render_sentence
+    from reports.sentence_view import render_sentence
 
     sentence = headline_run(12, 12)
     terminal = render_sentence(sentence, top=3).splitlines()[2:]  # each word's 3 top heads

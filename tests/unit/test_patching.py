@@ -12,7 +12,7 @@ from data.pronouns import examples
 from data.tokenizer import train_tokenizer
 from model.hooks import hooks, run_with_cache
 from reports.text_reports import format_patching
-from tests.helpers import RUN_TEXT
+from tests.helpers import RUN_TEXT, loud_gpt
 
 
 @pytest.fixture(scope="module")
@@ -22,16 +22,12 @@ def setup():
     that patches move the logits), and the test set's twin pairs."""
     text = RUN_TEXT + "\n".join(ex.text for ex in examples("dev") + examples("test"))
     tokenizer = train_tokenizer("bpe", text, 600)
-    from model.gpt import GPT, GPTConfig
+    from model.gpt import GPTConfig
 
-    torch.manual_seed(0)
-    model = GPT(
-        GPTConfig(vocab_size=tokenizer.vocab_size, block_size=128, n_layer=2, n_head=2, n_embd=32)
-    ).eval()
-    with torch.no_grad():
-        for p in model.parameters():
-            if p.dim() == 2:
-                p.mul_(5)
+    config = GPTConfig(
+        vocab_size=tokenizer.vocab_size, block_size=128, n_layer=2, n_head=2, n_embd=32
+    )
+    model = loud_gpt(config, 5).eval()
     rng = random.Random(0)
     pairs = [p for p in (make_pair(tokenizer, ex, 128, rng) for ex in examples("test")[:60]) if p]
     return model, tokenizer, pairs

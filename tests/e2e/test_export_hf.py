@@ -3,21 +3,18 @@ GPT-Neo) that transformers opens with our logits, attention and token ids; what 
 express is refused; our import reads a GPT-2 back."""
 
 import contextlib
-import json
-from dataclasses import asdict
 
 import pytest
 import torch
 
 from data.hf_tokenizer import break_ids, end_ids, hf_tokenizer_files
-from data.tokenizer import gpt2_tokenizer, train_tokenizer
-from model.checkpoint import atomic_save
-from model.gpt import GPT, GPTConfig
+from data.tokenizer import gpt2_tokenizer
 from runs.export import export_hf
 from runs.loading import load_run
 from tests.helpers import (
-    RUN_TEXT,
+    TORTURE,
     error_line,
+    loud_run,
     one_line,
     patterns,
     read_only_folder,
@@ -28,46 +25,6 @@ from tests.helpers import (
 transformers = pytest.importorskip(
     "transformers", reason="the reference is transformers: pip install -r requirements-test.txt"
 )
-
-TORTURE = (
-    "The animal in the jungle went out on a hunt because it was hungry.\n"
-    "Ünïcödé, naïve café; 日本語のテキスト, 😀👍🏽 emoji; مرحبا بالعالم; ΑΒΓ αβγ\n"
-    "numbers 1234567 3.14159 -42, it's they'll we've I'M  double  spaces\n\n\ttabs\r\n"
-    "trailing spaces   \n   leading, <|endoftext|> as text, `code` {x: [1, 2]} ~!@#$%^&*()"
-)
-
-
-def make_run(folder, kind="bpe", **overrides):
-    """A run folder (ckpt.pt, meta.json, tokenizer) of an untrained 2 x 2 x 32 model whose
-    weights are 10x the usual scale, so attention is far from uniform and comparisons bite."""
-    folder.mkdir(parents=True, exist_ok=True)
-    tokenizer = train_tokenizer(kind, RUN_TEXT * 5, None if kind == "char" else 300)
-    tokenizer.save(folder / "tokenizer.bpe")
-    (folder / "meta.json").write_text(
-        json.dumps({"tokenizer_file": "tokenizer.bpe", "tokenizer_kind": kind})
-    )
-    torch.manual_seed(0)
-    config = GPTConfig(
-        **{
-            "vocab_size": tokenizer.vocab_size,
-            "block_size": 64,
-            "n_layer": 2,
-            "n_head": 2,
-            "n_embd": 32,
-            "vocab_multiple": 64,
-            **overrides,
-        }
-    )
-    model = GPT(config).eval()
-    with torch.no_grad():
-        for name, p in model.named_parameters():
-            if p.dim() == 2 and "pos" not in name:
-                p.mul_(10)
-    atomic_save(
-        {"model": model.state_dict(), "model_config": asdict(config), "step": 0}, folder / "ckpt.pt"
-    )
-    return folder
-
 
 LOCAL = {"local_window": 4, "bias": False}  # GPT-Neo: layer 0 local
 
@@ -85,7 +42,7 @@ LOCAL = {"local_window": 4, "bias": False}  # GPT-Neo: layer 0 local
     ],
 )
 def test_transformers_opens_the_export_with_our_logits_attention_and_ids(tmp_path, overrides):
-    run = load_run(make_run(tmp_path / "run", **overrides))
+    run = load_run(loud_run(tmp_path / "run", **overrides))
     export_hf(tmp_path / "run", tmp_path / "hf")
     hf = transformers.AutoModelForCausalLM.from_pretrained(
         tmp_path / "hf", attn_implementation="eager"
@@ -109,7 +66,7 @@ def test_transformers_opens_the_export_with_our_logits_attention_and_ids(tmp_pat
 
 
 def test_the_export_imports_back_bit_identical(tmp_path):
-    run = load_run(make_run(tmp_path / "run"))
+    run = load_run(loud_run(tmp_path / "run"))
     export_hf(tmp_path / "run", tmp_path / "hf")
     back = load_run(tmp_path / "hf")
     ours, theirs = run.model.state_dict(), back.model.state_dict()
@@ -203,7 +160,7 @@ def test_transformers_generate_asked_for_one_line_stops_at_its_end(trained_expor
     ],
 )
 def test_what_no_export_can_express_is_refused_and_nothing_is_written(tmp_path, overrides, names):
-    make_run(tmp_path / "run", **overrides)
+    loud_run(tmp_path / "run", **overrides)
     with pytest.raises(ValueError, match=names) as error:
         export_hf(tmp_path / "run", tmp_path / "hf")
     one_line(error)
@@ -211,12 +168,12 @@ def test_what_no_export_can_express_is_refused_and_nothing_is_written(tmp_path, 
 
 
 def test_a_char_run_or_a_folder_with_files_is_refused_at_the_command_line(tmp_path):
-    make_run(tmp_path / "char", kind="char")  # train.py's main() in this process
+    loud_run(tmp_path / "char", kind="char")  # train.py's main() in this process
     r = run_main("train.py", f"out_dir={tmp_path / 'char'}", "--export-hf", tmp_path / "hf")
     assert r.returncode == 2 and r.stderr.count("\n") == 1
     assert "char tokenizer" in r.stderr and "tokenizer.kind=bpe" in r.stderr  # the way out
     assert not (tmp_path / "hf").exists()
-    make_run(tmp_path / "bpe")
+    loud_run(tmp_path / "bpe")
     (tmp_path / "full").mkdir()
     (tmp_path / "full" / "keep.txt").write_text("mine")
     r = run_main("train.py", f"out_dir={tmp_path / 'bpe'}", "--export-hf", tmp_path / "full")
@@ -239,7 +196,7 @@ def test_a_char_run_or_a_folder_with_files_is_refused_at_the_command_line(tmp_pa
 
 @pytest.mark.slow
 def test_an_export_to_a_read_only_folder_names_the_export_not_the_run_folder(tmp_path):
-    make_run(tmp_path / "bpe")
+    loud_run(tmp_path / "bpe")
     with contextlib.ExitStack() as stack:
         if not read_only_folder(stack, tmp_path / "ro"):
             pytest.skip("cannot make a read-only folder here")

@@ -16,8 +16,7 @@ from model.gpt import ARCHITECTURE_KEYS
 from model.hooks import run_with_cache
 from runs.export import export_hf
 from runs.loading import load_run
-from tests.helpers import ROOT, boot_bridge, patterns
-from tests.test_export_hf import TORTURE, make_run
+from tests.helpers import ROOT, TORTURE, boot_bridge, loud_run, patterns
 
 transformers = pytest.importorskip(
     "transformers", reason="the reference is transformers: pip install -r requirements-test.txt"
@@ -32,7 +31,7 @@ def exported(tmp_path_factory):
     model = load_config(ROOT / "configs" / "default.yaml").model
     architecture = {key: getattr(model, key) for key in (*ARCHITECTURE_KEYS, "bias")}
     folder = tmp_path_factory.mktemp("default_export")
-    make_run(folder / "run", n_head=4, **architecture)
+    loud_run(folder / "run", n_head=4, **architecture)
     export_hf(folder / "run", folder / "hf")
     return load_run(folder / "run"), folder / "hf"
 

@@ -10,7 +10,6 @@ import random
 import re
 
 import pytest
-import torch
 
 import generate
 from analysis.circuit import circuit_of_pairs
@@ -23,28 +22,23 @@ from data.prompt_pairs import TextPair, read_prompt_pairs
 from data.pronouns import examples
 from data.tokenizer import train_tokenizer
 from model.checkpoint import atomic_save
-from tests.helpers import RUN_TEXT
+from tests.helpers import RUN_TEXT, loud_gpt, run_generate
 
 
 @pytest.fixture(scope="module")
 def setup(tmp_path_factory):
-    """As tests/test_patching.py's: a BPE of the built-in sentences, a tiny model at 5x the
+    """As tests/unit/test_patching.py's: a BPE of the built-in sentences, a tiny model at 5x the
     usual weight scale, 30 test examples, and the same as a run folder for generate.py."""
     from dataclasses import asdict
 
-    from model.gpt import GPT, GPTConfig
+    from model.gpt import GPTConfig
 
     text = RUN_TEXT + "\n".join(ex.text for ex in examples("dev") + examples("test"))
     tokenizer = train_tokenizer("bpe", text, 600)
-    torch.manual_seed(0)
     config = GPTConfig(
         vocab_size=tokenizer.vocab_size, block_size=128, n_layer=2, n_head=2, n_embd=32
     )
-    model = GPT(config).eval()
-    with torch.no_grad():
-        for p in model.parameters():
-            if p.dim() == 2:
-                p.mul_(5)
+    model = loud_gpt(config, 5).eval()
     folder = tmp_path_factory.mktemp("pairs_run")
     tokenizer.save(folder / "tokenizer.bpe")
     (folder / "meta.json").write_text(
@@ -113,24 +107,17 @@ def pairs_file(model, tokenizer, texts, path):
     return path
 
 
-def pairs_generate(*argv):
-    """generate.py's main() in this process: (exit code, stdout, stderr)."""
-    out, err = io.StringIO(), io.StringIO()
-    code = generate.main([str(a) for a in argv], out=out, err=err)
-    return code, out.getvalue(), err.getvalue()
-
-
 def test_pairs_alone_prints_the_report_in_the_pairs_words_or_the_json(setup, tmp_path):
     model, tokenizer, examples_, folder = setup
     _, texts = twins_as_text(tokenizer, examples_[:8])
     path = pairs_file(model, tokenizer, texts, tmp_path / "pairs.jsonl")
-    code, report, err = pairs_generate("--ckpt", folder, "--pairs", path)  # no --probe
+    code, report, err = run_generate("--ckpt", folder, "--pairs", path)  # no --probe
     assert code == 0, err
     assert " ".join(report.split()).startswith(f"{len(texts)} pairs from {path}")
     assert "each head's output at the last token patched" in report
     # Your pairs know no antecedent, pronoun or twin: the report does not say them.
     assert not re.search("antecedent|pronoun|twin|sentence", report), report
-    code, out, _ = pairs_generate("--ckpt", folder, "--patch", "--pairs", path, "--json")
+    code, out, _ = run_generate("--ckpt", folder, "--patch", "--pairs", path, "--json")
     result = json.loads(out)
     assert code == 0 and set(result) == {"pairs", "last_changed", "patching"}
     assert result["patching"]["n"] == len(texts)
@@ -141,11 +128,11 @@ def test_a_circuit_is_drawn_only_where_the_pairs_pass_the_built_in_sets_bar(setu
     model, tokenizer, examples_, folder = setup
     _, texts = twins_as_text(tokenizer, examples_)
     few = pairs_file(model, tokenizer, texts[:8], tmp_path / "few.jsonl")
-    code, report, _ = pairs_generate("--ckpt", folder, "--circuit", "--pairs", few)
+    code, report, _ = run_generate("--ckpt", folder, "--circuit", "--pairs", few)
     said = [" ".join(p.split()) for p in report.split("\n\n") if p.startswith("No circuit")]
     assert code == 0 and len(said) == 1 and f"at least {MIN_FOR_STATS} pairs" in said[0]
     assert "est. share" not in report and " -> " not in report  # no table of edges
-    code, out, _ = pairs_generate("--ckpt", folder, "--circuit", "--pairs", few, "--json")
+    code, out, _ = run_generate("--ckpt", folder, "--circuit", "--pairs", few, "--json")
     result = json.loads(out)
     assert "circuit" not in result
     assert result["circuit_skipped"] == {"reason": "too few pairs", "needs": MIN_FOR_STATS}
@@ -155,7 +142,7 @@ def test_one_pair_is_one_pair(setup, tmp_path):
     model, tokenizer, examples_, folder = setup
     _, texts = twins_as_text(tokenizer, examples_[:1])
     path = pairs_file(model, tokenizer, texts, tmp_path / "one.jsonl")
-    code, report, _ = pairs_generate("--ckpt", folder, "--pairs", path)
+    code, report, _ = run_generate("--ckpt", folder, "--pairs", path)
     said = " ".join(report.split())
     assert code == 0 and said.startswith(f"1 pair from {path}")
     assert "1 pair (0 skipped)" in said and "1 pair is too few" in said
@@ -185,7 +172,7 @@ def test_a_pair_that_differs_in_its_last_token_too_keeps_it_out_of_the_changed_c
     swaps = gender_swaps(tokenizer, examples_[:12])
     assert len(swaps) >= 5
     path = pairs_file(model, tokenizer, swaps, tmp_path / "swaps.jsonl")
-    code, out, _ = pairs_generate("--ckpt", folder, "--patch", "--pairs", path, "--json")
+    code, out, _ = run_generate("--ckpt", folder, "--patch", "--pairs", path, "--json")
     result = json.loads(out)
     assert code == 0 and result["last_changed"] == len(swaps)
     patching = result["patching"]
@@ -195,7 +182,7 @@ def test_a_pair_that_differs_in_its_last_token_too_keeps_it_out_of_the_changed_c
     # counted as a changed token would recover all of it too).
     changed, _, last = patching["stream"][-1]
     assert changed["recovered"] == 0 and last["recovered"] == pytest.approx(1, abs=1e-6)
-    code, report, _ = pairs_generate("--ckpt", folder, "--patch", "--pairs", path)
+    code, report, _ = run_generate("--ckpt", folder, "--patch", "--pairs", path)
     said = " ".join(report.split())
     assert f"In all {len(swaps)} pairs the last token differs too" in said
 

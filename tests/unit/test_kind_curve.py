@@ -15,9 +15,8 @@ from data.pronouns import examples
 from data.tokenizer import train_tokenizer
 from lab import plots
 from lab.live_probe import LiveProbe
-from model.gpt import GPT, GPTConfig
 from reports.kind_curve import kind_lines
-from tests.helpers import RUN_TEXT
+from tests.helpers import RUN_TEXT, zeroed_gpt
 from training.console import Metrics
 
 BLOCK = 64
@@ -115,7 +114,7 @@ class BagModel:
         self.last = {t: i for i, t in enumerate(sorted(last_tokens))}
         self.context = {t: i for i, t in enumerate(sorted(context_tokens))}
         self.bias = bias
-        cfg = GPTConfig(
+        self.gpt = zeroed_gpt(
             vocab_size=vocab_size,
             block_size=BLOCK,
             n_layer=1,
@@ -124,13 +123,9 @@ class BagModel:
             bias=False,
             tie_embeddings=False,
             vocab_multiple=1,
-        )
-        self.gpt = GPT(cfg).double()
+        ).double()
         block, D = self.gpt.blocks[0], self.head
-        block.ln_1 = block.ln_2 = self.gpt.ln_f = torch.nn.Identity()
         with torch.no_grad():
-            for p in self.gpt.parameters():
-                p.zero_()
             emb = self.gpt.tok_emb.weight
             emb[:, D - 1] = 1.0  # the constant channel, which the bias reads
             for t, i in self.last.items():

@@ -240,7 +240,7 @@ def test_the_memory_bound_is_from_below_and_refuses_only_above_the_memory():
     ],
 )
 def test_cli_errors_are_one_line_exit_2(tmp_path, args, key):
-    # In this process; tests/test_bad_input.py runs one config error as a subprocess.
+    # In this process; tests/e2e/test_bad_input.py runs one config error as a subprocess.
     said = error_line(run_main("train.py", *(a.format(tmp=tmp_path) for a in args)))
     assert key in said, said
 
