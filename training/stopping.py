@@ -7,23 +7,16 @@ import signal
 import sys
 import threading
 from collections.abc import Iterator
-from typing import Protocol
 
+from training.job import Job, Progress
 from training.runtime import any_process
-
-
-class Steps(Protocol):
-    """What lost_steps reads of the loop's Progress (training.job, which imports this module)."""
-
-    step: int
-    saved_step: int | None
 
 
 class TrainingStopped(RuntimeError):
     """The run cannot go on (e.g. the loss stopped being finite); the message says why."""
 
 
-def lost_steps(progress: Steps) -> str:
+def lost_steps(progress: Progress) -> str:
     """What a failed save loses: the steps since the checkpoint on disk, which a resume redoes."""
     if progress.saved_step is None:
         return f"steps 1-{progress.step} are lost; the same command starts the run again"
@@ -34,7 +27,7 @@ def lost_steps(progress: Steps) -> str:
 
 
 @contextlib.contextmanager
-def losing(progress: Steps) -> Iterator[None]:
+def losing(progress: Progress) -> Iterator[None]:
     """A write or a watcher that fails while the loop runs (a plot on a full disk, a probe)
     stops the run as it did, its message saying which steps are lost."""
     try:
@@ -86,7 +79,7 @@ class Stops:
     def __init__(self, requests: StopRequests):
         self.requests = requests
 
-    def reason(self, job, progress) -> str | None:
+    def reason(self, job: Job, progress: Progress) -> str | None:
         if any_process(self.requests.signal, job.runtime):
             return f"interrupted ({self.requests.signal or 'on another process'})"
         n = job.config.train.run_steps
@@ -96,7 +89,7 @@ class Stops:
 
 
 @contextlib.contextmanager
-def guarded(job, progress) -> Iterator[Stops]:
+def guarded(job: Job, progress: Progress) -> Iterator[Stops]:
     """What the loop runs inside: its progress bar (closed before any message or error, so none
     lands inside it), Ctrl-C and SIGTERM (a second one: out at once, unsaved), and a failed
     write's lost steps (`losing`). Yields the loop's Stops."""
@@ -114,7 +107,7 @@ def guarded(job, progress) -> Iterator[Stops]:
         job.console.close()
 
 
-def stopped(job, progress, reason, temporary=False):
+def stopped(job: Job, progress: Progress, reason: str, temporary: bool = False) -> dict:
     """Say where a run stopped early stands; an interrupt goes on as a KeyboardInterrupt. A
     temporary folder (`temporary`) is said to go, never offered for a resume."""
     settings, interrupted = job.config.train, reason.startswith("interrupted")
