@@ -22,6 +22,7 @@ from model.checkpoint import CKPT_NAME, atomic_save
 from model.gpt import GPT
 from training.console import eval_line, summary
 from training.divergence import check_evaluation
+from training.eval_text import full_val_losses
 from training.evaluate import evaluate, mix_bits_per_byte, with_rates
 from training.job import make_job
 from training.optim import lr_at, make_optimizer
@@ -175,8 +176,6 @@ def finish(job, progress, watchers=()):
     seconds = time.perf_counter() - progress.started
     tokens = job.tokens_per_step * (progress.step - progress.start_step)
     if final is not None and settings.final_full_eval:
-        from training.eval_text import full_val_losses  # the whole split: only when asked
-
         full = full_val_losses(
             job.raw_model, job.data, job.config.model.block_size, settings.batch_size, runtime
         )
