@@ -144,7 +144,7 @@ def _answer(result) -> str:
 def _reasons_line(choice) -> str:
     """For each reason a sentence gives, whether the model chooses by it (its choice circuit is
     drawn: reports/decides.py's rule), with the choice's accuracy and flip on its twins and the
-    heads that decide it and what they read."""
+    heads that decide it and what they read, or that no head decides it alone."""
     said = []
     for reason, part in choice["by_kind"].items():
         numbers = f"{pct(part['accuracy'])}, {pct(part['flip'])}"
@@ -152,7 +152,7 @@ def _reasons_line(choice) -> str:
             said.append(f"{reason}, no ({numbers})")
             continue
         heads = [_deciding(name, part.get("inputs", {}).get(name, {})) for name in part["deciding"]]
-        by = f"; decided by {' and '.join(heads)}" if heads else ""
+        by = f"; decided by {' and '.join(heads)}" if heads else "; no single head decides it"
         said.append(f"{reason}, yes ({numbers}{by})")
     return (
         "Does it choose by each reason (accuracy, flip on twins that change only the reason; "

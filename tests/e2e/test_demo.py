@@ -178,7 +178,13 @@ def test_the_verdict_says_the_numbers_of_its_result_in_80_columns():
         *(
             f"{kind}, {'yes' if part['circuit']['drawn'] else 'no'} "
             f"({100 * part['accuracy']:.1f}%, {100 * part['flip']:.1f}%"
-            + ("; decided by" if part["circuit"]["drawn"] and part["deciding"] else ")")
+            + (
+                ")"
+                if not part["circuit"]["drawn"]
+                else "; decided by"
+                if part["deciding"]
+                else "; no single head decides it"
+            )
             for kind, part in choice["by_kind"].items()
         ),
         *(  # a reason it chooses by names the heads that decide it
