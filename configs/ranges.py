@@ -123,5 +123,7 @@ def _schedule_problems(train):
             ("train.warmup_iters", "train.grad_clip", "train.weight_decay"),
             ("train.warmup_iters, grad_clip and weight_decay must be >= 0"),
         )
+    if not 0 <= train.decay_frac <= 1:
+        yield ("train.decay_frac",), f"train.decay_frac: must be in [0, 1], got {train.decay_frac}"
     if not (0 <= train.beta1 < 1 and 0 <= train.beta2 < 1):
         yield ("train.beta1", "train.beta2"), "train.beta1 / train.beta2: must be in [0, 1)"

@@ -193,8 +193,11 @@ class TrainConfig:
         "goes on (a job with a time limit); 0: train to max_iters",
     )
     lr: float = setting(3e-3, "peak learning rate")
-    min_lr: float = setting(3e-4, "learning rate at the end of the cosine decay")
+    min_lr: float = setting(3e-4, "learning rate at the end of the decay")
     warmup_iters: int = setting(50, "steps of linear warmup from 0 to lr")
+    decay_frac: float = setting(
+        0.0, "0: cosine; f: lr held, then a straight line to min_lr over the last f of the steps"
+    )
     optimizer: str = setting(
         "adamw",
         "adamw, or muon (Muon for the blocks' matrices, AdamW for the rest)",

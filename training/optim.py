@@ -10,13 +10,18 @@ from training.muon import MuonWithAdamW
 
 def lr_at(step: int, schedule: TrainConfig) -> float:
     """Learning rate for optimizer step `step` (0-based): linear warmup from lr/warmup_iters up
-    to lr over warmup_iters steps, then a cosine from lr down to min_lr at max_iters."""
+    to lr over warmup_iters steps, then down to min_lr at max_iters: a cosine over all the steps
+    after warmup (decay_frac 0, nanoGPT's), or lr held until the last decay_frac of the steps
+    and a straight line from there (warmup, stable, decay: the speedrun records')."""
     lr, min_lr = schedule.lr, schedule.min_lr
     warmup_iters, max_iters = schedule.warmup_iters, schedule.max_iters
     if step < warmup_iters:
         return lr * (step + 1) / warmup_iters
     if step >= max_iters:
         return min_lr
+    if schedule.decay_frac > 0:
+        left = (max_iters - step) / (schedule.decay_frac * max_iters)
+        return min_lr + min(1.0, left) * (lr - min_lr)  # lr until the decay starts
     progress = (step - warmup_iters) / max(1, max_iters - warmup_iters)
     return min_lr + 0.5 * (1.0 + math.cos(math.pi * progress)) * (lr - min_lr)
 

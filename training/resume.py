@@ -10,8 +10,8 @@ everything else is taken from the new config and listed when the run resumes:
               the tokenizer file's SHA-256; of a data.mix, every source's and its weight;
               the pronoun language's settings, data.pronouns, named where they differ),
               train.optimizer
-    honoured  every other key: the learning-rate schedule (lr, min_lr, warmup_iters, max_iters),
-              weight_decay, beta1, beta2, muon_lr, muon_momentum, grad_clip, batch_size,
+    honoured  every other key: the learning-rate schedule (lr, min_lr, warmup_iters, decay_frac,
+              max_iters), weight_decay, beta1, beta2, muon_lr, muon_momentum, grad_clip, batch_size,
               grad_accum_steps, eval and log intervals, device, dtype, compile, peak_flops,
               model.dropout, seed, data.cache_dir
 """

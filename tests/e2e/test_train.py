@@ -16,7 +16,6 @@ from pathlib import Path
 import pytest
 import torch
 
-from configs.schema import TrainConfig
 from lab.run import train
 from model import gpt
 from model.checkpoint import CKPT_NAME, atomic_save, load_checkpoint
@@ -32,19 +31,8 @@ from tests.helpers import (
     write_yaml,
 )
 from training import loop
-from training.optim import lr_at
 from training.resume import CannotResume
 from training.stopping import TrainingStopped
-
-
-def test_lr_schedule_warmup_then_cosine():
-    kw = TrainConfig(lr=1.0, min_lr=0.1, warmup_iters=10, max_iters=110)
-    assert lr_at(0, kw) == pytest.approx(0.1) and lr_at(4, kw) == pytest.approx(0.5)
-    assert lr_at(9, kw) == pytest.approx(1.0) and lr_at(10, kw) == pytest.approx(1.0)
-    assert lr_at(60, kw) == pytest.approx(0.55)  # halfway down the cosine: (1 + 0.1) / 2
-    assert lr_at(110, kw) == pytest.approx(0.1) and lr_at(500, kw) == pytest.approx(0.1)
-    values = [lr_at(s, kw) for s in range(10, 111)]
-    assert all(a >= b for a, b in zip(values, values[1:]))
 
 
 def test_two_micro_batches_of_half_the_windows_step_like_one_batch_of_all(
