@@ -26,10 +26,12 @@ from model.split_inputs import split_inputs
 CANDIDATES = 8
 
 
-def _cm(logits, pairs):
-    """(B,) choice metric at each pair's pronoun (its last real position)."""
+def _cm(model, ids, pairs):
+    """(B,) choice metric at each pair's pronoun (its last real position) on the run of ids:
+    the blocks over every position, the unembedding at the pronoun only (the one row read)."""
     b = torch.arange(len(pairs))
-    last = logits[b, [len(p.clean) - 1 for p in pairs]].double()  # (B, V)
+    stream = model.residual(ids)[b, [len(p.clean) - 1 for p in pairs]]  # (B, C)
+    last = model.unembed(stream).double()  # (B, V)
     nexts = torch.tensor([[p.clean_next, p.corrupt_next] for p in pairs], device=last.device)
     return (last[b, nexts[:, 0]] - last[b, nexts[:, 1]]).cpu()
 
@@ -66,17 +68,18 @@ def _batch(model, pairs, points):
     device = next(model.parameters()).device
     clean, twin = _padded(pairs, "clean", device), _padded(pairs, "corrupt", device)
     names = sorted({name for name, _ in points})
-    logits, clean_cache = run_with_cache(model, clean, names)
-    cm_clean = _cm(logits, pairs)
-    logits, twin_cache = run_with_cache(model, twin, names)
-    cm_twin = _cm(logits, pairs)
+    clean_cache, twin_cache = {}, {}
+    with hooks(model, dict.fromkeys(names, _keeper(clean_cache))):
+        cm_clean = _cm(model, clean, pairs)
+    with hooks(model, dict.fromkeys(names, _keeper(twin_cache))):
+        cm_twin = _cm(model, twin, pairs)
     patched = torch.zeros(len(points), 2, len(pairs), dtype=torch.float64)
     for i, (name, h) in enumerate(points):
         where = torch.zeros(1, 1, clean_cache[name].size(2), dtype=torch.bool, device=device)
         where[..., h] = True  # (1, 1, H): head h (or neurons h) at every example and position
         for d, (run, source) in enumerate(((clean, twin_cache), (twin, clean_cache))):
             with hooks(model, {name: replace_where(where, source[name])}):
-                patched[i, d] = _cm(model(run), pairs)
+                patched[i, d] = _cm(model, run, pairs)
     return cm_clean, cm_twin, patched
 
 
@@ -112,7 +115,7 @@ def first_order(model: GPT, pairs: list[Pair], names: list[str], dims: tuple) ->
                 torch.enable_grad(),
                 hooks(model, {"hook_embed": _leaf, **dict.fromkeys(names, _keeper(kept))}),
             ):
-                cm = _cm(model(ids), part)
+                cm = _cm(model, ids, part)
                 grads = torch.autograd.grad(cm.sum(), [kept[n] for n in names])
             moved = [((other[n] - kept[n].detach()) * g).sum(dims) for n, g in zip(names, grads)]
             moved = torch.stack(moved).abs().sum(1).double().cpu()  # (len(names), size)

@@ -393,7 +393,8 @@ class KnownModel(torch.nn.Module):
     named as a GPT's, whose explicit path gets queries and keys chosen so that
     softmax(q·kᵀ/√D) is each head's rule exactly: with k the identity, q = √D · log(rule). A rule
     maps (ids, t) to {key position: weight}; `layers` holds a list of rules a layer, a rule a
-    head. Its logits are zeros of `vocab_size`."""
+    head. Its logits are zeros of `vocab_size`; like GPT's, its `residual` is the pass without
+    them (what the probe runs: it reads only the patterns)."""
 
     def __init__(self, layers, vocab_size, block_size=64):
         super().__init__()
@@ -408,6 +409,10 @@ class KnownModel(torch.nn.Module):
         self.config = SimpleNamespace(block_size=block_size, n_layer=len(layers), n_head=H)
 
     def forward(self, idx):
+        self.residual(idx)
+        return torch.zeros(*idx.shape, self.vocab_size)
+
+    def residual(self, idx):
         B, T = idx.shape
         for heads, module in zip(self.layers, (block.attn for block in self.blocks)):
             w = torch.zeros(B, len(heads), T, T, dtype=torch.float64)
@@ -421,4 +426,4 @@ class KnownModel(torch.nn.Module):
             k = torch.eye(T, dtype=torch.float64).expand(B, len(heads), T, T)
             causal = torch.ones(T, T, dtype=torch.bool).tril()
             module.explicit(q, k, torch.zeros_like(k), causal, 0.0)
-        return torch.zeros(B, T, self.vocab_size)
+        return torch.zeros(B, T, 1)  # no stream: nothing reads one
