@@ -1,8 +1,9 @@
 """Does a JSON value have a result's type (analysis/results.py)? The few forms those types use,
 checked the way JSON carries them: a TypedDict is an object with its required keys and no
 others, a list or a tuple is an array (a tuple of its length), a float may be written as an
-integer, a bool is not a number, and a number annotated with a range (Share, Count) lies in
-it: a share of 7.5 or a p-value of 5 is not a measurement."""
+integer, a bool is not a number, a number annotated with a range (Share, Count) lies in it: a
+share of 7.5 or a p-value of 5 is not a measurement, and a list or an object annotated with
+AtLeast(n) has at least n items: a result's counts always name a split."""
 
 import math
 import types
@@ -26,6 +27,12 @@ class Between(NamedTuple):
     hi: float
 
 
+class AtLeast(NamedTuple):
+    """The fewest items of a list or an object (Annotated[dict[str, Counts], AtLeast(1)])."""
+
+    n: int
+
+
 Share = Annotated[float, Between(0.0, 1.0)]  # a share or a probability: cand@1, p, accuracy
 Count = Annotated[int, Between(0, math.inf)]  # how many (examples, steps), or an index (a head)
 
@@ -36,7 +43,8 @@ def mismatches(value: Any, tp: Any, where: str = "result") -> list[str]:
         return _object(value, tp, where)
     origin, args = get_origin(tp), get_args(tp)
     if origin is Annotated:
-        return mismatches(value, args[0], where) or _in_range(value, tp.__metadata__, where)
+        found = mismatches(value, args[0], where)
+        return found or _in_range(value, tp.__metadata__, where) + _too_few(value, tp, where)
     if origin in (Union, types.UnionType):
         if any(not mismatches(value, arm, where) for arm in args):
             return []
@@ -82,6 +90,11 @@ def _in_range(value, metadata, where) -> list[str]:
     ]
 
 
+def _too_few(value, tp, where) -> list[str]:
+    fewest = [m.n for m in tp.__metadata__ if isinstance(m, AtLeast)]
+    return [f"{where}: {len(value)} items, fewer than {n}" for n in fewest if len(value) < n]
+
+
 def _scalar(value, tp) -> bool:
     if tp is type(None):
         return value is None
@@ -114,6 +127,7 @@ _INDEX = {"layer": 0, "head": 1}
 _PAIRS = ("best_head", "kind_best_head")
 _GRIDS = ("heads", "flip_share")
 _PER_LAYER = ("layers", "mlps")
+_PER_POINT = ("points", "mean_probability", "median_rank", "top1_share", "top")  # the lens's
 
 
 def outside_model(value: Any, n_layer: int, n_head: int) -> list[str]:
@@ -121,6 +135,10 @@ def outside_model(value: Any, n_layer: int, n_head: int) -> list[str]:
     `n_head` heads does not have (an index past it, a grid of another size): a result of
     another model, where []: every index in it is one of this model's."""
     sizes, found, todo = (n_layer, n_head), [], [("result", value)]
+    lengths = {  # a list of one item per layer, or per point of the lens (each layer's, the end)
+        **dict.fromkeys(_PER_LAYER, (n_layer, "layers")),
+        **dict.fromkeys(_PER_POINT, (n_layer + 1, "points")),
+    }
     while todo:  # a list, not the stack: however deep the value
         where, node = todo.pop()
         if isinstance(node, list):
@@ -140,7 +158,8 @@ def outside_model(value: Any, n_layer: int, n_head: int) -> list[str]:
                     found.append(f"{at}: a grid of another model's layers or heads")
             elif key == "heads" and isinstance(v, list) and len(v) not in (0, n_layer * n_head):
                 found.append(f"{at}: {len(v)} heads where the model has {n_layer * n_head}")
-            elif key in _PER_LAYER and isinstance(v, list) and len(v) != n_layer:
-                found.append(f"{at}: {len(v)} layers where the model has {n_layer}")
+            elif key in lengths and isinstance(v, list) and len(v) != lengths[key][0]:
+                n, what = lengths[key]
+                found.append(f"{at}: {len(v)} {what} where the model has {n}")
             todo.append((at, v))
     return found

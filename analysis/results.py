@@ -20,7 +20,7 @@ from typing import Annotated, TypedDict
 
 from analysis.bootstrap import Interval
 from analysis.circuit_results import ChoiceResult, CircuitResult, NoTwinsSaid, PatchingResult
-from analysis.conform import Between, Count, Share
+from analysis.conform import AtLeast, Between, Count, Share
 
 # --- the probe (analysis/probe.py) -------------------------------------------------------------
 
@@ -51,9 +51,9 @@ class PositionRule(PerSplit):
 
 
 class Baselines(TypedDict):
-    random: PerSplit  # a uniformly drawn candidate, in expectation
-    first: PerSplit  # the leftmost candidate
-    nearest: PerSplit  # the closest candidate that ends before the pronoun
+    random: Annotated[PerSplit, AtLeast(1)]  # a uniformly drawn candidate, in expectation
+    first: Annotated[PerSplit, AtLeast(1)]  # the leftmost candidate
+    nearest: Annotated[PerSplit, AtLeast(1)]  # the closest candidate that ends before the pronoun
     position: PositionRule
 
 
@@ -99,7 +99,7 @@ class ProbeResult(_WhyNoPValue):
     seed: int
     selection: str  # "dev", or "same data" where one set is both
     heads: list[HeadRow]  # every head, layer-major
-    counts: dict[str, Counts]  # per split
+    counts: Annotated[dict[str, Counts], AtLeast(1)]  # per split
     block_size: Count
     test_set: str | None  # the test examples' name ("test", "natural"); None for one set
     query: str  # where attention is read from (analysis.words.QUERY_POSITIONS)

@@ -206,6 +206,9 @@ def changed(saved, path, value):
 )
 @example(path=["best_head", "layer"], value=5, raw=None)  # issue 60, 5: was an exit-2 error
 @example(path=["heads"], value=[], raw=None)
+@example(path=["counts"], value={}, raw=None)  # an exit-2 error: no split to count
+@example(path=["baselines", "first"], value={}, raw=None)  # the same
+@example(path=["logit_lens", "mean_probability"], value=[], raw=None)  # was a traceback
 def test_any_probe_json_is_used_or_measured_again(measured, path, value, raw):  # 60: 5
     folder, saved = measured
     text = raw if raw is not None else json.dumps(changed(saved, path, value))

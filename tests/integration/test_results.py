@@ -14,7 +14,7 @@ from analysis.choice import choice_study
 from analysis.choice_pairs import Choices
 from analysis.circuit import circuit_of_pairs
 from analysis.circuit_results import ChoiceResult, PairsCircuit
-from analysis.conform import mismatches
+from analysis.conform import mismatches, outside_model
 from analysis.coreference import study
 from analysis.probe import head_scores
 from analysis.results import HeadScores, Study
@@ -92,6 +92,8 @@ def test_head_scores_conform(run):
             lambda r: r["logit_lens"]["example"]["top"][0].append(["a"]),
             "is not an array of 2",
         ),
+        (lambda r: r.update(counts={}), "result.counts: 0 items, fewer than 1"),
+        (lambda r: r["baselines"].update(first={}), "result.baselines.first: 0 items, fewer"),
     ],
 )
 def test_a_value_that_drifts_from_its_type_is_named_where_it_drifts(full, change, says):
@@ -122,3 +124,16 @@ def test_a_saved_probe_of_another_format_or_type_is_measured_again_not_half_read
     edited["best_head"]["layer"] = "first"  # edited by hand, or by another program
     (folder / PROBE_FILE).write_text(json.dumps(edited))
     assert saved_probe(checkpoint, folder) is None
+
+
+def test_a_lens_of_another_depth_is_named_as_another_models(run, full):
+    model = run[1]
+    L, H = model.config.n_layer, model.config.n_head
+    assert outside_model(full, L, H) == [] and len(full["logit_lens"]["points"]) == L + 1
+    for depth in (0, L):  # a point per layer and one at the end: L + 1
+        lens = copy.deepcopy(full["logit_lens"])
+        lens["mean_probability"] = lens["mean_probability"][:depth]
+        found = outside_model({**full, "logit_lens": lens}, L, H)
+        assert found == [
+            f"result.logit_lens.mean_probability: {depth} points where the model has {L + 1}"
+        ]
