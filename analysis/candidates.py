@@ -30,7 +30,7 @@ from analysis.items import encode_item
 from data.pronouns import Example
 from data.tokenizer import Tokenizer
 from model.gpt import GPT
-from model.hooks import hooks, per_layer
+from model.hooks import caching, per_layer
 
 
 class CandidateScores(NamedTuple):
@@ -66,14 +66,9 @@ def candidate_scores(
     first = torch.zeros(N, cfg.n_layer, cfg.n_head)
     device = next(model.parameters()).device
     patterns = per_layer("attn.hook_pattern", cfg.n_layer)
-    cache = {}  # each batch's patterns, by name
-
-    def keep(x, hook):
-        cache[hook.name] = x
-
     for batch in by_length([len(e.ids) for e in kept], BATCH_SIZE):
         idx = torch.tensor([kept[n].ids for n in batch], device=device)  # (B, T)
-        with hooks(model, dict.fromkeys(patterns, keep)):
+        with caching(model, patterns) as cache:
             model.residual(idx)  # the patterns are all it reads: no unembedding
         # Keep only each item's query row: (B, H, T, T) per layer -> (B, L, H, T).
         b = torch.arange(len(batch), device=device)

@@ -18,7 +18,7 @@ from analysis.batching import BATCH_SIZE
 from analysis.interventions import replace_where
 from analysis.patching import Pair
 from model.gpt import GPT
-from model.hooks import hooks, run_with_cache
+from model.hooks import caching, hooks
 from model.split_inputs import split_inputs
 
 # Heads patched for real, both ways, to find the deciding ones: those with the largest
@@ -41,15 +41,6 @@ def _leaf(x, hook):
     return x.detach().requires_grad_()
 
 
-def _keeper(kept):
-    """A hook that keeps each point's value (with its graph) in `kept`, by name."""
-
-    def keep(x, hook):
-        kept.setdefault(hook.name, x)
-
-    return keep
-
-
 def _padded(pairs, which, device):
     """(B, T) ids, padded on the right: a causal model's positions up to each pronoun never see
     what follows, so the padding changes nothing that is read."""
@@ -68,10 +59,9 @@ def _batch(model, pairs, points):
     device = next(model.parameters()).device
     clean, twin = _padded(pairs, "clean", device), _padded(pairs, "corrupt", device)
     names = sorted({name for name, _ in points})
-    clean_cache, twin_cache = {}, {}
-    with hooks(model, dict.fromkeys(names, _keeper(clean_cache))):
+    with caching(model, names) as clean_cache:
         cm_clean = _cm(model, clean, pairs)
-    with hooks(model, dict.fromkeys(names, _keeper(twin_cache))):
+    with caching(model, names) as twin_cache:
         cm_twin = _cm(model, twin, pairs)
     patched = torch.zeros(len(points), 2, len(pairs), dtype=torch.float64)
     for i, (name, h) in enumerate(points):
@@ -107,13 +97,16 @@ def first_order(model: GPT, pairs: list[Pair], names: list[str], dims: tuple) ->
     for i in range(0, len(pairs), BATCH_SIZE):
         part = pairs[i : i + BATCH_SIZE]
         runs = [_padded(part, which, device) for which in ("clean", "corrupt")]
-        with torch.no_grad():
-            caches = [run_with_cache(model, ids, names)[1] for ids in runs]
+        caches = []
+        for ids in runs:
+            with torch.no_grad(), caching(model, names) as cache:
+                model.residual(ids)  # only the points are read: no unembedding
+            caches.append(cache)
         for ids, other in ((runs[0], caches[1]), (runs[1], caches[0])):
-            kept = {}
             with (
                 torch.enable_grad(),
-                hooks(model, {"hook_embed": _leaf, **dict.fromkeys(names, _keeper(kept))}),
+                hooks(model, {"hook_embed": _leaf}),
+                caching(model, names, detach=False) as kept,  # with their graphs
             ):
                 cm = _cm(model, ids, part)
                 grads = torch.autograd.grad(cm.sum(), [kept[n] for n in names])

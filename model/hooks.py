@@ -33,11 +33,13 @@ hook_resid_pre.
 A hook is a function fn(value, hook), as in TransformerLens: `hook` is the HookPoint and
 hook.name its name. It may return a replacement of the same shape (None keeps the value; any
 other shape is a ValueError naming the point and both shapes); autograd's graph runs through
-it, so a hook can also keep a tensor to take its gradient. Four ways in:
+it, so a hook can also keep a tensor to take its gradient. The ways in:
 
     with hooks(model, {"blocks.0.attn.hook_pattern": fn, is_z: other_fn}):
         logits = model(idx)
     logits, cache = run_with_cache(model, idx, names=["blocks.0.attn.hook_pattern"])
+    with caching(model, names) as cache:  # around any pass, e.g. model.residual(idx)
+        ...
 
 TransformerLens's spelling of these on a HookedGPT (model.hooked: model.hooks(...),
 model.run_with_hooks(...), model.run_with_cache(...), model.add_hook(...), with backward hooks
@@ -179,6 +181,20 @@ def run_with_cache(
         if names is not None:
             raise ValueError("names and names_filter say the same thing; give one of them")
         names = names_filter
+    with caching(model, names, detach) as cache:
+        logits = model(idx, **forward_kwargs)
+    return logits, cache
+
+
+@contextmanager
+def caching(
+    model: torch.nn.Module,
+    names: NameOrPredicate | Iterable[str] | None = None,
+    detach: bool = True,
+) -> Iterator[ActivationCache]:
+    """run_with_cache's cache around any pass the `with` block runs, not only the whole forward:
+    `with caching(model, names) as cache: model.residual(idx)` keeps the points without
+    unembedding every position (what a reader of attention alone needs)."""
     config = getattr(model, "config", None)
     cache = ActivationCache(n_layers=getattr(config, "n_layer", None))
     chosen = set(select(model, names))
@@ -187,5 +203,4 @@ def run_with_cache(
         cache[hook.name] = value.detach() if detach else value
 
     with hooks(model, {lambda name: name in chosen: keep}):
-        logits = model(idx, **forward_kwargs)
-    return logits, cache
+        yield cache

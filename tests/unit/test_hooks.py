@@ -8,7 +8,7 @@ import torch
 import torch.nn.functional as F
 
 from analysis.interventions import block_keys, replace_where
-from model.hooks import hook_points, hooks, per_layer, run_with_cache
+from model.hooks import caching, hook_points, hooks, per_layer, run_with_cache
 from model.split_inputs import split_inputs
 from tests.helpers import explicit_path
 
@@ -249,6 +249,22 @@ def test_hooks_keep_the_graph_so_gradients_flow(tiny_gpt):
     assert kept["blocks.0.hook_resid_mid"].grad.shape == (2, 12, 32)
     assert kept["blocks.0.attn.hook_pattern"].grad.abs().sum().item() > 0
     assert model.blocks[0].attn.w_qkv.weight.grad.abs().sum().item() > 0
+
+
+def test_caching_around_the_blocks_alone_keeps_what_run_with_cache_keeps(tiny_gpt):
+    model = tiny_gpt().eval()
+    names = per_layer("attn.hook_pattern", 2) + ["blocks.1.hook_resid_post"]
+    _, whole = run_with_cache(model, IDX, names)
+    with caching(model, names) as cache:
+        stream = model.residual(IDX)  # no unembedding
+    assert sorted(cache) == sorted(whole) == sorted(names)
+    for name in names:
+        assert torch.equal(cache[name], whole[name]) and not cache[name].requires_grad
+    assert torch.equal(stream, cache["blocks.1.hook_resid_post"])
+    assert all(not point.fns for point in hook_points(model).values())  # nothing left installed
+    with caching(model, ["blocks.0.hook_resid_mid"], detach=False) as kept:
+        model.residual(IDX).sum().backward()  # detach=False: the graph runs through the cache
+    assert kept["blocks.0.hook_resid_mid"].requires_grad
 
 
 @torch.no_grad()
