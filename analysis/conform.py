@@ -43,8 +43,8 @@ def mismatches(value: Any, tp: Any, where: str = "result") -> list[str]:
         return _object(value, tp, where)
     origin, args = get_origin(tp), get_args(tp)
     if origin is Annotated:
-        found = mismatches(value, args[0], where)
-        return found or _in_range(value, tp.__metadata__, where) + _too_few(value, tp, where)
+        found, metadata = mismatches(value, args[0], where), tp.__metadata__
+        return found or _in_range(value, metadata, where) + _too_few(value, metadata, where)
     if origin in (Union, types.UnionType):
         if any(not mismatches(value, arm, where) for arm in args):
             return []
@@ -90,8 +90,8 @@ def _in_range(value, metadata, where) -> list[str]:
     ]
 
 
-def _too_few(value, tp, where) -> list[str]:
-    fewest = [m.n for m in tp.__metadata__ if isinstance(m, AtLeast)]
+def _too_few(value, metadata, where) -> list[str]:
+    fewest = [m.n for m in metadata if isinstance(m, AtLeast)]
     return [f"{where}: {len(value)} items, fewer than {n}" for n in fewest if len(value) < n]
 
 
