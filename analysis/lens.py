@@ -18,7 +18,7 @@ from analysis.results import LensResult
 from data.pronouns import Example
 from data.tokenizer import Tokenizer
 from model.gpt import GPT
-from model.hooks import per_layer, run_with_cache
+from model.hooks import caching, per_layer
 
 
 def stream_points(n_layer: int) -> list[str]:
@@ -51,7 +51,8 @@ def logit_lens(
     first_top = None
     for group in by_length([len(it.ids) for it in items], BATCH_SIZE):
         idx = torch.tensor([items[n].ids for n in group], device=device)  # (B, T)
-        _, cache = run_with_cache(model, idx, names=points)
+        with caching(model, points) as cache:
+            model.residual(idx)  # it unembeds each point's query row itself: no logits here
         b = torch.arange(len(group), device=device)
         q = torch.tensor([items[n].query for n in group], device=device)
         target = torch.tensor([items[n].next_id for n in group], device=device)

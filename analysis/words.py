@@ -31,7 +31,7 @@ import torch
 
 from analysis.errors import NoQueryWord
 from data.pronouns import PRONOUNS
-from model.hooks import per_layer, run_with_cache
+from model.hooks import caching, per_layer
 
 WORD_RE = re.compile(r"(?:[^\W_]|['’])+|[^\w\s]+|_+")
 # Where attention is read from, relative to the pronoun (or the word asked for): see query_token.
@@ -236,8 +236,8 @@ def sentence_attention(model, tokenizer, text, word=None, query="pronoun", occur
     start, end = model_window(len(ids), query, model.config.block_size)
     device = next(model.parameters()).device
     names = per_layer("attn.hook_pattern", model.config.n_layer)
-    with torch.no_grad():
-        _, cache = run_with_cache(model, torch.tensor([ids[start:end]], device=device), names)
+    with torch.no_grad(), caching(model, names) as cache:
+        model.residual(torch.tensor([ids[start:end]], device=device))  # the patterns only
     weights = [[head.cpu() for head in cache[name][0]] for name in names]  # per head (T, T)
     first_word = token_word[start]
     window_word = [w - first_word for w in token_word[start:end]]  # words from the first shown

@@ -104,7 +104,8 @@ def test_the_lens_runs_in_bounded_batches_with_the_same_numbers(tiny_gpt, monkey
     tokenizer = train_tokenizer("char", RUN_TEXT + "".join(ex.text for ex in examples("test")))
     model = tiny_gpt(vocab_size=tokenizer.vocab_size, block_size=128).eval()
     sizes = []
-    model.register_forward_pre_hook(lambda module, args: sizes.append(args[0].shape[0]))
+    # Every pass, with or without the unembedding, embeds its (B, T) ids first.
+    model.tok_emb.register_forward_pre_hook(lambda module, args: sizes.append(args[0].shape[0]))
     monkeypatch.setattr(analysis.lens, "BATCH_SIZE", 10**9)
     whole = logit_lens(model, tokenizer, examples("test")[:80])
     assert max(sizes) > 3  # some length has more than 3 items: the bound below splits it
